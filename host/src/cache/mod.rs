@@ -1,0 +1,322 @@
+//! The scheduler cache: nodes, the pods on them (bound and assumed), and the snapshot each cycle works on.
+
+mod snapshot;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use thiserror::Error;
+
+pub use snapshot::{ClusterObjects, Snapshot};
+
+use crate::framework::types::{ImageStateSummary, NodeInfo, PodInfo};
+
+/// A cache operation on an object that is not in the state the operation needs.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum CacheError {
+    /// The pod is already in the cache (bound or assumed).
+    #[error("pod {0} is already in the cache")]
+    PodExists(String),
+    /// The pod is not in the cache.
+    #[error("pod {0} is not in the cache")]
+    PodMissing(String),
+    /// A node object could not be read.
+    #[error("node {name}: {reason}")]
+    BadNode {
+        /// Node name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct PodState {
+    pod: Arc<PodInfo>,
+    node: String,
+    assumed: bool,
+}
+
+/// Nodes and pods as the scheduler believes them to be, assumed pods included.
+#[derive(Debug, Default)]
+pub struct Cache {
+    nodes: BTreeMap<String, Arc<NodeInfo>>,
+    pods: HashMap<String, PodState>,
+    /// Pods bound to nodes the cache has not seen yet, attached when the node arrives.
+    orphans: HashMap<String, Vec<Arc<PodInfo>>>,
+    dirty: HashSet<String>,
+    structure_changed: bool,
+    objects: Arc<ClusterObjects>,
+    generation: u64,
+}
+
+impl Cache {
+    /// An empty cache.
+    pub fn new() -> Cache {
+        Cache { structure_changed: true, ..Default::default() }
+    }
+
+    /// Adds or replaces a node.
+    pub fn add_node(&mut self, node: Node) -> Result<(), CacheError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let bad = |reason| CacheError::BadNode { name: name.clone(), reason };
+        let node = Arc::new(node);
+        match self.nodes.get_mut(&name) {
+            Some(ni) => {
+                let ni = Arc::make_mut(ni);
+                ni.set_node(node).map_err(bad)?;
+                ni.generation += 1;
+                // Image spread counts are cluster-wide: recompute them with the next snapshot.
+                self.structure_changed = true;
+            }
+            None => {
+                let mut ni = NodeInfo::new(node).map_err(bad)?;
+                for p in self.orphans.remove(&name).into_iter().flatten() {
+                    ni.add_pod(p);
+                }
+                self.nodes.insert(name.clone(), Arc::new(ni));
+                self.structure_changed = true;
+            }
+        }
+        self.dirty.insert(name);
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Removes a node; its pods stay known (they are deleted through their own events).
+    pub fn remove_node(&mut self, name: &str) {
+        if let Some(ni) = self.nodes.remove(name) {
+            self.orphans.insert(name.to_string(), ni.pods.clone());
+            self.structure_changed = true;
+            self.generation += 1;
+        }
+    }
+
+    /// A node's info.
+    pub fn node(&self, name: &str) -> Option<&Arc<NodeInfo>> {
+        self.nodes.get(name)
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Adds a bound pod, or confirms an assumed one (the informer saw the binding).
+    pub fn add_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
+        let Some(node) = pod.node_name().map(str::to_string) else {
+            return Err(CacheError::PodMissing(pod.key()));
+        };
+        if let Some(st) = self.pods.get(&pod.uid) {
+            if st.assumed && st.node == node {
+                // Replace the assumed copy with the real object.
+                let uid = pod.uid.clone();
+                self.detach(&uid);
+                self.attach(pod, node, false);
+                return Ok(());
+            }
+            if !st.assumed {
+                return Err(CacheError::PodExists(pod.key()));
+            }
+            // Assumed elsewhere, bound here: the API server is right.
+            let uid = pod.uid.clone();
+            self.detach(&uid);
+        }
+        self.attach(pod, node, false);
+        Ok(())
+    }
+
+    /// Updates a bound pod (labels or requests changed).
+    pub fn update_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
+        self.remove_pod(&pod.uid)?;
+        self.add_pod(pod)
+    }
+
+    /// Removes a pod (deleted, or evicted by preemption).
+    pub fn remove_pod(&mut self, uid: &str) -> Result<Arc<PodInfo>, CacheError> {
+        self.detach(uid).ok_or_else(|| CacheError::PodMissing(uid.to_string()))
+    }
+
+    /// Places a pod on a node before binding finishes, so the next cycles see its requests.
+    pub fn assume_pod(&mut self, pod: Arc<PodInfo>, node: &str) -> Result<(), CacheError> {
+        if self.pods.contains_key(&pod.uid) {
+            return Err(CacheError::PodExists(pod.key()));
+        }
+        self.attach(pod, node.to_string(), true);
+        Ok(())
+    }
+
+    /// Undoes `assume_pod` after a failed binding cycle.
+    pub fn forget_pod(&mut self, uid: &str) -> Result<(), CacheError> {
+        match self.pods.get(uid) {
+            Some(st) if st.assumed => {
+                self.detach(uid);
+                Ok(())
+            }
+            _ => Err(CacheError::PodMissing(uid.to_string())),
+        }
+    }
+
+    /// Marks an assumed pod as bound (the binder succeeded; the informer will confirm).
+    pub fn finish_binding(&mut self, uid: &str) {
+        if let Some(st) = self.pods.get_mut(uid) {
+            st.assumed = false;
+        }
+    }
+
+    /// True when the pod is in the cache, bound or assumed.
+    pub fn contains_pod(&self, uid: &str) -> bool {
+        self.pods.contains_key(uid)
+    }
+
+    /// True when the pod is assumed (not yet confirmed bound).
+    pub fn is_assumed(&self, uid: &str) -> bool {
+        self.pods.get(uid).is_some_and(|s| s.assumed)
+    }
+
+    /// Every pod in the cache with its node.
+    pub fn pods(&self) -> impl Iterator<Item = (&Arc<PodInfo>, &str)> {
+        self.pods.values().map(|s| (&s.pod, s.node.as_str()))
+    }
+
+    /// Replaces the objects other than pods and nodes.
+    pub fn set_objects(&mut self, objects: ClusterObjects) {
+        self.objects = Arc::new(objects);
+    }
+
+    /// The objects other than pods and nodes.
+    pub fn objects(&self) -> &ClusterObjects {
+        &self.objects
+    }
+
+    /// Bumped on every change (the queue uses it to tell whether a failed cycle saw the latest cluster).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn attach(&mut self, pod: Arc<PodInfo>, node: String, assumed: bool) {
+        self.pods.insert(pod.uid.clone(), PodState { pod: pod.clone(), node: node.clone(), assumed });
+        match self.nodes.get_mut(&node) {
+            Some(ni) => Arc::make_mut(ni).add_pod(pod),
+            None => self.orphans.entry(node.clone()).or_default().push(pod),
+        }
+        self.dirty.insert(node);
+        self.generation += 1;
+    }
+
+    fn detach(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
+        let st = self.pods.remove(uid)?;
+        match self.nodes.get_mut(&st.node) {
+            Some(ni) => {
+                Arc::make_mut(ni).remove_pod(uid);
+            }
+            None => {
+                if let Some(v) = self.orphans.get_mut(&st.node) {
+                    v.retain(|p| p.uid != uid);
+                }
+            }
+        }
+        self.dirty.insert(st.node);
+        self.generation += 1;
+        Some(st.pod)
+    }
+
+    /// Brings a snapshot up to date: copies only the nodes changed since the last call (an `Arc` each), or
+    /// rebuilds the node list when nodes came or went.
+    pub fn update_snapshot(&mut self, snapshot: &mut Snapshot) {
+        if !Arc::ptr_eq(&snapshot.objects, &self.objects) {
+            snapshot.objects = self.objects.clone();
+        }
+        if self.structure_changed {
+            self.refresh_image_states();
+            snapshot.replace_nodes(self.nodes.values().cloned().collect());
+            self.structure_changed = false;
+            self.dirty.clear();
+            return;
+        }
+        let changed: Vec<Arc<NodeInfo>> = self.dirty.drain().filter_map(|n| self.nodes.get(&n).cloned()).collect();
+        if !snapshot.update_nodes(changed) {
+            snapshot.replace_nodes(self.nodes.values().cloned().collect());
+        }
+    }
+
+    fn refresh_image_states(&mut self) {
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for ni in self.nodes.values() {
+            for img in ni.image_states.keys() {
+                *counts.entry(img.clone()).or_insert(0) += 1;
+            }
+        }
+        for ni in self.nodes.values_mut() {
+            if ni.image_states.values().zip(ni.image_states.keys()).any(|(s, k)| s.num_nodes != counts[k]) {
+                let ni = Arc::make_mut(ni);
+                for (k, s) in ni.image_states.iter_mut() {
+                    *s = ImageStateSummary { size: s.size, num_nodes: counts[k] };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "images": [{"names": ["img:1"], "sizeBytes": 1000}]}}))
+        .unwrap()
+    }
+
+    fn pod(name: &str, node: Option<&str>) -> Arc<PodInfo> {
+        let mut v = json!({"metadata": {"name": name, "namespace": "default", "uid": name}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = json!(n);
+        }
+        Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn snapshot_copies_only_changed_nodes_and_shares_the_rest() {
+        let mut c = Cache::new();
+        c.add_node(node("a")).unwrap();
+        c.add_node(node("b")).unwrap();
+        let mut s = Snapshot::default();
+        c.update_snapshot(&mut s);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.get("a").unwrap().image_states["img:1"].num_nodes, 2);
+        let b_before = s.get("b").unwrap().clone();
+        c.assume_pod(pod("p", None), "a").unwrap();
+        c.update_snapshot(&mut s);
+        assert_eq!(s.get("a").unwrap().requested.milli_cpu, 1000);
+        assert!(Arc::ptr_eq(&b_before, s.get("b").unwrap()), "untouched node is shared, not copied");
+    }
+
+    #[test]
+    fn assume_forget_and_confirm() {
+        let mut c = Cache::new();
+        c.add_node(node("a")).unwrap();
+        c.assume_pod(pod("p", None), "a").unwrap();
+        assert!(c.is_assumed("p"));
+        assert_eq!(c.assume_pod(pod("p", None), "a"), Err(CacheError::PodExists("default/p".into())));
+        c.forget_pod("p").unwrap();
+        assert!(!c.contains_pod("p"));
+        c.assume_pod(pod("p", None), "a").unwrap();
+        c.add_pod(pod("p", Some("a"))).unwrap();
+        assert!(!c.is_assumed("p"));
+        assert_eq!(c.node("a").unwrap().pods.len(), 1, "confirming does not double count");
+        assert!(c.forget_pod("p").is_err(), "a bound pod cannot be forgotten");
+    }
+
+    #[test]
+    fn pods_on_unknown_nodes_attach_when_the_node_arrives() {
+        let mut c = Cache::new();
+        c.add_pod(pod("p", Some("late"))).unwrap();
+        c.add_node(node("late")).unwrap();
+        assert_eq!(c.node("late").unwrap().requested.milli_cpu, 1000);
+        c.remove_pod("p").unwrap();
+        assert_eq!(c.node("late").unwrap().requested.milli_cpu, 0);
+    }
+}

@@ -1,0 +1,117 @@
+//! `Snapshot`: the immutable view of the cluster one scheduling cycle works on. Updated from the cache by
+//! generation, so a cycle copies only the nodes that changed, never the whole cluster.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::framework::labels::Labels;
+use crate::framework::types::{NodeInfo, PodInfo};
+
+/// Cluster objects other than pods and nodes that plugins read. Replaced as a whole when one changes (rare).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterObjects {
+    /// Namespace name → labels (for namespace selectors in affinity terms).
+    pub namespaces: HashMap<String, Labels>,
+    /// PodDisruptionBudgets (preemption respects them).
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// Services (default topology spreading selects pods by them).
+    pub services: Vec<Service>,
+    /// ReplicaSets (default topology spreading).
+    pub replica_sets: Vec<ReplicaSet>,
+    /// StatefulSets (default topology spreading).
+    pub stateful_sets: Vec<StatefulSet>,
+    /// ReplicationControllers (default topology spreading).
+    pub replication_controllers: Vec<ReplicationController>,
+    /// PersistentVolumeClaims by `namespace/name`.
+    pub pvcs: HashMap<String, PersistentVolumeClaim>,
+    /// PersistentVolumes by name.
+    pub pvs: HashMap<String, PersistentVolume>,
+}
+
+/// The nodes and objects one cycle sees.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    nodes: Vec<Arc<NodeInfo>>,
+    index: HashMap<String, usize>,
+    with_affinity: Vec<usize>,
+    with_required_anti_affinity: Vec<usize>,
+    /// Objects other than pods and nodes.
+    pub objects: Arc<ClusterObjects>,
+    /// Pods nominated to nodes by preemption, by node name (filters count those of higher or equal priority).
+    pub nominated: Arc<HashMap<String, Vec<Arc<PodInfo>>>>,
+}
+
+impl Snapshot {
+    /// A snapshot of the given nodes (tests and benchmarks; the scheduler updates one from the cache).
+    pub fn from_nodes(nodes: Vec<NodeInfo>) -> Snapshot {
+        let mut s = Snapshot::default();
+        s.replace_nodes(nodes.into_iter().map(Arc::new).collect());
+        s
+    }
+
+    /// All nodes, in a stable order.
+    pub fn nodes(&self) -> &[Arc<NodeInfo>] {
+        &self.nodes
+    }
+
+    /// A node by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
+        self.index.get(name).map(|&i| &self.nodes[i])
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True with no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Nodes that have at least one pod with pod affinity or anti-affinity.
+    pub fn have_pods_with_affinity(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {
+        self.with_affinity.iter().map(|&i| &self.nodes[i])
+    }
+
+    /// Nodes that have at least one pod with required anti-affinity.
+    pub fn have_pods_with_required_anti_affinity(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {
+        self.with_required_anti_affinity.iter().map(|&i| &self.nodes[i])
+    }
+
+    /// Namespace labels, if the namespace is known.
+    pub fn namespace_labels(&self, ns: &str) -> Option<&Labels> {
+        self.objects.namespaces.get(ns)
+    }
+
+    /// Replaces every node (after nodes were added or removed).
+    pub(crate) fn replace_nodes(&mut self, nodes: Vec<Arc<NodeInfo>>) {
+        self.index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        self.nodes = nodes;
+        self.rebuild_affinity_lists();
+    }
+
+    /// Replaces the nodes that changed, in place. Returns false when a name is unknown (the caller rebuilds).
+    pub(crate) fn update_nodes(&mut self, changed: Vec<Arc<NodeInfo>>) -> bool {
+        let mut affinity_touched = false;
+        for n in changed {
+            let Some(&i) = self.index.get(&n.name) else { return false };
+            affinity_touched |= !self.nodes[i].pods_with_affinity.is_empty() || !n.pods_with_affinity.is_empty();
+            self.nodes[i] = n;
+        }
+        if affinity_touched {
+            self.rebuild_affinity_lists();
+        }
+        true
+    }
+
+    fn rebuild_affinity_lists(&mut self) {
+        self.with_affinity = (0..self.nodes.len()).filter(|&i| !self.nodes[i].pods_with_affinity.is_empty()).collect();
+        self.with_required_anti_affinity =
+            (0..self.nodes.len()).filter(|&i| !self.nodes[i].pods_with_required_anti_affinity.is_empty()).collect();
+    }
+}

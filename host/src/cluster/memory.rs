@@ -1,0 +1,98 @@
+//! The in-memory cluster: records what the scheduler writes (bindings, evictions, nominations, events) so the
+//! simulator, tests and benchmarks run the same code as the live scheduler with no API server.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::{ClusterClient, ClusterError, PodEvent};
+use crate::framework::types::PodInfo;
+
+/// A write the scheduler made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// `pod` bound to `node`.
+    Bind {
+        /// `ns/name`.
+        pod: String,
+        /// Node name.
+        node: String,
+    },
+    /// `pod` evicted to make room for `preemptor`.
+    Delete {
+        /// `ns/name` of the victim.
+        pod: String,
+        /// `ns/name` of the preemptor.
+        preemptor: String,
+    },
+    /// `pod`'s nominated node set (or cleared with `None`).
+    Nominate {
+        /// `ns/name`.
+        pod: String,
+        /// Node name.
+        node: Option<String>,
+    },
+    /// An event on `pod`.
+    Event {
+        /// `ns/name`.
+        pod: String,
+        /// The event.
+        event: PodEvent,
+    },
+}
+
+/// An in-memory cluster. Binding a pod twice is a conflict, as on a real API server.
+#[derive(Debug, Default)]
+pub struct MemoryCluster {
+    writes: Mutex<Vec<Write>>,
+    bound: Mutex<HashMap<String, String>>,
+    /// Pods whose binding fails with a conflict (tests of the unwind path).
+    pub fail_bind: Mutex<Vec<String>>,
+}
+
+impl MemoryCluster {
+    /// Everything written so far, in order.
+    pub fn writes(&self) -> Vec<Write> {
+        self.writes.lock().expect("writes lock").clone()
+    }
+
+    /// Takes the writes recorded so far.
+    pub fn drain(&self) -> Vec<Write> {
+        std::mem::take(&mut *self.writes.lock().expect("writes lock"))
+    }
+
+    fn push(&self, w: Write) {
+        self.writes.lock().expect("writes lock").push(w);
+    }
+}
+
+impl ClusterClient for MemoryCluster {
+    fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
+        let key = pod.key();
+        if self.fail_bind.lock().expect("lock").contains(&key) {
+            return Err(ClusterError::Conflict { object: format!("pod {key}"), message: "injected conflict".into() });
+        }
+        let mut bound = self.bound.lock().expect("bound lock");
+        if let Some(n) = bound.get(&pod.uid) {
+            return Err(ClusterError::Conflict { object: format!("pod {key}"), message: format!("already bound to {n}") });
+        }
+        bound.insert(pod.uid.clone(), node.to_string());
+        drop(bound);
+        self.push(Write::Bind { pod: key, node: node.to_string() });
+        Ok(())
+    }
+
+    fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError> {
+        self.bound.lock().expect("bound lock").remove(&pod.uid);
+        self.push(Write::Delete { pod: pod.key(), preemptor: preemptor.key() });
+        Ok(())
+    }
+
+    fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError> {
+        self.push(Write::Nominate { pod: pod.key(), node: node.map(str::to_string) });
+        Ok(())
+    }
+
+    fn record(&self, pod: &PodInfo, event: PodEvent) {
+        self.push(Write::Event { pod: pod.key(), event });
+    }
+}

@@ -1,0 +1,309 @@
+//! The extension points: one small trait per point, as upstream's `framework/interface.go`. A plugin implements
+//! `Plugin` and the traits of the points it serves; native and Wasm plugins are indistinguishable to the runner.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::cycle_state::CycleState;
+use super::status::Status;
+use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
+use crate::cache::Snapshot;
+
+/// The highest score a Score plugin may give after NormalizeScore (upstream `MaxNodeScore`).
+pub const MAX_NODE_SCORE: i64 = 100;
+/// The lowest score (upstream `MinNodeScore`).
+pub const MIN_NODE_SCORE: i64 = 0;
+
+/// What kind of object a cluster event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventResource {
+    /// A pod bound to a node (or assumed).
+    AssignedPod,
+    /// A pod not yet bound.
+    UnscheduledPod,
+    /// A node.
+    Node,
+    /// A PersistentVolumeClaim or PersistentVolume.
+    Volume,
+    /// Anything else a plugin watches (namespaces, services, PDBs ...).
+    Other,
+}
+
+/// What happened to the object (a bit set).
+pub mod action {
+    /// Created.
+    pub const ADD: u8 = 1;
+    /// Deleted.
+    pub const DELETE: u8 = 2;
+    /// Labels changed.
+    pub const UPDATE_LABEL: u8 = 4;
+    /// Taints or unschedulable changed.
+    pub const UPDATE_TAINT: u8 = 8;
+    /// Allocatable or requests changed.
+    pub const UPDATE_RESOURCES: u8 = 16;
+    /// Any other change.
+    pub const UPDATE_OTHER: u8 = 32;
+    /// Every update.
+    pub const UPDATE: u8 = UPDATE_LABEL | UPDATE_TAINT | UPDATE_RESOURCES | UPDATE_OTHER;
+    /// Everything.
+    pub const ALL: u8 = ADD | DELETE | UPDATE;
+}
+
+/// A change in the cluster that may make a rejected pod schedulable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClusterEvent {
+    /// The object kind.
+    pub resource: EventResource,
+    /// The actions (bits of [`action`]).
+    pub actions: u8,
+}
+
+impl ClusterEvent {
+    /// An event.
+    pub const fn new(resource: EventResource, actions: u8) -> ClusterEvent {
+        ClusterEvent { resource, actions }
+    }
+
+    /// True when `self` (registered interest) covers the event `e` that happened.
+    pub fn covers(&self, e: &ClusterEvent) -> bool {
+        self.resource == e.resource && self.actions & e.actions != 0
+    }
+
+    /// Interest in every event.
+    pub fn all() -> Vec<ClusterEvent> {
+        use EventResource::*;
+        [AssignedPod, UnscheduledPod, Node, Volume, Other].into_iter().map(|r| ClusterEvent::new(r, action::ALL)).collect()
+    }
+}
+
+/// Every plugin: a name and the extension points it serves.
+pub trait Plugin: Send + Sync {
+    /// The plugin's name as written in profiles.
+    fn name(&self) -> &str;
+
+    /// Cluster events that may make a pod this plugin rejected schedulable (all by default).
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        ClusterEvent::all()
+    }
+
+    /// This plugin as a PreEnqueue plugin, if it is one.
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        None
+    }
+    /// This plugin as a QueueSort plugin, if it is one.
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        None
+    }
+    /// This plugin as a PreFilter plugin, if it is one.
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        None
+    }
+    /// This plugin as a Filter plugin, if it is one.
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        None
+    }
+    /// This plugin as a PostFilter plugin, if it is one.
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        None
+    }
+    /// This plugin as a PreScore plugin, if it is one.
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        None
+    }
+    /// This plugin as a Score plugin, if it is one.
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        None
+    }
+    /// This plugin as a Reserve plugin, if it is one.
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        None
+    }
+    /// This plugin as a Permit plugin, if it is one.
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        None
+    }
+    /// This plugin as a PreBind plugin, if it is one.
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        None
+    }
+    /// This plugin as a Bind plugin, if it is one.
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        None
+    }
+    /// This plugin as a PostBind plugin, if it is one.
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        None
+    }
+}
+
+/// Gates a pod before it enters the active queue: anything but Success keeps it out until a cluster event.
+pub trait PreEnqueuePlugin: Plugin {
+    /// Success lets the pod in.
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status;
+}
+
+/// Orders the active queue. A profile has exactly one.
+pub trait QueueSortPlugin: Plugin {
+    /// True when `a` should be scheduled before `b`.
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool;
+}
+
+/// Nodes a PreFilter plugin allows (`None`: all nodes).
+pub type PreFilterResult = Option<HashSet<String>>;
+
+/// Runs once per pod before filtering; may narrow the nodes, skip its own Filter, or reject the pod outright.
+pub trait PreFilterPlugin: Plugin {
+    /// Computes per-cycle data. Skip means "my Filter has nothing to check for this pod".
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status);
+
+    /// Updates this plugin's cycle data as if `pod_to_add` were on `node` (preemption and nominated pods).
+    /// Only plugins whose PreFilter data depends on other pods implement it.
+    fn add_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _pod_to_add: &Arc<PodInfo>,
+        _node: &NodeInfo,
+        _snapshot: &Snapshot,
+    ) -> Status {
+        Status::success()
+    }
+
+    /// Updates this plugin's cycle data as if `pod_to_remove` were gone from `node`.
+    fn remove_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _pod_to_remove: &Arc<PodInfo>,
+        _node: &NodeInfo,
+        _snapshot: &Snapshot,
+    ) -> Status {
+        Status::success()
+    }
+}
+
+/// Decides whether a pod fits a node.
+pub trait FilterPlugin: Plugin {
+    /// Success when the pod fits `node`; a rejection's reasons are shown to users.
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
+
+    /// The batched form the runner calls: one status per node, in order. A Wasm plugin overrides this to cross
+    /// the boundary once per batch; native plugins keep the loop.
+    fn filter_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut Vec<Status>) {
+        out.extend(nodes.iter().map(|n| self.filter(state, pod, n)));
+    }
+}
+
+/// What a PostFilter plugin (preemption) asks the scheduler to do.
+#[derive(Debug, Clone, Default)]
+pub struct PostFilterResult {
+    /// The node the pod is nominated to run on once the victims are gone (`Some("")` clears a nomination).
+    pub nominated_node_name: Option<String>,
+    /// Pods to evict from that node.
+    pub victims: Vec<Arc<PodInfo>>,
+}
+
+/// Node name → the status that rejected the pod there.
+pub type NodeToStatus = std::collections::HashMap<String, Status>;
+
+/// What the runner offers a PostFilter plugin: the snapshot and re-running filters on hypothetical nodes.
+pub trait PostFilterHandle {
+    /// The snapshot of this cycle.
+    fn snapshot(&self) -> &Snapshot;
+    /// Runs the profile's Filter plugins (with nominated pods considered) for `pod` on `node`.
+    fn run_filter_plugins_with_nominated_pods(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
+    /// Runs every PreFilter plugin's `add_pod`.
+    fn run_pre_filter_add_pod(&self, state: &mut CycleState, pod: &PodInfo, add: &Arc<PodInfo>, node: &NodeInfo) -> Status;
+    /// Runs every PreFilter plugin's `remove_pod`.
+    fn run_pre_filter_remove_pod(&self, state: &mut CycleState, pod: &PodInfo, remove: &Arc<PodInfo>, node: &NodeInfo)
+        -> Status;
+    /// A random number in `0..n` from the scheduler's seeded generator.
+    fn random(&self, n: usize) -> usize;
+}
+
+/// Runs when no node fits (preemption).
+pub trait PostFilterPlugin: Plugin {
+    /// Success with a nominated node when the pod can fit after evictions.
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        filtered: &NodeToStatus,
+        handle: &dyn PostFilterHandle,
+    ) -> (Option<PostFilterResult>, Status);
+}
+
+/// Runs once per pod before scoring, with the feasible nodes.
+pub trait PreScorePlugin: Plugin {
+    /// Skip means "my Score has nothing to add for this pod".
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>], snapshot: &Snapshot) -> Status;
+}
+
+/// A node's score from one plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeScore {
+    /// Node name.
+    pub name: String,
+    /// Score.
+    pub score: i64,
+}
+
+/// Ranks feasible nodes.
+pub trait ScorePlugin: Plugin {
+    /// The raw score of `node` for `pod`.
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// The batched form the runner calls: fills `out` (one slot per node, in order). A Wasm plugin overrides this.
+    fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            match self.score(state, pod, n) {
+                Ok(s) => *o = s,
+                Err(st) => return st,
+            }
+        }
+        Status::success()
+    }
+
+    /// Maps raw scores into [0, 100]; plugins whose raw scores are already there keep the default.
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
+        Status::success()
+    }
+
+    /// True when the plugin implements `normalize_score` (for `--explain`).
+    fn has_normalize(&self) -> bool {
+        false
+    }
+}
+
+/// Reserve and Unreserve: keep plugin-side state in step with the assumed pod.
+pub trait ReservePlugin: Plugin {
+    /// Called after the pod is assumed on `node`.
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+    /// Called in reverse order when anything after Reserve fails. Must be idempotent.
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+}
+
+/// Approves, rejects or delays binding.
+pub trait PermitPlugin: Plugin {
+    /// Success, a rejection, or Wait with the longest time to wait.
+    fn permit(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> (Status, Duration);
+}
+
+/// Runs before binding (e.g. volume provisioning).
+pub trait PreBindPlugin: Plugin {
+    /// Success lets binding go on.
+    fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+}
+
+/// Binds a pod. Skip passes the pod to the next binder.
+pub trait BindPlugin: Plugin {
+    /// Success when bound.
+    fn bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+}
+
+/// Informational, after a successful bind.
+pub trait PostBindPlugin: Plugin {
+    /// Called once the pod is bound.
+    fn post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+}

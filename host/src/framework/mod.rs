@@ -1,0 +1,14 @@
+//! The scheduling framework: extension-point traits, `Status`, `CycleState`, pod and node infos, and the
+//! profile runner that executes the cycle.
+
+pub mod cycle_state;
+pub mod interface;
+pub mod labels;
+pub mod quantity;
+pub mod status;
+pub mod types;
+
+pub use cycle_state::{CycleState, StateData};
+pub use interface::*;
+pub use status::{Code, Status};
+pub use types::{NodeInfo, PodInfo, QosClass, QueuedPodInfo, Resource};

@@ -1,0 +1,54 @@
+//! Helpers shared by several native plugins.
+
+use crate::framework::{NodeScore, Status, MAX_NODE_SCORE};
+
+/// Scales scores into [0, `max_priority`] by the highest score (upstream `DefaultNormalizeScore`); with `reverse`
+/// the lowest raw score gets the highest normalized one. All zero stays zero (or all max when reversed).
+pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [NodeScore]) -> Status {
+    let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+    if max == 0 {
+        if reverse {
+            for s in scores.iter_mut() {
+                s.score = max_priority;
+            }
+        }
+        return Status::success();
+    }
+    for s in scores.iter_mut() {
+        let mut v = max_priority * s.score / max;
+        if reverse {
+            v = max_priority - v;
+        }
+        s.score = v;
+    }
+    Status::success()
+}
+
+/// `default_normalize_score` with the framework's maximum node score.
+pub fn normalize_to_max(reverse: bool, scores: &mut [NodeScore]) -> Status {
+    default_normalize_score(MAX_NODE_SCORE, reverse, scores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[i64]) -> Vec<NodeScore> {
+        v.iter().enumerate().map(|(i, &score)| NodeScore { name: format!("n{i}"), score }).collect()
+    }
+
+    #[test]
+    fn table() {
+        let cases: &[(&[i64], bool, &[i64])] = &[
+            (&[10, 20, 30], false, &[33, 66, 100]),
+            (&[10, 20, 30], true, &[67, 34, 0]),
+            (&[0, 0], false, &[0, 0]),
+            (&[0, 0], true, &[100, 100]),
+        ];
+        for (input, reverse, want) in cases {
+            let mut v = s(input);
+            default_normalize_score(100, *reverse, &mut v);
+            assert_eq!(v.iter().map(|x| x.score).collect::<Vec<_>>(), *want, "{input:?} reverse={reverse}");
+        }
+    }
+}
