@@ -2,6 +2,9 @@
 //! served by WebAssembly components.
 
 pub mod cache;
+pub mod config;
 pub mod cluster;
 pub mod framework;
 pub mod plugins;
+pub mod queue;
+pub mod sim;

@@ -12,3 +12,11 @@ pub use cycle_state::{CycleState, StateData};
 pub use interface::*;
 pub use status::{Code, Status};
 pub use types::{NodeInfo, PodInfo, QosClass, QueuedPodInfo, Resource};
+pub mod parallelize;
+pub mod rng;
+pub mod runtime;
+
+pub use runtime::{Diagnosis, Framework, FrameworkError};
+pub mod schedule_one;
+
+pub use schedule_one::{AttemptResult, Observer, ProfileMap, Scheduler, SchedulerOptions};

@@ -1,7 +1,5 @@
 //! NodeName: a pod that names its node (`spec.nodeName`) fits only that node.
 
-use std::sync::Arc;
-
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, Status,
 };
@@ -69,6 +67,5 @@ mod tests {
                 }
             }
         }
-        let _ = Arc::new(NodeName);
     }
 }

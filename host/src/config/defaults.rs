@@ -1,0 +1,36 @@
+//! Upstream's default profile (v1.34 `getDefaultPlugins`), narrowed to the plugins this scheduler implements.
+
+use super::types::{PluginRef, PluginSet, Plugins};
+
+/// Upstream default plugins that are not implemented here. They may be named in `disabled` (so configurations
+/// written for kube-scheduler keep working) but not enabled.
+pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] =
+    &["VolumeRestrictions", "NodeVolumeLimits", "VolumeZone", "DynamicResources", "EBSLimits", "GCEPDLimits", "AzureDiskLimits"];
+
+/// The default plugins: all through multiPoint, with upstream's score weights.
+pub fn default_plugins() -> Plugins {
+    let p = |name: &str, weight: Option<i32>| PluginRef { name: name.to_string(), weight };
+    Plugins {
+        multi_point: Some(PluginSet {
+            enabled: vec![
+                p("SchedulingGates", None),
+                p("PrioritySort", None),
+                p("NodeUnschedulable", None),
+                p("NodeName", None),
+                p("TaintToleration", Some(3)),
+                p("NodeAffinity", Some(2)),
+                p("NodePorts", None),
+                p("NodeResourcesFit", Some(1)),
+                p("VolumeBinding", None),
+                p("PodTopologySpread", Some(2)),
+                p("InterPodAffinity", Some(2)),
+                p("DefaultPreemption", None),
+                p("NodeResourcesBalancedAllocation", Some(1)),
+                p("ImageLocality", Some(1)),
+                p("DefaultBinder", None),
+            ],
+            disabled: vec![],
+        }),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,907 @@
+//! The profile runner: instantiates a profile's plugins and runs each extension point with upstream's rules
+//! (`framework/runtime/framework.go`). Each runner's doc states its short-circuit rule.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use super::cycle_state::CycleState;
+use super::interface::*;
+use super::parallelize::Parallelizer;
+use super::status::{Code, Status};
+use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
+use crate::cache::Snapshot;
+use crate::config::{PluginSet, Plugins, ProfileConfig};
+use crate::plugins::{PluginContext, Registry};
+
+/// Upstream's floor for how many feasible nodes to look for before scoring.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// Upstream's floor for the adaptive percentage.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
+/// The longest a Permit plugin may ask a pod to wait (upstream `maxTimeout`).
+pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// A profile that cannot be built from its configuration.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FrameworkError {
+    /// A plugin name the registry does not know.
+    #[error("profile {profile:?}: unknown plugin {plugin:?} (known plugins: {known})")]
+    UnknownPlugin {
+        /// Profile.
+        profile: String,
+        /// Plugin.
+        plugin: String,
+        /// Registered names.
+        known: String,
+    },
+    /// A plugin's factory refused its args.
+    #[error("profile {profile:?}: pluginConfig for {plugin:?}: {message}")]
+    BadArgs {
+        /// Profile.
+        profile: String,
+        /// Plugin.
+        plugin: String,
+        /// Why.
+        message: String,
+    },
+    /// A plugin enabled at an extension point it does not implement.
+    #[error("profile {profile:?}: plugin {plugin:?} enabled at {point} does not implement {point}")]
+    NotImplemented {
+        /// Profile.
+        profile: String,
+        /// Plugin.
+        plugin: String,
+        /// Extension point.
+        point: &'static str,
+    },
+    /// Anything else about the profile's shape.
+    #[error("profile {profile:?}: {message}")]
+    Invalid {
+        /// Profile.
+        profile: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// A plugin registered at an extension point.
+#[derive(Clone)]
+pub struct PluginEntry {
+    /// Its name, shared by every status it produces.
+    pub name: Arc<str>,
+    /// The instance (one per profile, shared by all its points).
+    pub plugin: Arc<dyn Plugin>,
+    /// Score weight (Score only).
+    pub weight: i64,
+}
+
+/// Why the nodes were rejected, for the `0/N nodes are available` message and for requeueing.
+#[derive(Debug, Default, Clone)]
+pub struct Diagnosis {
+    /// Rejected node → status.
+    pub node_to_status: NodeToStatus,
+    /// Plugins that rejected the pod somewhere.
+    pub unschedulable_plugins: HashSet<String>,
+    /// PreFilter's message when PreFilter rejected the pod.
+    pub pre_filter_msg: String,
+    /// PostFilter's message.
+    pub post_filter_msg: String,
+}
+
+/// Upstream's `FitError` message: `0/N nodes are available: <counted, sorted reasons>.` plus PostFilter's part.
+pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
+    let mut msg = format!("0/{num_all_nodes} nodes are available:");
+    if !d.pre_filter_msg.is_empty() {
+        msg.push_str(&format!(" {}.", d.pre_filter_msg));
+    } else {
+        let histogram = reason_histogram(d.node_to_status.values());
+        if !histogram.is_empty() {
+            msg.push_str(&format!(" {}.", histogram));
+        }
+    }
+    if !d.post_filter_msg.is_empty() {
+        msg.push_str(&format!(" {}.", d.post_filter_msg));
+    }
+    msg
+}
+
+/// Counts every reason over the statuses and returns `"<n> <reason>"` strings sorted and joined with ", ".
+pub fn reason_histogram<'a>(statuses: impl Iterator<Item = &'a Status>) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in statuses {
+        for r in s.reasons() {
+            *counts.entry(r.as_str()).or_insert(0) += 1;
+        }
+    }
+    let mut parts: Vec<String> = counts.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+    parts.sort();
+    parts.join(", ")
+}
+
+/// Per-node verdicts and per-plugin scores of one cycle, recorded for `--explain`.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct CycleTrace {
+    /// PreFilter outcome per plugin: "Success", "Skip", or the rejection.
+    pub pre_filter: Vec<(String, String)>,
+    /// Nodes evaluated by Filter, in evaluation order, with their verdict ("feasible" or the rejecting status).
+    pub filter: Vec<(String, String)>,
+    /// Nodes not evaluated because enough feasible nodes were found first.
+    pub not_evaluated: usize,
+    /// Score plugins that ran: name, weight, and per node raw, normalized and weighted scores.
+    pub scores: Vec<PluginScoreTrace>,
+    /// Total score per node.
+    pub totals: Vec<(String, i64)>,
+    /// PreScore plugins that answered Skip.
+    pub pre_score_skipped: Vec<String>,
+}
+
+/// One Score plugin's part in a cycle.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct PluginScoreTrace {
+    /// Plugin name.
+    pub plugin: String,
+    /// Weight.
+    pub weight: i64,
+    /// node → (raw, normalized, weighted).
+    pub nodes: Vec<(String, i64, i64, i64)>,
+}
+
+/// Total and per-plugin scores of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePluginScores {
+    /// Node name.
+    pub name: String,
+    /// Sum of weighted scores.
+    pub total: i64,
+}
+
+/// A pod whose Permit answered Wait: plugins still to allow it, and the verdict once known.
+#[derive(Debug)]
+pub struct WaitingPod {
+    pod: Arc<PodInfo>,
+    pending: Mutex<HashMap<String, Instant>>,
+    verdict: Mutex<Option<Status>>,
+    signal: Condvar,
+}
+
+impl WaitingPod {
+    /// The waiting pod.
+    pub fn pod(&self) -> &Arc<PodInfo> {
+        &self.pod
+    }
+
+    /// A plugin allows the pod; when none is left pending the pod goes on to binding.
+    pub fn allow(&self, plugin: &str) {
+        let mut p = self.pending.lock().expect("waiting pod lock");
+        p.remove(plugin);
+        if p.is_empty() {
+            self.decide(Status::success());
+        }
+    }
+
+    /// A plugin rejects the pod.
+    pub fn reject(&self, plugin: &str, msg: &str) {
+        self.decide(Status::unschedulable(msg).with_plugin(&Arc::from(plugin)));
+    }
+
+    fn decide(&self, s: Status) {
+        let mut v = self.verdict.lock().expect("waiting pod lock");
+        if v.is_none() {
+            *v = Some(s);
+            self.signal.notify_all();
+        }
+    }
+
+    /// Blocks until allowed, rejected, or the earliest plugin timeout passes.
+    fn wait(&self) -> Status {
+        let mut v = self.verdict.lock().expect("waiting pod lock");
+        loop {
+            if let Some(s) = v.as_ref() {
+                return s.clone();
+            }
+            let deadline = self.pending.lock().expect("waiting pod lock").iter().map(|(n, d)| (*d, n.clone())).min();
+            let Some((deadline, plugin)) = deadline else { return Status::success() };
+            let now = Instant::now();
+            if now >= deadline {
+                return Status::unschedulable(format!("rejected due to timeout after waiting at permit")).with_plugin(&Arc::from(plugin.as_str()));
+            }
+            v = self.signal.wait_timeout(v, deadline - now).expect("waiting pod lock").0;
+        }
+    }
+}
+
+/// The runner of one profile.
+pub struct Framework {
+    profile_name: String,
+    pre_enqueue: Vec<PluginEntry>,
+    queue_sort: PluginEntry,
+    pre_filter: Vec<PluginEntry>,
+    filter: Vec<PluginEntry>,
+    post_filter: Vec<PluginEntry>,
+    pre_score: Vec<PluginEntry>,
+    score: Vec<PluginEntry>,
+    reserve: Vec<PluginEntry>,
+    permit: Vec<PluginEntry>,
+    pre_bind: Vec<PluginEntry>,
+    bind: Vec<PluginEntry>,
+    post_bind: Vec<PluginEntry>,
+    instances: BTreeMap<String, Arc<dyn Plugin>>,
+    percentage_of_nodes_to_score: Option<i32>,
+    parallelizer: Parallelizer,
+    next_start_node_index: AtomicUsize,
+    waiting: Mutex<HashMap<String, Arc<WaitingPod>>>,
+}
+
+impl std::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Framework").field("profile", &self.profile_name).finish()
+    }
+}
+
+/// The extension points in upstream's order, with a test of whether a plugin implements each.
+const POINTS: &[(&str, fn(&dyn Plugin) -> bool)] = &[
+    ("preEnqueue", |p| p.as_pre_enqueue().is_some()),
+    ("queueSort", |p| p.as_queue_sort().is_some()),
+    ("preFilter", |p| p.as_pre_filter().is_some()),
+    ("filter", |p| p.as_filter().is_some()),
+    ("postFilter", |p| p.as_post_filter().is_some()),
+    ("preScore", |p| p.as_pre_score().is_some()),
+    ("score", |p| p.as_score().is_some()),
+    ("reserve", |p| p.as_reserve().is_some()),
+    ("permit", |p| p.as_permit().is_some()),
+    ("preBind", |p| p.as_pre_bind().is_some()),
+    ("bind", |p| p.as_bind().is_some()),
+    ("postBind", |p| p.as_post_bind().is_some()),
+];
+
+fn point_set<'a>(p: &'a Plugins, point: &str) -> Option<&'a PluginSet> {
+    crate::config::sets(p).into_iter().find(|(n, _)| *n == point).and_then(|(_, s)| s)
+}
+
+impl Framework {
+    /// Builds the runner for a profile: instantiates each named plugin once with its args, expands multiPoint
+    /// as upstream (explicit entries override, `disabled` and `'*'` honoured), and checks the profile's shape.
+    pub fn new(
+        profile: &ProfileConfig,
+        global_percentage: Option<i32>,
+        registry: &Registry,
+        ctx: &PluginContext,
+        parallelizer: Parallelizer,
+    ) -> Result<Framework, FrameworkError> {
+        let pname = profile.scheduler_name.clone();
+        let mut instances: BTreeMap<String, Arc<dyn Plugin>> = BTreeMap::new();
+        let mut instance = |name: &str| -> Result<Arc<dyn Plugin>, FrameworkError> {
+            if let Some(p) = instances.get(name) {
+                return Ok(p.clone());
+            }
+            let factory = registry.get(name).ok_or_else(|| FrameworkError::UnknownPlugin {
+                profile: pname.clone(),
+                plugin: name.to_string(),
+                known: registry.names().join(", "),
+            })?;
+            let p = factory(profile.plugin_args.get(name), ctx).map_err(|message| FrameworkError::BadArgs {
+                profile: pname.clone(),
+                plugin: name.to_string(),
+                message,
+            })?;
+            instances.insert(name.to_string(), p.clone());
+            Ok(p)
+        };
+
+        let multi = profile.plugins.multi_point.clone().unwrap_or_default();
+        let mut per_point: HashMap<&'static str, Vec<PluginEntry>> = HashMap::new();
+        for (point, implements) in POINTS {
+            let set = point_set(&profile.plugins, point).cloned().unwrap_or_default();
+            let disabled: HashSet<&str> = set.disabled.iter().map(|p| p.name.as_str()).collect();
+            let mut explicit: Vec<(String, Option<i32>)> = Vec::new();
+            for e in &set.enabled {
+                let p = instance(&e.name)?;
+                if !implements(p.as_ref()) {
+                    return Err(FrameworkError::NotImplemented { profile: pname.clone(), plugin: e.name.clone(), point });
+                }
+                if explicit.iter().any(|(n, _)| *n == e.name) {
+                    return Err(FrameworkError::Invalid {
+                        profile: pname.clone(),
+                        message: format!("plugin {:?} already registered at {point}", e.name),
+                    });
+                }
+                explicit.push((e.name.clone(), e.weight));
+            }
+            let mut overrides = HashSet::new();
+            let mut from_multi: Vec<(String, Option<i32>)> = Vec::new();
+            if !disabled.contains("*") {
+                for e in &multi.enabled {
+                    let p = instance(&e.name)?;
+                    if !implements(p.as_ref()) || disabled.contains(e.name.as_str()) {
+                        continue;
+                    }
+                    if explicit.iter().any(|(n, _)| *n == e.name) {
+                        overrides.insert(e.name.clone());
+                        continue;
+                    }
+                    if from_multi.iter().any(|(n, _)| *n == e.name) {
+                        return Err(FrameworkError::Invalid {
+                            profile: pname.clone(),
+                            message: format!("plugin {:?} already registered at {point} through multiPoint", e.name),
+                        });
+                    }
+                    from_multi.push((e.name.clone(), e.weight));
+                }
+            }
+            // Upstream order: overridden multiPoint plugins (in explicit order), then multiPoint, then the rest.
+            let mut ordered: Vec<(String, Option<i32>)> =
+                explicit.iter().filter(|(n, _)| overrides.contains(n)).cloned().collect();
+            ordered.extend(from_multi);
+            ordered.extend(explicit.iter().filter(|(n, _)| !overrides.contains(n)).cloned());
+            let entries = ordered
+                .into_iter()
+                .map(|(name, weight)| {
+                    let plugin = instance(&name)?;
+                    Ok(PluginEntry { name: Arc::from(name.as_str()), plugin, weight: i64::from(weight.unwrap_or(0).max(1)) })
+                })
+                .collect::<Result<Vec<_>, FrameworkError>>()?;
+            per_point.insert(point, entries);
+        }
+
+        let mut take = |p: &str| per_point.remove(p).unwrap_or_default();
+        let queue_sort = take("queueSort");
+        if queue_sort.len() != 1 {
+            return Err(FrameworkError::Invalid {
+                profile: pname.clone(),
+                message: format!("exactly one queueSort plugin is required, got {} ({})", queue_sort.len(), names(&queue_sort)),
+            });
+        }
+        let bind = take("bind");
+        if bind.is_empty() {
+            return Err(FrameworkError::Invalid { profile: pname.clone(), message: "at least one bind plugin is required".into() });
+        }
+        Ok(Framework {
+            profile_name: pname,
+            pre_enqueue: take("preEnqueue"),
+            queue_sort: queue_sort.into_iter().next().expect("one queue sort"),
+            pre_filter: take("preFilter"),
+            filter: take("filter"),
+            post_filter: take("postFilter"),
+            pre_score: take("preScore"),
+            score: take("score"),
+            reserve: take("reserve"),
+            permit: take("permit"),
+            pre_bind: take("preBind"),
+            bind,
+            post_bind: take("postBind"),
+            instances,
+            percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score.or(global_percentage),
+            parallelizer,
+            next_start_node_index: AtomicUsize::new(0),
+            waiting: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The profile's schedulerName.
+    pub fn profile_name(&self) -> &str {
+        &self.profile_name
+    }
+
+    /// Plugin names per extension point (for `--explain` and logs).
+    pub fn list_plugins(&self) -> Vec<(&'static str, Vec<(String, i64)>)> {
+        let l = |v: &[PluginEntry]| v.iter().map(|e| (e.name.to_string(), e.weight)).collect::<Vec<_>>();
+        vec![
+            ("preEnqueue", l(&self.pre_enqueue)),
+            ("queueSort", l(std::slice::from_ref(&self.queue_sort))),
+            ("preFilter", l(&self.pre_filter)),
+            ("filter", l(&self.filter)),
+            ("postFilter", l(&self.post_filter)),
+            ("preScore", l(&self.pre_score)),
+            ("score", l(&self.score)),
+            ("reserve", l(&self.reserve)),
+            ("permit", l(&self.permit)),
+            ("preBind", l(&self.pre_bind)),
+            ("bind", l(&self.bind)),
+            ("postBind", l(&self.post_bind)),
+        ]
+    }
+
+    /// Cluster events each plugin of this profile registered (for requeueing).
+    pub fn events_to_register(&self) -> HashMap<String, Vec<ClusterEvent>> {
+        self.instances.iter().map(|(n, p)| (n.clone(), p.events_to_register())).collect()
+    }
+
+    /// True when a PostFilter plugin is enabled.
+    pub fn has_post_filter(&self) -> bool {
+        !self.post_filter.is_empty()
+    }
+
+    /// PreEnqueue: the first plugin that does not answer Success keeps the pod out (its status, tagged).
+    pub fn run_pre_enqueue(&self, pod: &PodInfo) -> Status {
+        for e in &self.pre_enqueue {
+            let s = e.plugin.as_pre_enqueue().expect("registered at preEnqueue").pre_enqueue(pod);
+            if !s.is_success() {
+                return s.with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    /// QueueSort's order.
+    pub fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        self.queue_sort.plugin.as_queue_sort().expect("registered at queueSort").less(a, b)
+    }
+
+    /// PreFilter: Skip marks the plugin's Filter as skipped; a rejection stops at once (tagged); an Error stops
+    /// with "running PreFilter plugin"; node sets are intersected, and an empty intersection rejects the pod.
+    pub fn run_pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        mut trace: Option<&mut CycleTrace>,
+    ) -> (PreFilterResult, Status) {
+        let mut result: PreFilterResult = None;
+        let mut narrowing = Vec::new();
+        for e in &self.pre_filter {
+            let (r, s) = e.plugin.as_pre_filter().expect("registered at preFilter").pre_filter(state, pod, snapshot);
+            if let Some(t) = trace.as_deref_mut() {
+                t.pre_filter.push((e.name.to_string(), if s.is_success() { "Success".into() } else { s.to_string() }));
+            }
+            if s.is_skip() {
+                state.skip_filter_plugins.insert(e.name.to_string());
+                continue;
+            }
+            if !s.is_success() {
+                let s = s.with_plugin(&e.name);
+                if s.is_rejected() {
+                    return (None, s);
+                }
+                return (None, Status::error(format!("running PreFilter plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));
+            }
+            if let Some(nodes) = r {
+                narrowing.push(e.name.to_string());
+                result = Some(match result {
+                    None => nodes,
+                    Some(prev) => prev.intersection(&nodes).cloned().collect(),
+                });
+                if result.as_ref().is_some_and(|r| r.is_empty()) {
+                    let msg = if narrowing.len() == 1 {
+                        format!("node(s) didn't satisfy plugin {}", narrowing[0])
+                    } else {
+                        format!("node(s) didn't satisfy plugin(s) [{}] simultaneously", narrowing.join(" "))
+                    };
+                    return (result, Status::unresolvable(msg).with_plugin(&e.name));
+                }
+            }
+        }
+        (result, Status::success())
+    }
+
+    /// Runs every PreFilter plugin's `add_pod` (nominated pods, preemption what-ifs); stops at the first error.
+    pub fn run_pre_filter_add_pod(&self, state: &mut CycleState, pod: &PodInfo, add: &Arc<PodInfo>, node: &NodeInfo, snapshot: &Snapshot) -> Status {
+        for e in &self.pre_filter {
+            if state.skip_filter_plugins.contains(&*e.name) {
+                continue;
+            }
+            let s = e.plugin.as_pre_filter().expect("preFilter").add_pod(state, pod, add, node, snapshot);
+            if !s.is_success() {
+                return Status::error(format!("running AddPod on PreFilter plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    /// Runs every PreFilter plugin's `remove_pod`; stops at the first error.
+    pub fn run_pre_filter_remove_pod(&self, state: &mut CycleState, pod: &PodInfo, remove: &Arc<PodInfo>, node: &NodeInfo, snapshot: &Snapshot) -> Status {
+        for e in &self.pre_filter {
+            if state.skip_filter_plugins.contains(&*e.name) {
+                continue;
+            }
+            let s = e.plugin.as_pre_filter().expect("preFilter").remove_pod(state, pod, remove, node, snapshot);
+            if !s.is_success() {
+                return Status::error(format!("running RemovePod on PreFilter plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    fn active_filters(&self, state: &CycleState) -> Vec<&PluginEntry> {
+        self.filter.iter().filter(|e| !state.skip_filter_plugins.contains(&*e.name)).collect()
+    }
+
+    /// Filter on one node: plugins in order, the first non-Success status is the node's verdict (tagged).
+    pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        for e in &self.filter {
+            if state.skip_filter_plugins.contains(&*e.name) {
+                continue;
+            }
+            let s = e.plugin.as_filter().expect("registered at filter").filter(state, pod, node);
+            if !s.is_success() {
+                return tag_filter_status(s, e);
+            }
+        }
+        Status::success()
+    }
+
+    /// Filter on one node counting pods nominated to it with priority ≥ the pod's (upstream
+    /// `RunFilterPluginsWithNominatedPods`): the pod must fit both with and without them.
+    pub fn run_filter_plugins_with_nominated_pods(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> Status {
+        let nominated: Vec<&Arc<PodInfo>> = snapshot
+            .nominated
+            .get(&node.name)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.uid != pod.uid && p.priority >= pod.priority)
+            .collect();
+        if nominated.is_empty() {
+            return self.run_filter_plugins(state, pod, node);
+        }
+        let mut state_with = state.clone();
+        let mut node_with = node.clone();
+        for p in nominated {
+            node_with.add_pod(p.clone());
+            let s = self.run_pre_filter_add_pod(&mut state_with, pod, p, &node_with, snapshot);
+            if !s.is_success() {
+                return s;
+            }
+        }
+        let s = self.run_filter_plugins(&state_with, pod, &node_with);
+        if !s.is_success() {
+            return s;
+        }
+        self.run_filter_plugins(state, pod, node)
+    }
+
+    /// How many feasible nodes to find before scoring (upstream `numFeasibleNodesToFind`): all of a small
+    /// cluster, else the configured percentage or the adaptive one (50% − nodes/125, at least 5%), at least 100.
+    pub fn num_feasible_nodes_to_find(&self, num_all_nodes: usize) -> usize {
+        let pct = self.percentage_of_nodes_to_score.unwrap_or(0);
+        if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND || pct >= 100 {
+            return num_all_nodes;
+        }
+        let mut adaptive = pct as i64;
+        if adaptive <= 0 {
+            adaptive = 50 - (num_all_nodes as i64) / 125;
+            if adaptive < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND as i64 {
+                adaptive = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND as i64;
+            }
+        }
+        let n = num_all_nodes * adaptive as usize / 100;
+        n.max(MIN_FEASIBLE_NODES_TO_FIND)
+    }
+
+    /// Filter across nodes: in parallel, in rounds, starting where the last cycle stopped, until enough feasible
+    /// nodes are found. Each plugin sees a whole chunk of nodes at once (one boundary crossing for a Wasm plugin).
+    /// Deterministic: the feasible set is the first `n` in rotated order. An Error status aborts the cycle.
+    pub fn find_nodes_that_pass_filters(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        nodes: &[Arc<NodeInfo>],
+        diagnosis: &mut Diagnosis,
+        mut trace: Option<&mut CycleTrace>,
+    ) -> Result<Vec<Arc<NodeInfo>>, Status> {
+        let n = nodes.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let to_find = self.num_feasible_nodes_to_find(n);
+        let start = self.next_start_node_index.load(Ordering::Relaxed) % n;
+        let filters = self.active_filters(state);
+        let has_nominated = !snapshot.nominated.is_empty();
+        let mut feasible: Vec<Arc<NodeInfo>> = Vec::with_capacity(to_find.min(n));
+        let mut processed = 0usize;
+        let mut evaluated = 0usize;
+        while evaluated < n && feasible.len() < to_find {
+            let need = to_find - feasible.len();
+            let round = if evaluated == 0 { need } else { need.max(self.parallelizer.threads() * 32) }.min(n - evaluated);
+            let batch: Vec<&NodeInfo> = (evaluated..evaluated + round).map(|i| &*nodes[(start + i) % n]).collect();
+            let verdicts: Vec<Vec<Status>> = self.parallelizer.map_chunks(&batch, |_, chunk| {
+                self.filter_chunk(&filters, state, pod, snapshot, chunk, has_nominated)
+            });
+            for (i, s) in verdicts.into_iter().flatten().enumerate() {
+                let pos = evaluated + i;
+                let node = &nodes[(start + pos) % n];
+                if feasible.len() >= to_find {
+                    break;
+                }
+                processed = pos + 1;
+                if let Some(t) = trace.as_deref_mut() {
+                    t.filter.push((node.name.clone(), if s.is_success() { "feasible".into() } else { s.to_string() }));
+                }
+                if s.is_success() {
+                    feasible.push(node.clone());
+                } else if s.code() == Code::Error {
+                    return Err(s);
+                } else {
+                    if let Some(p) = s.plugin() {
+                        diagnosis.unschedulable_plugins.insert(p.to_string());
+                    }
+                    diagnosis.node_to_status.insert(node.name.clone(), s);
+                }
+            }
+            evaluated += round;
+        }
+        if let Some(t) = trace {
+            t.not_evaluated = n - processed;
+        }
+        self.next_start_node_index.store((start + processed) % n, Ordering::Relaxed);
+        Ok(feasible)
+    }
+
+    fn filter_chunk(
+        &self,
+        filters: &[&PluginEntry],
+        state: &CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        chunk: &[&NodeInfo],
+        has_nominated: bool,
+    ) -> Vec<Status> {
+        let mut verdicts = vec![Status::success(); chunk.len()];
+        // Nodes with nominated pods need the two-pass check; the rest go through the batched pipeline.
+        let mut plain: Vec<usize> = Vec::with_capacity(chunk.len());
+        for (i, node) in chunk.iter().enumerate() {
+            if has_nominated && snapshot.nominated.contains_key(&node.name) {
+                verdicts[i] = self.run_filter_plugins_with_nominated_pods(state, pod, node, snapshot);
+            } else {
+                plain.push(i);
+            }
+        }
+        let mut out = Vec::with_capacity(plain.len());
+        for e in filters {
+            if plain.is_empty() {
+                break;
+            }
+            let nodes: Vec<&NodeInfo> = plain.iter().map(|&i| chunk[i]).collect();
+            out.clear();
+            e.plugin.as_filter().expect("registered at filter").filter_nodes(state, pod, &nodes, &mut out);
+            if out.len() != nodes.len() {
+                let s = Status::error(format!("plugin {:?} returned {} filter results for {} nodes", &*e.name, out.len(), nodes.len()))
+                    .with_plugin(&e.name);
+                for &i in &plain {
+                    verdicts[i] = s.clone();
+                }
+                break;
+            }
+            let mut still = Vec::with_capacity(plain.len());
+            for (k, s) in out.drain(..).enumerate() {
+                if s.is_success() {
+                    still.push(plain[k]);
+                } else {
+                    verdicts[plain[k]] = tag_filter_status(s, e);
+                }
+            }
+            plain = still;
+        }
+        verdicts
+    }
+
+    /// PostFilter: the first Success wins; UnschedulableAndUnresolvable or an Error stops; otherwise the
+    /// reasons of all plugins are joined (upstream `RunPostFilterPlugins`).
+    pub fn run_post_filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        filtered: &NodeToStatus,
+        handle: &dyn PostFilterHandle,
+    ) -> (Option<PostFilterResult>, Status) {
+        let mut reasons = Vec::new();
+        let mut result = None;
+        let mut rejector: Option<Arc<str>> = None;
+        for e in &self.post_filter {
+            let (r, s) = e.plugin.as_post_filter().expect("registered at postFilter").post_filter(state, pod, filtered, handle);
+            if s.is_success() {
+                return (r, s);
+            }
+            if s.code() == Code::UnschedulableAndUnresolvable {
+                return (r, s.with_plugin(&e.name));
+            }
+            if !s.is_rejected() {
+                return (None, Status::error(s.message()).with_plugin(&e.name));
+            }
+            if r.is_some() {
+                result = r;
+            }
+            reasons.extend(s.reasons().iter().cloned());
+            rejector.get_or_insert_with(|| e.name.clone());
+        }
+        let s = Status::with_reasons(Code::Unschedulable, reasons);
+        (result, match rejector {
+            Some(r) => s.with_plugin(&r),
+            None => s,
+        })
+    }
+
+    /// PreScore: Skip marks the plugin's Score as skipped; any other non-Success aborts with an Error.
+    pub fn run_pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>], snapshot: &Snapshot, mut trace: Option<&mut CycleTrace>) -> Status {
+        for e in &self.pre_score {
+            let s = e.plugin.as_pre_score().expect("registered at preScore").pre_score(state, pod, nodes, snapshot);
+            if s.is_skip() {
+                state.skip_score_plugins.insert(e.name.to_string());
+                if let Some(t) = trace.as_deref_mut() {
+                    t.pre_score_skipped.push(e.name.to_string());
+                }
+                continue;
+            }
+            if !s.is_success() {
+                return Status::error(format!("running PreScore plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    /// Score, NormalizeScore and weights: scores computed in parallel over node chunks (one batched call per
+    /// plugin per chunk); each plugin's normalized scores must lie in [0, 100] or the cycle errs naming it.
+    pub fn run_score_plugins(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        trace: Option<&mut CycleTrace>,
+    ) -> Result<Vec<NodePluginScores>, Status> {
+        let active: Vec<&PluginEntry> = self.score.iter().filter(|e| !state.skip_score_plugins.contains(&*e.name)).collect();
+        let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &**n).collect();
+        // raw[p][i]: plugin p's score of node i.
+        let mut raw: Vec<Vec<i64>> = vec![vec![0; nodes.len()]; active.len()];
+        let chunk_results: Vec<Result<Vec<Vec<i64>>, Status>> = self.parallelizer.map_chunks(&refs, |_, chunk| {
+            let mut per_plugin = Vec::with_capacity(active.len());
+            for e in &active {
+                let mut out = vec![0i64; chunk.len()];
+                let s = e.plugin.as_score().expect("registered at score").score_nodes(state, pod, chunk, &mut out);
+                if !s.is_success() {
+                    return Err(Status::error(format!("running Score plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));
+                }
+                per_plugin.push(out);
+            }
+            Ok(per_plugin)
+        });
+        let mut offset = 0;
+        for r in chunk_results {
+            let per_plugin = r?;
+            let len = per_plugin.first().map(Vec::len).unwrap_or(0);
+            for (p, scores) in per_plugin.into_iter().enumerate() {
+                raw[p][offset..offset + scores.len()].copy_from_slice(&scores);
+            }
+            offset += len;
+        }
+        let mut totals: Vec<NodePluginScores> = nodes.iter().map(|n| NodePluginScores { name: n.name.clone(), total: 0 }).collect();
+        let mut traces = Vec::new();
+        for (p, e) in active.iter().enumerate() {
+            let sp = e.plugin.as_score().expect("registered at score");
+            let mut list: Vec<NodeScore> = nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: n.name.clone(), score }).collect();
+            let s = sp.normalize_score(state, pod, &mut list);
+            if !s.is_success() {
+                return Err(Status::error(format!("running Normalize on Score plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));
+            }
+            for (i, ns) in list.iter().enumerate() {
+                if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&ns.score) {
+                    return Err(Status::error(format!(
+                        "plugin {:?} returns an invalid score {}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        &*e.name, ns.score
+                    ))
+                    .with_plugin(&e.name));
+                }
+                totals[i].total += ns.score * e.weight;
+            }
+            if trace.is_some() {
+                traces.push(PluginScoreTrace {
+                    plugin: e.name.to_string(),
+                    weight: e.weight,
+                    nodes: list.iter().enumerate().map(|(i, ns)| (ns.name.clone(), raw[p][i], ns.score, ns.score * e.weight)).collect(),
+                });
+            }
+        }
+        if let Some(t) = trace {
+            t.scores = traces;
+            t.totals = totals.iter().map(|t| (t.name.clone(), t.total)).collect();
+        }
+        Ok(totals)
+    }
+
+    /// Reserve: the first non-Success stops (the caller then runs Unreserve on every Reserve plugin).
+    pub fn run_reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        for e in &self.reserve {
+            let s = e.plugin.as_reserve().expect("registered at reserve").reserve(state, pod, node);
+            if !s.is_success() {
+                if s.is_rejected() {
+                    return s.with_plugin(&e.name);
+                }
+                return Status::error(format!("running Reserve plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    /// Unreserve: every Reserve plugin, in reverse order.
+    pub fn run_unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        for e in self.reserve.iter().rev() {
+            e.plugin.as_reserve().expect("registered at reserve").unreserve(state, pod, node);
+        }
+    }
+
+    /// Permit: a rejection or an Error stops; Wait from any plugin parks the pod (timeouts capped at 15 minutes)
+    /// and returns Wait.
+    pub fn run_permit(&self, state: &mut CycleState, pod: &Arc<PodInfo>, node: &str) -> Status {
+        let mut waits: HashMap<String, Instant> = HashMap::new();
+        for e in &self.permit {
+            let (s, timeout) = e.plugin.as_permit().expect("registered at permit").permit(state, pod, node);
+            if s.is_success() {
+                continue;
+            }
+            if s.code() == Code::Wait {
+                waits.insert(e.name.to_string(), Instant::now() + timeout.min(MAX_PERMIT_TIMEOUT));
+                continue;
+            }
+            if s.is_rejected() {
+                return s.with_plugin(&e.name);
+            }
+            return Status::error(format!("running Permit plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+        }
+        if waits.is_empty() {
+            return Status::success();
+        }
+        let wp = Arc::new(WaitingPod { pod: pod.clone(), pending: Mutex::new(waits), verdict: Mutex::new(None), signal: Condvar::new() });
+        self.waiting.lock().expect("waiting lock").insert(pod.uid.clone(), wp);
+        Status::code_only(Code::Wait)
+    }
+
+    /// A pod parked at Permit, for plugins (or tests) to allow or reject.
+    pub fn get_waiting_pod(&self, uid: &str) -> Option<Arc<WaitingPod>> {
+        self.waiting.lock().expect("waiting lock").get(uid).cloned()
+    }
+
+    /// Blocks the binding cycle until the waiting pod is allowed, rejected or times out.
+    pub fn wait_on_permit(&self, pod: &PodInfo) -> Status {
+        let Some(wp) = self.get_waiting_pod(&pod.uid) else { return Status::success() };
+        let s = wp.wait();
+        self.waiting.lock().expect("waiting lock").remove(&pod.uid);
+        s
+    }
+
+    /// PreBind: the first non-Success stops.
+    pub fn run_pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        for e in &self.pre_bind {
+            let s = e.plugin.as_pre_bind().expect("registered at preBind").pre_bind(state, pod, node);
+            if !s.is_success() {
+                return Status::error(format!("running PreBind plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    /// Bind: Skip passes to the next binder; the first other answer is final. All skipping is Skip.
+    pub fn run_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        for e in &self.bind {
+            let s = e.plugin.as_bind().expect("registered at bind").bind(state, pod, node);
+            if s.is_skip() {
+                continue;
+            }
+            if !s.is_success() {
+                return Status::error(format!("running Bind plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+            }
+            return s;
+        }
+        Status::skip()
+    }
+
+    /// PostBind: informational, every plugin runs.
+    pub fn run_post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        for e in &self.post_bind {
+            e.plugin.as_post_bind().expect("registered at postBind").post_bind(state, pod, node);
+        }
+    }
+}
+
+fn tag_filter_status(s: Status, e: &PluginEntry) -> Status {
+    if s.is_rejected() || s.code() == Code::Error {
+        s.with_plugin(&e.name)
+    } else {
+        // Anything else from a Filter plugin (Wait, Skip) is a plugin bug: upstream turns it into an Error.
+        Status::error(format!("plugin {:?} returned {} from Filter", &*e.name, s.code().as_str())).with_plugin(&e.name)
+    }
+}
+
+fn names(v: &[PluginEntry]) -> String {
+    v.iter().map(|e| e.name.to_string()).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,380 @@
+//! The scheduling queue: activeQ ordered by the profile's QueueSort, backoffQ ordered by backoff expiry, the
+//! unschedulable pods (and gated ones) waiting for a cluster event, and the pods nominated to nodes.
+//!
+//! Time is passed in (nanoseconds on the scheduler's clock) so the simulator can run on a virtual clock.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::framework::{ClusterEvent, Framework, PodInfo, QueuedPodInfo};
+
+/// Where a pod is waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueueName {
+    /// Ready to be popped.
+    Active,
+    /// Waiting for its backoff to expire.
+    Backoff,
+    /// Waiting for a cluster event.
+    Unschedulable,
+    /// Kept out by a PreEnqueue plugin.
+    Gated,
+}
+
+impl QueueName {
+    /// Upstream's label in `scheduler_pending_pods{queue}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueName::Active => "active",
+            QueueName::Backoff => "backoff",
+            QueueName::Unschedulable => "unschedulable",
+            QueueName::Gated => "gated",
+        }
+    }
+}
+
+/// The profiles, as the queue needs them: PreEnqueue, QueueSort, and the events each plugin registered.
+pub trait Profiles: Send + Sync {
+    /// The framework for a schedulerName.
+    fn framework(&self, scheduler_name: &str) -> Option<&Framework>;
+    /// Any framework (all profiles share one QueueSort).
+    fn first(&self) -> &Framework;
+}
+
+struct Entry {
+    info: QueuedPodInfo,
+    queue: QueueName,
+    /// When the backoff ends (ns).
+    backoff_until: u64,
+}
+
+/// The queue.
+pub struct SchedulingQueue {
+    profiles: Arc<dyn Profiles>,
+    entries: HashMap<String, Entry>,
+    /// A binary heap of UIDs ordered by QueueSort.
+    active: Vec<String>,
+    /// (expiry, sequence) → UID.
+    backoff: BTreeMap<(u64, u64), String>,
+    seq: u64,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    scheduling_cycle: u64,
+    move_request_cycle: u64,
+    events: HashMap<String, HashMap<String, Vec<ClusterEvent>>>,
+    nominated: HashMap<String, Vec<Arc<PodInfo>>>,
+    nominated_by_uid: HashMap<String, String>,
+}
+
+impl SchedulingQueue {
+    /// An empty queue.
+    pub fn new(profiles: Arc<dyn Profiles>, names: &[String], initial_backoff: Duration, max_backoff: Duration) -> SchedulingQueue {
+        let events = names.iter().filter_map(|n| profiles.framework(n).map(|f| (n.clone(), f.events_to_register()))).collect();
+        SchedulingQueue {
+            profiles,
+            entries: HashMap::new(),
+            active: Vec::new(),
+            backoff: BTreeMap::new(),
+            seq: 0,
+            initial_backoff,
+            max_backoff,
+            scheduling_cycle: 0,
+            move_request_cycle: 0,
+            events,
+            nominated: HashMap::new(),
+            nominated_by_uid: HashMap::new(),
+        }
+    }
+
+    /// Adds a new pending pod: gated pods wait for an event, the others go to activeQ.
+    pub fn add(&mut self, pod: Arc<PodInfo>, now: u64) {
+        if self.entries.contains_key(&pod.uid) {
+            return;
+        }
+        if let Some(n) = pod.nominated_node_name() {
+            self.add_nominated(pod.clone(), n.to_string());
+        }
+        let info = QueuedPodInfo::new(pod, now);
+        self.enqueue_gated_or_active(info, now);
+    }
+
+    fn enqueue_gated_or_active(&mut self, mut info: QueuedPodInfo, now: u64) {
+        let uid = info.pod_info.uid.clone();
+        let gate = self.profiles.framework(info.pod_info.scheduler_name()).map(|f| f.run_pre_enqueue(&info.pod_info));
+        match gate {
+            Some(s) if !s.is_success() => {
+                info.gated_by = s.plugin().map(str::to_string);
+                self.entries.insert(uid, Entry { info, queue: QueueName::Gated, backoff_until: now });
+            }
+            _ => {
+                info.gated_by = None;
+                info.timestamp = now;
+                self.entries.insert(uid.clone(), Entry { info, queue: QueueName::Active, backoff_until: now });
+                self.heap_push(uid);
+            }
+        }
+    }
+
+    /// Takes the next pod to schedule (QueueSort's first), counting the attempt.
+    pub fn pop(&mut self) -> Option<QueuedPodInfo> {
+        let uid = self.heap_pop()?;
+        self.scheduling_cycle += 1;
+        let e = self.entries.remove(&uid).expect("active pod has an entry");
+        let mut info = e.info;
+        info.attempts += 1;
+        info.initial_attempt_timestamp.get_or_insert(info.timestamp);
+        Some(info)
+    }
+
+    /// The cycle number of the last pop (failures compare it with the last move request).
+    pub fn scheduling_cycle(&self) -> u64 {
+        self.scheduling_cycle
+    }
+
+    /// Puts back a pod whose attempt failed. If a cluster event arrived during its attempt it goes to backoffQ at
+    /// once (the event may have made it fit); otherwise it waits in unschedulable for a matching event.
+    /// An attempt that failed with an Error (`backoff_only`) always goes to backoffQ.
+    pub fn add_unschedulable(&mut self, mut info: QueuedPodInfo, pod_cycle: u64, backoff_only: bool, now: u64) {
+        let uid = info.pod_info.uid.clone();
+        if self.entries.contains_key(&uid) {
+            return;
+        }
+        info.timestamp = now;
+        let until = now + self.backoff_duration(info.attempts).as_nanos() as u64;
+        if backoff_only || self.move_request_cycle >= pod_cycle {
+            self.push_backoff(info, until);
+        } else {
+            self.entries.insert(uid, Entry { info, queue: QueueName::Unschedulable, backoff_until: until });
+        }
+    }
+
+    /// Upstream's backoff: initial × 2^(attempts−1), capped.
+    pub fn backoff_duration(&self, attempts: u32) -> Duration {
+        let mut d = self.initial_backoff;
+        for _ in 1..attempts {
+            d = d.saturating_mul(2);
+            if d > self.max_backoff {
+                return self.max_backoff;
+            }
+        }
+        d.min(self.max_backoff)
+    }
+
+    fn push_backoff(&mut self, info: QueuedPodInfo, until: u64) {
+        let uid = info.pod_info.uid.clone();
+        self.seq += 1;
+        self.backoff.insert((until, self.seq), uid.clone());
+        self.entries.insert(uid, Entry { info, queue: QueueName::Backoff, backoff_until: until });
+    }
+
+    /// Moves pods whose backoff has expired to activeQ.
+    pub fn flush_backoff_completed(&mut self, now: u64) {
+        while let Some((&(until, seq), _)) = self.backoff.iter().next() {
+            if until > now {
+                break;
+            }
+            let uid = self.backoff.remove(&(until, seq)).expect("present");
+            if let Some(e) = self.entries.get_mut(&uid) {
+                e.queue = QueueName::Active;
+                self.heap_push(uid);
+            }
+        }
+    }
+
+    /// When the earliest backoff ends, if any pod is backing off.
+    pub fn next_backoff_expiry(&self) -> Option<u64> {
+        self.backoff.keys().next().map(|(t, _)| *t)
+    }
+
+    /// Moves unschedulable pods older than `max_age` back (upstream's periodic flush, 5 minutes).
+    pub fn flush_unschedulable_leftover(&mut self, now: u64, max_age: Duration) {
+        let old: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.queue == QueueName::Unschedulable && now.saturating_sub(e.info.timestamp) >= max_age.as_nanos() as u64)
+            .map(|(u, _)| u.clone())
+            .collect();
+        for uid in old {
+            self.requeue(&uid, now);
+        }
+    }
+
+    /// A cluster event happened: moves the unschedulable pods it may help (those rejected by a plugin that
+    /// registered the event, or rejected without a named plugin), and re-checks gated pods.
+    pub fn on_event(&mut self, event: ClusterEvent, now: u64) {
+        self.move_request_cycle = self.scheduling_cycle;
+        let candidates: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.queue, QueueName::Unschedulable | QueueName::Gated))
+            .filter(|(_, e)| e.queue == QueueName::Gated || self.event_may_help(&e.info, &event))
+            .map(|(u, _)| u.clone())
+            .collect();
+        for uid in candidates {
+            self.requeue(&uid, now);
+        }
+    }
+
+    fn event_may_help(&self, info: &QueuedPodInfo, event: &ClusterEvent) -> bool {
+        if info.unschedulable_plugins.is_empty() {
+            return true;
+        }
+        let Some(per_plugin) = self.events.get(info.pod_info.scheduler_name()) else { return true };
+        info.unschedulable_plugins.iter().any(|p| per_plugin.get(p).is_none_or(|evs| evs.iter().any(|r| r.covers(event))))
+    }
+
+    fn requeue(&mut self, uid: &str, now: u64) {
+        let Some(e) = self.entries.remove(uid) else { return };
+        match e.queue {
+            QueueName::Gated => self.enqueue_gated_or_active(e.info, now),
+            QueueName::Unschedulable if e.backoff_until > now => self.push_backoff(e.info, e.backoff_until),
+            QueueName::Unschedulable => {
+                self.entries.insert(uid.to_string(), Entry { queue: QueueName::Active, ..e });
+                self.heap_push(uid.to_string());
+            }
+            _ => {
+                self.entries.insert(uid.to_string(), e);
+            }
+        }
+    }
+
+    /// Replaces a pending pod's object (labels or gates changed); a gated pod is re-checked.
+    pub fn update(&mut self, pod: Arc<PodInfo>, now: u64) {
+        let uid = pod.uid.clone();
+        match self.entries.get_mut(&uid) {
+            Some(e) => {
+                e.info.pod_info = pod;
+                if e.queue == QueueName::Gated {
+                    self.requeue(&uid, now);
+                } else if e.queue == QueueName::Unschedulable {
+                    // The pod itself changed: it may fit now.
+                    self.requeue(&uid, now);
+                }
+            }
+            None => self.add(pod, now),
+        }
+    }
+
+    /// Removes a pod (deleted, or bound by someone else).
+    pub fn delete(&mut self, uid: &str) {
+        if let Some(e) = self.entries.remove(uid) {
+            match e.queue {
+                QueueName::Active => self.active.retain(|u| u != uid),
+                QueueName::Backoff => self.backoff.retain(|_, u| u != uid),
+                _ => {}
+            }
+            self.rebuild_heap();
+        }
+        self.delete_nominated(uid);
+    }
+
+    /// True when the pod is waiting anywhere in the queue.
+    pub fn contains(&self, uid: &str) -> bool {
+        self.entries.contains_key(uid)
+    }
+
+    /// Pending pods per queue (for `scheduler_pending_pods`).
+    pub fn pending(&self) -> HashMap<QueueName, usize> {
+        let mut m = HashMap::new();
+        for e in self.entries.values() {
+            *m.entry(e.queue).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// Every waiting pod with its queue.
+    pub fn pending_pods(&self) -> Vec<(QueuedPodInfo, QueueName)> {
+        self.entries.values().map(|e| (e.info.clone(), e.queue)).collect()
+    }
+
+    /// Records that `pod` is nominated to `node` (after preemption), replacing an earlier nomination.
+    pub fn add_nominated(&mut self, pod: Arc<PodInfo>, node: String) {
+        self.delete_nominated(&pod.uid);
+        self.nominated_by_uid.insert(pod.uid.clone(), node.clone());
+        self.nominated.entry(node).or_default().push(pod);
+    }
+
+    /// Forgets a nomination.
+    pub fn delete_nominated(&mut self, uid: &str) {
+        if let Some(node) = self.nominated_by_uid.remove(uid) {
+            if let Some(v) = self.nominated.get_mut(&node) {
+                v.retain(|p| p.uid != uid);
+                if v.is_empty() {
+                    self.nominated.remove(&node);
+                }
+            }
+        }
+    }
+
+    /// Pods nominated to each node.
+    pub fn nominated(&self) -> &HashMap<String, Vec<Arc<PodInfo>>> {
+        &self.nominated
+    }
+
+    /// The node a pod is nominated to.
+    pub fn nominated_node(&self, uid: &str) -> Option<&str> {
+        self.nominated_by_uid.get(uid).map(String::as_str)
+    }
+
+    // The heap is ordered by the profile's QueueSort, so it cannot use `BinaryHeap`'s `Ord`.
+    fn less(&self, a: &str, b: &str) -> bool {
+        let (ea, eb) = (&self.entries[a].info, &self.entries[b].info);
+        self.profiles.first().less(ea, eb)
+    }
+
+    fn heap_push(&mut self, uid: String) {
+        self.active.push(uid);
+        let mut i = self.active.len() - 1;
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.less(&self.active[i], &self.active[parent]) {
+                self.active.swap(i, parent);
+                i = parent;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn heap_pop(&mut self) -> Option<String> {
+        if self.active.is_empty() {
+            return None;
+        }
+        let last = self.active.len() - 1;
+        self.active.swap(0, last);
+        let top = self.active.pop();
+        self.sift_down(0);
+        top
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.active.len();
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < n && self.less(&self.active[l], &self.active[m]) {
+                m = l;
+            }
+            if r < n && self.less(&self.active[r], &self.active[m]) {
+                m = r;
+            }
+            if m == i {
+                return;
+            }
+            self.active.swap(i, m);
+            i = m;
+        }
+    }
+
+    fn rebuild_heap(&mut self) {
+        for i in (0..self.active.len() / 2).rev() {
+            self.sift_down(i);
+        }
+    }
+
+    /// UIDs in activeQ (for tests).
+    pub fn active_uids(&self) -> HashSet<String> {
+        self.active.iter().cloned().collect()
+    }
+}

@@ -1,0 +1,250 @@
+//! The simulator: schedules the pending pods of a cluster file with the real framework, cache and queue on an
+//! in-memory cluster and a virtual clock, and reports where each pod went or why it could not.
+
+pub mod generate;
+pub mod load;
+mod report;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cache::Cache;
+use crate::cluster::memory::MemoryCluster;
+use crate::config::SchedulerConfig;
+use crate::framework::parallelize::Parallelizer;
+use crate::framework::runtime::CycleTrace;
+use crate::framework::schedule_one::{Clock, VirtualClock};
+use crate::framework::{AttemptResult, Framework, FrameworkError, Observer, PodInfo, ProfileMap, Scheduler, SchedulerOptions};
+use crate::plugins::{PluginContext, Registry};
+use crate::queue::SchedulingQueue;
+
+pub use load::{ClusterFile, ClusterFileError};
+pub use report::{render_explain, render_table};
+
+/// Simulated time one scheduling attempt takes, so that backoffs expire in a deterministic order.
+const ATTEMPT_TIME: Duration = Duration::from_millis(1);
+
+/// Where one pod went.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Placement {
+    /// `ns/name`.
+    pub pod: String,
+    /// The node, or None when the pod stays pending.
+    pub node: Option<String>,
+    /// `Successfully assigned ...` or the reason it is pending.
+    pub message: String,
+    /// The profile that scheduled it.
+    pub profile: String,
+    /// Scheduling attempts.
+    pub attempts: u32,
+}
+
+/// A pod evicted by preemption.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Eviction {
+    /// `ns/name` of the victim.
+    pub pod: String,
+    /// `ns/name` of the preemptor.
+    pub preemptor: String,
+    /// The node.
+    pub node: String,
+}
+
+/// One attempt's trace for `--explain`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explained {
+    /// `ns/name`.
+    pub pod: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// The outcome.
+    pub result: String,
+    /// The trace.
+    pub trace: CycleTrace,
+}
+
+/// The simulator's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Placements in the order the pods' final outcome was decided.
+    pub placements: Vec<Placement>,
+    /// Preemption evictions, in order.
+    pub evictions: Vec<Eviction>,
+    /// Pending pods whose schedulerName matches no profile (left alone, as a second scheduler would).
+    pub ignored: Vec<String>,
+    /// Traces of the explained pods.
+    pub explain: Vec<Explained>,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Scheduling attempts in total.
+    pub attempts: u64,
+}
+
+#[derive(Default)]
+struct Collector {
+    order: Vec<String>,
+    last: HashMap<String, Placement>,
+    evictions: Vec<Eviction>,
+    explain: Vec<Explained>,
+    attempts: u64,
+}
+
+/// Collects outcomes for the report.
+#[derive(Default)]
+struct SimObserver(Mutex<Collector>);
+
+impl Observer for SimObserver {
+    fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, _d: Duration, trace: Option<CycleTrace>) {
+        let mut c = self.0.lock().expect("collector lock");
+        c.attempts += 1;
+        let key = pod.key();
+        let attempts = c.last.get(&key).map(|p| p.attempts).unwrap_or(0) + 1;
+        let (node, message) = match result {
+            AttemptResult::Scheduled(n) => (Some(n.clone()), format!("Successfully assigned {key} to {n}")),
+            AttemptResult::Unschedulable(m) | AttemptResult::Error(m) => (None, m.clone()),
+        };
+        if let Some(t) = trace {
+            let r = node.clone().map(|n| format!("scheduled on {n}")).unwrap_or_else(|| message.clone());
+            c.explain.push(Explained { pod: key.clone(), attempt: attempts, result: r, trace: t });
+        }
+        c.order.retain(|k| *k != key);
+        c.order.push(key.clone());
+        c.last.insert(key.clone(), Placement { pod: key, node, message, profile: profile.to_string(), attempts });
+    }
+
+    fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
+        let mut c = self.0.lock().expect("collector lock");
+        c.evictions.push(Eviction { pod: victim.key(), preemptor: preemptor.key(), node: node.to_string() });
+        let key = victim.key();
+        c.order.retain(|k| *k != key);
+        c.last.remove(&key);
+    }
+}
+
+/// Simulator options.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Seed for tie-breaking.
+    pub seed: u64,
+    /// Pods (`ns/name`) to trace.
+    pub explain: Vec<String>,
+}
+
+/// Builds the frameworks of every profile.
+pub fn build_profiles(config: &SchedulerConfig, registry: &Registry, ctx: &PluginContext) -> Result<ProfileMap, FrameworkError> {
+    let par = Parallelizer::new(config.parallelism);
+    let fws = config
+        .profiles
+        .iter()
+        .map(|p| Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ProfileMap::new(fws))
+}
+
+/// A simulation ready to run.
+pub struct Simulation {
+    scheduler: Arc<Scheduler>,
+    clock: Arc<VirtualClock>,
+    observer: Arc<SimObserver>,
+    /// The in-memory cluster (what was written).
+    pub cluster: Arc<MemoryCluster>,
+    ignored: Vec<String>,
+    nodes: usize,
+    pending: usize,
+}
+
+impl Simulation {
+    /// Loads the cluster into a fresh cache and queue.
+    pub fn new(config: &SchedulerConfig, registry: &Registry, cluster_file: &ClusterFile, opts: &SimOptions) -> Result<Simulation, FrameworkError> {
+        let cluster = Arc::new(MemoryCluster::default());
+        let ctx = PluginContext { cluster: cluster.clone() };
+        let profiles = Arc::new(build_profiles(config, registry, &ctx)?);
+        let mut cache = Cache::new();
+        for n in &cluster_file.nodes {
+            cache.add_node(n.clone()).expect("nodes were validated when loaded");
+        }
+        for p in &cluster_file.bound_pods {
+            cache.add_pod(Arc::new(p.clone())).expect("bound pods are unique and on known nodes");
+        }
+        cache.set_objects(cluster_file.objects.clone());
+        let clock = Arc::new(VirtualClock::default());
+        let mut queue = SchedulingQueue::new(profiles.clone(), &profiles.names(), config.pod_initial_backoff, config.pod_max_backoff);
+        let mut ignored = Vec::new();
+        let mut pending = 0;
+        for p in &cluster_file.pending_pods {
+            if profiles.get(p.scheduler_name()).is_none() {
+                ignored.push(p.key());
+                continue;
+            }
+            // File order is arrival order.
+            clock.advance(Duration::from_micros(1));
+            queue.add(Arc::new(p.clone()), clock.now());
+            pending += 1;
+        }
+        let observer = Arc::new(SimObserver::default());
+        let scheduler = Arc::new(Scheduler::new(
+            profiles,
+            queue,
+            cache,
+            cluster.clone(),
+            clock.clone(),
+            observer.clone(),
+            SchedulerOptions { seed: opts.seed, async_binding: false, self_events: true, trace_pods: opts.explain.clone() },
+        ));
+        Ok(Simulation { scheduler, clock, observer, cluster, ignored, nodes: cluster_file.nodes.len(), pending })
+    }
+
+    /// The scheduler (for tests that inspect the cache or queue).
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
+    /// Schedules until no pod can make progress: activeQ empty and no backoff left, or the remaining pods keep
+    /// failing without anything changing in the cluster.
+    pub fn run(&self) -> Report {
+        let mut idle_attempts = 0usize;
+        let mut last_writes = 0usize;
+        let limit = self.pending.max(1) * 4 + 16;
+        loop {
+            self.scheduler.queue.lock().expect("queue lock").flush_backoff_completed(self.clock.now());
+            if self.scheduler.schedule_one() {
+                self.clock.advance(ATTEMPT_TIME);
+                let writes = self.cluster.writes().iter().filter(|w| !matches!(w, crate::cluster::memory::Write::Event { .. })).count();
+                if writes != last_writes {
+                    last_writes = writes;
+                    idle_attempts = 0;
+                } else {
+                    idle_attempts += 1;
+                    if idle_attempts > limit {
+                        break;
+                    }
+                }
+                continue;
+            }
+            if self.scheduler.bindings_in_flight() > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            match self.scheduler.queue.lock().expect("queue lock").next_backoff_expiry() {
+                Some(t) => self.clock.advance_to(t),
+                None => break,
+            }
+        }
+        self.report()
+    }
+
+    fn report(&self) -> Report {
+        let c = self.observer.0.lock().expect("collector lock");
+        Report {
+            placements: c.order.iter().filter_map(|k| c.last.get(k).cloned()).collect(),
+            evictions: c.evictions.clone(),
+            ignored: self.ignored.clone(),
+            explain: c.explain.clone(),
+            nodes: self.nodes,
+            attempts: c.attempts,
+        }
+    }
+}

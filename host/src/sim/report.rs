@@ -1,0 +1,72 @@
+//! Renders the simulator's report: a table for people, JSON for tools, and the `--explain` breakdown.
+
+use std::fmt::Write as _;
+
+use super::Report;
+
+/// The placements as an aligned table, then evictions and ignored pods.
+pub fn render_table(r: &Report) -> String {
+    let mut out = String::new();
+    let w_pod = r.placements.iter().map(|p| p.pod.len()).chain(r.evictions.iter().map(|e| e.pod.len())).max().unwrap_or(3).max(3);
+    let w_node = r.placements.iter().map(|p| p.node.as_deref().unwrap_or("<none>").len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(out, "{:<w_pod$}  {:<w_node$}  RESULT", "POD", "NODE");
+    for p in &r.placements {
+        let result = if p.node.is_some() { "Scheduled".to_string() } else { p.message.clone() };
+        let _ = writeln!(out, "{:<w_pod$}  {:<w_node$}  {}", p.pod, p.node.as_deref().unwrap_or("<none>"), result);
+    }
+    for e in &r.evictions {
+        let _ = writeln!(out, "{:<w_pod$}  {:<w_node$}  Evicted (preempted by {})", e.pod, e.node, e.preemptor);
+    }
+    let bound = r.placements.iter().filter(|p| p.node.is_some()).count();
+    let _ = writeln!(out, "\n{bound} scheduled, {} pending, {} evicted; {} nodes.", r.placements.len() - bound, r.evictions.len(), r.nodes);
+    if !r.ignored.is_empty() {
+        let _ = writeln!(out, "Left alone (no profile for their schedulerName): {}", r.ignored.join(", "));
+    }
+    out
+}
+
+/// Per attempt of each explained pod: PreFilter, per-node Filter verdicts, and per-plugin scores.
+pub fn render_explain(r: &Report) -> String {
+    let mut out = String::new();
+    for e in &r.explain {
+        let t = &e.trace;
+        let _ = writeln!(out, "== {} (attempt {}): {}", e.pod, e.attempt, e.result);
+        if !t.pre_filter.is_empty() {
+            let _ = writeln!(out, "PreFilter:");
+            for (p, s) in &t.pre_filter {
+                let _ = writeln!(out, "  {p:<34} {s}");
+            }
+        }
+        let _ = writeln!(out, "Filter ({} nodes evaluated, {} not evaluated):", t.filter.len(), t.not_evaluated);
+        for (n, s) in &t.filter {
+            let _ = writeln!(out, "  {n:<34} {s}");
+        }
+        if !t.pre_score_skipped.is_empty() {
+            let _ = writeln!(out, "PreScore skipped: {}", t.pre_score_skipped.join(", "));
+        }
+        if !t.scores.is_empty() {
+            let _ = writeln!(out, "Score (raw / normalized / weighted):");
+            let nodes: Vec<&str> = t.totals.iter().map(|(n, _)| n.as_str()).collect();
+            let _ = write!(out, "  {:<34}", "plugin (weight)");
+            for n in &nodes {
+                let _ = write!(out, " {n:>18}");
+            }
+            out.push('\n');
+            for s in &t.scores {
+                let _ = write!(out, "  {:<34}", format!("{} ({})", s.plugin, s.weight));
+                for (_, raw, norm, weighted) in &s.nodes {
+                    let _ = write!(out, " {:>18}", format!("{raw}/{norm}/{weighted}"));
+                }
+                out.push('\n');
+            }
+            let _ = write!(out, "  {:<34}", "total");
+            for (_, total) in &t.totals {
+                let _ = write!(out, " {total:>18}");
+            }
+            out.push('\n');
+        } else if t.filter.iter().filter(|(_, s)| s == "feasible").count() == 1 {
+            let _ = writeln!(out, "Score: skipped (only one feasible node)");
+        }
+    }
+    out
+}

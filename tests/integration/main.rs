@@ -1,0 +1,8 @@
+//! Integration tests in one binary, a module per area.
+
+mod util;
+
+mod config;
+mod framework;
+mod queue;
+mod simulate;

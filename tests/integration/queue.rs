@@ -1,0 +1,110 @@
+//! The scheduling queue: QueueSort order, backoff, and requeueing on cluster events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube_wasm_scheduler::cluster::memory::MemoryCluster;
+use kube_wasm_scheduler::framework::*;
+use kube_wasm_scheduler::plugins::PluginContext;
+use kube_wasm_scheduler::queue::{QueueName, SchedulingQueue};
+use kube_wasm_scheduler::sim::build_profiles;
+
+use crate::util::*;
+
+const SEC: u64 = 1_000_000_000;
+
+fn queue() -> SchedulingQueue {
+    let reg = registry_with(vec![]);
+    let cfg = config(&reg, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n");
+    let ctx = PluginContext { cluster: Arc::new(MemoryCluster::default()) };
+    let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
+    SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(10))
+}
+
+fn pod(name: &str, priority: i32) -> Arc<PodInfo> {
+    Arc::new(
+        PodInfo::new(serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"priority": priority, "containers": [{"name": "c"}]}
+        })).unwrap())
+        .unwrap(),
+    )
+}
+
+#[test]
+fn backoff_doubles_from_initial_to_max() {
+    let q = queue();
+    let got: Vec<u64> = (1..=6).map(|a| q.backoff_duration(a).as_secs()).collect();
+    assert_eq!(got, [1, 2, 4, 8, 10, 10]);
+}
+
+#[test]
+fn pops_by_priority_then_arrival() {
+    let mut q = queue();
+    q.add(pod("low", 0), 1);
+    q.add(pod("high", 100), 2);
+    q.add(pod("low-later", 0), 3);
+    q.add(pod("mid", 50), 4);
+    let order: Vec<String> = std::iter::from_fn(|| q.pop()).map(|p| p.pod_info.name.clone()).collect();
+    assert_eq!(order, ["high", "mid", "low", "low-later"]);
+}
+
+#[test]
+fn unschedulable_pods_move_only_on_events_their_rejector_registered() {
+    let mut q = queue();
+    q.add(pod("p", 0), 0);
+    let mut info = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    q.add_unschedulable(info, cycle, false, 0);
+    assert_eq!(q.pending()[&QueueName::Unschedulable], 1);
+    // A new pod bound elsewhere does not free resources: NodeResourcesFit did not register AssignedPod/Add.
+    q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::ADD), 5 * SEC);
+    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1));
+    // A pod deleted does.
+    q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), 5 * SEC);
+    assert_eq!(q.pending().get(&QueueName::Active), Some(&1), "backoff (1s) already over at 5s: straight to activeQ");
+}
+
+#[test]
+fn a_pod_still_backing_off_goes_to_backoff_and_flushes_when_it_expires() {
+    let mut q = queue();
+    q.add(pod("p", 0), 0);
+    let info = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable(info, cycle, false, 0);
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), SEC / 2);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
+    assert_eq!(q.next_backoff_expiry(), Some(SEC));
+    q.flush_backoff_completed(SEC / 2);
+    assert!(q.pop().is_none());
+    q.flush_backoff_completed(SEC);
+    assert_eq!(q.pop().unwrap().attempts, 2);
+}
+
+#[test]
+fn an_event_during_the_attempt_sends_the_pod_to_backoff_and_errors_always_back_off() {
+    let mut q = queue();
+    q.add(pod("a", 0), 0);
+    q.add(pod("b", 0), 1);
+    let a = q.pop().unwrap();
+    let cycle_a = q.scheduling_cycle();
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 0);
+    q.add_unschedulable(a, cycle_a, false, 0);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
+    let b = q.pop().unwrap();
+    let cycle_b = q.scheduling_cycle();
+    q.add_unschedulable(b, cycle_b, true, 0);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&2));
+}
+
+#[test]
+fn deleted_pods_leave_every_queue() {
+    let mut q = queue();
+    q.add(pod("a", 0), 0);
+    q.add(pod("b", 0), 1);
+    q.delete("a");
+    assert!(!q.contains("a"));
+    assert_eq!(q.pop().unwrap().pod_info.name, "b");
+    assert!(q.pop().is_none());
+}
