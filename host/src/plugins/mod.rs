@@ -10,6 +10,7 @@ use crate::framework::Plugin;
 
 pub mod default_binder;
 pub mod helper;
+pub mod node_affinity;
 pub mod node_name;
 pub mod node_unschedulable;
 pub mod priority_sort;
@@ -85,6 +86,7 @@ pub fn in_tree_registry() -> Registry {
     register!(r, scheduling_gates::NAME, scheduling_gates::SchedulingGates::new);
     register!(r, node_unschedulable::NAME, node_unschedulable::NodeUnschedulable::new);
     register!(r, taint_toleration::NAME, taint_toleration::TaintToleration::new);
+    register!(r, node_affinity::NAME, node_affinity::NodeAffinity::new);
     register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
     r
 }
