@@ -16,6 +16,7 @@ pub mod node_unschedulable;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
+pub mod volume_binding;
 #[cfg(test)]
 pub mod testutil;
 
@@ -87,6 +88,7 @@ pub fn in_tree_registry() -> Registry {
     register!(r, node_unschedulable::NAME, node_unschedulable::NodeUnschedulable::new);
     register!(r, taint_toleration::NAME, taint_toleration::TaintToleration::new);
     register!(r, node_affinity::NAME, node_affinity::NodeAffinity::new);
+    register!(r, volume_binding::NAME, volume_binding::VolumeBinding::new);
     register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
     r
 }
