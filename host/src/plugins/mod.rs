@@ -16,9 +16,9 @@ pub mod node_unschedulable;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
-pub mod volume_binding;
 #[cfg(test)]
 pub mod testutil;
+pub mod volume_binding;
 
 /// What a plugin may use besides its args: the cluster seam (binder, evictions).
 #[derive(Clone)]
