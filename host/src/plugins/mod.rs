@@ -8,10 +8,17 @@ use serde::de::DeserializeOwned;
 use crate::cluster::ClusterClient;
 use crate::framework::Plugin;
 
+pub mod default_binder;
 pub mod helper;
+pub mod node_affinity;
 pub mod node_name;
+pub mod node_unschedulable;
+pub mod priority_sort;
+pub mod scheduling_gates;
+pub mod taint_toleration;
 #[cfg(test)]
 pub mod testutil;
+pub mod volume_binding;
 
 /// What a plugin may use besides its args: the cluster seam (binder, evictions).
 #[derive(Clone)]
@@ -76,5 +83,12 @@ macro_rules! register {
 pub fn in_tree_registry() -> Registry {
     let mut r = Registry::new();
     register!(r, node_name::NAME, node_name::NodeName::new);
+    register!(r, priority_sort::NAME, priority_sort::PrioritySort::new);
+    register!(r, scheduling_gates::NAME, scheduling_gates::SchedulingGates::new);
+    register!(r, node_unschedulable::NAME, node_unschedulable::NodeUnschedulable::new);
+    register!(r, taint_toleration::NAME, taint_toleration::TaintToleration::new);
+    register!(r, node_affinity::NAME, node_affinity::NodeAffinity::new);
+    register!(r, volume_binding::NAME, volume_binding::VolumeBinding::new);
+    register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
     r
 }
