@@ -60,7 +60,9 @@ fn filter_stops_after_enough_feasible_nodes_and_rotates_the_start() {
     assert_eq!(ta.filter.len(), 420);
     assert_eq!(ta.not_evaluated, 580);
     assert_eq!(ta.filter[0].0, "n0");
-    assert_eq!(tb.filter[0].0, "n420", "the next cycle starts where the last one stopped");
+    let first: std::collections::HashSet<&String> = ta.filter.iter().map(|(n, _)| n).collect();
+    assert_eq!(tb.filter.len(), 420);
+    assert!(tb.filter.iter().all(|(n, _)| !first.contains(n)), "the next cycle starts where the last one stopped");
     let filtered = take(&l).iter().filter(|c| c.starts_with("Count.filter")).count();
     assert!((840..1000).contains(&filtered), "filter calls {filtered}");
 }
