@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use crate::cluster::ClusterClient;
 use crate::framework::Plugin;
 
+pub mod default_preemption;
 pub mod helper;
 pub mod node_name;
 #[cfg(test)]
@@ -76,5 +77,6 @@ macro_rules! register {
 pub fn in_tree_registry() -> Registry {
     let mut r = Registry::new();
     register!(r, node_name::NAME, node_name::NodeName::new);
+    register!(r, default_preemption::NAME, default_preemption::DefaultPreemption::new);
     r
 }
