@@ -9,6 +9,7 @@ use crate::cluster::ClusterClient;
 use crate::framework::Plugin;
 
 pub mod default_binder;
+pub mod default_preemption;
 pub mod helper;
 pub mod node_affinity;
 pub mod node_name;
@@ -90,5 +91,6 @@ pub fn in_tree_registry() -> Registry {
     register!(r, node_affinity::NAME, node_affinity::NodeAffinity::new);
     register!(r, volume_binding::NAME, volume_binding::VolumeBinding::new);
     register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
+    register!(r, default_preemption::NAME, default_preemption::DefaultPreemption::new);
     r
 }
