@@ -10,6 +10,7 @@ use crate::framework::Plugin;
 
 pub mod helper;
 pub mod node_name;
+pub mod pod_topology_spread;
 #[cfg(test)]
 pub mod testutil;
 
@@ -76,5 +77,6 @@ macro_rules! register {
 pub fn in_tree_registry() -> Registry {
     let mut r = Registry::new();
     register!(r, node_name::NAME, node_name::NodeName::new);
+    register!(r, pod_topology_spread::NAME, pod_topology_spread::PodTopologySpread::new);
     r
 }
