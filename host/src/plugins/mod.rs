@@ -9,6 +9,7 @@ use crate::cluster::ClusterClient;
 use crate::framework::Plugin;
 
 pub mod helper;
+pub mod inter_pod_affinity;
 pub mod node_name;
 pub mod pod_topology_spread;
 #[cfg(test)]
@@ -76,6 +77,7 @@ macro_rules! register {
 /// The registry of every native plugin.
 pub fn in_tree_registry() -> Registry {
     let mut r = Registry::new();
+    register!(r, inter_pod_affinity::NAME, inter_pod_affinity::InterPodAffinity::new);
     register!(r, node_name::NAME, node_name::NodeName::new);
     register!(r, pod_topology_spread::NAME, pod_topology_spread::PodTopologySpread::new);
     r
