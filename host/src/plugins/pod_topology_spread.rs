@@ -757,3 +757,658 @@ impl Plugin for PodTopologySpread {
         Some(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Code;
+    use crate::plugins::testutil::{ctx, node, node_with_pods, pod};
+    use serde_json::{json, Value};
+
+    fn node_json(name: &str, zone: Option<&str>) -> Value {
+        let mut labels = json!({ LABEL_HOSTNAME: name });
+        if let Some(z) = zone {
+            labels["zone"] = json!(z);
+        }
+        json!({"metadata": {"name": name, "labels": labels}})
+    }
+
+    /// An existing pod in `ns` with labels.
+    fn epod(name: &str, ns: &str, labels: Value) -> PodInfo {
+        pod(json!({"metadata": {"name": name, "namespace": ns, "uid": name, "labels": labels}}))
+    }
+
+    fn foo(name: &str) -> PodInfo {
+        epod(name, "default", json!({"foo": ""}))
+    }
+
+    /// A constraint on `key` selecting pods with a `foo` label, plus extra fields.
+    fn constraint(max_skew: i32, key: &str, when: &str, extra: Value) -> Value {
+        let mut c = json!({"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when,
+            "labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    }
+
+    /// The incoming pod: labels, constraints and extra spec fields.
+    fn incoming(labels: Value, constraints: Vec<Value>, spec: Value) -> PodInfo {
+        let mut s = json!({"topologySpreadConstraints": constraints});
+        for (k, v) in spec.as_object().unwrap() {
+            s[k] = v.clone();
+        }
+        pod(json!({"metadata": {"name": "in", "namespace": "default", "labels": labels}, "spec": s}))
+    }
+
+    /// Nodes a, b (zone z1), x, y (zone z2), each with its pods; `no_zone` names nodes without the zone label and
+    /// `tainted` nodes with a NoSchedule taint.
+    fn cluster(pods: Vec<(&str, PodInfo)>, no_zone: &[&str], tainted: &[&str]) -> Snapshot {
+        let nodes = [("a", "z1"), ("b", "z1"), ("x", "z2"), ("y", "z2")]
+            .into_iter()
+            .map(|(n, z)| {
+                let mut j = node_json(n, (!no_zone.contains(&n)).then_some(z));
+                if tainted.contains(&n) {
+                    j["spec"] = json!({"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]});
+                }
+                let mine = pods.iter().filter(|(on, _)| *on == n).map(|(_, p)| p.clone()).collect();
+                node_with_pods(j, mine)
+            })
+            .collect();
+        Snapshot::from_nodes(nodes)
+    }
+
+    fn plugin(args: Value) -> PodTopologySpread {
+        PodTopologySpread::new(Some(&args), &ctx()).unwrap()
+    }
+
+    /// Runs PreFilter then Filter on every node: "ok", "skew", "label", or "skip" for all when PreFilter skipped.
+    fn filter_all(pl: &PodTopologySpread, p: &PodInfo, snap: &Snapshot) -> Vec<&'static str> {
+        let mut state = CycleState::new();
+        let (_, st) = pl.pre_filter(&mut state, p, snap);
+        if st.is_skip() {
+            return vec!["skip"; snap.len()];
+        }
+        assert!(st.is_success(), "{st}");
+        filter_nodes(pl, &state, p, snap)
+    }
+
+    fn filter_nodes(pl: &PodTopologySpread, state: &CycleState, p: &PodInfo, snap: &Snapshot) -> Vec<&'static str> {
+        snap.nodes()
+            .iter()
+            .map(|n| {
+                let st = pl.filter(state, p, n);
+                match st.code() {
+                    Code::Success => "ok",
+                    Code::Unschedulable => {
+                        assert_eq!(st.reasons(), [ERR_REASON_CONSTRAINTS_NOT_MATCH]);
+                        "skew"
+                    }
+                    Code::UnschedulableAndUnresolvable => {
+                        assert_eq!(st.reasons(), [ERR_REASON_NODE_LABEL_NOT_MATCH]);
+                        "label"
+                    }
+                    c => panic!("unexpected {c:?}"),
+                }
+            })
+            .collect()
+    }
+
+    fn terminating(name: &str) -> PodInfo {
+        pod(json!({"metadata": {"name": name, "uid": name, "labels": {"foo": ""},
+            "deletionTimestamp": "2024-01-01T00:00:00Z"}}))
+    }
+
+    #[test]
+    fn filter_table() {
+        let zone1 = || constraint(1, "zone", DO_NOT_SCHEDULE, json!({}));
+        let host1 = || constraint(1, LABEL_HOSTNAME, DO_NOT_SCHEDULE, json!({}));
+        let me = || json!({"foo": ""});
+        let skewed = || vec![("a", foo("a1")), ("x", foo("x1")), ("x", foo("x2"))];
+        let other_ns =
+            vec![("a", epod("a1", "other", me())), ("x", epod("x1", "other", me())), ("x", epod("x2", "other", me()))];
+        let taint_tol = json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]});
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, PodInfo, Vec<(&str, PodInfo)>, &[&str], &[&str], [&str; 4])> = vec![
+            ("no pods", incoming(me(), vec![zone1()], json!({})), vec![], &[], &[], ["ok"; 4]),
+            (
+                "3/3 spread",
+                incoming(me(), vec![zone1()], json!({})),
+                vec![
+                    ("a", foo("a1")),
+                    ("a", foo("a2")),
+                    ("b", foo("b1")),
+                    ("x", foo("x1")),
+                    ("x", foo("x2")),
+                    ("y", foo("y1")),
+                ],
+                &[],
+                &[],
+                ["ok"; 4],
+            ),
+            ("1/2 skew", incoming(me(), vec![zone1()], json!({})), skewed(), &[], &[], ["ok", "ok", "skew", "skew"]),
+            ("other namespace not counted", incoming(me(), vec![zone1()], json!({})), other_ns, &[], &[], ["ok"; 4]),
+            (
+                "terminating pods not counted",
+                incoming(me(), vec![zone1()], json!({})),
+                vec![("a", foo("a1")), ("x", terminating("x1")), ("x", terminating("x2"))],
+                &[],
+                &[],
+                ["skew", "skew", "ok", "ok"],
+            ),
+            (
+                "node missing key",
+                incoming(me(), vec![zone1()], json!({})),
+                vec![],
+                &["b"],
+                &[],
+                ["ok", "label", "ok", "ok"],
+            ),
+            (
+                "nodes missing key are not domains",
+                incoming(me(), vec![zone1()], json!({})),
+                vec![("a", foo("a1")), ("b", foo("b1")), ("b", foo("b2"))],
+                &["b", "x", "y"],
+                &[],
+                ["ok", "label", "label", "label"],
+            ),
+            (
+                "minDomains above domains: global minimum 0",
+                incoming(me(), vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({"minDomains": 3}))], json!({})),
+                vec![("a", foo("a1")), ("x", foo("x1"))],
+                &[],
+                &[],
+                ["skew"; 4],
+            ),
+            (
+                "minDomains met",
+                incoming(me(), vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({"minDomains": 2}))], json!({})),
+                vec![("a", foo("a1")), ("x", foo("x1"))],
+                &[],
+                &[],
+                ["ok"; 4],
+            ),
+            (
+                "hostname",
+                incoming(me(), vec![host1()], json!({})),
+                vec![("a", foo("a1"))],
+                &[],
+                &[],
+                ["skew", "ok", "ok", "ok"],
+            ),
+            (
+                "maxSkew 2",
+                incoming(me(), vec![constraint(2, "zone", DO_NOT_SCHEDULE, json!({}))], json!({})),
+                vec![("a", foo("a1")), ("a", foo("a2")), ("a", foo("a3")), ("x", foo("x1"))],
+                &[],
+                &[],
+                ["skew", "skew", "ok", "ok"],
+            ),
+            (
+                "nodeAffinityPolicy Honor: other zone not counted",
+                incoming(me(), vec![zone1()], json!({"nodeSelector": {"zone": "z1"}})),
+                vec![("a", foo("a1"))],
+                &[],
+                &[],
+                ["ok"; 4],
+            ),
+            (
+                "nodeAffinityPolicy Honor with required node affinity",
+                incoming(
+                    me(),
+                    vec![zone1()],
+                    json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}]}}}}),
+                ),
+                vec![("a", foo("a1"))],
+                &[],
+                &[],
+                ["ok"; 4],
+            ),
+            (
+                "nodeAffinityPolicy Ignore: other zone counted",
+                incoming(
+                    me(),
+                    vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({"nodeAffinityPolicy": "Ignore"}))],
+                    json!({"nodeSelector": {"zone": "z1"}}),
+                ),
+                vec![("a", foo("a1"))],
+                &[],
+                &[],
+                ["skew", "skew", "ok", "ok"],
+            ),
+            (
+                "nodeTaintsPolicy Ignore (default): tainted zone counted",
+                incoming(me(), vec![zone1()], json!({})),
+                vec![("a", foo("a1"))],
+                &[],
+                &["x", "y"],
+                ["skew", "skew", "ok", "ok"],
+            ),
+            (
+                "nodeTaintsPolicy Honor: tainted zone not counted",
+                incoming(
+                    me(),
+                    vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({"nodeTaintsPolicy": "Honor"}))],
+                    json!({}),
+                ),
+                vec![("a", foo("a1"))],
+                &[],
+                &["x", "y"],
+                ["ok"; 4],
+            ),
+            (
+                "nodeTaintsPolicy Honor: tolerated taint counted",
+                incoming(
+                    me(),
+                    vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({"nodeTaintsPolicy": "Honor"}))],
+                    taint_tol,
+                ),
+                vec![("a", foo("a1"))],
+                &[],
+                &["x", "y"],
+                ["skew", "skew", "ok", "ok"],
+            ),
+            (
+                "matchLabelKeys narrows to the pod's revision",
+                incoming(
+                    json!({"foo": "", "rev": "2"}),
+                    vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({"matchLabelKeys": ["rev"]}))],
+                    json!({}),
+                ),
+                vec![
+                    ("a", epod("a1", "default", json!({"foo": "", "rev": "1"}))),
+                    ("a", epod("a2", "default", json!({"foo": "", "rev": "1"}))),
+                    ("x", epod("x1", "default", json!({"foo": "", "rev": "2"}))),
+                ],
+                &[],
+                &[],
+                ["ok", "ok", "skew", "skew"],
+            ),
+            (
+                "without matchLabelKeys every revision counts",
+                incoming(json!({"foo": "", "rev": "2"}), vec![zone1()], json!({})),
+                vec![
+                    ("a", epod("a1", "default", json!({"foo": "", "rev": "1"}))),
+                    ("a", epod("a2", "default", json!({"foo": "", "rev": "1"}))),
+                    ("x", epod("x1", "default", json!({"foo": "", "rev": "2"}))),
+                ],
+                &[],
+                &[],
+                ["skew", "skew", "ok", "ok"],
+            ),
+            (
+                "pod not matching its own selector",
+                incoming(json!({}), vec![zone1()], json!({})),
+                skewed(),
+                &[],
+                &[],
+                ["ok"; 4],
+            ),
+            (
+                "two constraints both apply",
+                incoming(me(), vec![zone1(), host1()], json!({})),
+                vec![("a", foo("a1")), ("x", foo("x1"))],
+                &[],
+                &[],
+                ["skew", "ok", "skew", "ok"],
+            ),
+            (
+                "soft constraints only: skip",
+                incoming(me(), vec![constraint(1, "zone", SCHEDULE_ANYWAY, json!({}))], json!({})),
+                skewed(),
+                &[],
+                &[],
+                ["skip"; 4],
+            ),
+            ("no constraints: skip", incoming(me(), vec![], json!({})), skewed(), &[], &[], ["skip"; 4]),
+        ];
+        let pl = plugin(json!({}));
+        for (name, p, pods, no_zone, tainted, want) in cases {
+            let snap = cluster(pods, no_zone, tainted);
+            assert_eq!(filter_all(&pl, &p, &snap), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn add_and_remove_pod_update_counts() {
+        let pl = plugin(json!({}));
+        let p = incoming(json!({"foo": ""}), vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({}))], json!({}));
+        let x1 = Arc::new(foo("x1"));
+        let snap = cluster(vec![("a", foo("a1")), ("x", (*x1).clone()), ("x", foo("x2"))], &["b"], &[]);
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "label", "skew", "skew"]);
+        let before = state.clone();
+        let (a, b, x) = (snap.get("a").unwrap(), snap.get("b").unwrap(), snap.get("x").unwrap());
+
+        assert!(pl.remove_pod(&mut state, &p, &x1, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "label", "ok", "ok"], "z1=1 z2=1");
+        assert_eq!(filter_nodes(&pl, &before, &p, &snap), ["ok", "label", "skew", "skew"], "clone is independent");
+
+        // Pods that do not count: another namespace, not matching, or on a node without the key.
+        for (other, on) in
+            [(epod("o", "other", json!({"foo": ""})), a), (epod("n", "default", json!({})), a), (foo("b1"), b)]
+        {
+            assert!(pl.add_pod(&mut state, &p, &Arc::new(other), on, &snap).is_success());
+        }
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "label", "ok", "ok"]);
+
+        assert!(pl.add_pod(&mut state, &p, &Arc::new(foo("a2")), a, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["skew", "label", "ok", "ok"], "z1=2 z2=1");
+        assert!(pl.remove_pod(&mut state, &p, &Arc::new(foo("x2")), x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["skew", "label", "ok", "ok"], "z1=2 z2=0");
+        assert!(pl.remove_pod(&mut state, &p, &Arc::new(foo("a1")), a, &snap).is_success());
+        assert!(pl.remove_pod(&mut state, &p, &Arc::new(foo("a2")), a, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "label", "ok", "ok"], "z1=0 z2=0");
+    }
+
+    #[test]
+    fn filter_without_pre_filter_is_an_error() {
+        let pl = plugin(json!({}));
+        let p = incoming(json!({}), vec![], json!({}));
+        let st = pl.filter(&CycleState::new(), &p, &node(node_json("a", Some("z1"))));
+        assert_eq!(st.code(), Code::Error);
+    }
+
+    #[test]
+    fn critical_paths_keep_the_minimum() {
+        let mut p = CriticalPaths::<&str>::new();
+        for (v, n) in [("a", 3), ("b", 1), ("c", 2)] {
+            p.update(v, n);
+        }
+        assert_eq!(p.paths, [("b", 1), ("c", 2)]);
+        p.update("b", 4);
+        assert_eq!(p.paths, [("c", 2), ("b", 4)]);
+        p.update("a", 0);
+        assert_eq!(p.min(), 0);
+        assert_eq!(p.paths, [("a", 0), ("c", 2)]);
+    }
+
+    fn rs_owned(name: &str, labels: Value) -> PodInfo {
+        pod(json!({"metadata": {"name": name, "namespace": "default", "labels": labels, "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs", "controller": true}]}}))
+    }
+
+    fn objects(v: Value) -> Arc<ClusterObjects> {
+        let get = |k: &str| v.get(k).cloned().unwrap_or(json!([]));
+        Arc::new(ClusterObjects {
+            services: serde_json::from_value(get("services")).unwrap(),
+            replica_sets: serde_json::from_value(get("replicaSets")).unwrap(),
+            stateful_sets: serde_json::from_value(get("statefulSets")).unwrap(),
+            replication_controllers: serde_json::from_value(get("rcs")).unwrap(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn default_constraints_from_services_and_controllers() {
+        let list = json!({"defaultingType": "List", "defaultConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]});
+        let pl = plugin(list);
+        let web = |n: &str| epod(n, "default", json!({"app": "web"}));
+        let svc = |ns: &str| json!({"services": [{"metadata": {"name": "s", "namespace": ns}, "spec": {"selector": {"app": "web"}}}]});
+        let rs = json!({"replicaSets": [{"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}}}]});
+        let rc = json!({"rcs": [{"metadata": {"name": "web", "namespace": "default"}, "spec": {"selector": {"app": "web"}}}]});
+        let plain = epod("in", "default", json!({"app": "web"}));
+        let rc_owned = pod(json!({"metadata": {"name": "in", "namespace": "default", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ReplicationController", "name": "web", "uid": "rc", "controller": true}]}}));
+        let not_controller = pod(json!({"metadata": {"name": "in", "namespace": "default", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs"}]}}));
+        let cases: Vec<(&str, PodInfo, Value, [&str; 4])> = vec![
+            ("service selects pod", plain.clone(), svc("default"), ["skew", "skew", "ok", "ok"]),
+            ("service in another namespace", plain.clone(), svc("other"), ["skip"; 4]),
+            ("no selecting object", plain.clone(), json!({}), ["skip"; 4]),
+            (
+                "controlling replica set",
+                rs_owned("in", json!({"app": "web"})),
+                rs.clone(),
+                ["skew", "skew", "ok", "ok"],
+            ),
+            ("owner not a controller", not_controller, rs, ["skip"; 4]),
+            ("controlling replication controller", rc_owned, rc, ["skew", "skew", "ok", "ok"]),
+            (
+                "own constraints replace defaults",
+                incoming(
+                    json!({"app": "web", "foo": ""}),
+                    vec![constraint(1, "zone", SCHEDULE_ANYWAY, json!({}))],
+                    json!({}),
+                ),
+                svc("default"),
+                ["skip"; 4],
+            ),
+        ];
+        for (name, p, objs, want) in cases {
+            let mut snap = cluster(vec![("a", web("a1"))], &[], &[]);
+            snap.objects = objects(objs);
+            assert_eq!(filter_all(&pl, &p, &snap), want, "{name}");
+        }
+        // System defaults are all soft: PreFilter skips.
+        let mut snap = cluster(vec![("a", web("a1"))], &[], &[]);
+        snap.objects = objects(svc("default"));
+        assert_eq!(filter_all(&plugin(json!({})), &plain, &snap), ["skip"; 4]);
+    }
+
+    /// Runs PreScore, Score and NormalizeScore over `feasible`; None when PreScore skipped.
+    fn scores(pl: &PodTopologySpread, p: &PodInfo, snap: &Snapshot, feasible: &[&str]) -> Option<Vec<i64>> {
+        let nodes: Vec<Arc<NodeInfo>> = feasible.iter().map(|n| snap.get(n).unwrap().clone()).collect();
+        let mut state = CycleState::new();
+        let st = pl.pre_score(&mut state, p, &nodes, snap);
+        if st.is_skip() {
+            return None;
+        }
+        assert!(st.is_success(), "{st}");
+        let mut out: Vec<NodeScore> =
+            nodes.iter().map(|n| NodeScore { name: n.name.clone(), score: pl.score(&state, p, n).unwrap() }).collect();
+        assert!(pl.normalize_score(&state, p, &mut out).is_success());
+        Some(out.into_iter().map(|s| s.score).collect())
+    }
+
+    #[test]
+    fn score_table() {
+        let soft = |skew: i32, key: &str| constraint(skew, key, SCHEDULE_ANYWAY, json!({}));
+        let me = || json!({"foo": ""});
+        let all = ["a", "b", "x", "y"];
+        // a:2 b:1 x:0 y:3 pods; zones z1=3 z2=3.
+        let host_pods = || {
+            vec![
+                ("a", foo("a1")),
+                ("a", foo("a2")),
+                ("b", foo("b1")),
+                ("y", foo("y1")),
+                ("y", foo("y2")),
+                ("y", foo("y3")),
+            ]
+        };
+        // z1=2 z2=1.
+        let zone_pods = || vec![("a", foo("a1")), ("b", foo("b1")), ("x", foo("x1"))];
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, PodInfo, Vec<(&str, PodInfo)>, &[&str], &[&str], Option<Vec<i64>>)> = vec![
+            (
+                "no pods",
+                incoming(me(), vec![soft(1, LABEL_HOSTNAME)], json!({})),
+                vec![],
+                &[],
+                &all,
+                Some(vec![100; 4]),
+            ),
+            // weight ln(6): raw 4, 2, 0, 5.
+            (
+                "hostname",
+                incoming(me(), vec![soft(1, LABEL_HOSTNAME)], json!({})),
+                host_pods(),
+                &[],
+                &all,
+                Some(vec![20, 60, 100, 0]),
+            ),
+            // weight ln(4): raw 3, 1 (after rounding).
+            (
+                "zone",
+                incoming(me(), vec![soft(1, "zone")], json!({})),
+                zone_pods(),
+                &[],
+                &all,
+                Some(vec![33, 33, 100, 100]),
+            ),
+            // maxSkew-1 added: raw 5, 3.
+            (
+                "zone maxSkew 3",
+                incoming(me(), vec![soft(3, "zone")], json!({})),
+                zone_pods(),
+                &[],
+                &all,
+                Some(vec![60, 60, 100, 100]),
+            ),
+            (
+                "zone, subset feasible: all nodes still counted",
+                incoming(me(), vec![soft(1, "zone")], json!({})),
+                zone_pods(),
+                &[],
+                &["a", "x"],
+                Some(vec![33, 100]),
+            ),
+            // weight ln(4): raw 3, 1.
+            (
+                "hostname, subset feasible",
+                incoming(me(), vec![soft(1, LABEL_HOSTNAME)], json!({})),
+                host_pods(),
+                &[],
+                &["a", "b"],
+                Some(vec![33, 100]),
+            ),
+            (
+                "node without key is ignored",
+                incoming(me(), vec![soft(1, "zone")], json!({})),
+                zone_pods(),
+                &["y"],
+                &all,
+                Some(vec![33, 33, 100, 0]),
+            ),
+            (
+                "nodeAffinityPolicy Honor: excluded nodes' pods not counted",
+                incoming(me(), vec![soft(1, "zone")], json!({"nodeSelector": {"zone": "z2"}})),
+                zone_pods(),
+                &[],
+                &["x", "y"],
+                Some(vec![100, 100]),
+            ),
+            (
+                "hard constraints only: skip",
+                incoming(me(), vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({}))], json!({})),
+                zone_pods(),
+                &[],
+                &all,
+                None,
+            ),
+            ("no constraints, no owner: skip", incoming(me(), vec![], json!({})), zone_pods(), &[], &all, None),
+        ];
+        let pl = plugin(json!({}));
+        for (name, p, pods, no_zone, feasible, want) in cases {
+            let snap = cluster(pods, no_zone, &[]);
+            assert_eq!(scores(&pl, &p, &snap, feasible), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn system_default_spreading_tolerates_nodes_without_zone() {
+        let rs = json!({"replicaSets": [{"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}}}]});
+        let web = |n: &str| rs_owned(n, json!({"app": "web"}));
+        let p = rs_owned("in", json!({"app": "web"}));
+        let snap_with = |objs: Value| {
+            let mut s = Snapshot::from_nodes(vec![
+                node_with_pods(
+                    json!({"metadata": {"name": "a", "labels": {LABEL_HOSTNAME: "a", LABEL_ZONE: "z1"}}}),
+                    vec![web("a1"), web("a2")],
+                ),
+                node(node_json("b", None)),
+            ]);
+            s.objects = objects(objs);
+            s
+        };
+        // hostname (maxSkew 3) and zone (maxSkew 5), both weight ln(4); b has no zone: raw a=12, b=2.
+        assert_eq!(scores(&plugin(json!({})), &p, &snap_with(rs.clone()), &["a", "b"]), Some(vec![16, 100]));
+        assert_eq!(scores(&plugin(json!({})), &p, &snap_with(json!({})), &["a", "b"]), None, "no owner object");
+        // The same constraints given as a List require every key: b is ignored.
+        let list = json!({"defaultingType": "List", "defaultConstraints": [
+            {"maxSkew": 3, "topologyKey": LABEL_HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"},
+            {"maxSkew": 5, "topologyKey": LABEL_ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]});
+        let mut snap = Snapshot::from_nodes(vec![
+            node_with_pods(
+                json!({"metadata": {"name": "a", "labels": {LABEL_HOSTNAME: "a", LABEL_ZONE: "z1"}}}),
+                vec![web("a1")],
+            ),
+            node(json!({"metadata": {"name": "c", "labels": {LABEL_HOSTNAME: "c", LABEL_ZONE: "z1"}}})),
+            node(node_json("b", None)),
+        ]);
+        snap.objects = objects(rs);
+        // a: host 1*ln(4)+2, zone 1*ln(3)+4 -> 8; c: 2 + 1*ln(3)+4 -> 7.
+        assert_eq!(scores(&plugin(list), &p, &snap, &["a", "c", "b"]), Some(vec![87, 100, 0]));
+    }
+
+    #[test]
+    fn args_validation() {
+        let ok = [
+            json!({}),
+            json!({"defaultingType": "System"}),
+            json!({"defaultingType": "List"}),
+            json!({"defaultingType": "List", "defaultConstraints": [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
+        ];
+        for a in ok {
+            assert!(PodTopologySpread::new(Some(&a), &ctx()).is_ok(), "{a}");
+        }
+        let c = |extra: Value| {
+            let mut c = json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"});
+            for (k, v) in extra.as_object().unwrap() {
+                c[k] = v.clone();
+            }
+            c
+        };
+        let bad = [
+            (json!({"defaultingType": "Foo"}), "defaultingType: Unsupported value: \"Foo\""),
+            (json!({"defaultConstraints": [c(json!({}))]}), "defaultingType: Invalid value: \"System\""),
+            (
+                json!({"defaultingType": "List", "defaultConstraints": [c(json!({"maxSkew": 0}))]}),
+                "defaultConstraints[0].maxSkew",
+            ),
+            (
+                json!({"defaultingType": "List", "defaultConstraints": [c(json!({"topologyKey": ""}))]}),
+                "defaultConstraints[0].topologyKey: Required",
+            ),
+            (
+                json!({"defaultingType": "List", "defaultConstraints": [c(json!({"topologyKey": "-bad-"}))]}),
+                "defaultConstraints[0].topologyKey: Invalid",
+            ),
+            (
+                json!({"defaultingType": "List", "defaultConstraints": [c(json!({"whenUnsatisfiable": "Maybe"}))]}),
+                "defaultConstraints[0].whenUnsatisfiable",
+            ),
+            (
+                json!({"defaultingType": "List", "defaultConstraints": [c(json!({"labelSelector": {"matchLabels": {"a": "b"}}}))]}),
+                "defaultConstraints[0].labelSelector: Forbidden",
+            ),
+            (
+                json!({"defaultingType": "List", "defaultConstraints": [c(json!({})), c(json!({}))]}),
+                "defaultConstraints[1]: Duplicate value: \"{zone, DoNotSchedule}\"",
+            ),
+            (json!({"bogus": 1}), "bogus"),
+        ];
+        for (a, want) in bad {
+            let err = PodTopologySpread::new(Some(&a), &ctx()).unwrap_err();
+            assert!(err.contains(want), "{a}: {err}");
+        }
+    }
+
+    #[test]
+    fn registered_points_and_events() {
+        let pl = plugin(json!({}));
+        assert!(pl.as_pre_filter().is_some() && pl.as_filter().is_some());
+        assert!(pl.as_pre_score().is_some() && pl.as_score().is_some_and(|s| s.has_normalize()));
+        let ev = pl.events_to_register();
+        assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::UPDATE_TAINT))));
+        assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::AssignedPod, action::DELETE))));
+        assert!(crate::plugins::in_tree_registry().get(NAME).is_some());
+    }
+}
