@@ -438,3 +438,477 @@ impl Plugin for InterPodAffinity {
         Some(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::ClusterObjects;
+    use crate::framework::Code;
+    use crate::plugins::testutil::{ctx, node, node_with_pods, pod};
+    use serde_json::{json, Value};
+
+    const HOST: &str = "kubernetes.io/hostname";
+
+    /// A pod with labels and an affinity stanza.
+    fn apod(name: &str, ns: &str, labels: Value, affinity: Value) -> PodInfo {
+        pod(json!({"metadata": {"name": name, "namespace": ns, "uid": name, "labels": labels},
+            "spec": {"affinity": affinity}}))
+    }
+
+    fn plain(name: &str, labels: Value) -> PodInfo {
+        apod(name, "default", labels, json!({}))
+    }
+
+    /// A term selecting `app=<app>` on `key`.
+    fn term(app: &str, key: &str) -> Value {
+        json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key})
+    }
+
+    fn required(kind: &str, terms: Vec<Value>) -> Value {
+        json!({ kind: {"requiredDuringSchedulingIgnoredDuringExecution": terms} })
+    }
+
+    fn preferred(kind: &str, terms: Vec<(i32, Value)>) -> Value {
+        let ts: Vec<Value> = terms.into_iter().map(|(w, t)| json!({"weight": w, "podAffinityTerm": t})).collect();
+        json!({ kind: {"preferredDuringSchedulingIgnoredDuringExecution": ts} })
+    }
+
+    fn merge(a: Value, b: Value) -> Value {
+        let mut a = a;
+        for (k, v) in b.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        a
+    }
+
+    /// Nodes a, b (zone z1), x, y (zone z2) and n (no zone), with pods; namespaces with labels.
+    fn cluster(pods: Vec<(&str, PodInfo)>, namespaces: Value) -> Snapshot {
+        let nodes = [("a", Some("z1")), ("b", Some("z1")), ("x", Some("z2")), ("y", Some("z2")), ("n", None)]
+            .into_iter()
+            .map(|(n, z)| {
+                let mut labels = json!({ HOST: n });
+                if let Some(z) = z {
+                    labels["zone"] = json!(z);
+                }
+                let mine = pods.iter().filter(|(on, _)| *on == n).map(|(_, p)| p.clone()).collect();
+                node_with_pods(json!({"metadata": {"name": n, "labels": labels}}), mine)
+            })
+            .collect();
+        let mut s = Snapshot::from_nodes(nodes);
+        s.objects =
+            Arc::new(ClusterObjects { namespaces: serde_json::from_value(namespaces).unwrap(), ..Default::default() });
+        s
+    }
+
+    fn plugin(args: Value) -> InterPodAffinity {
+        InterPodAffinity::new(Some(&args), &ctx()).unwrap()
+    }
+
+    fn filter_nodes(pl: &InterPodAffinity, state: &CycleState, p: &PodInfo, snap: &Snapshot) -> Vec<&'static str> {
+        snap.nodes()
+            .iter()
+            .map(|n| {
+                let st = pl.filter(state, p, n);
+                let r = st.reasons().first().map(String::as_str);
+                match (st.code(), r) {
+                    (Code::Success, _) => "ok",
+                    (Code::UnschedulableAndUnresolvable, Some(ERR_REASON_AFFINITY_RULES_NOT_MATCH)) => "aff",
+                    (Code::Unschedulable, Some(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)) => "anti",
+                    (Code::Unschedulable, Some(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)) => "existing",
+                    _ => panic!("unexpected {st}"),
+                }
+            })
+            .collect()
+    }
+
+    fn filter_all(pl: &InterPodAffinity, p: &PodInfo, snap: &Snapshot) -> Vec<&'static str> {
+        let mut state = CycleState::new();
+        let (_, st) = pl.pre_filter(&mut state, p, snap);
+        if st.is_skip() {
+            return vec!["skip"; snap.len()];
+        }
+        assert!(st.is_success(), "{st}");
+        filter_nodes(pl, &state, p, snap)
+    }
+
+    #[test]
+    fn filter_table() {
+        let db = || plain("db1", json!({"app": "db"}));
+        let web = || plain("web1", json!({"app": "web"}));
+        let aff_db = || required("podAffinity", vec![term("db", "zone")]);
+        let guard = |ns: &str, sel: Value| {
+            apod("guard", ns, json!({}), required("podAntiAffinity", vec![merge(term("new", "zone"), sel)]))
+        };
+        let ns = json!({"prod": {"team": "x"}, "dev": {"team": "y"}, "default": {}});
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, PodInfo, Vec<(&str, PodInfo)>, [&str; 5])> = vec![
+            ("no affinity anywhere: skip", plain("in", json!({"app": "new"})), vec![("a", web())], ["skip"; 5]),
+            (
+                "affinity: pod in zone",
+                apod("in", "default", json!({}), aff_db()),
+                vec![("a", db())],
+                ["ok", "ok", "aff", "aff", "aff"],
+            ),
+            (
+                "affinity: nothing matches, pod does not match itself",
+                apod("in", "default", json!({}), aff_db()),
+                vec![("a", web())],
+                ["aff"; 5],
+            ),
+            (
+                "affinity: first pod of a self-affine series fits where the key exists",
+                apod("in", "default", json!({"app": "db"}), aff_db()),
+                vec![("a", web())],
+                ["ok", "ok", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: self-affine pod follows existing matches",
+                apod("in", "default", json!({"app": "db"}), aff_db()),
+                vec![("x", db())],
+                ["aff", "aff", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: pods in another namespace do not match",
+                apod("in", "default", json!({}), aff_db()),
+                vec![("a", apod("db1", "other", json!({"app": "db"}), json!({})))],
+                ["aff"; 5],
+            ),
+            (
+                "affinity: namespaces list",
+                apod(
+                    "in",
+                    "default",
+                    json!({}),
+                    required("podAffinity", vec![merge(term("db", "zone"), json!({"namespaces": ["other"]}))]),
+                ),
+                vec![("a", db()), ("x", apod("db2", "other", json!({"app": "db"}), json!({})))],
+                ["aff", "aff", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: namespace selector",
+                apod(
+                    "in",
+                    "default",
+                    json!({}),
+                    required(
+                        "podAffinity",
+                        vec![merge(term("db", "zone"), json!({"namespaceSelector": {"matchLabels": {"team": "x"}}}))],
+                    ),
+                ),
+                vec![
+                    ("a", apod("db1", "dev", json!({"app": "db"}), json!({}))),
+                    ("x", apod("db2", "prod", json!({"app": "db"}), json!({}))),
+                ],
+                ["aff", "aff", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: one pod must match all terms",
+                apod("in", "default", json!({}), required("podAffinity", vec![term("db", "zone"), term("db", HOST)])),
+                vec![("a", db())],
+                ["ok", "aff", "aff", "aff", "aff"],
+            ),
+            (
+                "anti-affinity by zone",
+                apod("in", "default", json!({}), required("podAntiAffinity", vec![term("web", "zone")])),
+                vec![("a", web())],
+                ["anti", "anti", "ok", "ok", "ok"],
+            ),
+            (
+                "anti-affinity by host",
+                apod("in", "default", json!({}), required("podAntiAffinity", vec![term("web", HOST)])),
+                vec![("a", web())],
+                ["anti", "ok", "ok", "ok", "ok"],
+            ),
+            (
+                "anti-affinity: nothing matches",
+                apod("in", "default", json!({}), required("podAntiAffinity", vec![term("web", HOST)])),
+                vec![("a", db())],
+                ["ok"; 5],
+            ),
+            (
+                "affinity checked before anti-affinity",
+                apod("in", "default", json!({}), merge(aff_db(), required("podAntiAffinity", vec![term("web", HOST)]))),
+                vec![("a", db()), ("b", web()), ("x", web())],
+                ["ok", "anti", "aff", "aff", "aff"],
+            ),
+            (
+                "existing pod's anti-affinity",
+                plain("in", json!({"app": "new"})),
+                vec![("a", guard("default", json!({})))],
+                ["existing", "existing", "ok", "ok", "ok"],
+            ),
+            (
+                "existing pod's anti-affinity not matching: skip",
+                plain("in", json!({"app": "other"})),
+                vec![("a", guard("default", json!({})))],
+                ["skip"; 5],
+            ),
+            (
+                "existing anti-affinity from another namespace does not apply",
+                plain("in", json!({"app": "new"})),
+                vec![("a", guard("other", json!({})))],
+                ["skip"; 5],
+            ),
+            (
+                "existing anti-affinity selecting the incoming pod's namespace by labels",
+                apod("in", "prod", json!({"app": "new"}), json!({})),
+                vec![("a", guard("other", json!({"namespaceSelector": {"matchLabels": {"team": "x"}}})))],
+                ["existing", "existing", "ok", "ok", "ok"],
+            ),
+            (
+                "existing anti-affinity namespace selector not matching",
+                apod("in", "dev", json!({"app": "new"}), json!({})),
+                vec![("a", guard("other", json!({"namespaceSelector": {"matchLabels": {"team": "x"}}})))],
+                ["skip"; 5],
+            ),
+            (
+                "existing anti-affinity with an empty namespace selector applies everywhere",
+                apod("in", "dev", json!({"app": "new"}), json!({})),
+                vec![("x", guard("other", json!({"namespaceSelector": {}})))],
+                ["ok", "ok", "existing", "existing", "ok"],
+            ),
+        ];
+        let pl = plugin(json!({}));
+        for (name, p, pods, want) in cases {
+            let snap = cluster(pods, ns.clone());
+            assert_eq!(filter_all(&pl, &p, &snap), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn add_and_remove_pod_update_counts() {
+        let pl = plugin(json!({}));
+        let snap = cluster(vec![("a", plain("db1", json!({"app": "db"})))], json!({}));
+        let (a, x, n) = (snap.get("a").unwrap(), snap.get("x").unwrap(), snap.get("n").unwrap());
+        let db = |name: &str| Arc::new(plain(name, json!({"app": "db"})));
+        let p = apod(
+            "in",
+            "default",
+            json!({"app": "new"}),
+            merge(
+                required("podAffinity", vec![term("db", "zone")]),
+                required("podAntiAffinity", vec![term("web", HOST)]),
+            ),
+        );
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "ok", "aff", "aff", "aff"]);
+        let before = state.clone();
+
+        // Affinity counts follow added and removed pods.
+        assert!(pl.add_pod(&mut state, &p, &db("db2"), x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "ok", "ok", "ok", "aff"]);
+        assert!(pl.remove_pod(&mut state, &p, &db("db1"), a, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+        assert_eq!(filter_nodes(&pl, &before, &p, &snap), ["ok", "ok", "aff", "aff", "aff"], "clone is independent");
+        // A pod on a node without the key changes nothing.
+        assert!(pl.add_pod(&mut state, &p, &db("db3"), n, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+
+        // The incoming pod's anti-affinity.
+        let web = Arc::new(plain("web1", json!({"app": "web"})));
+        assert!(pl.add_pod(&mut state, &p, &web, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "anti", "ok", "aff"]);
+        assert!(pl.remove_pod(&mut state, &p, &web, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+
+        // Existing pods' anti-affinity.
+        let guard =
+            Arc::new(apod("guard", "default", json!({}), required("podAntiAffinity", vec![term("new", "zone")])));
+        assert!(pl.add_pod(&mut state, &p, &guard, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "existing", "existing", "aff"]);
+        assert!(pl.remove_pod(&mut state, &p, &guard, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+    }
+
+    #[test]
+    fn self_affinity_exception_ends_when_a_match_is_added() {
+        let pl = plugin(json!({}));
+        let snap = cluster(vec![], json!({}));
+        let p = apod("in", "default", json!({"app": "db"}), required("podAffinity", vec![term("db", "zone")]));
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "ok", "ok", "ok", "aff"]);
+        let other = Arc::new(plain("db1", json!({"app": "db"})));
+        assert!(pl.add_pod(&mut state, &p, &other, snap.get("x").unwrap(), &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+    }
+
+    #[test]
+    fn filter_without_pre_filter_is_an_error() {
+        let pl = plugin(json!({}));
+        let st = pl.filter(&CycleState::new(), &plain("p", json!({})), &node(json!({"metadata": {"name": "a"}})));
+        assert_eq!(st.code(), Code::Error);
+    }
+
+    /// Nodes m1 (region China), m2 (region India), m3 (az az1), m4 (region China), with pods.
+    fn score_cluster(pods: Vec<(&str, PodInfo)>) -> Snapshot {
+        let nodes = [
+            ("m1", json!({"region": "China"})),
+            ("m2", json!({"region": "India"})),
+            ("m3", json!({"az": "az1"})),
+            ("m4", json!({"region": "China"})),
+        ]
+        .into_iter()
+        .map(|(n, labels)| {
+            let mine = pods.iter().filter(|(on, _)| *on == n).map(|(_, p)| p.clone()).collect();
+            node_with_pods(json!({"metadata": {"name": n, "labels": labels}}), mine)
+        })
+        .collect();
+        let mut s = Snapshot::from_nodes(nodes);
+        s.objects = Arc::new(ClusterObjects {
+            namespaces: serde_json::from_value(json!({"prod": {"team": "x"}})).unwrap(),
+            ..Default::default()
+        });
+        s
+    }
+
+    fn scores(pl: &InterPodAffinity, p: &PodInfo, snap: &Snapshot) -> Option<Vec<i64>> {
+        let nodes = snap.nodes().to_vec();
+        let mut state = CycleState::new();
+        let st = pl.pre_score(&mut state, p, &nodes, snap);
+        if st.is_skip() {
+            return None;
+        }
+        assert!(st.is_success(), "{st}");
+        let mut out: Vec<NodeScore> =
+            nodes.iter().map(|n| NodeScore { name: n.name.clone(), score: pl.score(&state, p, n).unwrap() }).collect();
+        assert!(pl.normalize_score(&state, p, &mut out).is_success());
+        Some(out.into_iter().map(|s| s.score).collect())
+    }
+
+    #[test]
+    fn score_table() {
+        let sec = |s: &str| json!({"labelSelector": {"matchLabels": {"security": s}}, "topologyKey": "region"});
+        let s1 = |name: &str| plain(name, json!({"security": "S1"}));
+        let s2 = |name: &str| plain(name, json!({"security": "S2"}));
+        let base = || vec![("m1", s1("p1")), ("m2", s2("p2"))];
+        let incoming = |labels: Value, affinity: Value| apod("in", "default", labels, affinity);
+        let existing = |name: &str, affinity: Value| apod(name, "default", json!({}), affinity);
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, Value, PodInfo, Vec<(&str, PodInfo)>, Option<Vec<i64>>)> = vec![
+            ("nothing applies: skip", json!({}), incoming(json!({"security": "S1"}), json!({})), base(), None),
+            (
+                "preferred affinity: matching region scores high",
+                json!({}),
+                incoming(json!({}), preferred("podAffinity", vec![(5, sec("S1"))])),
+                base(),
+                Some(vec![100, 0, 0, 100]),
+            ),
+            (
+                "preferred anti-affinity: matching region scores low",
+                json!({}),
+                incoming(json!({}), preferred("podAntiAffinity", vec![(5, sec("S1"))])),
+                base(),
+                Some(vec![0, 100, 100, 0]),
+            ),
+            (
+                "affinity and anti-affinity",
+                json!({}),
+                incoming(
+                    json!({}),
+                    merge(
+                        preferred("podAffinity", vec![(5, sec("S1"))]),
+                        preferred("podAntiAffinity", vec![(5, sec("S2"))]),
+                    ),
+                ),
+                base(),
+                Some(vec![100, 0, 50, 100]),
+            ),
+            (
+                "weights add up over pods and terms",
+                json!({}),
+                incoming(json!({}), preferred("podAffinity", vec![(8, sec("S1")), (2, sec("S2"))])),
+                vec![("m1", s1("p1")), ("m2", s2("p2")), ("m2", s2("p3")), ("m2", s2("p4")), ("m2", s2("p5"))],
+                Some(vec![100, 100, 0, 100]),
+            ),
+            (
+                "preferred affinity: other namespaces do not match",
+                json!({}),
+                incoming(json!({}), preferred("podAffinity", vec![(5, sec("S1"))])),
+                vec![("m1", apod("p1", "prod", json!({"security": "S1"}), json!({}))), ("m2", s1("p2"))],
+                Some(vec![0, 100, 0, 0]),
+            ),
+            (
+                "preferred affinity with namespace selector",
+                json!({}),
+                incoming(
+                    json!({}),
+                    preferred(
+                        "podAffinity",
+                        vec![(5, merge(sec("S1"), json!({"namespaceSelector": {"matchLabels": {"team": "x"}}})))],
+                    ),
+                ),
+                vec![("m1", apod("p1", "prod", json!({"security": "S1"}), json!({}))), ("m2", s1("p2"))],
+                Some(vec![100, 0, 0, 100]),
+            ),
+            (
+                "existing pod's required affinity counts with hardPodAffinityWeight",
+                json!({}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m2", existing("e1", required("podAffinity", vec![sec("S1")])))],
+                Some(vec![0, 100, 0, 0]),
+            ),
+            (
+                "hardPodAffinityWeight 0 ignores existing required affinity",
+                json!({"hardPodAffinityWeight": 0}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m2", existing("e1", required("podAffinity", vec![sec("S1")])))],
+                None,
+            ),
+            (
+                "existing pod's preferred anti-affinity",
+                json!({}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m1", existing("e1", preferred("podAntiAffinity", vec![(7, sec("S1"))])))],
+                Some(vec![0, 100, 100, 0]),
+            ),
+            (
+                "existing pod's preferred affinity plus hard weight",
+                json!({"hardPodAffinityWeight": 10}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![
+                    ("m1", existing("e1", preferred("podAffinity", vec![(5, sec("S1"))]))),
+                    ("m2", existing("e2", required("podAffinity", vec![sec("S1")]))),
+                ],
+                Some(vec![50, 100, 0, 50]),
+            ),
+            (
+                "ignorePreferredTermsOfExistingPods without own terms: skip",
+                json!({"ignorePreferredTermsOfExistingPods": true}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m1", existing("e1", preferred("podAntiAffinity", vec![(7, sec("S1"))])))],
+                None,
+            ),
+            (
+                "ignorePreferredTermsOfExistingPods with own terms still counts existing ones",
+                json!({"ignorePreferredTermsOfExistingPods": true}),
+                incoming(json!({"security": "S1"}), preferred("podAffinity", vec![(1, sec("S2"))])),
+                vec![("m1", existing("e1", preferred("podAntiAffinity", vec![(7, sec("S1"))]))), ("m2", s2("p2"))],
+                Some(vec![0, 100, 87, 0]),
+            ),
+        ];
+        for (name, args, p, pods, want) in cases {
+            let snap = score_cluster(pods);
+            assert_eq!(scores(&plugin(args), &p, &snap), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn args_validation() {
+        assert_eq!(plugin(json!({})).args.hard_pod_affinity_weight, 1);
+        assert_eq!(plugin(json!({"hardPodAffinityWeight": 100})).args.hard_pod_affinity_weight, 100);
+        for (a, want) in [
+            (
+                json!({"hardPodAffinityWeight": 101}),
+                "hardPodAffinityWeight: Invalid value: 101: not in valid range [0, 100]",
+            ),
+            (json!({"hardPodAffinityWeight": -1}), "hardPodAffinityWeight: Invalid value: -1"),
+            (json!({"bogus": true}), "bogus"),
+        ] {
+            let err = InterPodAffinity::new(Some(&a), &ctx()).unwrap_err();
+            assert!(err.contains(want), "{a}: {err}");
+        }
+        assert!(crate::plugins::in_tree_registry().get(NAME).is_some());
+    }
+}
