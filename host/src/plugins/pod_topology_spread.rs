@@ -381,7 +381,7 @@ fn has_all_keys(labels: &Labels, constraints: &[Constraint]) -> bool {
 /// Pods in `ns` matching `selector`, terminating pods excluded.
 fn count_matching(pods: &[Arc<PodInfo>], selector: &Selector, ns: &str) -> i64 {
     pods.iter()
-        .filter(|p| p.pod.metadata.deletion_timestamp.is_none() && p.namespace == ns && selector.matches(p.labels()))
+        .filter(|p| p.namespace == ns && p.pod.metadata.deletion_timestamp.is_none() && selector.matches(p.labels()))
         .count() as i64
 }
 
@@ -645,43 +645,64 @@ impl PreScorePlugin for PodTopologySpread {
                 ((size + 2) as f64).ln()
             })
             .collect();
-        let node_affinity = RequiredNodeAffinity::of(pod);
-        let tolerations = pod.tolerations();
-        if domains.iter().any(|d| !d.is_empty()) {
+        // One pass over every node: domain counts for zone-like keys (all eligible nodes), per-node counts for the
+        // hostname key (feasible nodes only). Constraints with the same selector (the default ones) share the
+        // count of a node.
+        let has_host = constraints.iter().any(|c| c.topology_key == LABEL_HOSTNAME);
+        let feasible: HashSet<&str> = if has_host {
+            nodes.iter().map(|n| n.name.as_str()).filter(|n| !ignored.contains(*n)).collect()
+        } else {
+            HashSet::new()
+        };
+        let same_as: Vec<usize> = (0..constraints.len())
+            .map(|i| (0..i).find(|&j| constraints[j].selector == constraints[i].selector).unwrap_or(i))
+            .collect();
+        let mut host_counts: Vec<Vec<(&str, i64)>> = vec![Vec::new(); constraints.len()];
+        if has_host || domains.iter().any(|d| !d.is_empty()) {
+            let node_affinity = RequiredNodeAffinity::of(pod);
+            let tolerations = pod.tolerations();
+            let mut cache: Vec<Option<i64>> = vec![None; constraints.len()];
             for node in snapshot.nodes() {
                 let labels = node.labels();
                 if require_all && !has_all_keys(labels, &constraints) {
                     continue;
                 }
                 let affinity_ok = node_affinity.matches(node);
+                cache.fill(None);
+                let mut count = |i: usize| -> i64 {
+                    let j = same_as[i];
+                    *cache[j]
+                        .get_or_insert_with(|| count_matching(&node.pods, &constraints[j].selector, &pod.namespace))
+                };
                 for (i, c) in constraints.iter().enumerate() {
-                    if c.topology_key == LABEL_HOSTNAME || !included(c, affinity_ok, node, tolerations) {
+                    if c.topology_key == LABEL_HOSTNAME {
+                        // Per-node counts ignore the inclusion policies, as upstream's Score.
+                        if labels.contains_key(LABEL_HOSTNAME) && feasible.contains(node.name.as_str()) {
+                            let n = count(i);
+                            if n != 0 {
+                                host_counts[i].push((node.name.as_str(), n));
+                            }
+                        }
+                        continue;
+                    }
+                    if !included(c, affinity_ok, node, tolerations) {
                         continue;
                     }
                     let v = labels.get(&c.topology_key).map_or("", String::as_str);
-                    if let Some(cnt) = domains[i].get_mut(v) {
-                        *cnt += count_matching(&node.pods, &c.selector, &pod.namespace);
+                    if domains[i].contains_key(v) {
+                        let n = count(i);
+                        if let Some(cnt) = domains[i].get_mut(v) {
+                            *cnt += n;
+                        }
                     }
                 }
             }
         }
-        let mut counts: Vec<HashMap<String, i64>> =
-            domains.iter().map(|d| d.iter().map(|(k, v)| (k.to_string(), *v)).collect()).collect();
-        // Per-node counts for hostname constraints, on the nodes to be scored.
-        for (i, c) in constraints.iter().enumerate() {
-            if c.topology_key != LABEL_HOSTNAME {
-                continue;
-            }
-            for n in nodes {
-                if ignored.contains(&n.name) || !n.labels().contains_key(LABEL_HOSTNAME) {
-                    continue;
-                }
-                let cnt = count_matching(&n.pods, &c.selector, &pod.namespace);
-                if cnt != 0 {
-                    counts[i].insert(n.name.clone(), cnt);
-                }
-            }
-        }
+        let counts: Vec<HashMap<String, i64>> = domains
+            .iter()
+            .zip(&host_counts)
+            .map(|(d, h)| d.iter().chain(h.iter().map(|(k, v)| (k, v))).map(|(k, v)| (k.to_string(), *v)).collect())
+            .collect();
         state.write(PRE_SCORE_STATE_KEY, PreScoreState { constraints, ignored, counts, weights });
         Status::success()
     }
