@@ -17,6 +17,8 @@ pub mod node_unschedulable;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
+pub mod inter_pod_affinity;
+pub mod pod_topology_spread;
 #[cfg(test)]
 pub mod testutil;
 pub mod volume_binding;
@@ -83,6 +85,7 @@ macro_rules! register {
 /// The registry of every native plugin.
 pub fn in_tree_registry() -> Registry {
     let mut r = Registry::new();
+    register!(r, inter_pod_affinity::NAME, inter_pod_affinity::InterPodAffinity::new);
     register!(r, node_name::NAME, node_name::NodeName::new);
     register!(r, priority_sort::NAME, priority_sort::PrioritySort::new);
     register!(r, scheduling_gates::NAME, scheduling_gates::SchedulingGates::new);
@@ -92,5 +95,6 @@ pub fn in_tree_registry() -> Registry {
     register!(r, volume_binding::NAME, volume_binding::VolumeBinding::new);
     register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
     register!(r, default_preemption::NAME, default_preemption::DefaultPreemption::new);
+    register!(r, pod_topology_spread::NAME, pod_topology_spread::PodTopologySpread::new);
     r
 }

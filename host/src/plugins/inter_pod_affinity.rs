@@ -1,0 +1,914 @@
+//! InterPodAffinity: pod affinity and anti-affinity, as upstream's `interpodaffinity` plugin. Required terms (the
+//! incoming pod's and existing pods' anti-affinity) are enforced by PreFilter/Filter; preferred terms (and existing
+//! pods' required affinity, with `hardPodAffinityWeight`) are ranked by PreScore/Score/NormalizeScore.
+//!
+//! Counting by topology pair happens once per pod (PreFilter, PreScore); Filter and Score only look it up.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::cache::Snapshot;
+use crate::framework::labels::Labels;
+use crate::framework::types::{AffinityTerm, WeightedAffinityTerm};
+use crate::framework::{
+    action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
+};
+use crate::plugins::{decode_args, PluginContext};
+
+/// The plugin's name in profiles.
+pub const NAME: &str = "InterPodAffinity";
+/// Filter reason when the incoming pod's required affinity is not met (upstream's wording).
+pub const ERR_REASON_AFFINITY_RULES_NOT_MATCH: &str = "node(s) didn't match pod affinity rules";
+/// Filter reason when the incoming pod's required anti-affinity is violated.
+pub const ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH: &str = "node(s) didn't match pod anti-affinity rules";
+/// Filter reason when an existing pod's required anti-affinity would be violated.
+pub const ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH: &str =
+    "node(s) didn't satisfy existing pods anti-affinity rules";
+
+const PRE_FILTER_STATE_KEY: &str = "PreFilterInterPodAffinity";
+const PRE_SCORE_STATE_KEY: &str = "PreScoreInterPodAffinity";
+
+/// The plugin's args (`InterPodAffinityArgs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InterPodAffinityArgs {
+    /// Score weight of an existing pod's required affinity term matched by the incoming pod (0–100, default 1).
+    #[serde(default = "default_hard_weight")]
+    pub hard_pod_affinity_weight: i32,
+    /// Skip existing pods' preferred terms when the incoming pod has no preferred terms of its own.
+    #[serde(default)]
+    pub ignore_preferred_terms_of_existing_pods: bool,
+}
+
+fn default_hard_weight() -> i32 {
+    1
+}
+
+impl Default for InterPodAffinityArgs {
+    fn default() -> Self {
+        InterPodAffinityArgs { hard_pod_affinity_weight: 1, ignore_preferred_terms_of_existing_pods: false }
+    }
+}
+
+/// The InterPodAffinity plugin.
+#[derive(Debug)]
+pub struct InterPodAffinity {
+    args: InterPodAffinityArgs,
+}
+
+impl InterPodAffinity {
+    /// Builds the plugin; `hardPodAffinityWeight` out of [0, 100] is an error naming the field.
+    pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<InterPodAffinity, String> {
+        let args: InterPodAffinityArgs = decode_args(args)?;
+        let w = args.hard_pod_affinity_weight;
+        if !(0..=100).contains(&w) {
+            return Err(format!("hardPodAffinityWeight: Invalid value: {w}: not in valid range [0, 100]"));
+        }
+        Ok(InterPodAffinity { args })
+    }
+}
+
+/// Topology key → topology value → count (or score). Nested so lookups by borrowed label strings allocate
+/// nothing.
+type TopologyCounts = HashMap<String, HashMap<String, i64>>;
+
+/// Adds `delta` to the pair (key, the node's value for key) when the node has the key; drops pairs (and keys)
+/// that fall to zero.
+fn bump(m: &mut TopologyCounts, labels: &Labels, key: &str, delta: i64) {
+    let Some(v) = labels.get(key) else { return };
+    if delta == 0 {
+        return;
+    }
+    let inner = match m.get_mut(key) {
+        Some(inner) => inner,
+        None => m.entry(key.to_string()).or_default(),
+    };
+    let n = match inner.get_mut(v.as_str()) {
+        Some(n) => {
+            *n += delta;
+            *n
+        }
+        None => {
+            inner.insert(v.clone(), delta);
+            delta
+        }
+    };
+    if n == 0 {
+        inner.remove(v.as_str());
+        if inner.is_empty() {
+            m.remove(key);
+        }
+    }
+}
+
+fn lookup(m: &TopologyCounts, key: &str, value: &str) -> i64 {
+    m.get(key).and_then(|inner| inner.get(value)).copied().unwrap_or(0)
+}
+
+/// True when `target` matches a term of the incoming pod. Upstream resolves the term's namespace selector into
+/// its namespace list against the known namespaces; here the target's namespace labels are read instead, which
+/// gives the same answer for known namespaces.
+fn incoming_term_matches(term: &AffinityTerm, target: &PodInfo, snapshot: &Snapshot) -> bool {
+    let ns_ok = term.namespaces.contains(&target.namespace)
+        || term.namespace_selector.is_everything()
+        || snapshot.namespace_labels(&target.namespace).is_some_and(|l| term.namespace_selector.matches(l));
+    ns_ok && term.selector.matches(target.labels())
+}
+
+/// True when `target` matches every term (false for no terms).
+fn matches_all_incoming(terms: &[AffinityTerm], target: &PodInfo, snapshot: &Snapshot) -> bool {
+    !terms.is_empty() && terms.iter().all(|t| incoming_term_matches(t, target, snapshot))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PreFilter / Filter
+
+/// PreFilter data: counts by topology pair.
+#[derive(Debug, Clone, Default)]
+struct PreFilterState {
+    /// Existing pods whose required anti-affinity terms match the incoming pod, by their nodes' pairs.
+    existing_anti_affinity: TopologyCounts,
+    /// Existing pods matching all of the incoming pod's required affinity terms, by pair (one per term key).
+    affinity: TopologyCounts,
+    /// Existing pods matching each of the incoming pod's required anti-affinity terms, by pair.
+    anti_affinity: TopologyCounts,
+    /// The incoming pod matches all its own required affinity terms.
+    self_affinity: bool,
+}
+
+impl PreFilterState {
+    fn update_with_pod(&mut self, other: &PodInfo, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot, delta: i64) {
+        let labels = node.labels();
+        let ns_labels = snapshot.namespace_labels(&pod.namespace);
+        for t in &other.required_anti_affinity_terms {
+            if t.matches(pod, ns_labels) {
+                bump(&mut self.existing_anti_affinity, labels, &t.topology_key, delta);
+            }
+        }
+        if matches_all_incoming(&pod.required_affinity_terms, other, snapshot) {
+            for t in &pod.required_affinity_terms {
+                bump(&mut self.affinity, labels, &t.topology_key, delta);
+            }
+        }
+        for t in &pod.required_anti_affinity_terms {
+            if incoming_term_matches(t, other, snapshot) {
+                bump(&mut self.anti_affinity, labels, &t.topology_key, delta);
+            }
+        }
+    }
+}
+
+impl PreFilterPlugin for InterPodAffinity {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status) {
+        let mut s = PreFilterState::default();
+        // Existing pods' required anti-affinity: only nodes hosting such pods.
+        let ns_labels = snapshot.namespace_labels(&pod.namespace);
+        for node in snapshot.have_pods_with_required_anti_affinity() {
+            let labels = node.labels();
+            for existing in &node.pods_with_required_anti_affinity {
+                for t in &existing.required_anti_affinity_terms {
+                    if t.matches(pod, ns_labels) {
+                        bump(&mut s.existing_anti_affinity, labels, &t.topology_key, 1);
+                    }
+                }
+            }
+        }
+        let (aff, anti) = (&pod.required_affinity_terms, &pod.required_anti_affinity_terms);
+        if s.existing_anti_affinity.is_empty() && aff.is_empty() && anti.is_empty() {
+            return (None, Status::skip());
+        }
+        if !aff.is_empty() || !anti.is_empty() {
+            for node in snapshot.nodes() {
+                let labels = node.labels();
+                for existing in &node.pods {
+                    if matches_all_incoming(aff, existing, snapshot) {
+                        for t in aff {
+                            bump(&mut s.affinity, labels, &t.topology_key, 1);
+                        }
+                    }
+                    for t in anti {
+                        if incoming_term_matches(t, existing, snapshot) {
+                            bump(&mut s.anti_affinity, labels, &t.topology_key, 1);
+                        }
+                    }
+                }
+            }
+            s.self_affinity = matches_all_incoming(aff, pod, snapshot);
+        }
+        state.write(PRE_FILTER_STATE_KEY, s);
+        (None, Status::success())
+    }
+
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        pod_to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
+        match state.read_mut::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => {
+                s.update_with_pod(pod_to_add, pod, node, snapshot, 1);
+                Status::success()
+            }
+            None => missing(PRE_FILTER_STATE_KEY),
+        }
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        pod_to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
+        match state.read_mut::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => {
+                s.update_with_pod(pod_to_remove, pod, node, snapshot, -1);
+                Status::success()
+            }
+            None => missing(PRE_FILTER_STATE_KEY),
+        }
+    }
+}
+
+fn missing(key: &str) -> Status {
+    Status::error(format!("reading {key:?} from cycleState: not found"))
+}
+
+/// The incoming pod's required affinity: every term's key on the node, and matching pods in each term's domain
+/// (or, when no pod matches anywhere, the pod matching its own terms).
+fn satisfies_pod_affinity(s: &PreFilterState, pod: &PodInfo, labels: &Labels) -> bool {
+    let mut pods_exist = true;
+    for t in &pod.required_affinity_terms {
+        match labels.get(&t.topology_key) {
+            Some(v) => {
+                if lookup(&s.affinity, &t.topology_key, v) <= 0 {
+                    pods_exist = false;
+                }
+            }
+            None => return false,
+        }
+    }
+    pods_exist || (s.affinity.is_empty() && s.self_affinity)
+}
+
+fn satisfies_pod_anti_affinity(s: &PreFilterState, pod: &PodInfo, labels: &Labels) -> bool {
+    if s.anti_affinity.is_empty() {
+        return true;
+    }
+    !pod.required_anti_affinity_terms
+        .iter()
+        .any(|t| labels.get(&t.topology_key).is_some_and(|v| lookup(&s.anti_affinity, &t.topology_key, v) > 0))
+}
+
+fn satisfies_existing_anti_affinity(s: &PreFilterState, labels: &Labels) -> bool {
+    !s.existing_anti_affinity
+        .iter()
+        .any(|(k, inner)| labels.get(k).is_some_and(|v| inner.get(v.as_str()).is_some_and(|n| *n > 0)))
+}
+
+impl FilterPlugin for InterPodAffinity {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else { return missing(PRE_FILTER_STATE_KEY) };
+        let labels = node.labels();
+        if !satisfies_pod_affinity(s, pod, labels) {
+            return Status::unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH);
+        }
+        if !satisfies_pod_anti_affinity(s, pod, labels) {
+            return Status::unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH);
+        }
+        if !satisfies_existing_anti_affinity(s, labels) {
+            return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH);
+        }
+        Status::success()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PreScore / Score / NormalizeScore
+
+/// PreScore data: the score of every topology pair.
+#[derive(Debug, Clone, Default)]
+struct PreScoreState {
+    topology_score: TopologyCounts,
+}
+
+impl InterPodAffinity {
+    /// Adds the contributions of one existing pod (on `node`) to the pair scores.
+    fn process_existing_pod(
+        &self,
+        scores: &mut TopologyCounts,
+        pod: &PodInfo,
+        ns_labels: Option<&Labels>,
+        existing: &PodInfo,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) {
+        let labels = node.labels();
+        if labels.is_empty() {
+            return;
+        }
+        let incoming = |scores: &mut TopologyCounts, terms: &[WeightedAffinityTerm], sign: i64| {
+            for t in terms {
+                if incoming_term_matches(&t.term, existing, snapshot) {
+                    bump(scores, labels, &t.term.topology_key, sign * i64::from(t.weight));
+                }
+            }
+        };
+        // The incoming pod's preferred terms matched by the existing pod.
+        incoming(scores, &pod.preferred_affinity_terms, 1);
+        incoming(scores, &pod.preferred_anti_affinity_terms, -1);
+        // The existing pod's terms matched by the incoming pod.
+        let hard = self.args.hard_pod_affinity_weight;
+        if hard > 0 {
+            for t in &existing.required_affinity_terms {
+                if t.matches(pod, ns_labels) {
+                    bump(scores, labels, &t.topology_key, i64::from(hard));
+                }
+            }
+        }
+        for t in &existing.preferred_affinity_terms {
+            if t.term.matches(pod, ns_labels) {
+                bump(scores, labels, &t.term.topology_key, i64::from(t.weight));
+            }
+        }
+        for t in &existing.preferred_anti_affinity_terms {
+            if t.term.matches(pod, ns_labels) {
+                bump(scores, labels, &t.term.topology_key, -i64::from(t.weight));
+            }
+        }
+    }
+}
+
+impl PreScorePlugin for InterPodAffinity {
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>], snapshot: &Snapshot) -> Status {
+        if nodes.is_empty() {
+            return Status::skip();
+        }
+        let has_constraints = !pod.preferred_affinity_terms.is_empty() || !pod.preferred_anti_affinity_terms.is_empty();
+        if self.args.ignore_preferred_terms_of_existing_pods && !has_constraints {
+            return Status::skip();
+        }
+        let ns_labels = snapshot.namespace_labels(&pod.namespace);
+        let mut scores = TopologyCounts::new();
+        if has_constraints {
+            // Every existing pod may match the incoming pod's preferred terms.
+            for node in snapshot.nodes() {
+                for existing in &node.pods {
+                    self.process_existing_pod(&mut scores, pod, ns_labels, existing, node, snapshot);
+                }
+            }
+        } else {
+            // Only existing pods with affinity terms can contribute.
+            for node in snapshot.have_pods_with_affinity() {
+                for existing in &node.pods_with_affinity {
+                    self.process_existing_pod(&mut scores, pod, ns_labels, existing, node, snapshot);
+                }
+            }
+        }
+        if scores.is_empty() {
+            return Status::skip();
+        }
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState { topology_score: scores });
+        Status::success()
+    }
+}
+
+impl ScorePlugin for InterPodAffinity {
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
+            return Err(missing(PRE_SCORE_STATE_KEY));
+        };
+        let labels = node.labels();
+        let mut score = 0;
+        for (k, values) in &s.topology_score {
+            if let Some(v) = labels.get(k) {
+                score += values.get(v.as_str()).copied().unwrap_or(0);
+            }
+        }
+        Ok(score)
+    }
+
+    fn normalize_score(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else { return missing(PRE_SCORE_STATE_KEY) };
+        if s.topology_score.is_empty() {
+            return Status::success();
+        }
+        let min = scores.iter().map(|s| s.score).min().unwrap_or(0);
+        let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+        let diff = max - min;
+        for sc in scores.iter_mut() {
+            sc.score =
+                if diff > 0 { (MAX_NODE_SCORE as f64 * ((sc.score - min) as f64 / diff as f64)) as i64 } else { 0 };
+        }
+        Status::success()
+    }
+
+    fn has_normalize(&self) -> bool {
+        true
+    }
+}
+
+impl Plugin for InterPodAffinity {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![
+            ClusterEvent::new(EventResource::AssignedPod, action::ADD | action::UPDATE_LABEL | action::DELETE),
+            ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_LABEL),
+        ]
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::ClusterObjects;
+    use crate::framework::Code;
+    use crate::plugins::testutil::{ctx, node, node_with_pods, pod};
+    use serde_json::{json, Value};
+
+    const HOST: &str = "kubernetes.io/hostname";
+
+    /// A pod with labels and an affinity stanza.
+    fn apod(name: &str, ns: &str, labels: Value, affinity: Value) -> PodInfo {
+        pod(json!({"metadata": {"name": name, "namespace": ns, "uid": name, "labels": labels},
+            "spec": {"affinity": affinity}}))
+    }
+
+    fn plain(name: &str, labels: Value) -> PodInfo {
+        apod(name, "default", labels, json!({}))
+    }
+
+    /// A term selecting `app=<app>` on `key`.
+    fn term(app: &str, key: &str) -> Value {
+        json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key})
+    }
+
+    fn required(kind: &str, terms: Vec<Value>) -> Value {
+        json!({ kind: {"requiredDuringSchedulingIgnoredDuringExecution": terms} })
+    }
+
+    fn preferred(kind: &str, terms: Vec<(i32, Value)>) -> Value {
+        let ts: Vec<Value> = terms.into_iter().map(|(w, t)| json!({"weight": w, "podAffinityTerm": t})).collect();
+        json!({ kind: {"preferredDuringSchedulingIgnoredDuringExecution": ts} })
+    }
+
+    fn merge(a: Value, b: Value) -> Value {
+        let mut a = a;
+        for (k, v) in b.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        a
+    }
+
+    /// Nodes a, b (zone z1), x, y (zone z2) and n (no zone), with pods; namespaces with labels.
+    fn cluster(pods: Vec<(&str, PodInfo)>, namespaces: Value) -> Snapshot {
+        let nodes = [("a", Some("z1")), ("b", Some("z1")), ("x", Some("z2")), ("y", Some("z2")), ("n", None)]
+            .into_iter()
+            .map(|(n, z)| {
+                let mut labels = json!({ HOST: n });
+                if let Some(z) = z {
+                    labels["zone"] = json!(z);
+                }
+                let mine = pods.iter().filter(|(on, _)| *on == n).map(|(_, p)| p.clone()).collect();
+                node_with_pods(json!({"metadata": {"name": n, "labels": labels}}), mine)
+            })
+            .collect();
+        let mut s = Snapshot::from_nodes(nodes);
+        s.objects =
+            Arc::new(ClusterObjects { namespaces: serde_json::from_value(namespaces).unwrap(), ..Default::default() });
+        s
+    }
+
+    fn plugin(args: Value) -> InterPodAffinity {
+        InterPodAffinity::new(Some(&args), &ctx()).unwrap()
+    }
+
+    fn filter_nodes(pl: &InterPodAffinity, state: &CycleState, p: &PodInfo, snap: &Snapshot) -> Vec<&'static str> {
+        snap.nodes()
+            .iter()
+            .map(|n| {
+                let st = pl.filter(state, p, n);
+                let r = st.reasons().first().map(String::as_str);
+                match (st.code(), r) {
+                    (Code::Success, _) => "ok",
+                    (Code::UnschedulableAndUnresolvable, Some(ERR_REASON_AFFINITY_RULES_NOT_MATCH)) => "aff",
+                    (Code::Unschedulable, Some(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)) => "anti",
+                    (Code::Unschedulable, Some(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)) => "existing",
+                    _ => panic!("unexpected {st}"),
+                }
+            })
+            .collect()
+    }
+
+    fn filter_all(pl: &InterPodAffinity, p: &PodInfo, snap: &Snapshot) -> Vec<&'static str> {
+        let mut state = CycleState::new();
+        let (_, st) = pl.pre_filter(&mut state, p, snap);
+        if st.is_skip() {
+            return vec!["skip"; snap.len()];
+        }
+        assert!(st.is_success(), "{st}");
+        filter_nodes(pl, &state, p, snap)
+    }
+
+    #[test]
+    fn filter_table() {
+        let db = || plain("db1", json!({"app": "db"}));
+        let web = || plain("web1", json!({"app": "web"}));
+        let aff_db = || required("podAffinity", vec![term("db", "zone")]);
+        let guard = |ns: &str, sel: Value| {
+            apod("guard", ns, json!({}), required("podAntiAffinity", vec![merge(term("new", "zone"), sel)]))
+        };
+        let ns = json!({"prod": {"team": "x"}, "dev": {"team": "y"}, "default": {}});
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, PodInfo, Vec<(&str, PodInfo)>, [&str; 5])> = vec![
+            ("no affinity anywhere: skip", plain("in", json!({"app": "new"})), vec![("a", web())], ["skip"; 5]),
+            (
+                "affinity: pod in zone",
+                apod("in", "default", json!({}), aff_db()),
+                vec![("a", db())],
+                ["ok", "ok", "aff", "aff", "aff"],
+            ),
+            (
+                "affinity: nothing matches, pod does not match itself",
+                apod("in", "default", json!({}), aff_db()),
+                vec![("a", web())],
+                ["aff"; 5],
+            ),
+            (
+                "affinity: first pod of a self-affine series fits where the key exists",
+                apod("in", "default", json!({"app": "db"}), aff_db()),
+                vec![("a", web())],
+                ["ok", "ok", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: self-affine pod follows existing matches",
+                apod("in", "default", json!({"app": "db"}), aff_db()),
+                vec![("x", db())],
+                ["aff", "aff", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: pods in another namespace do not match",
+                apod("in", "default", json!({}), aff_db()),
+                vec![("a", apod("db1", "other", json!({"app": "db"}), json!({})))],
+                ["aff"; 5],
+            ),
+            (
+                "affinity: namespaces list",
+                apod(
+                    "in",
+                    "default",
+                    json!({}),
+                    required("podAffinity", vec![merge(term("db", "zone"), json!({"namespaces": ["other"]}))]),
+                ),
+                vec![("a", db()), ("x", apod("db2", "other", json!({"app": "db"}), json!({})))],
+                ["aff", "aff", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: namespace selector",
+                apod(
+                    "in",
+                    "default",
+                    json!({}),
+                    required(
+                        "podAffinity",
+                        vec![merge(term("db", "zone"), json!({"namespaceSelector": {"matchLabels": {"team": "x"}}}))],
+                    ),
+                ),
+                vec![
+                    ("a", apod("db1", "dev", json!({"app": "db"}), json!({}))),
+                    ("x", apod("db2", "prod", json!({"app": "db"}), json!({}))),
+                ],
+                ["aff", "aff", "ok", "ok", "aff"],
+            ),
+            (
+                "affinity: one pod must match all terms",
+                apod("in", "default", json!({}), required("podAffinity", vec![term("db", "zone"), term("db", HOST)])),
+                vec![("a", db())],
+                ["ok", "aff", "aff", "aff", "aff"],
+            ),
+            (
+                "anti-affinity by zone",
+                apod("in", "default", json!({}), required("podAntiAffinity", vec![term("web", "zone")])),
+                vec![("a", web())],
+                ["anti", "anti", "ok", "ok", "ok"],
+            ),
+            (
+                "anti-affinity by host",
+                apod("in", "default", json!({}), required("podAntiAffinity", vec![term("web", HOST)])),
+                vec![("a", web())],
+                ["anti", "ok", "ok", "ok", "ok"],
+            ),
+            (
+                "anti-affinity: nothing matches",
+                apod("in", "default", json!({}), required("podAntiAffinity", vec![term("web", HOST)])),
+                vec![("a", db())],
+                ["ok"; 5],
+            ),
+            (
+                "affinity checked before anti-affinity",
+                apod("in", "default", json!({}), merge(aff_db(), required("podAntiAffinity", vec![term("web", HOST)]))),
+                vec![("a", db()), ("b", web()), ("x", web())],
+                ["ok", "anti", "aff", "aff", "aff"],
+            ),
+            (
+                "existing pod's anti-affinity",
+                plain("in", json!({"app": "new"})),
+                vec![("a", guard("default", json!({})))],
+                ["existing", "existing", "ok", "ok", "ok"],
+            ),
+            (
+                "existing pod's anti-affinity not matching: skip",
+                plain("in", json!({"app": "other"})),
+                vec![("a", guard("default", json!({})))],
+                ["skip"; 5],
+            ),
+            (
+                "existing anti-affinity from another namespace does not apply",
+                plain("in", json!({"app": "new"})),
+                vec![("a", guard("other", json!({})))],
+                ["skip"; 5],
+            ),
+            (
+                "existing anti-affinity selecting the incoming pod's namespace by labels",
+                apod("in", "prod", json!({"app": "new"}), json!({})),
+                vec![("a", guard("other", json!({"namespaceSelector": {"matchLabels": {"team": "x"}}})))],
+                ["existing", "existing", "ok", "ok", "ok"],
+            ),
+            (
+                "existing anti-affinity namespace selector not matching",
+                apod("in", "dev", json!({"app": "new"}), json!({})),
+                vec![("a", guard("other", json!({"namespaceSelector": {"matchLabels": {"team": "x"}}})))],
+                ["skip"; 5],
+            ),
+            (
+                "existing anti-affinity with an empty namespace selector applies everywhere",
+                apod("in", "dev", json!({"app": "new"}), json!({})),
+                vec![("x", guard("other", json!({"namespaceSelector": {}})))],
+                ["ok", "ok", "existing", "existing", "ok"],
+            ),
+        ];
+        let pl = plugin(json!({}));
+        for (name, p, pods, want) in cases {
+            let snap = cluster(pods, ns.clone());
+            assert_eq!(filter_all(&pl, &p, &snap), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn add_and_remove_pod_update_counts() {
+        let pl = plugin(json!({}));
+        let snap = cluster(vec![("a", plain("db1", json!({"app": "db"})))], json!({}));
+        let (a, x, n) = (snap.get("a").unwrap(), snap.get("x").unwrap(), snap.get("n").unwrap());
+        let db = |name: &str| Arc::new(plain(name, json!({"app": "db"})));
+        let p = apod(
+            "in",
+            "default",
+            json!({"app": "new"}),
+            merge(
+                required("podAffinity", vec![term("db", "zone")]),
+                required("podAntiAffinity", vec![term("web", HOST)]),
+            ),
+        );
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "ok", "aff", "aff", "aff"]);
+        let before = state.clone();
+
+        // Affinity counts follow added and removed pods.
+        assert!(pl.add_pod(&mut state, &p, &db("db2"), x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "ok", "ok", "ok", "aff"]);
+        assert!(pl.remove_pod(&mut state, &p, &db("db1"), a, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+        assert_eq!(filter_nodes(&pl, &before, &p, &snap), ["ok", "ok", "aff", "aff", "aff"], "clone is independent");
+        // A pod on a node without the key changes nothing.
+        assert!(pl.add_pod(&mut state, &p, &db("db3"), n, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+
+        // The incoming pod's anti-affinity.
+        let web = Arc::new(plain("web1", json!({"app": "web"})));
+        assert!(pl.add_pod(&mut state, &p, &web, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "anti", "ok", "aff"]);
+        assert!(pl.remove_pod(&mut state, &p, &web, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+
+        // Existing pods' anti-affinity.
+        let guard =
+            Arc::new(apod("guard", "default", json!({}), required("podAntiAffinity", vec![term("new", "zone")])));
+        assert!(pl.add_pod(&mut state, &p, &guard, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "existing", "existing", "aff"]);
+        assert!(pl.remove_pod(&mut state, &p, &guard, x, &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+    }
+
+    #[test]
+    fn self_affinity_exception_ends_when_a_match_is_added() {
+        let pl = plugin(json!({}));
+        let snap = cluster(vec![], json!({}));
+        let p = apod("in", "default", json!({"app": "db"}), required("podAffinity", vec![term("db", "zone")]));
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["ok", "ok", "ok", "ok", "aff"]);
+        let other = Arc::new(plain("db1", json!({"app": "db"})));
+        assert!(pl.add_pod(&mut state, &p, &other, snap.get("x").unwrap(), &snap).is_success());
+        assert_eq!(filter_nodes(&pl, &state, &p, &snap), ["aff", "aff", "ok", "ok", "aff"]);
+    }
+
+    #[test]
+    fn filter_without_pre_filter_is_an_error() {
+        let pl = plugin(json!({}));
+        let st = pl.filter(&CycleState::new(), &plain("p", json!({})), &node(json!({"metadata": {"name": "a"}})));
+        assert_eq!(st.code(), Code::Error);
+    }
+
+    /// Nodes m1 (region China), m2 (region India), m3 (az az1), m4 (region China), with pods.
+    fn score_cluster(pods: Vec<(&str, PodInfo)>) -> Snapshot {
+        let nodes = [
+            ("m1", json!({"region": "China"})),
+            ("m2", json!({"region": "India"})),
+            ("m3", json!({"az": "az1"})),
+            ("m4", json!({"region": "China"})),
+        ]
+        .into_iter()
+        .map(|(n, labels)| {
+            let mine = pods.iter().filter(|(on, _)| *on == n).map(|(_, p)| p.clone()).collect();
+            node_with_pods(json!({"metadata": {"name": n, "labels": labels}}), mine)
+        })
+        .collect();
+        let mut s = Snapshot::from_nodes(nodes);
+        s.objects = Arc::new(ClusterObjects {
+            namespaces: serde_json::from_value(json!({"prod": {"team": "x"}})).unwrap(),
+            ..Default::default()
+        });
+        s
+    }
+
+    fn scores(pl: &InterPodAffinity, p: &PodInfo, snap: &Snapshot) -> Option<Vec<i64>> {
+        let nodes = snap.nodes().to_vec();
+        let mut state = CycleState::new();
+        let st = pl.pre_score(&mut state, p, &nodes, snap);
+        if st.is_skip() {
+            return None;
+        }
+        assert!(st.is_success(), "{st}");
+        let mut out: Vec<NodeScore> =
+            nodes.iter().map(|n| NodeScore { name: n.name.clone(), score: pl.score(&state, p, n).unwrap() }).collect();
+        assert!(pl.normalize_score(&state, p, &mut out).is_success());
+        Some(out.into_iter().map(|s| s.score).collect())
+    }
+
+    #[test]
+    fn score_table() {
+        let sec = |s: &str| json!({"labelSelector": {"matchLabels": {"security": s}}, "topologyKey": "region"});
+        let s1 = |name: &str| plain(name, json!({"security": "S1"}));
+        let s2 = |name: &str| plain(name, json!({"security": "S2"}));
+        let base = || vec![("m1", s1("p1")), ("m2", s2("p2"))];
+        let incoming = |labels: Value, affinity: Value| apod("in", "default", labels, affinity);
+        let existing = |name: &str, affinity: Value| apod(name, "default", json!({}), affinity);
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, Value, PodInfo, Vec<(&str, PodInfo)>, Option<Vec<i64>>)> = vec![
+            ("nothing applies: skip", json!({}), incoming(json!({"security": "S1"}), json!({})), base(), None),
+            (
+                "preferred affinity: matching region scores high",
+                json!({}),
+                incoming(json!({}), preferred("podAffinity", vec![(5, sec("S1"))])),
+                base(),
+                Some(vec![100, 0, 0, 100]),
+            ),
+            (
+                "preferred anti-affinity: matching region scores low",
+                json!({}),
+                incoming(json!({}), preferred("podAntiAffinity", vec![(5, sec("S1"))])),
+                base(),
+                Some(vec![0, 100, 100, 0]),
+            ),
+            (
+                "affinity and anti-affinity",
+                json!({}),
+                incoming(
+                    json!({}),
+                    merge(
+                        preferred("podAffinity", vec![(5, sec("S1"))]),
+                        preferred("podAntiAffinity", vec![(5, sec("S2"))]),
+                    ),
+                ),
+                base(),
+                Some(vec![100, 0, 50, 100]),
+            ),
+            (
+                "weights add up over pods and terms",
+                json!({}),
+                incoming(json!({}), preferred("podAffinity", vec![(8, sec("S1")), (2, sec("S2"))])),
+                vec![("m1", s1("p1")), ("m2", s2("p2")), ("m2", s2("p3")), ("m2", s2("p4")), ("m2", s2("p5"))],
+                Some(vec![100, 100, 0, 100]),
+            ),
+            (
+                "preferred affinity: other namespaces do not match",
+                json!({}),
+                incoming(json!({}), preferred("podAffinity", vec![(5, sec("S1"))])),
+                vec![("m1", apod("p1", "prod", json!({"security": "S1"}), json!({}))), ("m2", s1("p2"))],
+                Some(vec![0, 100, 0, 0]),
+            ),
+            (
+                "preferred affinity with namespace selector",
+                json!({}),
+                incoming(
+                    json!({}),
+                    preferred(
+                        "podAffinity",
+                        vec![(5, merge(sec("S1"), json!({"namespaceSelector": {"matchLabels": {"team": "x"}}})))],
+                    ),
+                ),
+                vec![("m1", apod("p1", "prod", json!({"security": "S1"}), json!({}))), ("m2", s1("p2"))],
+                Some(vec![100, 0, 0, 100]),
+            ),
+            (
+                "existing pod's required affinity counts with hardPodAffinityWeight",
+                json!({}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m2", existing("e1", required("podAffinity", vec![sec("S1")])))],
+                Some(vec![0, 100, 0, 0]),
+            ),
+            (
+                "hardPodAffinityWeight 0 ignores existing required affinity",
+                json!({"hardPodAffinityWeight": 0}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m2", existing("e1", required("podAffinity", vec![sec("S1")])))],
+                None,
+            ),
+            (
+                "existing pod's preferred anti-affinity",
+                json!({}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m1", existing("e1", preferred("podAntiAffinity", vec![(7, sec("S1"))])))],
+                Some(vec![0, 100, 100, 0]),
+            ),
+            (
+                "existing pod's preferred affinity plus hard weight",
+                json!({"hardPodAffinityWeight": 10}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![
+                    ("m1", existing("e1", preferred("podAffinity", vec![(5, sec("S1"))]))),
+                    ("m2", existing("e2", required("podAffinity", vec![sec("S1")]))),
+                ],
+                Some(vec![50, 100, 0, 50]),
+            ),
+            (
+                "ignorePreferredTermsOfExistingPods without own terms: skip",
+                json!({"ignorePreferredTermsOfExistingPods": true}),
+                incoming(json!({"security": "S1"}), json!({})),
+                vec![("m1", existing("e1", preferred("podAntiAffinity", vec![(7, sec("S1"))])))],
+                None,
+            ),
+            (
+                "ignorePreferredTermsOfExistingPods with own terms still counts existing ones",
+                json!({"ignorePreferredTermsOfExistingPods": true}),
+                incoming(json!({"security": "S1"}), preferred("podAffinity", vec![(1, sec("S2"))])),
+                vec![("m1", existing("e1", preferred("podAntiAffinity", vec![(7, sec("S1"))]))), ("m2", s2("p2"))],
+                Some(vec![0, 100, 87, 0]),
+            ),
+        ];
+        for (name, args, p, pods, want) in cases {
+            let snap = score_cluster(pods);
+            assert_eq!(scores(&plugin(args), &p, &snap), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn args_validation() {
+        assert_eq!(plugin(json!({})).args.hard_pod_affinity_weight, 1);
+        assert_eq!(plugin(json!({"hardPodAffinityWeight": 100})).args.hard_pod_affinity_weight, 100);
+        for (a, want) in [
+            (
+                json!({"hardPodAffinityWeight": 101}),
+                "hardPodAffinityWeight: Invalid value: 101: not in valid range [0, 100]",
+            ),
+            (json!({"hardPodAffinityWeight": -1}), "hardPodAffinityWeight: Invalid value: -1"),
+            (json!({"bogus": true}), "bogus"),
+        ] {
+            let err = InterPodAffinity::new(Some(&a), &ctx()).unwrap_err();
+            assert!(err.contains(want), "{a}: {err}");
+        }
+        assert!(crate::plugins::in_tree_registry().get(NAME).is_some());
+    }
+}
