@@ -9,7 +9,11 @@ use crate::cluster::ClusterClient;
 use crate::framework::Plugin;
 
 pub mod helper;
+pub mod image_locality;
 pub mod node_name;
+pub mod node_ports;
+pub mod node_resources_balanced_allocation;
+pub mod node_resources_fit;
 #[cfg(test)]
 pub mod testutil;
 
@@ -76,5 +80,13 @@ macro_rules! register {
 pub fn in_tree_registry() -> Registry {
     let mut r = Registry::new();
     register!(r, node_name::NAME, node_name::NodeName::new);
+    register!(r, node_resources_fit::NAME, node_resources_fit::NodeResourcesFit::new);
+    register!(
+        r,
+        node_resources_balanced_allocation::NAME,
+        node_resources_balanced_allocation::NodeResourcesBalancedAllocation::new
+    );
+    register!(r, image_locality::NAME, image_locality::ImageLocality::new);
+    register!(r, node_ports::NAME, node_ports::NodePorts::new);
     r
 }
