@@ -389,15 +389,13 @@ pub(crate) fn validate_shape(shape: &[UtilizationShapePoint], path: &str, errs: 
         errs.push(format!("{path}: Required value: at least one point must be specified"));
         return;
     }
-    for i in 1..shape.len() {
-        if shape[i - 1].utilization >= shape[i].utilization {
-            errs.push(invalid(
-                &format!("{path}[{i}].utilization"),
-                shape[i].utilization,
-                "values must be sorted in increasing order",
-            ));
-            break;
-        }
+    // Only the first point out of order is reported, as upstream.
+    if let Some(i) = shape.windows(2).position(|w| w[0].utilization >= w[1].utilization).map(|i| i + 1) {
+        errs.push(invalid(
+            &format!("{path}[{i}].utilization"),
+            shape[i].utilization,
+            "values must be sorted in increasing order",
+        ));
     }
     for (i, p) in shape.iter().enumerate() {
         if !(0..=MAX_UTILIZATION).contains(&p.utilization) {
