@@ -677,7 +677,8 @@ mod tests {
     fn filter_table() {
         use Code::*;
         let used = |cpu: &str, mem: &str| vec![pod_named("e", json!({"cpu": cpu, "memory": mem}))];
-        let cases: Vec<(&str, Value, PodInfo, NodeInfo, Option<(Code, Vec<&str>)>)> = vec![
+        type Case = (&'static str, Value, PodInfo, NodeInfo, Option<(Code, Vec<&'static str>)>);
+        let cases: Vec<Case> = vec![
             ("no requests always fits", json!({}), pod_req(json!({})), small_node(used("10m", "20")), None),
             (
                 "fits exactly",
