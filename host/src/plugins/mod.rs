@@ -11,17 +11,21 @@ use crate::framework::Plugin;
 pub mod default_binder;
 pub mod default_preemption;
 pub mod helper;
+pub mod image_locality;
+pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
+pub mod node_ports;
+pub mod node_resources_balanced_allocation;
+pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
-pub mod inter_pod_affinity;
-pub mod pod_topology_spread;
+pub mod volume_binding;
 #[cfg(test)]
 pub mod testutil;
-pub mod volume_binding;
 
 /// What a plugin may use besides its args: the cluster seam (binder, evictions).
 #[derive(Clone)]
@@ -96,5 +100,13 @@ pub fn in_tree_registry() -> Registry {
     register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
     register!(r, default_preemption::NAME, default_preemption::DefaultPreemption::new);
     register!(r, pod_topology_spread::NAME, pod_topology_spread::PodTopologySpread::new);
+    register!(r, node_resources_fit::NAME, node_resources_fit::NodeResourcesFit::new);
+    register!(
+        r,
+        node_resources_balanced_allocation::NAME,
+        node_resources_balanced_allocation::NodeResourcesBalancedAllocation::new
+    );
+    register!(r, image_locality::NAME, image_locality::ImageLocality::new);
+    register!(r, node_ports::NAME, node_ports::NodePorts::new);
     r
 }

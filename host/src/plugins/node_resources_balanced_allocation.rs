@@ -1,0 +1,314 @@
+//! NodeResourcesBalancedAllocation: favours nodes whose resource utilizations (with the pod placed) are close to
+//! each other. Score = (1 - standard deviation of the utilization fractions) × 100, as upstream. Plain requests are
+//! used (not the non-zero defaults), and best-effort pods (requesting none of the scored resources) are skipped.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::cache::Snapshot;
+use crate::framework::{
+    ClusterEvent, CycleState, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
+};
+use crate::plugins::node_resources_fit::{
+    aggregate, allocatable_requested, compile_resources, default_resources, invalid, pod_request, pod_request_list,
+    ResourceSpec, ScoredResource,
+};
+use crate::plugins::{decode_args, PluginContext};
+
+/// The plugin's name in profiles.
+pub const NAME: &str = "NodeResourcesBalancedAllocation";
+/// CycleState key of the PreScore data (the pod's requests of the scored resources).
+pub const PRE_SCORE_STATE_KEY: &str = "PreScoreNodeResourcesBalancedAllocation";
+
+/// `NodeResourcesBalancedAllocationArgs`, as in the scheduler configuration (camelCase).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeResourcesBalancedAllocationArgs {
+    /// Resources to balance (cpu and memory when empty); every weight must be 1.
+    #[serde(default)]
+    pub resources: Vec<ResourceSpec>,
+    #[serde(default, rename = "apiVersion")]
+    _api_version: Option<String>,
+    #[serde(default)]
+    _kind: Option<String>,
+}
+
+/// PreScore data: the pod's requests of the scored resources, in order.
+#[derive(Debug, Clone)]
+struct PreScoreState(Arc<Vec<i64>>);
+
+/// The NodeResourcesBalancedAllocation plugin.
+#[derive(Debug)]
+pub struct NodeResourcesBalancedAllocation {
+    resources: Vec<ScoredResource>,
+}
+
+fn validate_args(args: &NodeResourcesBalancedAllocationArgs) -> Result<(), String> {
+    let mut errs = Vec::new();
+    for (i, r) in args.resources.iter().enumerate() {
+        if args.resources[..i].iter().any(|o| o.name == r.name) {
+            errs.push(format!("resources[{i}].name: Duplicate value: {:?}", r.name));
+        }
+        if r.weight != 1 {
+            errs.push(invalid(&format!("resources[{i}].weight"), r.weight, "must be 1"));
+        }
+    }
+    aggregate(errs)
+}
+
+impl NodeResourcesBalancedAllocation {
+    /// Builds the plugin from `NodeResourcesBalancedAllocationArgs` (defaulted and validated as upstream).
+    pub fn new(
+        args: Option<&serde_json::Value>,
+        _ctx: &PluginContext,
+    ) -> Result<NodeResourcesBalancedAllocation, String> {
+        let mut args: NodeResourcesBalancedAllocationArgs =
+            decode_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
+        if args.resources.is_empty() {
+            args.resources = default_resources();
+        }
+        for r in &mut args.resources {
+            if r.weight == 0 {
+                r.weight = 1;
+            }
+        }
+        validate_args(&args).map_err(|e| format!("{NAME} args: {e}"))?;
+        Ok(NodeResourcesBalancedAllocation { resources: compile_resources(&args.resources) })
+    }
+
+    /// The utilization fraction (capped at 1) of resource `i`, or None when the node does not offer it.
+    fn fraction(&self, node: &NodeInfo, i: usize, pod_req: i64) -> Option<f64> {
+        let (alloc, req) = allocatable_requested(node, &self.resources[i], pod_req, true);
+        (alloc != 0).then(|| (req as f64 / alloc as f64).min(1.0))
+    }
+
+    /// Upstream's balanced score, computed without allocating: a first pass for the count and mean, a second for
+    /// the variance when more than two resources take part.
+    fn score_with(&self, node: &NodeInfo, pod_req: impl Fn(usize) -> i64) -> i64 {
+        let (mut n, mut total, mut first) = (0usize, 0.0f64, [0.0f64; 2]);
+        for i in 0..self.resources.len() {
+            if let Some(f) = self.fraction(node, i, pod_req(i)) {
+                if n < 2 {
+                    first[n] = f;
+                }
+                total += f;
+                n += 1;
+            }
+        }
+        let std = match n {
+            2 => ((first[0] - first[1]) / 2.0).abs(),
+            n if n > 2 => {
+                let mean = total / n as f64;
+                let mut sum = 0.0f64;
+                for i in 0..self.resources.len() {
+                    if let Some(f) = self.fraction(node, i, pod_req(i)) {
+                        sum += (f - mean) * (f - mean);
+                    }
+                }
+                (sum / n as f64).sqrt()
+            }
+            _ => 0.0,
+        };
+        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    }
+}
+
+impl Plugin for NodeResourcesBalancedAllocation {
+    fn name(&self) -> &str {
+        NAME
+    }
+    /// A score plugin rejects no pod, so no event can make one schedulable.
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        Vec::new()
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl PreScorePlugin for NodeResourcesBalancedAllocation {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+        _snapshot: &Snapshot,
+    ) -> Status {
+        let reqs = pod_request_list(pod, &self.resources, false);
+        if reqs.iter().all(|&r| r == 0) {
+            // Best-effort pods would all pile onto the same node; upstream skips them.
+            return Status::skip();
+        }
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(Arc::new(reqs)));
+        Status::success()
+    }
+}
+
+impl ScorePlugin for NodeResourcesBalancedAllocation {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        Ok(match state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) {
+            Some(PreScoreState(reqs)) => self.score_with(node, |i| reqs[i]),
+            None => {
+                // PreScore did not run: compute in place, scoring best-effort pods 0 as upstream.
+                let req = |i: usize| pod_request(pod, &self.resources[i], false);
+                if (0..self.resources.len()).all(|i| req(i) == 0) {
+                    return Ok(0);
+                }
+                self.score_with(node, req)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Code;
+    use crate::plugins::testutil::{ctx, node_with_pods, pod};
+    use serde_json::{json, Value};
+
+    fn plugin(args: Value) -> NodeResourcesBalancedAllocation {
+        NodeResourcesBalancedAllocation::new(Some(&args), &ctx()).unwrap()
+    }
+
+    fn pod_req(name: &str, req: Value) -> PodInfo {
+        pod(json!({"metadata": {"name": name, "uid": name}, "spec": {"containers": [
+            {"name": "c", "resources": {"requests": req}}]}}))
+    }
+
+    fn node(alloc: Value, pods: Vec<PodInfo>) -> NodeInfo {
+        node_with_pods(json!({"metadata": {"name": "n"}, "status": {"allocatable": alloc}}), pods)
+    }
+
+    /// Runs PreScore then Score; None when PreScore skips.
+    fn run(pl: &NodeResourcesBalancedAllocation, p: &PodInfo, n: &NodeInfo) -> Option<i64> {
+        let mut st = CycleState::new();
+        let s = pl.pre_score(&mut st, p, &[], &Snapshot::default());
+        let without = pl.score(&CycleState::new(), p, n).unwrap();
+        if s.code() == Code::Skip {
+            assert_eq!(without, 0, "best-effort pods score 0 without PreScore");
+            return None;
+        }
+        assert!(s.is_success(), "{s}");
+        let with_state = pl.score(&st, p, n).unwrap();
+        assert_eq!(with_state, without, "score without PreScore state must agree");
+        Some(with_state)
+    }
+
+    #[test]
+    fn score_table() {
+        let three = json!({"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
+            {"name": "example.com/gpu", "weight": 1}]});
+        let cases: Vec<(&str, Value, PodInfo, NodeInfo, Option<i64>)> = vec![
+            // Upstream's "differently sized nodes": 0.75 and 0.5 -> std 0.125 -> 87.
+            (
+                "cpu 3/4, memory 1/2",
+                json!({}),
+                pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
+                node(json!({"cpu": "4000m", "memory": "10000"}), vec![]),
+                Some(87),
+            ),
+            (
+                "perfectly balanced",
+                json!({}),
+                pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
+                node(json!({"cpu": "6000m", "memory": "10000"}), vec![]),
+                Some(100),
+            ),
+            // Existing pods count: cpu (1000+3000)/4000 = 1, memory (2000+5000)/10000 = 0.7 -> std 0.15 -> 85.
+            (
+                "existing pod counted",
+                json!({}),
+                pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
+                node(
+                    json!({"cpu": "4000m", "memory": "10000"}),
+                    vec![pod_req("e", json!({"cpu": "1000m", "memory": "2000"}))],
+                ),
+                Some(85),
+            ),
+            // Fractions are capped at 1: cpu 6000/4000 -> 1, memory 0.5 -> std 0.25 -> 75.
+            (
+                "fraction capped",
+                json!({}),
+                pod_req("p", json!({"cpu": "6000m", "memory": "5000"})),
+                node(json!({"cpu": "4000m", "memory": "10000"}), vec![]),
+                Some(75),
+            ),
+            // Plain requests, not non-zero defaults: a best-effort pod on the node adds nothing, so 0.5/0.5 -> 100
+            // (with the 100m/200Mi defaults it would be 76).
+            (
+                "existing best-effort pod adds nothing",
+                json!({}),
+                pod_req("p", json!({"cpu": "2000m", "memory": "5000"})),
+                node(json!({"cpu": "4000m", "memory": "10000"}), vec![pod_req("e", json!({}))]),
+                Some(100),
+            ),
+            // Three resources 0.75, 0.5, 0.25: mean 0.5, variance 0.125/3, std 0.2041 -> 79.
+            (
+                "three resources",
+                three.clone(),
+                pod_req("p", json!({"cpu": "3000m", "memory": "5000", "example.com/gpu": "1"})),
+                node(json!({"cpu": "4000m", "memory": "10000", "example.com/gpu": "4"}), vec![]),
+                Some(79),
+            ),
+            // The gpu is not requested, so it is left out: back to the two-resource 87.
+            (
+                "unrequested extended resource left out",
+                three.clone(),
+                pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
+                node(json!({"cpu": "4000m", "memory": "10000", "example.com/gpu": "4"}), vec![]),
+                Some(87),
+            ),
+            // Only one resource offered by the node: std 0 -> 100.
+            (
+                "single resource",
+                json!({}),
+                pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
+                node(json!({"cpu": "4000m"}), vec![]),
+                Some(100),
+            ),
+            (
+                "best-effort pod skipped",
+                json!({}),
+                pod_req("p", json!({})),
+                node(json!({"cpu": "4000m", "memory": "10000"}), vec![]),
+                None,
+            ),
+            (
+                "pod requesting only unscored resources skipped",
+                json!({}),
+                pod_req("p", json!({"example.com/gpu": "1"})),
+                node(json!({"cpu": "4000m", "memory": "10000", "example.com/gpu": "4"}), vec![]),
+                None,
+            ),
+        ];
+        for (name, args, p, n, want) in cases {
+            assert_eq!(run(&plugin(args), &p, &n), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn args() {
+        let pl = NodeResourcesBalancedAllocation::new(None, &ctx()).unwrap();
+        assert_eq!(pl.resources.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cpu", "memory"]);
+        let pl = plugin(json!({"resources": [{"name": "cpu"}, {"name": "example.com/gpu", "weight": 1}]}));
+        assert_eq!(pl.resources.len(), 2);
+        let errs: Vec<(Value, &str)> = vec![
+            (json!({"resources": [{"name": "cpu", "weight": 2}]}), "resources[0].weight: Invalid value: 2: must be 1"),
+            (
+                json!({"resources": [{"name": "cpu", "weight": 1}, {"name": "cpu", "weight": 1}]}),
+                "resources[1].name: Duplicate value: \"cpu\"",
+            ),
+            (json!({"resource": []}), "unknown field"),
+        ];
+        for (args, want) in errs {
+            let err = NodeResourcesBalancedAllocation::new(Some(&args), &ctx()).unwrap_err();
+            assert!(err.contains(want), "{args}: {err}");
+        }
+        assert!(plugin(json!({})).events_to_register().is_empty());
+    }
+}

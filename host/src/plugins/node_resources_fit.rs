@@ -1,0 +1,1072 @@
+//! NodeResourcesFit: a pod fits a node only when the node's free allocatable covers the pod's requests (and a pod
+//! slot is left); feasible nodes are scored by one of three strategies over a weighted list of resources
+//! (LeastAllocated, MostAllocated, RequestedToCapacityRatio), as upstream's `noderesources` package.
+//!
+//! The resource-allocation scoring pieces (`ResourceSpec`, `ScoredResource`, the request/allocatable lookups) are
+//! shared with NodeResourcesBalancedAllocation, as upstream shares `resource_allocation.go`.
+
+use std::fmt::Display;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::cache::Snapshot;
+use crate::framework::types::{CPU, EPHEMERAL_STORAGE, MEMORY};
+use crate::framework::{
+    action, ClusterEvent, Code, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
+    PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
+};
+use crate::plugins::{decode_args, PluginContext};
+
+/// The plugin's name in profiles.
+pub const NAME: &str = "NodeResourcesFit";
+/// CycleState key of the PreFilter data (the pod's requests).
+pub const PRE_FILTER_STATE_KEY: &str = NAME;
+/// CycleState key of the PreScore data (the pod's requests for the scored resources).
+pub const PRE_SCORE_STATE_KEY: &str = "PreScoreNodeResourcesFit";
+
+/// Rejection reason when the node has no pod slot left (upstream wording).
+pub const REASON_TOO_MANY_PODS: &str = "Too many pods";
+/// Rejection reason for CPU (upstream wording).
+pub const REASON_INSUFFICIENT_CPU: &str = "Insufficient cpu";
+/// Rejection reason for memory (upstream wording).
+pub const REASON_INSUFFICIENT_MEMORY: &str = "Insufficient memory";
+/// Rejection reason for ephemeral storage (upstream wording).
+pub const REASON_INSUFFICIENT_EPHEMERAL_STORAGE: &str = "Insufficient ephemeral-storage";
+/// Prefix of the rejection reason for any other resource: `Insufficient <resource name>`.
+pub const REASON_INSUFFICIENT_PREFIX: &str = "Insufficient ";
+
+/// Scoring strategy favouring nodes with the least allocation (the default).
+pub const LEAST_ALLOCATED: &str = "LeastAllocated";
+/// Scoring strategy favouring nodes with the most allocation.
+pub const MOST_ALLOCATED: &str = "MostAllocated";
+/// Scoring strategy mapping utilization through a user-given broken-linear shape.
+pub const REQUESTED_TO_CAPACITY_RATIO: &str = "RequestedToCapacityRatio";
+
+/// Highest score a RequestedToCapacityRatio shape point may give (upstream `MaxCustomPriorityScore`).
+pub const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
+/// Highest utilization of a shape point, in percent.
+const MAX_UTILIZATION: i64 = 100;
+/// Highest resource weight.
+const MAX_WEIGHT: i64 = 100;
+
+/// A resource and its weight in scoring.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceSpec {
+    /// Resource name (`cpu`, `memory`, `ephemeral-storage`, an extended resource, a hugepage size ...).
+    pub name: String,
+    /// Weight; 0 or absent means 1 (upstream defaulting).
+    #[serde(default)]
+    pub weight: i64,
+}
+
+impl ResourceSpec {
+    /// A resource with a weight.
+    pub fn new(name: &str, weight: i64) -> ResourceSpec {
+        ResourceSpec { name: name.to_string(), weight }
+    }
+}
+
+/// The default scored resources: cpu and memory, weight 1 each.
+pub fn default_resources() -> Vec<ResourceSpec> {
+    vec![ResourceSpec::new(CPU, 1), ResourceSpec::new(MEMORY, 1)]
+}
+
+/// One point of the RequestedToCapacityRatio shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UtilizationShapePoint {
+    /// Utilization in percent (0–100).
+    #[serde(default)]
+    pub utilization: i64,
+    /// Score at that utilization (0–10).
+    #[serde(default)]
+    pub score: i64,
+}
+
+/// Parameters of the RequestedToCapacityRatio strategy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestedToCapacityRatioParam {
+    /// The utilization → score points, utilization strictly increasing.
+    #[serde(default)]
+    pub shape: Vec<UtilizationShapePoint>,
+}
+
+/// How nodes are scored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScoringStrategy {
+    /// `LeastAllocated`, `MostAllocated` or `RequestedToCapacityRatio`.
+    #[serde(rename = "type", default)]
+    pub strategy_type: String,
+    /// Scored resources and weights (cpu and memory, weight 1, when empty).
+    #[serde(default)]
+    pub resources: Vec<ResourceSpec>,
+    /// The shape, for `RequestedToCapacityRatio`.
+    #[serde(default)]
+    pub requested_to_capacity_ratio: Option<RequestedToCapacityRatioParam>,
+}
+
+/// `NodeResourcesFitArgs`, as in the scheduler configuration (camelCase).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeResourcesFitArgs {
+    /// Extended resources the filter does not check.
+    #[serde(default)]
+    pub ignored_resources: Vec<String>,
+    /// Extended resource groups (the part before `/`) the filter does not check.
+    #[serde(default)]
+    pub ignored_resource_groups: Vec<String>,
+    /// How nodes are scored (LeastAllocated over cpu and memory when absent).
+    #[serde(default)]
+    pub scoring_strategy: Option<ScoringStrategy>,
+    #[serde(default, rename = "apiVersion")]
+    _api_version: Option<String>,
+    #[serde(default)]
+    _kind: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Validation helpers (upstream field-path error style).
+
+/// `path: Invalid value: value: detail`, as upstream's `field.Invalid`.
+pub(crate) fn invalid(path: &str, value: impl Display, detail: &str) -> String {
+    format!("{path}: Invalid value: {value}: {detail}")
+}
+
+/// Joins several errors as upstream's aggregate does (`[a, b]`; one error alone is bare).
+pub(crate) fn aggregate(errs: Vec<String>) -> Result<(), String> {
+    match errs.len() {
+        0 => Ok(()),
+        1 => Err(errs.into_iter().next().unwrap_or_default()),
+        _ => Err(format!("[{}]", errs.join(", "))),
+    }
+}
+
+/// Checks a qualified name (`[prefix/]name`, as label keys and resource names); returns the detail of the error.
+fn qualified_name_error(s: &str) -> Option<&'static str> {
+    let name_ok = |n: &str| {
+        let b = n.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    };
+    let prefix_ok = |p: &str| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                let b = l.as_bytes();
+                !b.is_empty()
+                    && b.len() <= 63
+                    && b[0].is_ascii_alphanumeric()
+                    && b[b.len() - 1].is_ascii_alphanumeric()
+                    && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            })
+    };
+    match s.split_once('/') {
+        Some((p, n)) => {
+            if !prefix_ok(p) {
+                Some("prefix part must be a lowercase RFC 1123 subdomain")
+            } else if !name_ok(n) {
+                Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)")
+            } else {
+                None
+            }
+        }
+        None if name_ok(s) => None,
+        None => Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)"),
+    }
+}
+
+/// Upstream's `IsExtendedResourceName`: a domain-qualified name outside `kubernetes.io/` (and not a quota name).
+pub(crate) fn is_extended_resource_name(name: &str) -> bool {
+    name.contains('/')
+        && !name.contains("kubernetes.io/")
+        && !name.starts_with("requests.")
+        && qualified_name_error(&format!("requests.{name}")).is_none()
+}
+
+/// Upstream's `IsScalarResourceName`: extended, hugepages, prefixed native or attachable-volume resources.
+pub(crate) fn is_scalar_resource_name(name: &str) -> bool {
+    name.starts_with("hugepages-")
+        || name.starts_with("attachable-volumes-")
+        || (name.contains('/') && name.contains("kubernetes.io/"))
+        || is_extended_resource_name(name)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Resource-allocation scoring shared with NodeResourcesBalancedAllocation.
+
+/// Where a scored resource is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResourceKind {
+    /// `cpu`.
+    Cpu,
+    /// `memory`.
+    Memory,
+    /// `ephemeral-storage`.
+    EphemeralStorage,
+    /// Anything else: looked up by name in the scalar resources.
+    Named,
+}
+
+/// A scored resource compiled once at construction.
+#[derive(Debug, Clone)]
+pub(crate) struct ScoredResource {
+    /// Resource name.
+    pub name: String,
+    /// Weight (1–100).
+    pub weight: i64,
+    /// Where to read it.
+    pub kind: ResourceKind,
+    /// A scalar resource is left out of scoring when the pod does not request it.
+    pub scalar: bool,
+}
+
+/// Compiles the (defaulted, validated) resource specs.
+pub(crate) fn compile_resources(specs: &[ResourceSpec]) -> Vec<ScoredResource> {
+    specs
+        .iter()
+        .map(|s| {
+            let kind = match s.name.as_str() {
+                CPU => ResourceKind::Cpu,
+                MEMORY => ResourceKind::Memory,
+                EPHEMERAL_STORAGE => ResourceKind::EphemeralStorage,
+                _ => ResourceKind::Named,
+            };
+            ScoredResource { name: s.name.clone(), weight: s.weight, kind, scalar: is_scalar_resource_name(&s.name) }
+        })
+        .collect()
+}
+
+/// The pod's request of a scored resource: with `non_zero`, cpu and memory count the defaults for containers that
+/// set none (upstream's `NonMissingContainerRequests`), otherwise the plain requests.
+pub(crate) fn pod_request(pod: &PodInfo, r: &ScoredResource, non_zero: bool) -> i64 {
+    match r.kind {
+        ResourceKind::Cpu if non_zero => pod.non_zero_milli_cpu,
+        ResourceKind::Cpu => pod.requests.milli_cpu,
+        ResourceKind::Memory if non_zero => pod.non_zero_memory,
+        ResourceKind::Memory => pod.requests.memory,
+        ResourceKind::EphemeralStorage => pod.requests.ephemeral_storage,
+        ResourceKind::Named => pod.requests.scalar.get(r.name.as_str()).copied().unwrap_or(0),
+    }
+}
+
+/// The pod's requests of all scored resources, in order.
+pub(crate) fn pod_request_list(pod: &PodInfo, resources: &[ScoredResource], non_zero: bool) -> Vec<i64> {
+    resources.iter().map(|r| pod_request(pod, r, non_zero)).collect()
+}
+
+/// `(allocatable, requested on the node including the pod)` for a scored resource, or `(0, 0)` when it does not
+/// take part (a scalar resource the pod does not request, or a resource the node does not offer). With
+/// `use_requested` cpu and memory use the node's plain requests, otherwise its non-zero requests.
+pub(crate) fn allocatable_requested(
+    node: &NodeInfo,
+    r: &ScoredResource,
+    pod_request: i64,
+    use_requested: bool,
+) -> (i64, i64) {
+    if pod_request == 0 && r.scalar {
+        return (0, 0);
+    }
+    let used = if use_requested { &node.requested } else { &node.non_zero_requested };
+    match r.kind {
+        ResourceKind::Cpu => (node.allocatable.milli_cpu, used.milli_cpu + pod_request),
+        ResourceKind::Memory => (node.allocatable.memory, used.memory + pod_request),
+        ResourceKind::EphemeralStorage => {
+            (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage + pod_request)
+        }
+        ResourceKind::Named => match node.allocatable.scalar.get(r.name.as_str()) {
+            Some(&a) => (a, node.requested.scalar.get(r.name.as_str()).copied().unwrap_or(0) + pod_request),
+            None => (0, 0),
+        },
+    }
+}
+
+/// `(capacity - requested) * 100 / capacity`, 0 when over capacity (upstream `leastRequestedScore`).
+pub(crate) fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    ((capacity - requested) as i128 * MAX_NODE_SCORE as i128 / capacity as i128) as i64
+}
+
+/// `requested * 100 / capacity`, requested capped at capacity (upstream `mostRequestedScore`).
+pub(crate) fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    let requested = requested.min(capacity);
+    (requested as i128 * MAX_NODE_SCORE as i128 / capacity as i128) as i64
+}
+
+/// Upstream's `BuildBrokenLinearFunction` over `(utilization, score)` points with increasing utilization.
+pub(crate) fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
+    for (i, &(u, s)) in shape.iter().enumerate() {
+        if p <= u {
+            if i == 0 {
+                return s;
+            }
+            let (pu, ps) = shape[i - 1];
+            return ps + (s - ps) * (p - pu) / (u - pu);
+        }
+    }
+    shape.last().map(|&(_, s)| s).unwrap_or(0)
+}
+
+/// RequestedToCapacityRatio's per-resource score: the shape at the utilization in percent (100 when over capacity).
+pub(crate) fn requested_to_capacity_ratio_score(shape: &[(i64, i64)], requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return broken_linear(shape, MAX_UTILIZATION);
+    }
+    let utilization = (requested as i128 * MAX_UTILIZATION as i128 / capacity as i128) as i64;
+    broken_linear(shape, utilization)
+}
+
+/// The compiled scoring strategy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Strategy {
+    LeastAllocated,
+    MostAllocated,
+    /// The shape with scores scaled to 0–100.
+    RequestedToCapacityRatio(Vec<(i64, i64)>),
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The plugin.
+
+/// The pod's requests, computed once in PreFilter.
+#[derive(Debug)]
+struct PodRequests {
+    milli_cpu: i64,
+    memory: i64,
+    ephemeral_storage: i64,
+    /// Scalar resources to check (non-zero, not ignored): name, quantity, rejection reason.
+    scalars: Vec<(String, i64, String)>,
+}
+
+/// PreFilter data; cloning shares it (it never changes within a cycle).
+#[derive(Debug, Clone)]
+struct PreFilterState(Arc<PodRequests>);
+
+/// PreScore data: the pod's (non-zero) requests of the scored resources, in order.
+#[derive(Debug, Clone)]
+struct PreScoreState(Arc<Vec<i64>>);
+
+/// The NodeResourcesFit plugin.
+#[derive(Debug)]
+pub struct NodeResourcesFit {
+    ignored_resources: Vec<String>,
+    ignored_resource_groups: Vec<String>,
+    resources: Vec<ScoredResource>,
+    strategy: Strategy,
+}
+
+/// Applies upstream's defaults to the args.
+fn default_args(args: &mut NodeResourcesFitArgs) {
+    let strategy = args.scoring_strategy.get_or_insert_with(|| ScoringStrategy {
+        strategy_type: LEAST_ALLOCATED.to_string(),
+        resources: default_resources(),
+        requested_to_capacity_ratio: None,
+    });
+    if strategy.resources.is_empty() {
+        strategy.resources = default_resources();
+    }
+    for r in &mut strategy.resources {
+        if r.weight == 0 {
+            r.weight = 1;
+        }
+    }
+}
+
+/// Validates a shape (upstream `validateFunctionShape`), appending errors.
+pub(crate) fn validate_shape(shape: &[UtilizationShapePoint], path: &str, errs: &mut Vec<String>) {
+    if shape.is_empty() {
+        errs.push(format!("{path}: Required value: at least one point must be specified"));
+        return;
+    }
+    // Only the first point out of order is reported, as upstream.
+    if let Some(i) = shape.windows(2).position(|w| w[0].utilization >= w[1].utilization).map(|i| i + 1) {
+        errs.push(invalid(
+            &format!("{path}[{i}].utilization"),
+            shape[i].utilization,
+            "values must be sorted in increasing order",
+        ));
+    }
+    for (i, p) in shape.iter().enumerate() {
+        if !(0..=MAX_UTILIZATION).contains(&p.utilization) {
+            errs.push(invalid(
+                &format!("{path}[{i}].utilization"),
+                p.utilization,
+                &format!("not in valid range [0, {MAX_UTILIZATION}]"),
+            ));
+        }
+        if !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score) {
+            errs.push(invalid(
+                &format!("{path}[{i}].score"),
+                p.score,
+                &format!("not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]"),
+            ));
+        }
+    }
+}
+
+/// Validates the defaulted args (upstream `ValidateNodeResourcesFitArgs`).
+fn validate_args(args: &NodeResourcesFitArgs) -> Result<(), String> {
+    let mut errs = Vec::new();
+    for (i, r) in args.ignored_resources.iter().enumerate() {
+        if let Some(d) = qualified_name_error(r) {
+            errs.push(invalid(&format!("ignoredResources[{i}]"), format!("{r:?}"), d));
+        }
+    }
+    for (i, g) in args.ignored_resource_groups.iter().enumerate() {
+        let path = format!("ignoredResourceGroups[{i}]");
+        if g.contains('/') {
+            errs.push(invalid(&path, format!("{g:?}"), "resource group name can't contain '/'"));
+        }
+        if let Some(d) = qualified_name_error(g) {
+            errs.push(invalid(&path, format!("{g:?}"), d));
+        }
+    }
+    if let Some(s) = &args.scoring_strategy {
+        if ![LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO].contains(&s.strategy_type.as_str()) {
+            errs.push(format!(
+                "scoringStrategy.type: Unsupported value: {:?}: supported values: \"{LEAST_ALLOCATED}\", \
+                 \"{MOST_ALLOCATED}\", \"{REQUESTED_TO_CAPACITY_RATIO}\"",
+                s.strategy_type
+            ));
+        }
+        for (i, r) in s.resources.iter().enumerate() {
+            if r.weight <= 0 || r.weight > MAX_WEIGHT {
+                errs.push(invalid(
+                    &format!("scoringStrategy.resources[{i}].weight"),
+                    r.weight,
+                    &format!("resource weight of {} not in valid range (0, {MAX_WEIGHT}]", r.name),
+                ));
+            }
+        }
+        match &s.requested_to_capacity_ratio {
+            Some(p) => validate_shape(&p.shape, "scoringStrategy.requestedToCapacityRatio.shape", &mut errs),
+            None if s.strategy_type == REQUESTED_TO_CAPACITY_RATIO => errs.push(
+                "scoringStrategy.requestedToCapacityRatio: Required value: a shape is required by the \
+                 RequestedToCapacityRatio strategy"
+                    .to_string(),
+            ),
+            None => {}
+        }
+    }
+    aggregate(errs)
+}
+
+impl NodeResourcesFit {
+    /// Builds the plugin from `NodeResourcesFitArgs` (defaulted and validated as upstream).
+    pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<NodeResourcesFit, String> {
+        let mut args: NodeResourcesFitArgs = decode_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
+        default_args(&mut args);
+        validate_args(&args).map_err(|e| format!("{NAME} args: {e}"))?;
+        let s = args.scoring_strategy.unwrap_or_default();
+        let strategy = match s.strategy_type.as_str() {
+            MOST_ALLOCATED => Strategy::MostAllocated,
+            REQUESTED_TO_CAPACITY_RATIO => Strategy::RequestedToCapacityRatio(
+                s.requested_to_capacity_ratio
+                    .unwrap_or_default()
+                    .shape
+                    .iter()
+                    .map(|p| (p.utilization, p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE)))
+                    .collect(),
+            ),
+            _ => Strategy::LeastAllocated,
+        };
+        Ok(NodeResourcesFit {
+            ignored_resources: args.ignored_resources,
+            ignored_resource_groups: args.ignored_resource_groups,
+            resources: compile_resources(&s.resources),
+            strategy,
+        })
+    }
+
+    fn is_ignored(&self, name: &str) -> bool {
+        if !is_extended_resource_name(name) {
+            return false;
+        }
+        let group = name.split('/').next().unwrap_or("");
+        self.ignored_resources.iter().any(|r| r == name) || self.ignored_resource_groups.iter().any(|g| g == group)
+    }
+
+    fn compute_requests(&self, pod: &PodInfo) -> PodRequests {
+        let r = &pod.requests;
+        let scalars = r
+            .scalar
+            .iter()
+            .filter(|(name, &q)| q != 0 && !self.is_ignored(name))
+            .map(|(name, &q)| (name.clone(), q, format!("{REASON_INSUFFICIENT_PREFIX}{name}")))
+            .collect();
+        PodRequests { milli_cpu: r.milli_cpu, memory: r.memory, ephemeral_storage: r.ephemeral_storage, scalars }
+    }
+
+    /// The weighted score of `node`, with the pod's request of resource `i` given by `pod_req(i)`.
+    fn score_with(&self, node: &NodeInfo, pod_req: impl Fn(usize) -> i64) -> i64 {
+        let (mut node_score, mut weight_sum) = (0i64, 0i64);
+        for (i, r) in self.resources.iter().enumerate() {
+            let (alloc, req) = allocatable_requested(node, r, pod_req(i), false);
+            if alloc == 0 {
+                continue;
+            }
+            let s = match &self.strategy {
+                Strategy::LeastAllocated => least_requested_score(req, alloc),
+                Strategy::MostAllocated => most_requested_score(req, alloc),
+                Strategy::RequestedToCapacityRatio(shape) => {
+                    let s = requested_to_capacity_ratio_score(shape, req, alloc);
+                    if s <= 0 {
+                        continue;
+                    }
+                    s
+                }
+            };
+            node_score += s * r.weight;
+            weight_sum += r.weight;
+        }
+        if weight_sum == 0 {
+            return 0;
+        }
+        match self.strategy {
+            Strategy::RequestedToCapacityRatio(_) => (node_score as f64 / weight_sum as f64).round() as i64,
+            _ => node_score / weight_sum,
+        }
+    }
+}
+
+impl Plugin for NodeResourcesFit {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![
+            // A deleted or scaled-down assigned pod frees resources.
+            ClusterEvent::new(EventResource::AssignedPod, action::DELETE | action::UPDATE_RESOURCES),
+            ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_RESOURCES),
+        ]
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for NodeResourcesFit {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _snapshot: &Snapshot) -> (PreFilterResult, Status) {
+        state.write(PRE_FILTER_STATE_KEY, PreFilterState(Arc::new(self.compute_requests(pod))));
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for NodeResourcesFit {
+    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(PreFilterState(s)) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
+            return Status::error(format!("error reading {PRE_FILTER_STATE_KEY:?} from cycleState: not found"));
+        };
+        // Vec::new does not allocate: the success path stays allocation-free.
+        let mut reasons: Vec<String> = Vec::new();
+        let mut unresolvable = false;
+        if node.pods.len() as i64 + 1 > node.allocatable.allowed_pod_number {
+            reasons.push(REASON_TOO_MANY_PODS.to_string());
+        }
+        let (alloc, used) = (&node.allocatable, &node.requested);
+        let mut check = |req: i64, alloc: i64, used: i64, reason: &str| {
+            if req > 0 && req > alloc - used {
+                reasons.push(reason.to_string());
+                unresolvable |= req > alloc;
+            }
+        };
+        check(s.milli_cpu, alloc.milli_cpu, used.milli_cpu, REASON_INSUFFICIENT_CPU);
+        check(s.memory, alloc.memory, used.memory, REASON_INSUFFICIENT_MEMORY);
+        check(
+            s.ephemeral_storage,
+            alloc.ephemeral_storage,
+            used.ephemeral_storage,
+            REASON_INSUFFICIENT_EPHEMERAL_STORAGE,
+        );
+        for (name, q, reason) in &s.scalars {
+            let a = alloc.scalar.get(name.as_str()).copied().unwrap_or(0);
+            let u = used.scalar.get(name.as_str()).copied().unwrap_or(0);
+            check(*q, a, u, reason);
+        }
+        if reasons.is_empty() {
+            return Status::success();
+        }
+        let code = if unresolvable { Code::UnschedulableAndUnresolvable } else { Code::Unschedulable };
+        Status::with_reasons(code, reasons)
+    }
+}
+
+impl PreScorePlugin for NodeResourcesFit {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+        _snapshot: &Snapshot,
+    ) -> Status {
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(Arc::new(pod_request_list(pod, &self.resources, true))));
+        Status::success()
+    }
+}
+
+impl ScorePlugin for NodeResourcesFit {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        Ok(match state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) {
+            Some(PreScoreState(reqs)) => self.score_with(node, |i| reqs[i]),
+            // PreScore did not run: compute the requests in place, as upstream does.
+            None => self.score_with(node, |i| pod_request(pod, &self.resources[i], true)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::testutil::{ctx, node_with_pods, pod};
+    use serde_json::{json, Value};
+
+    fn plugin(args: Value) -> NodeResourcesFit {
+        NodeResourcesFit::new(Some(&args), &ctx()).unwrap()
+    }
+
+    /// A pod with one container requesting `req` (and optionally init containers).
+    fn pod_req(req: Value) -> PodInfo {
+        pod(json!({"metadata": {"name": "p", "uid": "p"}, "spec": {"containers": [
+            {"name": "c", "resources": {"requests": req}}]}}))
+    }
+
+    fn pod_named(name: &str, req: Value) -> PodInfo {
+        pod(json!({"metadata": {"name": name, "uid": name}, "spec": {"containers": [
+            {"name": "c", "resources": {"requests": req}}]}}))
+    }
+
+    /// Upstream's test node: 10m cpu, 20 bytes memory, 32 pods, 5 example.com/aaa, 20 ephemeral, 5 hugepages.
+    fn small_node(pods: Vec<PodInfo>) -> NodeInfo {
+        node_with_pods(
+            json!({"metadata": {"name": "n1"}, "status": {"allocatable": {
+                "cpu": "10m", "memory": "20", "pods": "32", "example.com/aaa": "5",
+                "ephemeral-storage": "20", "hugepages-2Mi": "5"}}}),
+            pods,
+        )
+    }
+
+    fn run_filter(pl: &NodeResourcesFit, p: &PodInfo, n: &NodeInfo) -> Status {
+        let mut st = CycleState::new();
+        let snap = Snapshot::default();
+        let (res, s) = pl.pre_filter(&mut st, p, &snap);
+        assert!(res.is_none() && s.is_success(), "prefilter: {s}");
+        pl.filter(&st, p, n)
+    }
+
+    #[test]
+    fn filter_table() {
+        use Code::*;
+        let used = |cpu: &str, mem: &str| vec![pod_named("e", json!({"cpu": cpu, "memory": mem}))];
+        type Case = (&'static str, Value, PodInfo, NodeInfo, Option<(Code, Vec<&'static str>)>);
+        let cases: Vec<Case> = vec![
+            ("no requests always fits", json!({}), pod_req(json!({})), small_node(used("10m", "20")), None),
+            (
+                "fits exactly",
+                json!({}),
+                pod_req(json!({"cpu": "3m", "memory": "1"})),
+                small_node(used("7m", "19")),
+                None,
+            ),
+            (
+                "cpu and memory both reported",
+                json!({}),
+                pod_req(json!({"cpu": "1m", "memory": "1"})),
+                small_node(used("10m", "20")),
+                Some((Unschedulable, vec![REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY])),
+            ),
+            (
+                "only memory, cpu has room",
+                json!({}),
+                pod_req(json!({"cpu": "1m", "memory": "2"})),
+                small_node(used("5m", "19")),
+                Some((Unschedulable, vec![REASON_INSUFFICIENT_MEMORY])),
+            ),
+            (
+                "request above allocatable is unresolvable",
+                json!({}),
+                pod_req(json!({"cpu": "11m"})),
+                small_node(vec![]),
+                Some((UnschedulableAndUnresolvable, vec![REASON_INSUFFICIENT_CPU])),
+            ),
+            (
+                "zero cpu request fits an overcommitted node",
+                json!({}),
+                pod_req(json!({"memory": "1"})),
+                small_node(used("12m", "5")),
+                None,
+            ),
+            (
+                "init container max counts",
+                json!({}),
+                pod(json!({"metadata": {"name": "p"}, "spec": {
+                    "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "3m"}}}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1m"}}}]}})),
+                small_node(used("8m", "0")),
+                Some((Unschedulable, vec![REASON_INSUFFICIENT_CPU])),
+            ),
+            (
+                "extended resource above allocatable",
+                json!({}),
+                pod_req(json!({"example.com/aaa": "10"})),
+                small_node(vec![]),
+                Some((UnschedulableAndUnresolvable, vec!["Insufficient example.com/aaa"])),
+            ),
+            (
+                "extended resource used up",
+                json!({}),
+                pod_req(json!({"example.com/aaa": "3"})),
+                small_node(vec![pod_named("e", json!({"example.com/aaa": "3"}))]),
+                Some((Unschedulable, vec!["Insufficient example.com/aaa"])),
+            ),
+            (
+                "unknown extended resource",
+                json!({}),
+                pod_req(json!({"example.com/bbb": "1"})),
+                small_node(vec![]),
+                Some((UnschedulableAndUnresolvable, vec!["Insufficient example.com/bbb"])),
+            ),
+            (
+                "ignored resource",
+                json!({"ignoredResources": ["example.com/bbb"]}),
+                pod_req(json!({"example.com/bbb": "1"})),
+                small_node(vec![]),
+                None,
+            ),
+            (
+                "ignored group",
+                json!({"ignoredResourceGroups": ["example.com"]}),
+                pod_req(json!({"example.com/bbb": "1"})),
+                small_node(vec![]),
+                None,
+            ),
+            (
+                "kubernetes.io resources cannot be ignored",
+                json!({"ignoredResources": ["kubernetes.io/something"]}),
+                pod_req(json!({"kubernetes.io/something": "1"})),
+                small_node(vec![]),
+                Some((UnschedulableAndUnresolvable, vec!["Insufficient kubernetes.io/something"])),
+            ),
+            (
+                "hugepages",
+                json!({}),
+                pod_req(json!({"hugepages-2Mi": "3"})),
+                small_node(vec![pod_named("e", json!({"hugepages-2Mi": "3"}))]),
+                Some((Unschedulable, vec!["Insufficient hugepages-2Mi"])),
+            ),
+            (
+                "ephemeral storage",
+                json!({}),
+                pod_req(json!({"ephemeral-storage": "25"})),
+                small_node(vec![]),
+                Some((UnschedulableAndUnresolvable, vec![REASON_INSUFFICIENT_EPHEMERAL_STORAGE])),
+            ),
+            (
+                "too many pods, with everything else reported too",
+                json!({}),
+                pod_req(json!({"cpu": "1m", "memory": "1"})),
+                node_with_pods(
+                    json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "10m", "memory": "20", "pods": "1"}}}),
+                    used("10m", "20"),
+                ),
+                Some((Unschedulable, vec![REASON_TOO_MANY_PODS, REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY])),
+            ),
+            (
+                "too many pods alone",
+                json!({}),
+                pod_req(json!({})),
+                node_with_pods(
+                    json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "10m", "pods": "1"}}}),
+                    used("1m", "1"),
+                ),
+                Some((Unschedulable, vec![REASON_TOO_MANY_PODS])),
+            ),
+        ];
+        for (name, args, p, n, want) in cases {
+            let st = run_filter(&plugin(args), &p, &n);
+            match want {
+                None => assert!(st.is_success(), "{name}: {st}"),
+                Some((code, reasons)) => {
+                    assert_eq!(st.code(), code, "{name}: {st}");
+                    assert_eq!(st.reasons(), reasons.iter().map(|r| r.to_string()).collect::<Vec<_>>(), "{name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn filter_without_prefilter_is_an_error() {
+        let pl = plugin(json!({}));
+        let st = pl.filter(&CycleState::new(), &pod_req(json!({})), &small_node(vec![]));
+        assert_eq!(st.code(), Code::Error);
+    }
+
+    fn big_node(name: &str, cpu: &str, mem: &str, extra: Value, pods: Vec<PodInfo>) -> NodeInfo {
+        let mut alloc = json!({"cpu": cpu, "memory": mem, "pods": "110"});
+        for (k, v) in extra.as_object().unwrap() {
+            alloc[k] = v.clone();
+        }
+        node_with_pods(json!({"metadata": {"name": name}, "status": {"allocatable": alloc}}), pods)
+    }
+
+    fn run_score(pl: &NodeResourcesFit, p: &PodInfo, n: &NodeInfo) -> i64 {
+        let mut st = CycleState::new();
+        let snap = Snapshot::default();
+        assert!(pl.pre_score(&mut st, p, &[], &snap).is_success());
+        let with_state = pl.score(&st, p, n).unwrap();
+        let without = pl.score(&CycleState::new(), p, n).unwrap();
+        assert_eq!(with_state, without, "score without PreScore state must agree");
+        with_state
+    }
+
+    #[test]
+    fn score_table() {
+        let rtcr = |shape: Value| {
+            json!({"scoringStrategy": {"type": "RequestedToCapacityRatio",
+            "requestedToCapacityRatio": {"shape": shape}}})
+        };
+        let up = json!([{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]);
+        let down = json!([{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]);
+        let n = || big_node("n", "4000m", "10000", json!({}), vec![]);
+        let p = || pod_req(json!({"cpu": "3000m", "memory": "5000"}));
+        let cases: Vec<(&str, Value, PodInfo, NodeInfo, i64)> = vec![
+            // cpu (1000*100)/4000 = 25, memory 5000*100/10000 = 50, (25+50)/2 = 37 (integer division).
+            ("least allocated", json!({}), p(), n(), 37),
+            // (25*2 + 50*1) / 3 = 33.
+            (
+                "least allocated, weighted",
+                json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}]}}),
+                p(),
+                n(),
+                33,
+            ),
+            // Existing pods count: cpu 3000+500 of 4000 -> 12, memory 5000+2500 -> 25, (12+25)/2 = 18.
+            (
+                "least allocated with a pod on the node",
+                json!({}),
+                p(),
+                big_node(
+                    "n",
+                    "4000m",
+                    "10000",
+                    json!({}),
+                    vec![pod_named("e", json!({"cpu": "500m", "memory": "2500"}))],
+                ),
+                18,
+            ),
+            // Over capacity scores 0 for that resource: cpu 0, memory 50 -> 25.
+            ("least allocated over capacity", json!({}), pod_req(json!({"cpu": "5000m", "memory": "5000"})), n(), 25),
+            // Best-effort pod: defaults 100m and 200Mi; memory 209715200 of 2097152000 -> 90, cpu 900/1000 -> 90.
+            (
+                "least allocated uses non-zero defaults",
+                json!({}),
+                pod_req(json!({})),
+                big_node("n", "1000m", "2000Mi", json!({}), vec![]),
+                90,
+            ),
+            // Existing best-effort pod counts 100m / 200Mi as well: cpu 800/1000 -> 80, memory 1800Mi/2000Mi -> 80.
+            (
+                "least allocated counts non-zero of existing pods",
+                json!({}),
+                pod_req(json!({})),
+                big_node("n", "1000m", "2000Mi", json!({}), vec![pod_named("e", json!({}))]),
+                80,
+            ),
+            // cpu 75, memory 50 -> 62.
+            ("most allocated", json!({"scoringStrategy": {"type": "MostAllocated"}}), p(), n(), 62),
+            // cpu capped at 100, memory 50 -> 75.
+            (
+                "most allocated over capacity",
+                json!({"scoringStrategy": {"type": "MostAllocated"}}),
+                pod_req(json!({"cpu": "5000m", "memory": "5000"})),
+                n(),
+                75,
+            ),
+            // Shape scaled x10: f(75)=75, f(50)=50, round(62.5) = 63.
+            ("requested to capacity ratio rounds", rtcr(up.clone()), p(), n(), 63),
+            // f(75) = 100 - 75 = 25, f(50) = 50, round(37.5) = 38.
+            ("requested to capacity ratio, decreasing shape", rtcr(down), p(), n(), 38),
+            // f(75) = 50 + 50*45/70 = 82, f(50) = 50 + 50*20/70 = 64, (82+64)/2 = 73.
+            (
+                "requested to capacity ratio, three points",
+                rtcr(
+                    json!([{"utilization": 0, "score": 0}, {"utilization": 30, "score": 5}, {"utilization": 100, "score": 10}]),
+                ),
+                p(),
+                n(),
+                73,
+            ),
+            // Memory at 30% sits on the flat start (score 0) and is left out of the average: cpu f(75)=50 alone.
+            (
+                "requested to capacity ratio drops zero scores",
+                rtcr(json!([{"utilization": 50, "score": 0}, {"utilization": 100, "score": 10}])),
+                pod_req(json!({"cpu": "3000m", "memory": "3000"})),
+                n(),
+                50,
+            ),
+            // Over capacity maps to utilization 100: cpu f(100)=100, memory 50 -> 75.
+            (
+                "requested to capacity ratio over capacity",
+                rtcr(up.clone()),
+                pod_req(json!({"cpu": "5000m", "memory": "5000"})),
+                n(),
+                75,
+            ),
+            // gpu 3 free of 4 -> 75 (weight 3); cpu 25 (weight 1): (25 + 225) / 4 = 62.
+            (
+                "extended resource scored",
+                json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 3}]}}),
+                pod_req(json!({"cpu": "3000m", "example.com/gpu": "1"})),
+                big_node("n", "4000m", "10000", json!({"example.com/gpu": "4"}), vec![]),
+                62,
+            ),
+            // The pod does not request the gpu: only cpu is scored -> 25.
+            (
+                "extended resource not requested is left out",
+                json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 3}]}}),
+                pod_req(json!({"cpu": "3000m"})),
+                big_node("n", "4000m", "10000", json!({"example.com/gpu": "4"}), vec![]),
+                25,
+            ),
+            // The node does not offer the gpu: only cpu is scored -> 25.
+            (
+                "resource the node lacks is left out",
+                json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 3}]}}),
+                pod_req(json!({"cpu": "3000m", "example.com/gpu": "1"})),
+                n(),
+                25,
+            ),
+            // "pods" is not a scored quantity: only memory counts -> 50.
+            (
+                "pods resource never scores",
+                json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "pods", "weight": 1}, {"name": "memory", "weight": 1}]}}),
+                p(),
+                n(),
+                50,
+            ),
+            // Ephemeral storage uses plain requests: 20 of 100 free -> 80.
+            (
+                "ephemeral storage",
+                json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "ephemeral-storage", "weight": 1}]}}),
+                pod_req(json!({"ephemeral-storage": "20"})),
+                big_node("n", "4000m", "10000", json!({"ephemeral-storage": "100"}), vec![]),
+                80,
+            ),
+            // No allocatable at all -> 0.
+            ("node with nothing allocatable", json!({}), p(), big_node("n", "0", "0", json!({}), vec![]), 0),
+        ];
+        for (name, args, p, n, want) in cases {
+            assert_eq!(run_score(&plugin(args), &p, &n), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn broken_linear_function() {
+        let shape = [(10, 10), (50, 100), (100, 0)];
+        for (p, want) in [(0, 10), (10, 10), (30, 55), (50, 100), (75, 50), (100, 0), (120, 0)] {
+            assert_eq!(broken_linear(&shape, p), want, "p={p}");
+        }
+    }
+
+    #[test]
+    fn args_defaults_and_validation() {
+        let ok = |v: Value| NodeResourcesFit::new(Some(&v), &ctx()).map(|p| (p.resources, p.strategy));
+        // Defaults: LeastAllocated over cpu and memory, weight 1.
+        let (res, strat) = ok(json!({})).unwrap();
+        assert_eq!(strat, Strategy::LeastAllocated);
+        assert_eq!(res.iter().map(|r| (r.name.as_str(), r.weight)).collect::<Vec<_>>(), [("cpu", 1), ("memory", 1)]);
+        let (_, strat) = NodeResourcesFit::new(None, &ctx()).map(|p| (p.resources, p.strategy)).unwrap();
+        assert_eq!(strat, Strategy::LeastAllocated);
+        // Weight 0 defaults to 1; empty resources default to cpu/memory.
+        let (res, strat) =
+            ok(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu"}]}})).unwrap();
+        assert_eq!((res[0].weight, strat), (1, Strategy::MostAllocated));
+        let (res, _) = ok(json!({"scoringStrategy": {"type": "MostAllocated"}})).unwrap();
+        assert_eq!(res.len(), 2);
+        // The shape is scaled to 0..100.
+        let (_, strat) = ok(json!({"scoringStrategy": {"type": "RequestedToCapacityRatio",
+            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}))
+        .unwrap();
+        assert_eq!(strat, Strategy::RequestedToCapacityRatio(vec![(0, 0), (100, 100)]));
+        assert!(ok(json!({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs"})).is_ok());
+
+        let err_cases: Vec<(Value, &str)> = vec![
+            (json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 101}]}}),
+                "scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range (0, 100]"),
+            (json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": -1}]}}),
+                "scoringStrategy.resources[1].weight: Invalid value: -1"),
+            (json!({"scoringStrategy": {"type": "Foo"}}), "scoringStrategy.type: Unsupported value: \"Foo\""),
+            (json!({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 1}]}}), "scoringStrategy.type: Unsupported value: \"\""),
+            (json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}), "scoringStrategy.requestedToCapacityRatio: Required value"),
+            (json!({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": []}}}),
+                "scoringStrategy.requestedToCapacityRatio.shape: Required value"),
+            (json!({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
+                {"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]}}}),
+                "scoringStrategy.requestedToCapacityRatio.shape[1].utilization: Invalid value: 50: values must be sorted in increasing order"),
+            (json!({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
+                {"utilization": 0, "score": 11}]}}}),
+                "scoringStrategy.requestedToCapacityRatio.shape[0].score: Invalid value: 11: not in valid range [0, 10]"),
+            (json!({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
+                {"utilization": 101, "score": 1}]}}}),
+                "scoringStrategy.requestedToCapacityRatio.shape[0].utilization: Invalid value: 101: not in valid range [0, 100]"),
+            (json!({"ignoredResourceGroups": ["example.com/aaa"]}), "ignoredResourceGroups[0]: Invalid value: \"example.com/aaa\": resource group name can't contain '/'"),
+            (json!({"ignoredResources": ["-bad-"]}), "ignoredResources[0]: Invalid value: \"-bad-\""),
+            (json!({"ignoredResource": []}), "unknown field"),
+        ];
+        for (args, want) in err_cases {
+            let err = NodeResourcesFit::new(Some(&args), &ctx()).unwrap_err();
+            assert!(err.contains(want), "{args}: got {err:?}, want {want:?}");
+        }
+        // Several errors are aggregated.
+        let err = NodeResourcesFit::new(
+            Some(&json!({"scoringStrategy": {"type": "Foo", "resources": [{"name": "cpu", "weight": 200}]}})),
+            &ctx(),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("[scoringStrategy.type") && err.contains(", scoringStrategy.resources[0].weight"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn resource_name_classes() {
+        assert!(is_extended_resource_name("example.com/aaa"));
+        assert!(!is_extended_resource_name("kubernetes.io/something"));
+        assert!(!is_extended_resource_name("cpu"));
+        assert!(!is_extended_resource_name("hugepages-2Mi"));
+        assert!(is_scalar_resource_name("hugepages-2Mi"));
+        assert!(is_scalar_resource_name("subdomain.kubernetes.io/something"));
+        assert!(is_scalar_resource_name("attachable-volumes-aws-ebs"));
+        assert!(!is_scalar_resource_name("pods"));
+    }
+
+    #[test]
+    fn events() {
+        let ev = plugin(json!({})).events_to_register();
+        assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::AssignedPod, action::DELETE))));
+        assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::ADD))));
+        assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::UPDATE_RESOURCES))));
+        assert!(!ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::UPDATE_LABEL))));
+        assert!(!ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::UnscheduledPod, action::ALL))));
+    }
+}
