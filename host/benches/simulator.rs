@@ -1,6 +1,8 @@
 //! Scheduling throughput of the whole framework cycle (default profile, in-memory cluster, no API server):
 //! pods per second at 500 and 5,000 nodes.
 
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
 use kube_wasm_scheduler::config::SchedulerConfig;

@@ -75,7 +75,7 @@ fn errors_name_file_and_field_in_one_line() {
     let cases = [
         (format!("{HEAD}profiles:\n- plugins:\n    score:\n      enabled: [{{name: NoSuchPlugin}}]\n"), "sched.yaml: profiles[0].plugins.score.enabled[0].name: unknown plugin \"NoSuchPlugin\" (known plugins: DefaultBinder, "),
         (format!("{HEAD}profiles:\n- plugins:\n    score:\n      enabled: [{{name: ImageLocality, weight: -1}}]\n"), "sched.yaml: profiles[0].plugins.score.enabled[0].weight: must not be negative, got -1"),
-        (format!("{HEAD}profiles:\n- plugins:\n    filtr:\n      enabled: []\n"), "sched.yaml: profiles[0].plugins: unknown field `filtr`"),
+        (format!("{HEAD}profiles:\n- plugins:\n    filtr:\n      enabled: []\n"), "sched.yaml: profiles[0].plugins.filtr: unknown field `filtr`, expected one of `preEnqueue`"),
         (format!("{HEAD}percentageOfNodesToScore: 120\n"), "sched.yaml: percentageOfNodesToScore: not in valid range [0-100], got 120"),
         (format!("{HEAD}podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n"), "sched.yaml: podMaxBackoffSeconds: should be greater than or equal to podInitialBackoffSeconds"),
         (format!("{HEAD}profiles:\n- schedulerName: a\n- schedulerName: a\n"), "sched.yaml: profiles[1].schedulerName: duplicate profile"),

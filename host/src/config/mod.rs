@@ -128,19 +128,12 @@ pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<Sch
     if kind != KIND {
         return Err(err("kind", format!("expected {KIND}, got {kind:?}")));
     }
-    let raw: KubeSchedulerConfiguration = serde_yaml::from_value(generic).map_err(|e| {
-        let (field, message) = split_serde_error(&e.to_string());
-        err(&field, message)
+    let raw: KubeSchedulerConfiguration = serde_path_to_error::deserialize(generic).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path.is_empty() || path == "." { "(document)".to_string() } else { path };
+        err(&field, e.inner().to_string())
     })?;
     complete(file, raw, known)
-}
-
-/// serde_yaml reports "path: message"; split it so the field lands in its own place.
-fn split_serde_error(s: &str) -> (String, String) {
-    match s.split_once(": ") {
-        Some((path, msg)) if !path.contains(' ') => (path.to_string(), msg.to_string()),
-        _ => ("(document)".to_string(), s.to_string()),
-    }
 }
 
 /// Applies defaults and validates.

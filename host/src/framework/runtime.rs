@@ -136,6 +136,10 @@ pub struct CycleTrace {
     pub totals: Vec<(String, i64)>,
     /// PreScore plugins that answered Skip.
     pub pre_score_skipped: Vec<String>,
+    /// Set when the pod's nominated node was tried first and fit (the other nodes were not evaluated).
+    pub nominated_node: Option<String>,
+    /// What PostFilter (preemption) decided, when it ran.
+    pub post_filter: Option<String>,
 }
 
 /// One Score plugin's part in a cycle.

@@ -257,6 +257,16 @@ impl Scheduler {
                     } else if !s.is_success() {
                         diagnosis.post_filter_msg = s.message();
                     }
+                    if let Some(t) = trace.as_mut() {
+                        t.post_filter = Some(match (&r, s.is_success()) {
+                            (Some(r), true) => format!(
+                                "nominated {}, evicting [{}]",
+                                r.nominated_node_name.as_deref().unwrap_or(""),
+                                r.victims.iter().map(|v| v.key()).collect::<Vec<_>>().join(", ")
+                            ),
+                            _ => s.to_string(),
+                        });
+                    }
                     drop(snapshot);
                     if let Some(r) = r.filter(|_| s.is_success()) {
                         self.apply_preemption(&pod, r);
@@ -323,6 +333,9 @@ impl Scheduler {
                     return Err(ScheduleError::Status(s));
                 }
                 if s.is_success() {
+                    if let Some(t) = trace {
+                        t.nominated_node = Some(n.name.clone());
+                    }
                     return Ok(ScheduleResult { host: n.name.clone() });
                 }
             }

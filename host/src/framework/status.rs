@@ -144,9 +144,11 @@ impl Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.plugin {
-            Some(p) => write!(f, "{} ({}): {}", self.code.as_str(), p, self.message()),
-            None => write!(f, "{}: {}", self.code.as_str(), self.message()),
+        match (&self.plugin, self.reasons.is_empty()) {
+            (Some(p), false) => write!(f, "{} ({}): {}", self.code.as_str(), p, self.message()),
+            (Some(p), true) => write!(f, "{} ({})", self.code.as_str(), p),
+            (None, false) => write!(f, "{}: {}", self.code.as_str(), self.message()),
+            (None, true) => f.write_str(self.code.as_str()),
         }
     }
 }

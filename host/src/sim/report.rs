@@ -37,9 +37,16 @@ pub fn render_explain(r: &Report) -> String {
                 let _ = writeln!(out, "  {p:<34} {s}");
             }
         }
+        if let Some(n) = &t.nominated_node {
+            let _ = writeln!(out, "Nominated node {n} was tried first and fits; no other node evaluated");
+            continue;
+        }
         let _ = writeln!(out, "Filter ({} nodes evaluated, {} not evaluated):", t.filter.len(), t.not_evaluated);
         for (n, s) in &t.filter {
             let _ = writeln!(out, "  {n:<34} {s}");
+        }
+        if let Some(p) = &t.post_filter {
+            let _ = writeln!(out, "PostFilter: {p}");
         }
         if !t.pre_score_skipped.is_empty() {
             let _ = writeln!(out, "PreScore skipped: {}", t.pre_score_skipped.join(", "));
