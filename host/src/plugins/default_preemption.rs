@@ -20,6 +20,7 @@ use crate::framework::{
     ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
     PostFilterResult, Status,
 };
+use crate::framework::runtime::reason_histogram;
 use crate::plugins::{decode_args, PluginContext};
 
 /// The plugin's name in profiles.
@@ -247,25 +248,14 @@ impl PostFilterPlugin for DefaultPreemption {
     }
 }
 
-/// Upstream's FitError message: `0/N nodes are available: <count> <reason>, ... .` with every reason of every
-/// status counted, the `<count> <reason>` strings sorted, and nothing after the colon when there is no reason.
-/// The caller passes one status per node (those it has no status for included). This belongs in the framework.
+/// Upstream's FitError message over one status per node: `0/N nodes are available: <count> <reason>, ... .`
 pub fn fit_error_message<'a>(num_all_nodes: usize, statuses: impl Iterator<Item = &'a Status>) -> String {
-    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for s in statuses {
-        for r in s.reasons() {
-            *counts.entry(r.as_str()).or_insert(0) += 1;
-        }
+    let histogram = reason_histogram(statuses);
+    if histogram.is_empty() {
+        format!("0/{num_all_nodes} nodes are available:")
+    } else {
+        format!("0/{num_all_nodes} nodes are available: {histogram}.")
     }
-    let mut msg = format!("0/{num_all_nodes} nodes are available:");
-    if !counts.is_empty() {
-        let mut parts: Vec<String> = counts.into_iter().map(|(r, c)| format!("{c} {r}")).collect();
-        parts.sort();
-        msg.push(' ');
-        msg.push_str(&parts.join(", "));
-        msg.push('.');
-    }
-    msg
 }
 
 fn preemption_policy_never(pod: &PodInfo) -> bool {

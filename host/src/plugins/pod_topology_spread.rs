@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Taint, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
 use serde::Deserialize;
 
 use crate::cache::{ClusterObjects, Snapshot};
@@ -17,6 +17,7 @@ use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
+use crate::plugins::taint_toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 use crate::plugins::{decode_args, PluginContext};
 
 /// The plugin's name in profiles.
@@ -342,30 +343,9 @@ impl RequiredNodeAffinity {
     }
 }
 
-fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
-    if let Some(e) = tol.effect.as_deref().filter(|e| !e.is_empty()) {
-        if e != taint.effect {
-            return false;
-        }
-    }
-    if let Some(k) = tol.key.as_deref().filter(|k| !k.is_empty()) {
-        if k != taint.key {
-            return false;
-        }
-    }
-    match tol.operator.as_deref().unwrap_or("") {
-        "" | "Equal" => tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        "Exists" => true,
-        _ => false,
-    }
-}
-
 /// True when the node has a NoSchedule or NoExecute taint the pod does not tolerate.
 fn has_untolerated_taint(node: &NodeInfo, tolerations: &[Toleration]) -> bool {
-    node.taints()
-        .iter()
-        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        .any(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
+    find_matching_untolerated_taint(node.taints(), tolerations, is_do_not_schedule_taint).is_some()
 }
 
 /// The per-node inclusion check of a constraint (`nodeAffinityPolicy`, `nodeTaintsPolicy`). `affinity_ok` is the
