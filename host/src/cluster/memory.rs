@@ -2,6 +2,7 @@
 //! simulator, tests and benchmarks run the same code as the live scheduler with no API server.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::{ClusterClient, ClusterError, PodEvent};
@@ -47,6 +48,7 @@ pub struct MemoryCluster {
     bound: Mutex<HashMap<String, String>>,
     /// Pods whose binding fails with a conflict (tests of the unwind path).
     pub fail_bind: Mutex<Vec<String>>,
+    changes: AtomicUsize,
 }
 
 impl MemoryCluster {
@@ -60,7 +62,15 @@ impl MemoryCluster {
         std::mem::take(&mut *self.writes.lock().expect("writes lock"))
     }
 
+    /// How many writes changed the cluster (events excluded): the simulator's measure of progress.
+    pub fn changes(&self) -> usize {
+        self.changes.load(Ordering::SeqCst)
+    }
+
     fn push(&self, w: Write) {
+        if !matches!(w, Write::Event { .. }) {
+            self.changes.fetch_add(1, Ordering::SeqCst);
+        }
         self.writes.lock().expect("writes lock").push(w);
     }
 }

@@ -2,7 +2,7 @@
 //! (Filter, Score, Reserve), keyed by name as upstream's framework does.
 
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A value stored in the cycle state. Cloning is needed because preemption evaluates "what if these pods were
 /// gone" on a copy of the state (upstream's `StateData.Clone`).
@@ -30,11 +30,11 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
 /// Per-cycle storage shared by the plugins of one profile for one pod.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<String, Box<dyn StateData>>,
+    data: FxHashMap<String, Box<dyn StateData>>,
     /// Filter plugins whose PreFilter answered Skip: the runner does not call their Filter this cycle.
-    pub skip_filter_plugins: HashSet<String>,
+    pub skip_filter_plugins: FxHashSet<String>,
     /// Score plugins whose PreScore answered Skip.
-    pub skip_score_plugins: HashSet<String>,
+    pub skip_score_plugins: FxHashSet<String>,
 }
 
 impl Clone for CycleState {

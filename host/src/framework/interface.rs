@@ -240,11 +240,11 @@ pub trait PreScorePlugin: Plugin {
     fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>], snapshot: &Snapshot) -> Status;
 }
 
-/// A node's score from one plugin.
+/// A node's score from one plugin. The name is borrowed from the snapshot: scoring allocates nothing per node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeScore {
+pub struct NodeScore<'a> {
     /// Node name.
-    pub name: String,
+    pub name: &'a str,
     /// Score.
     pub score: i64,
 }
@@ -266,7 +266,7 @@ pub trait ScorePlugin: Plugin {
     }
 
     /// Maps raw scores into [0, 100]; plugins whose raw scores are already there keep the default.
-    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore<'_>]) -> Status {
         Status::success()
     }
 

@@ -153,11 +153,11 @@ pub struct PluginScoreTrace {
     pub nodes: Vec<(String, i64, i64, i64)>,
 }
 
-/// Total and per-plugin scores of a node.
+/// The total score of a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePluginScores {
-    /// Node name.
-    pub name: String,
+    /// Index of the node in the list that was scored.
+    pub index: usize,
     /// Sum of weighted scores.
     pub total: i64,
 }
@@ -769,11 +769,11 @@ impl Framework {
             }
             offset += len;
         }
-        let mut totals: Vec<NodePluginScores> = nodes.iter().map(|n| NodePluginScores { name: n.name.clone(), total: 0 }).collect();
+        let mut totals: Vec<NodePluginScores> = (0..nodes.len()).map(|index| NodePluginScores { index, total: 0 }).collect();
         let mut traces = Vec::new();
         for (p, e) in active.iter().enumerate() {
             let sp = e.plugin.as_score().expect("registered at score");
-            let mut list: Vec<NodeScore> = nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: n.name.clone(), score }).collect();
+            let mut list: Vec<NodeScore> = nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, score }).collect();
             let s = sp.normalize_score(state, pod, &mut list);
             if !s.is_success() {
                 return Err(Status::error(format!("running Normalize on Score plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));
@@ -792,13 +792,13 @@ impl Framework {
                 traces.push(PluginScoreTrace {
                     plugin: e.name.to_string(),
                     weight: e.weight,
-                    nodes: list.iter().enumerate().map(|(i, ns)| (ns.name.clone(), raw[p][i], ns.score, ns.score * e.weight)).collect(),
+                    nodes: list.iter().enumerate().map(|(i, ns)| (ns.name.to_string(), raw[p][i], ns.score, ns.score * e.weight)).collect(),
                 });
             }
         }
         if let Some(t) = trace {
             t.scores = traces;
-            t.totals = totals.iter().map(|t| (t.name.clone(), t.total)).collect();
+            t.totals = totals.iter().map(|t| (nodes[t.index].name.clone(), t.total)).collect();
         }
         Ok(totals)
     }

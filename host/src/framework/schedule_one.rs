@@ -374,11 +374,11 @@ impl Scheduler {
         let t0 = Instant::now();
         let scores = fwk.run_score_plugins(state, pod, &feasible, trace).map_err(ScheduleError::Status)?;
         self.observer.extension_point(fwk.profile_name(), "Score", Code::Success, t0.elapsed());
-        Ok(ScheduleResult { host: self.select_host(&scores) })
+        Ok(ScheduleResult { host: feasible[self.select_host(&scores)].name.clone() })
     }
 
     /// The highest total wins; ties are broken uniformly at random (reservoir sampling, as upstream).
-    fn select_host(&self, scores: &[NodePluginScores]) -> String {
+    fn select_host(&self, scores: &[NodePluginScores]) -> usize {
         let mut rng = self.rng.lock().expect("rng lock");
         let mut best = 0;
         let mut ties = 1;
@@ -393,7 +393,7 @@ impl Scheduler {
                 }
             }
         }
-        scores[best].name.clone()
+        scores[best].index
     }
 
     /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`.

@@ -617,7 +617,7 @@ pub struct NodeInfo {
     /// The node's allocatable resources.
     pub allocatable: Resource,
     /// Images on the node, with their spread across the cluster (filled by the snapshot).
-    pub image_states: HashMap<String, ImageStateSummary>,
+    pub image_states: rustc_hash::FxHashMap<String, ImageStateSummary>,
     /// Bumped on every change; the snapshot copies only nodes whose generation moved.
     pub generation: u64,
 }
@@ -629,7 +629,7 @@ impl NodeInfo {
         let status = node.status.as_ref();
         let allocatable = Resource::from_list(status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref())))
             .map_err(|e| format!("status.allocatable: {e}"))?;
-        let mut image_states = HashMap::new();
+        let mut image_states = rustc_hash::FxHashMap::default();
         for img in status.and_then(|s| s.images.as_ref()).into_iter().flatten() {
             for n in img.names.iter().flatten() {
                 image_states.insert(n.clone(), ImageStateSummary { size: img.size_bytes.unwrap_or(0), num_nodes: 1 });

@@ -4,7 +4,7 @@ use crate::framework::{NodeScore, Status, MAX_NODE_SCORE};
 
 /// Scales scores into [0, `max_priority`] by the highest score (upstream `DefaultNormalizeScore`); with `reverse`
 /// the lowest raw score gets the highest normalized one. All zero stays zero (or all max when reversed).
-pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [NodeScore]) -> Status {
+pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [NodeScore<'_>]) -> Status {
     let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
     if max == 0 {
         if reverse {
@@ -25,7 +25,7 @@ pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [N
 }
 
 /// `default_normalize_score` with the framework's maximum node score.
-pub fn normalize_to_max(reverse: bool, scores: &mut [NodeScore]) -> Status {
+pub fn normalize_to_max(reverse: bool, scores: &mut [NodeScore<'_>]) -> Status {
     default_normalize_score(MAX_NODE_SCORE, reverse, scores)
 }
 
@@ -33,8 +33,8 @@ pub fn normalize_to_max(reverse: bool, scores: &mut [NodeScore]) -> Status {
 mod tests {
     use super::*;
 
-    fn s(v: &[i64]) -> Vec<NodeScore> {
-        v.iter().enumerate().map(|(i, &score)| NodeScore { name: format!("n{i}"), score }).collect()
+    fn s(v: &[i64]) -> Vec<NodeScore<'static>> {
+        v.iter().map(|&score| NodeScore { name: "n", score }).collect()
     }
 
     #[test]

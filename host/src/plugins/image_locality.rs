@@ -132,6 +132,17 @@ impl PreScorePlugin for ImageLocality {
 }
 
 impl ScorePlugin for ImageLocality {
+    /// Reads the cycle state once per batch, not once per node.
+    fn score_nodes(&self, state: &CycleState, _pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
+        let Some(PreScoreState(s)) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
+            return Status::error(format!("error reading {PRE_SCORE_STATE_KEY:?} from cycleState: not found"));
+        };
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = Self::score_with(s, n);
+        }
+        Status::success()
+    }
+
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         match state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) {
             Some(PreScoreState(s)) => Ok(Self::score_with(s, node)),

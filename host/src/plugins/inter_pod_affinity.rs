@@ -395,7 +395,7 @@ impl ScorePlugin for InterPodAffinity {
         Ok(score)
     }
 
-    fn normalize_score(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else { return missing(PRE_SCORE_STATE_KEY) };
         if s.topology_score.is_empty() {
             return Status::success();
@@ -772,7 +772,7 @@ mod tests {
         }
         assert!(st.is_success(), "{st}");
         let mut out: Vec<NodeScore> =
-            nodes.iter().map(|n| NodeScore { name: n.name.clone(), score: pl.score(&state, p, n).unwrap() }).collect();
+            nodes.iter().map(|n| NodeScore { name: &n.name, score: pl.score(&state, p, n).unwrap() }).collect();
         assert!(pl.normalize_score(&state, p, &mut out).is_success());
         Some(out.into_iter().map(|s| s.score).collect())
     }

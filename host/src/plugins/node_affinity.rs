@@ -317,7 +317,7 @@ impl ScorePlugin for NodeAffinity {
         Ok(score)
     }
 
-    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         helper::normalize_to_max(false, scores)
     }
 
@@ -635,7 +635,7 @@ mod tests {
         assert!(st.is_success(), "{st}");
         let raw: Vec<i64> = nodes.iter().map(|n| pl.score(&state, &p, n).unwrap()).collect();
         let mut scores: Vec<NodeScore> =
-            nodes.iter().zip(&raw).map(|(n, s)| NodeScore { name: n.name.clone(), score: *s }).collect();
+            nodes.iter().zip(&raw).map(|(n, s)| NodeScore { name: &n.name, score: *s }).collect();
         assert!(pl.normalize_score(&state, &p, &mut scores).is_success());
         Some((raw, scores.into_iter().map(|s| s.score).collect()))
     }

@@ -149,6 +149,23 @@ impl PreScorePlugin for NodeResourcesBalancedAllocation {
 }
 
 impl ScorePlugin for NodeResourcesBalancedAllocation {
+    /// Reads the cycle state once per batch, not once per node.
+    fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
+        let Some(PreScoreState(reqs)) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
+            for (n, o) in nodes.iter().zip(out.iter_mut()) {
+                match self.score(state, pod, n) {
+                    Ok(s) => *o = s,
+                    Err(st) => return st,
+                }
+            }
+            return Status::success();
+        };
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = self.score_with(n, |i| reqs[i]);
+        }
+        Status::success()
+    }
+
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         Ok(match state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) {
             Some(PreScoreState(reqs)) => self.score_with(node, |i| reqs[i]),

@@ -574,41 +574,58 @@ impl PreFilterPlugin for NodeResourcesFit {
 
 impl FilterPlugin for NodeResourcesFit {
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
-        let Some(PreFilterState(s)) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
-            return Status::error(format!("error reading {PRE_FILTER_STATE_KEY:?} from cycleState: not found"));
-        };
-        // Vec::new does not allocate: the success path stays allocation-free.
-        let mut reasons: Vec<String> = Vec::new();
-        let mut unresolvable = false;
-        if node.pods.len() as i64 + 1 > node.allocatable.allowed_pod_number {
-            reasons.push(REASON_TOO_MANY_PODS.to_string());
+        match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(PreFilterState(s)) => filter_with(s, node),
+            None => missing_pre_filter_state(),
         }
-        let (alloc, used) = (&node.allocatable, &node.requested);
-        let mut check = |req: i64, alloc: i64, used: i64, reason: &str| {
-            if req > 0 && req > alloc - used {
-                reasons.push(reason.to_string());
-                unresolvable |= req > alloc;
-            }
-        };
-        check(s.milli_cpu, alloc.milli_cpu, used.milli_cpu, REASON_INSUFFICIENT_CPU);
-        check(s.memory, alloc.memory, used.memory, REASON_INSUFFICIENT_MEMORY);
-        check(
-            s.ephemeral_storage,
-            alloc.ephemeral_storage,
-            used.ephemeral_storage,
-            REASON_INSUFFICIENT_EPHEMERAL_STORAGE,
-        );
-        for (name, q, reason) in &s.scalars {
-            let a = alloc.scalar.get(name.as_str()).copied().unwrap_or(0);
-            let u = used.scalar.get(name.as_str()).copied().unwrap_or(0);
-            check(*q, a, u, reason);
-        }
-        if reasons.is_empty() {
-            return Status::success();
-        }
-        let code = if unresolvable { Code::UnschedulableAndUnresolvable } else { Code::Unschedulable };
-        Status::with_reasons(code, reasons)
     }
+
+    /// Reads the cycle state once per batch, not once per node.
+    fn filter_nodes(&self, state: &CycleState, _pod: &PodInfo, nodes: &[&NodeInfo], out: &mut Vec<Status>) {
+        match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(PreFilterState(s)) => out.extend(nodes.iter().map(|n| filter_with(s, n))),
+            None => out.extend(nodes.iter().map(|_| missing_pre_filter_state())),
+        }
+    }
+}
+
+fn missing_pre_filter_state() -> Status {
+    Status::error(format!("error reading {PRE_FILTER_STATE_KEY:?} from cycleState: not found"))
+}
+
+/// Filter for one node given the pod's precomputed requests.
+fn filter_with(s: &PodRequests, node: &NodeInfo) -> Status {
+    // Vec::new does not allocate: the success path stays allocation-free.
+    let mut reasons: Vec<String> = Vec::new();
+    let mut unresolvable = false;
+    if node.pods.len() as i64 + 1 > node.allocatable.allowed_pod_number {
+        reasons.push(REASON_TOO_MANY_PODS.to_string());
+    }
+    let (alloc, used) = (&node.allocatable, &node.requested);
+    let mut check = |req: i64, alloc: i64, used: i64, reason: &str| {
+        if req > 0 && req > alloc - used {
+            reasons.push(reason.to_string());
+            unresolvable |= req > alloc;
+        }
+    };
+    check(s.milli_cpu, alloc.milli_cpu, used.milli_cpu, REASON_INSUFFICIENT_CPU);
+    check(s.memory, alloc.memory, used.memory, REASON_INSUFFICIENT_MEMORY);
+    check(
+        s.ephemeral_storage,
+        alloc.ephemeral_storage,
+        used.ephemeral_storage,
+        REASON_INSUFFICIENT_EPHEMERAL_STORAGE,
+    );
+    for (name, q, reason) in &s.scalars {
+        let a = alloc.scalar.get(name.as_str()).copied().unwrap_or(0);
+        let u = used.scalar.get(name.as_str()).copied().unwrap_or(0);
+        check(*q, a, u, reason);
+    }
+    if reasons.is_empty() {
+        return Status::success();
+    }
+    let code = if unresolvable { Code::UnschedulableAndUnresolvable } else { Code::Unschedulable };
+    Status::with_reasons(code, reasons)
 }
 
 impl PreScorePlugin for NodeResourcesFit {
@@ -631,6 +648,20 @@ impl ScorePlugin for NodeResourcesFit {
             // PreScore did not run: compute the requests in place, as upstream does.
             None => self.score_with(node, |i| pod_request(pod, &self.resources[i], true)),
         })
+    }
+
+    /// Reads the cycle state once per batch, not once per node.
+    fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
+        let Some(PreScoreState(reqs)) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
+            for (n, o) in nodes.iter().zip(out.iter_mut()) {
+                *o = self.score_with(n, |i| pod_request(pod, &self.resources[i], true));
+            }
+            return Status::success();
+        };
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = self.score_with(n, |i| reqs[i]);
+        }
+        Status::success()
     }
 }
 

@@ -707,7 +707,7 @@ impl ScorePlugin for PodTopologySpread {
         Ok(score.round() as i64)
     }
 
-    fn normalize_score(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else { return missing(PRE_SCORE_STATE_KEY) };
         let is_ignored = |name: &str| !s.ignored.is_empty() && s.ignored.contains(name);
         let (mut min, mut max) = (i64::MAX, 0i64);
@@ -1201,7 +1201,7 @@ mod tests {
         }
         assert!(st.is_success(), "{st}");
         let mut out: Vec<NodeScore> =
-            nodes.iter().map(|n| NodeScore { name: n.name.clone(), score: pl.score(&state, p, n).unwrap() }).collect();
+            nodes.iter().map(|n| NodeScore { name: &n.name, score: pl.score(&state, p, n).unwrap() }).collect();
         assert!(pl.normalize_score(&state, p, &mut out).is_success());
         Some(out.into_iter().map(|s| s.score).collect())
     }

@@ -134,20 +134,32 @@ impl PreScorePlugin for TaintToleration {
     }
 }
 
+/// The number of PreferNoSchedule taints on the node that the tolerations do not tolerate.
+fn intolerable_prefer_no_schedule(tolerations: &[Toleration], node: &NodeInfo) -> i64 {
+    node.taints().iter().filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE && !tolerations_tolerate_taint(tolerations, t)).count()
+        as i64
+}
+
 impl ScorePlugin for TaintToleration {
+    /// Reads the cycle state once per batch, not once per node.
+    fn score_nodes(&self, state: &CycleState, _pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
+        let Some(s) = state.read::<PreScoreState>(NAME) else {
+            return Status::error(format!("failed to read {NAME:?} from cycleState"));
+        };
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = intolerable_prefer_no_schedule(&s.tolerations, n);
+        }
+        Status::success()
+    }
+
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let Some(s) = state.read::<PreScoreState>(NAME) else {
             return Err(Status::error(format!("failed to read {NAME:?} from cycleState")));
         };
-        let n = node
-            .taints()
-            .iter()
-            .filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE && !tolerations_tolerate_taint(&s.tolerations, t))
-            .count();
-        Ok(n as i64)
+        Ok(intolerable_prefer_no_schedule(&s.tolerations, node))
     }
 
-    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         helper::normalize_to_max(true, scores)
     }
 
@@ -278,7 +290,7 @@ mod tests {
         assert!(TaintToleration.pre_score(&mut state, &p, &arcs, &Snapshot::default()).is_success());
         let mut scores: Vec<NodeScore> = nodes
             .iter()
-            .map(|n| NodeScore { name: n.name.clone(), score: TaintToleration.score(&state, &p, n).unwrap() })
+            .map(|n| NodeScore { name: &n.name, score: TaintToleration.score(&state, &p, n).unwrap() })
             .collect();
         assert!(TaintToleration.normalize_score(&state, &p, &mut scores).is_success());
         scores.into_iter().map(|s| s.score).collect()

@@ -65,6 +65,8 @@ pub struct SchedulingQueue {
     events: HashMap<String, HashMap<String, Vec<ClusterEvent>>>,
     nominated: HashMap<String, Vec<Arc<PodInfo>>>,
     nominated_by_uid: HashMap<String, String>,
+    /// UIDs of the pods in Unschedulable or Gated, so an event does not scan the whole queue.
+    waiting: HashSet<String>,
 }
 
 impl SchedulingQueue {
@@ -84,6 +86,7 @@ impl SchedulingQueue {
             events,
             nominated: HashMap::new(),
             nominated_by_uid: HashMap::new(),
+            waiting: HashSet::new(),
         }
     }
 
@@ -105,12 +108,12 @@ impl SchedulingQueue {
         match gate {
             Some(s) if !s.is_success() => {
                 info.gated_by = s.plugin().map(str::to_string);
-                self.entries.insert(uid, Entry { info, queue: QueueName::Gated, backoff_until: now });
+                self.put(uid, Entry { info, queue: QueueName::Gated, backoff_until: now });
             }
             _ => {
                 info.gated_by = None;
                 info.timestamp = now;
-                self.entries.insert(uid.clone(), Entry { info, queue: QueueName::Active, backoff_until: now });
+                self.put(uid.clone(), Entry { info, queue: QueueName::Active, backoff_until: now });
                 self.heap_push(uid);
             }
         }
@@ -120,7 +123,7 @@ impl SchedulingQueue {
     pub fn pop(&mut self) -> Option<QueuedPodInfo> {
         let uid = self.heap_pop()?;
         self.scheduling_cycle += 1;
-        let e = self.entries.remove(&uid).expect("active pod has an entry");
+        let e = self.take(&uid).expect("active pod has an entry");
         let mut info = e.info;
         info.attempts += 1;
         info.initial_attempt_timestamp.get_or_insert(info.timestamp);
@@ -145,7 +148,7 @@ impl SchedulingQueue {
         if backoff_only || self.move_request_cycle >= pod_cycle {
             self.push_backoff(info, until);
         } else {
-            self.entries.insert(uid, Entry { info, queue: QueueName::Unschedulable, backoff_until: until });
+            self.put(uid, Entry { info, queue: QueueName::Unschedulable, backoff_until: until });
         }
     }
 
@@ -165,7 +168,7 @@ impl SchedulingQueue {
         let uid = info.pod_info.uid.clone();
         self.seq += 1;
         self.backoff.insert((until, self.seq), uid.clone());
-        self.entries.insert(uid, Entry { info, queue: QueueName::Backoff, backoff_until: until });
+        self.put(uid, Entry { info, queue: QueueName::Backoff, backoff_until: until });
     }
 
     /// Moves pods whose backoff has expired to activeQ.
@@ -189,12 +192,16 @@ impl SchedulingQueue {
 
     /// Moves unschedulable pods older than `max_age` back (upstream's periodic flush, 5 minutes).
     pub fn flush_unschedulable_leftover(&mut self, now: u64, max_age: Duration) {
-        let old: Vec<String> = self
-            .entries
+        let mut old: Vec<String> = self
+            .waiting
             .iter()
-            .filter(|(_, e)| e.queue == QueueName::Unschedulable && now.saturating_sub(e.info.timestamp) >= max_age.as_nanos() as u64)
-            .map(|(u, _)| u.clone())
+            .filter(|u| {
+                let e = &self.entries[*u];
+                e.queue == QueueName::Unschedulable && now.saturating_sub(e.info.timestamp) >= max_age.as_nanos() as u64
+            })
+            .cloned()
             .collect();
+        old.sort();
         for uid in old {
             self.requeue(&uid, now);
         }
@@ -204,13 +211,17 @@ impl SchedulingQueue {
     /// registered the event, or rejected without a named plugin), and re-checks gated pods.
     pub fn on_event(&mut self, event: ClusterEvent, now: u64) {
         self.move_request_cycle = self.scheduling_cycle;
-        let candidates: Vec<String> = self
-            .entries
+        let mut candidates: Vec<&String> = self
+            .waiting
             .iter()
-            .filter(|(_, e)| matches!(e.queue, QueueName::Unschedulable | QueueName::Gated))
-            .filter(|(_, e)| e.queue == QueueName::Gated || self.event_may_help(&e.info, &event))
-            .map(|(u, _)| u.clone())
+            .filter(|u| {
+                let e = &self.entries[*u];
+                e.queue == QueueName::Gated || self.event_may_help(&e.info, &event)
+            })
             .collect();
+        // Requeue in arrival order so activeQ ties stay deterministic.
+        candidates.sort_by_key(|u| (self.entries[*u].info.timestamp, (*u).clone()));
+        let candidates: Vec<String> = candidates.into_iter().cloned().collect();
         for uid in candidates {
             self.requeue(&uid, now);
         }
@@ -225,16 +236,16 @@ impl SchedulingQueue {
     }
 
     fn requeue(&mut self, uid: &str, now: u64) {
-        let Some(e) = self.entries.remove(uid) else { return };
+        let Some(e) = self.take(uid) else { return };
         match e.queue {
             QueueName::Gated => self.enqueue_gated_or_active(e.info, now),
             QueueName::Unschedulable if e.backoff_until > now => self.push_backoff(e.info, e.backoff_until),
             QueueName::Unschedulable => {
-                self.entries.insert(uid.to_string(), Entry { queue: QueueName::Active, ..e });
+                self.put(uid.to_string(), Entry { queue: QueueName::Active, ..e });
                 self.heap_push(uid.to_string());
             }
             _ => {
-                self.entries.insert(uid.to_string(), e);
+                self.put(uid.to_string(), e);
             }
         }
     }
@@ -258,7 +269,7 @@ impl SchedulingQueue {
 
     /// Removes a pod (deleted, or bound by someone else).
     pub fn delete(&mut self, uid: &str) {
-        if let Some(e) = self.entries.remove(uid) {
+        if let Some(e) = self.take(uid) {
             match e.queue {
                 QueueName::Active => self.active.retain(|u| u != uid),
                 QueueName::Backoff => self.backoff.retain(|_, u| u != uid),
@@ -315,6 +326,20 @@ impl SchedulingQueue {
     /// The node a pod is nominated to.
     pub fn nominated_node(&self, uid: &str) -> Option<&str> {
         self.nominated_by_uid.get(uid).map(String::as_str)
+    }
+
+    fn put(&mut self, uid: String, e: Entry) {
+        if matches!(e.queue, QueueName::Unschedulable | QueueName::Gated) {
+            self.waiting.insert(uid.clone());
+        } else {
+            self.waiting.remove(&uid);
+        }
+        self.entries.insert(uid, e);
+    }
+
+    fn take(&mut self, uid: &str) -> Option<Entry> {
+        self.waiting.remove(uid);
+        self.entries.remove(uid)
     }
 
     // The heap is ordered by the profile's QueueSort, so it cannot use `BinaryHeap`'s `Ord`.

@@ -85,7 +85,9 @@ pub struct Report {
 
 #[derive(Default)]
 struct Collector {
-    order: Vec<String>,
+    /// Pod → sequence number of its latest outcome (the report sorts by it).
+    order: HashMap<String, u64>,
+    seq: u64,
     last: HashMap<String, Placement>,
     evictions: Vec<Eviction>,
     explain: Vec<Explained>,
@@ -110,8 +112,9 @@ impl Observer for SimObserver {
             let r = node.clone().map(|n| format!("scheduled on {n}")).unwrap_or_else(|| message.clone());
             c.explain.push(Explained { pod: key.clone(), attempt: attempts, result: r, trace: t });
         }
-        c.order.retain(|k| *k != key);
-        c.order.push(key.clone());
+        c.seq += 1;
+        let seq = c.seq;
+        c.order.insert(key.clone(), seq);
         c.last.insert(key.clone(), Placement { pod: key, node, message, profile: profile.to_string(), attempts });
     }
 
@@ -119,7 +122,7 @@ impl Observer for SimObserver {
         let mut c = self.0.lock().expect("collector lock");
         c.evictions.push(Eviction { pod: victim.key(), preemptor: preemptor.key(), node: node.to_string() });
         let key = victim.key();
-        c.order.retain(|k| *k != key);
+        c.order.remove(&key);
         c.last.remove(&key);
     }
 }
@@ -212,7 +215,7 @@ impl Simulation {
             self.scheduler.queue.lock().expect("queue lock").flush_backoff_completed(self.clock.now());
             if self.scheduler.schedule_one() {
                 self.clock.advance(ATTEMPT_TIME);
-                let writes = self.cluster.writes().iter().filter(|w| !matches!(w, crate::cluster::memory::Write::Event { .. })).count();
+                let writes = self.cluster.changes();
                 if writes != last_writes {
                     last_writes = writes;
                     idle_attempts = 0;
@@ -238,8 +241,10 @@ impl Simulation {
 
     fn report(&self) -> Report {
         let c = self.observer.0.lock().expect("collector lock");
+        let mut order: Vec<(&u64, &String)> = c.order.iter().map(|(k, s)| (s, k)).collect();
+        order.sort();
         Report {
-            placements: c.order.iter().filter_map(|k| c.last.get(k).cloned()).collect(),
+            placements: order.into_iter().filter_map(|(_, k)| c.last.get(k).cloned()).collect(),
             evictions: c.evictions.clone(),
             ignored: self.ignored.clone(),
             explain: c.explain.clone(),
