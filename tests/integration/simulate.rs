@@ -77,3 +77,21 @@ fn same_seed_same_result() {
     let (_, b, _) = run(&args);
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_pod_whose_claim_is_missing_or_unbound_gets_a_clear_reason() {
+    use crate::util::*;
+    let reg = registry_with(vec![]);
+    let cfg = config(&reg, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n");
+    let claim = |pod: &str, claim: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: default}}\nspec:\n  containers: [{{name: c}}]\n  volumes: [{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]\n---\n")
+    };
+    let cluster = nodes_yaml(2)
+        + "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: pending-claim, namespace: default}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n---\n"
+        + &claim("missing", "nope")
+        + &claim("unbound", "pending-claim");
+    let r = simulate(&reg, &cfg, &cluster, 0, &[]);
+    assert_eq!(node_of(&r, "default/missing"), None);
+    assert!(message_of(&r, "default/missing").starts_with("0/2 nodes are available: persistentvolumeclaim \"nope\" not found."), "{}", message_of(&r, "default/missing"));
+    assert!(message_of(&r, "default/unbound").starts_with("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."), "{}", message_of(&r, "default/unbound"));
+}
