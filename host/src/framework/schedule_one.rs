@@ -441,18 +441,12 @@ impl Scheduler {
         }
         let s = fwk.run_reserve(&mut state, &assumed, &host);
         if !s.is_success() {
-            fwk.run_unreserve(&mut state, &assumed, &host);
-            self.forget(&assumed);
-            let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
-            self.fail(&fwk, qpi, cycle, s, plugins, start, trace);
+            self.unwind(&fwk, &mut state, &assumed, &host, qpi, cycle, s, start, trace);
             return;
         }
         let s = fwk.run_permit(&mut state, &assumed, &host);
         if !s.is_success() && s.code() != Code::Wait {
-            fwk.run_unreserve(&mut state, &assumed, &host);
-            self.forget(&assumed);
-            let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
-            self.fail(&fwk, qpi, cycle, s, plugins, start, trace);
+            self.unwind(&fwk, &mut state, &assumed, &host, qpi, cycle, s, start, trace);
             return;
         }
         // The pod is no longer nominated anywhere: it has a node.
@@ -485,10 +479,7 @@ impl Scheduler {
             }
         }
         if !s.is_success() {
-            fwk.run_unreserve(&mut state, &assumed, &host);
-            self.forget(&assumed);
-            let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
-            self.fail(&fwk, qpi, cycle, s, plugins, start, trace);
+            self.unwind(&fwk, &mut state, &assumed, &host, qpi, cycle, s, start, trace);
             self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
             return;
         }
@@ -508,11 +499,19 @@ impl Scheduler {
         self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
     }
 
-    fn forget(&self, assumed: &PodInfo) {
+    /// Upstream's unwinding after assume: Unreserve in reverse order, forget the assumed pod, requeue it, and
+    /// only then tell the queue that room was freed — leaving the pod itself out, or its own failure would count
+    /// as a cluster change and send it straight back to backoff.
+    #[allow(clippy::too_many_arguments)]
+    fn unwind(&self, fwk: &Framework, state: &mut CycleState, assumed: &PodInfo, host: &str, qpi: QueuedPodInfo, cycle: u64, s: Status, start: Instant, trace: Option<CycleTrace>) {
+        fwk.run_unreserve(state, assumed, host);
         let _ = self.cache.lock().expect("cache lock").forget_pod(&assumed.uid);
+        let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
+        self.fail(fwk, qpi, cycle, s, plugins, start, trace);
         if self.options.self_events {
             let now = self.clock.now();
-            self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), now);
+            let event = ClusterEvent::new(EventResource::AssignedPod, action::DELETE);
+            self.queue.lock().expect("queue lock").on_event_except(event, now, &assumed.uid);
         }
     }
 

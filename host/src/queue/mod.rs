@@ -210,10 +210,16 @@ impl SchedulingQueue {
     /// A cluster event happened: moves the unschedulable pods it may help (those rejected by a plugin that
     /// registered the event, or rejected without a named plugin), and re-checks gated pods.
     pub fn on_event(&mut self, event: ClusterEvent, now: u64) {
+        self.on_event_except(event, now, "");
+    }
+
+    /// `on_event` leaving one pod where it is (the pod whose own failure caused the event).
+    pub fn on_event_except(&mut self, event: ClusterEvent, now: u64, except_uid: &str) {
         self.move_request_cycle = self.scheduling_cycle;
         let mut candidates: Vec<&String> = self
             .waiting
             .iter()
+            .filter(|u| u.as_str() != except_uid)
             .filter(|u| {
                 let e = &self.entries[*u];
                 e.queue == QueueName::Gated || self.event_may_help(&e.info, &event)

@@ -184,18 +184,63 @@ fn reserve_failure_unreserves_every_reserve_plugin_in_reverse_order_and_requeues
 fn permit_wait_is_released_by_allow_and_times_out_otherwise() {
     let l = log();
     let mut p = TestPlugin::new("Gate", &l);
-    p.permit = Some(Arc::new(|pod, _| {
-        if pod.name == "quick" { (Status::success(), Duration::ZERO) } else { (Status::code_only(Code::Wait), Duration::from_millis(50)) }
+    p.permit = Some(Arc::new(|pod, _| match pod.name.as_str() {
+        "quick" => (Status::success(), Duration::ZERO),
+        "allowed" => (Status::code_only(Code::Wait), Duration::from_secs(30)),
+        _ => (Status::code_only(Code::Wait), Duration::from_millis(50)),
     }));
     let mut r = TestPlugin::new("Res", &l);
     r.reserve = Some(Arc::new(|_, _| Status::success()));
     let reg = registry_with(vec![p, r]);
     let cfg = config(&reg, &profile("    permit:\n      enabled: [{name: Gate}]\n    reserve:\n      enabled: [{name: Res}]\n"));
-    let rep = simulate(&reg, &cfg, &(nodes_yaml(1) + &pod_yaml("quick", "") + &pod_yaml("slow", "")), 0, &[]);
+    let cluster = nodes_yaml(1) + &pod_yaml("quick", "") + &pod_yaml("allowed", "") + &pod_yaml("slow", "");
+    let file = kube_wasm_scheduler::sim::load::parse("c.yaml", &cluster).unwrap();
+    let sim = kube_wasm_scheduler::sim::Simulation::new(&cfg, &reg, &file, &Default::default()).unwrap();
+    // Another party (a coscheduling plugin, say) allows the waiting pod while the scheduler goes on.
+    let sched = sim.scheduler().clone();
+    let allower = std::thread::spawn(move || {
+        let fwk = sched.profiles.get("default-scheduler").unwrap().clone();
+        for _ in 0..5000 {
+            if let Some(wp) = fwk.get_waiting_pod("default/allowed") {
+                wp.allow("Gate");
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    });
+    let rep = sim.run();
+    assert!(allower.join().unwrap(), "the pod waited at Permit");
     assert_eq!(node_of(&rep, "default/quick").as_deref(), Some("n0"));
+    assert_eq!(node_of(&rep, "default/allowed").as_deref(), Some("n0"), "allowed within its 30s wait");
     assert_eq!(node_of(&rep, "default/slow"), None);
     assert!(message_of(&rep, "default/slow").contains("rejected due to timeout after waiting at permit"));
-    assert!(take(&l).contains(&"Res.unreserve".to_string()), "a timed-out permit unreserves");
+    // Each timeout unreserves once. The allowed pod's bind while `slow` waited earns `slow` one retry; its own
+    // failure must not: no retry loop.
+    let slow = rep.placements.iter().find(|p| p.pod == "default/slow").unwrap();
+    assert!(slow.attempts <= 2, "slow retried {} times", slow.attempts);
+    assert_eq!(take(&l).iter().filter(|c| *c == "Res.unreserve").count(), slow.attempts as usize);
+}
+
+#[test]
+fn a_pre_bind_failure_unwinds_and_the_pod_is_retried() {
+    let l = log();
+    let tries = Arc::new(AtomicUsize::new(0));
+    let t = tries.clone();
+    let mut pb = TestPlugin::new("Volumes", &l);
+    pb.pre_bind = Some(Arc::new(move |_, _| {
+        if t.fetch_add(1, Ordering::SeqCst) == 0 { Status::error("volume not attached yet") } else { Status::success() }
+    }));
+    let mut res = TestPlugin::new("Res", &l);
+    res.reserve = Some(Arc::new(|_, _| Status::success()));
+    let reg = registry_with(vec![pb, res]);
+    let cfg = config(&reg, &profile("    preBind:\n      enabled: [{name: Volumes}]\n    reserve:\n      enabled: [{name: Res}]\n"));
+    let r = simulate(&reg, &cfg, &(nodes_yaml(1) + &pod_yaml("p", "")), 0, &[]);
+    assert_eq!(node_of(&r, "default/p").as_deref(), Some("n0"));
+    assert_eq!(r.placements[0].attempts, 2);
+    let calls = take(&l);
+    assert_eq!(calls[..3], ["Res.reserve", "Volumes.preBind", "Res.unreserve"]);
+    assert_eq!(tries.load(Ordering::SeqCst), 2);
 }
 
 #[test]

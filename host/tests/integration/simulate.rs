@@ -1,4 +1,4 @@
-//! Golden runs of `simulate` on every file in examples/: the printed placements must match
+//! Golden runs of `simulate` on every example in examples/: the printed placements must match
 //! tests/data/golden/<example>.txt (regenerate with `UPDATE_GOLDEN=1 cargo test`).
 
 use std::path::Path;
