@@ -1,0 +1,122 @@
+//! PriorityLabel: a Filter and Score plugin that prefers nodes by an integer label.
+//!
+//! Configuration (`pluginConfig[].args.config`): `{"labelKey": "..."}`, default key `priority.example.com`.
+//!
+//! - Filter: a node without the label is `UnschedulableAndUnresolvable`, reason `node(s) didn't have label <key>`.
+//! - Score: the label's integer value; a non-integer value is an Error.
+//! - NormalizeScore: `score * 100 / max` (negative scores count as 0; all 0 when no score is positive).
+//!   Built with the cargo feature `invert`, the normalized score is `100 - that` (the hot-reload test's second
+//!   version of this plugin).
+
+use kws_plugin_sdk::{normalize, Config, Node, Plugin, Pod, Status, MAX_NODE_SCORE};
+
+/// The label read when the configuration names none.
+pub const DEFAULT_LABEL_KEY: &str = "priority.example.com";
+
+/// The plugin: which label to read, and the Filter reason (the same text for every node, so the host can count it).
+pub struct PriorityLabel {
+    /// The label key.
+    key: String,
+    /// `node(s) didn't have label <key>`.
+    missing_reason: String,
+}
+
+impl Plugin for PriorityLabel {
+    fn new(config: &Config) -> Result<Self, String> {
+        let key = config.str("labelKey")?.unwrap_or(DEFAULT_LABEL_KEY);
+        if key.is_empty() {
+            return Err("labelKey must not be empty".to_string());
+        }
+        Ok(Self { key: key.to_string(), missing_reason: format!("node(s) didn't have label {key}") })
+    }
+
+    fn filter(&self, _pod: &Pod, node: &Node) -> Status {
+        match node.label(&self.key) {
+            Some(_) => Status::success(),
+            None => Status::unresolvable(self.missing_reason.as_str()),
+        }
+    }
+
+    fn score(&self, _pod: &Pod, node: &Node) -> Result<i64, Status> {
+        let Some(value) = node.label(&self.key) else {
+            // Filter keeps such nodes out; score them lowest if Filter is disabled.
+            return Ok(0);
+        };
+        value.trim().parse::<i64>().map_err(|_| {
+            Status::error(format!("node {}: label {} has non-integer value {value:?}", node.name, self.key))
+        })
+    }
+
+    fn normalize_score(&self, _pod: &Pod, scores: &mut [i64]) -> Result<(), Status> {
+        normalize::scale_to_max(scores, MAX_NODE_SCORE);
+        if cfg!(feature = "invert") {
+            normalize::reverse(scores, MAX_NODE_SCORE);
+        }
+        Ok(())
+    }
+}
+
+kws_plugin_sdk::export_filter_score!(PriorityLabel);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kws_plugin_sdk::testing;
+    use kws_plugin_sdk::Code;
+
+    fn nodes() -> Vec<u32> {
+        testing::load_nodes(vec![
+            Node::new("a").with_label(DEFAULT_LABEL_KEY, "10"),
+            Node::new("b"),
+            Node::new("c").with_label(DEFAULT_LABEL_KEY, "5"),
+            Node::new("d").with_label(DEFAULT_LABEL_KEY, "high"),
+        ])
+    }
+
+    #[test]
+    fn filter_rejects_unlabelled_nodes_with_one_reason() {
+        let slots = nodes();
+        let st = testing::filter::<PriorityLabel>(Pod::new("default", "p"), slots);
+        let codes: Vec<Code> = st.iter().map(|s| s.code).collect();
+        assert_eq!(codes, [Code::Success, Code::UnschedulableAndUnresolvable, Code::Success, Code::Success]);
+        assert_eq!(st[1].reasons, ["node(s) didn't have label priority.example.com"]);
+    }
+
+    #[test]
+    fn label_key_from_config() {
+        testing::set_config(r#"{"labelKey": "rank"}"#);
+        let slots = testing::load_nodes(vec![Node::new("a").with_label("rank", "3"), Node::new("b")]);
+        let st = testing::filter::<PriorityLabel>(Pod::new("default", "p"), slots.clone());
+        assert_eq!(st[1].reasons, ["node(s) didn't have label rank"]);
+        assert_eq!(testing::score::<PriorityLabel>(Pod::new("default", "p"), vec![0]), Ok(vec![3]));
+    }
+
+    #[test]
+    fn bad_config_fails_every_call() {
+        testing::set_config(r#"{"labelKey": 7}"#);
+        let slots = nodes();
+        let st = testing::filter::<PriorityLabel>(Pod::new("default", "p"), slots);
+        assert!(st.iter().all(|s| s.code == Code::Error && s.message().contains("labelKey")));
+        assert_eq!(testing::take_logs().len(), 1);
+    }
+
+    #[test]
+    fn score_is_the_label_value_and_rejects_non_integers() {
+        nodes();
+        let pod = || Pod::new("default", "p");
+        assert_eq!(testing::score::<PriorityLabel>(pod(), vec![0, 2]), Ok(vec![10, 5]));
+        let err = testing::score::<PriorityLabel>(pod(), vec![0, 3]).unwrap_err();
+        assert_eq!(err.code, Code::Error);
+        assert_eq!(err.message(), "node d: label priority.example.com has non-integer value \"high\"");
+    }
+
+    #[test]
+    fn normalize_scales_by_maximum() {
+        let got = testing::normalize_score::<PriorityLabel>(Pod::new("default", "p"), vec![(0, 10), (2, 5), (4, -3)]);
+        let want = if cfg!(feature = "invert") { vec![0, 50, 100] } else { vec![100, 50, 0] };
+        assert_eq!(got, Ok(want));
+        let zeros = testing::normalize_score::<PriorityLabel>(Pod::new("default", "p"), vec![(0, 0), (1, -1)]);
+        let want = if cfg!(feature = "invert") { vec![100, 100] } else { vec![0, 0] };
+        assert_eq!(zeros, Ok(want));
+    }
+}

@@ -1,0 +1,120 @@
+//! What the batched exports do with one call: look every node slot up in the node table and call the plugin's
+//! per-node method, in order. Public so a plugin's unit tests can drive the same path natively.
+
+use crate::table::NodeTable;
+use crate::types::{NodeSlot, Pod, Status};
+use crate::Plugin;
+
+/// The status for a slot the table does not hold (the host sent a slot before its `nodes.apply`).
+pub fn missing_slot(slot: NodeSlot) -> Status {
+    Status::error(format!("node slot {slot} is not in the plugin's node table"))
+}
+
+/// Filter over `slots`: one status per slot, in order; a missing slot gets an Error status naming it.
+pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, pod: &Pod, slots: &[NodeSlot]) -> Vec<Status> {
+    slots
+        .iter()
+        .map(|&slot| match table.get(slot) {
+            Some(node) => plugin.filter(pod, node),
+            None => missing_slot(slot),
+        })
+        .collect()
+}
+
+/// Score over `slots`: one raw score per slot, in order. The first failure (a plugin error or a missing slot)
+/// fails the whole call, as in kube-scheduler.
+pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, pod: &Pod, slots: &[NodeSlot]) -> Result<Vec<i64>, Status> {
+    let mut out = Vec::with_capacity(slots.len());
+    for &slot in slots {
+        let node = table.get(slot).ok_or_else(|| missing_slot(slot))?;
+        out.push(plugin.score(pod, node)?);
+    }
+    Ok(out)
+}
+
+/// NormalizeScore: hands the plugin the scores (in the host's order) to rewrite in place, and returns them.
+pub fn normalize_score<P: Plugin>(plugin: &P, pod: &Pod, scores: &[(NodeSlot, i64)]) -> Result<Vec<i64>, Status> {
+    let mut out: Vec<i64> = scores.iter().map(|&(_, s)| s).collect();
+    plugin.normalize_score(pod, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::types::{Code, Node};
+    use std::cell::RefCell;
+
+    /// Records the nodes it was called with; score = the node's "s" label, filter rejects nodes labelled "bad".
+    struct Recorder {
+        calls: RefCell<Vec<String>>,
+    }
+
+    impl Plugin for Recorder {
+        fn new(_: &Config) -> Result<Self, String> {
+            Ok(Self { calls: RefCell::new(Vec::new()) })
+        }
+        fn filter(&self, _: &Pod, node: &Node) -> Status {
+            self.calls.borrow_mut().push(node.name.clone());
+            if node.label("bad").is_some() { Status::unschedulable("bad node") } else { Status::success() }
+        }
+        fn score(&self, _: &Pod, node: &Node) -> Result<i64, Status> {
+            self.calls.borrow_mut().push(node.name.clone());
+            node.label("s").and_then(|v| v.parse().ok()).ok_or_else(|| Status::error(format!("{}: no score", node.name)))
+        }
+        fn normalize_score(&self, _: &Pod, scores: &mut [i64]) -> Result<(), Status> {
+            crate::normalize::scale_to_max(scores, 100);
+            Ok(())
+        }
+    }
+
+    fn setup() -> (Recorder, NodeTable, Pod) {
+        let mut t = NodeTable::new();
+        t.upsert(0, Node::new("n0").with_label("s", "1"));
+        t.upsert(1, Node::new("n1").with_label("s", "4").with_label("bad", ""));
+        t.upsert(3, Node::new("n3").with_label("s", "2"));
+        t.upsert(4, Node::new("n4"));
+        (Recorder::new(&Config::parse("{}").unwrap()).unwrap(), t, Pod::new("ns", "p"))
+    }
+
+    #[test]
+    fn filter_calls_each_node_in_slot_order() {
+        let (p, t, pod) = setup();
+        let st = filter(&p, &t, &pod, &[3, 1, 0]);
+        assert_eq!(*p.calls.borrow(), ["n3", "n1", "n0"]);
+        assert_eq!(st.iter().map(|s| s.code).collect::<Vec<_>>(), [Code::Success, Code::Unschedulable, Code::Success]);
+        assert_eq!(st[1].reasons, ["bad node"]);
+        assert!(filter(&p, &t, &pod, &[]).is_empty());
+    }
+
+    #[test]
+    fn filter_missing_slot_is_an_error_naming_it() {
+        let (p, t, pod) = setup();
+        let st = filter(&p, &t, &pod, &[0, 2, 3]);
+        assert_eq!(*p.calls.borrow(), ["n0", "n3"]);
+        assert_eq!(st[1].code, Code::Error);
+        assert_eq!(st[1].reasons, ["node slot 2 is not in the plugin's node table"]);
+        assert!(st[0].is_success() && st[2].is_success());
+    }
+
+    #[test]
+    fn score_in_order_and_first_error_wins() {
+        let (p, t, pod) = setup();
+        assert_eq!(score(&p, &t, &pod, &[3, 0, 1]), Ok(vec![2, 1, 4]));
+        assert_eq!(*p.calls.borrow(), ["n3", "n0", "n1"]);
+
+        let err = score(&p, &t, &pod, &[0, 9, 4]).unwrap_err();
+        assert_eq!((err.code, err.message()), (Code::Error, "node slot 9 is not in the plugin's node table".into()));
+
+        let err = score(&p, &t, &pod, &[4, 0]).unwrap_err();
+        assert_eq!(err.message(), "n4: no score");
+    }
+
+    #[test]
+    fn normalize_keeps_host_order() {
+        let (p, _, pod) = setup();
+        assert_eq!(normalize_score(&p, &pod, &[(3, 2), (0, 1), (1, 4)]), Ok(vec![50, 25, 100]));
+        assert_eq!(normalize_score(&p, &pod, &[]), Ok(vec![]));
+    }
+}

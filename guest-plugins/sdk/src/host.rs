@@ -1,0 +1,151 @@
+//! What the scheduler offers a plugin: logging, configuration, randomness, time and per-cycle state.
+//!
+//! Inside a component these call the host's `kws:plugin/host` imports. Compiled natively (for a plugin's unit
+//! tests) they are simulated in-process, per thread; see [`crate::testing`].
+
+pub use crate::bindings::kws::plugin::host::Level;
+
+/// Writes `message` to the scheduler's log at `level`, tagged with the plugin's name. See also the
+/// [`info!`](crate::info)-style macros.
+pub fn log(level: Level, message: &str) {
+    imp::log(level, message)
+}
+
+/// The plugin's configuration as JSON text (`{}` when none is given). The SDK already parses it once and hands
+/// it to [`Plugin::new`](crate::Plugin::new).
+pub fn config() -> String {
+    imp::config()
+}
+
+/// 64 random bits from the scheduler's generator (seeded in the simulator, so runs repeat).
+pub fn random_u64() -> u64 {
+    imp::random()
+}
+
+/// A random number in `0..n` (0 when `n` is 0), from [`random_u64`].
+pub fn random_below(n: u64) -> u64 {
+    // Lemire's multiply-shift: the bias is below n / 2^64.
+    ((u128::from(random_u64()) * u128::from(n)) >> 64) as u64
+}
+
+/// Wall-clock time, nanoseconds since the Unix epoch.
+pub fn now_ns() -> u64 {
+    imp::now_ns()
+}
+
+/// Stores `value` under `key` for the rest of this pod's scheduling cycle (keys are private to the plugin).
+pub fn cycle_state_write(key: &str, value: &[u8]) {
+    imp::cycle_state_write(key, value)
+}
+
+/// Reads what was stored under `key` earlier in this pod's scheduling cycle.
+pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
+    imp::cycle_state_read(key)
+}
+
+#[cfg(target_arch = "wasm32")]
+mod imp {
+    use super::Level;
+    use crate::bindings::kws::plugin::host as h;
+
+    pub fn log(level: Level, message: &str) {
+        h::log(level, message)
+    }
+    pub fn config() -> String {
+        h::config()
+    }
+    pub fn random() -> u64 {
+        h::random()
+    }
+    pub fn now_ns() -> u64 {
+        h::now_ns()
+    }
+    pub fn cycle_state_write(key: &str, value: &[u8]) {
+        h::cycle_state_write(key, value)
+    }
+    pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
+        h::cycle_state_read(key)
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod imp {
+    //! In-process stand-ins for the host imports, one set per thread (each Rust test runs on its own thread).
+
+    use super::Level;
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    /// The simulated host's state.
+    pub(crate) struct FakeHost {
+        /// What `config()` returns.
+        pub config: String,
+        /// Everything logged, in order.
+        pub logs: Vec<(Level, String)>,
+        /// xorshift64* state.
+        pub rng: u64,
+        /// Cycle state.
+        pub cycle: HashMap<String, Vec<u8>>,
+    }
+
+    impl Default for FakeHost {
+        fn default() -> Self {
+            Self { config: "{}".to_string(), logs: Vec::new(), rng: 0x9E37_79B9_7F4A_7C15, cycle: HashMap::new() }
+        }
+    }
+
+    thread_local! {
+        pub(crate) static HOST: RefCell<FakeHost> = RefCell::new(FakeHost::default());
+    }
+
+    pub fn log(level: Level, message: &str) {
+        HOST.with(|h| h.borrow_mut().logs.push((level, message.to_string())))
+    }
+    pub fn config() -> String {
+        HOST.with(|h| h.borrow().config.clone())
+    }
+    pub fn random() -> u64 {
+        HOST.with(|h| {
+            let mut h = h.borrow_mut();
+            let mut x = h.rng;
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            h.rng = x;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        })
+    }
+    pub fn now_ns() -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    }
+    pub fn cycle_state_write(key: &str, value: &[u8]) {
+        HOST.with(|h| h.borrow_mut().cycle.insert(key.to_string(), value.to_vec()));
+    }
+    pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
+        HOST.with(|h| h.borrow().cycle.get(key).cloned())
+    }
+}
+
+/// Logs a `format!`-style message at debug level: `kws_plugin_sdk::debug!("x = {x}")`.
+#[macro_export]
+macro_rules! debug {
+    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Debug, &::std::format!($($arg)+)) };
+}
+
+/// Logs a `format!`-style message at info level: `kws_plugin_sdk::info!("x = {x}")`.
+#[macro_export]
+macro_rules! info {
+    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Info, &::std::format!($($arg)+)) };
+}
+
+/// Logs a `format!`-style message at warn level: `kws_plugin_sdk::warn!("x = {x}")`.
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Warn, &::std::format!($($arg)+)) };
+}
+
+/// Logs a `format!`-style message at error level: `kws_plugin_sdk::error!("x = {x}")`.
+#[macro_export]
+macro_rules! error {
+    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Error, &::std::format!($($arg)+)) };
+}

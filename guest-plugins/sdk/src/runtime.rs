@@ -1,0 +1,128 @@
+//! The per-instance state behind the exports (the plugin object and the node table) and the generated Guest
+//! traits implemented in terms of [`Plugin`].
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+use crate::bindings::exports::kws::plugin as exports;
+use crate::config::Config;
+use crate::host::{self, Level};
+use crate::table::NodeTable;
+use crate::types::{NodeChange, NodeSlot, Pod, QueuedPod, Status};
+use crate::{batch, Plugin};
+
+thread_local! {
+    /// The node table (a component instance is single-threaded; "thread-local" is just "global" there).
+    static TABLE: RefCell<NodeTable> = const { RefCell::new(NodeTable::new()) };
+    /// The plugin, built on first use from the host's configuration, or why it could not be built.
+    static PLUGIN: RefCell<Option<Result<Rc<dyn Any>, String>>> = const { RefCell::new(None) };
+}
+
+/// The type the export macros export: it implements the generated Guest traits by calling `P`'s methods.
+#[doc(hidden)]
+pub struct Component<P>(PhantomData<P>);
+
+/// Builds the plugin from the host's configuration.
+fn build<P: Plugin>() -> Result<Rc<dyn Any>, String> {
+    let raw = host::config();
+    let config = Config::parse(&raw).map_err(|e| format!("plugin configuration {raw:?}: {e}"))?;
+    let plugin = P::new(&config).map_err(|e| format!("plugin configuration {raw:?}: {e}"))?;
+    Ok(Rc::new(plugin))
+}
+
+/// Runs `f` with the plugin instance, building it first if needed. `Err` carries why it could not be built.
+pub(crate) fn with_plugin<P: Plugin, R>(f: impl FnOnce(&P) -> R) -> Result<R, String> {
+    let existing = PLUGIN.with(|p| p.borrow().clone());
+    let state = match existing {
+        Some(s) => s,
+        None => {
+            let built = build::<P>();
+            if let Err(e) = &built {
+                host::log(Level::Error, e);
+            }
+            PLUGIN.with(|p| *p.borrow_mut() = Some(built.clone()));
+            built
+        }
+    };
+    let plugin = state?;
+    let plugin = plugin.downcast_ref::<P>().ok_or("plugin instance has an unexpected type")?;
+    Ok(f(plugin))
+}
+
+/// Runs `f` with the node table.
+fn with_table<R>(f: impl FnOnce(&NodeTable) -> R) -> Result<R, String> {
+    TABLE.with(|t| t.try_borrow().map(|t| f(&t)).map_err(|_| "node table is busy".to_string()))
+}
+
+/// Forgets the plugin instance (tests).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn reset_plugin() {
+    PLUGIN.with(|p| *p.borrow_mut() = None);
+}
+
+/// Forgets the plugin instance and the node table (tests).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn reset() {
+    reset_plugin();
+    TABLE.with(|t| t.borrow_mut().clear());
+}
+
+/// Applies node changes to the table (also used by [`crate::testing`]).
+pub(crate) fn apply(changes: Vec<NodeChange>) {
+    TABLE.with(|t| match t.try_borrow_mut() {
+        Ok(mut t) => {
+            for change in changes {
+                let slot = match &change {
+                    NodeChange::Upsert((s, _)) | NodeChange::Remove(s) => *s,
+                };
+                if !t.apply(change) {
+                    host::log(Level::Error, &format!("node slot {slot} is out of range; change ignored"));
+                }
+            }
+        }
+        Err(_) => host::log(Level::Error, "node table is busy; changes ignored"),
+    })
+}
+
+impl<P: Plugin> exports::nodes::Guest for Component<P> {
+    fn apply(changes: Vec<NodeChange>) {
+        apply(changes)
+    }
+}
+
+impl<P: Plugin> exports::filter::Guest for Component<P> {
+    fn filter(pod: Pod, nodes: Vec<NodeSlot>) -> Vec<Status> {
+        match with_plugin::<P, _>(|p| with_table(|t| batch::filter(p, t, &pod, &nodes))).and_then(|r| r) {
+            Ok(statuses) => statuses,
+            Err(e) => nodes.iter().map(|_| Status::error(e.clone())).collect(),
+        }
+    }
+}
+
+impl<P: Plugin> exports::score::Guest for Component<P> {
+    fn score(pod: Pod, nodes: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
+        with_plugin::<P, _>(|p| with_table(|t| batch::score(p, t, &pod, &nodes)))
+            .and_then(|r| r)
+            .unwrap_or_else(|e| Err(Status::error(e)))
+    }
+
+    fn normalize_score(pod: Pod, scores: Vec<(NodeSlot, i64)>) -> Result<Vec<i64>, Status> {
+        with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, &scores)).unwrap_or_else(|e| Err(Status::error(e)))
+    }
+}
+
+impl<P: Plugin> exports::queue_sort::Guest for Component<P> {
+    fn less(a: QueuedPod, b: QueuedPod) -> bool {
+        // Without a plugin (bad configuration, already logged) the queue still needs an order: PrioritySort's.
+        with_plugin::<P, _>(|p| p.less(&a, &b)).unwrap_or_else(|_| crate::types::priority_sort_less(&a, &b))
+    }
+}
+
+impl<P: Plugin> exports::post_bind::Guest for Component<P> {
+    fn post_bind(pod: Pod, node: String) {
+        // A configuration error was logged when building the plugin; PostBind has no way to report it.
+        let _ = with_plugin::<P, _>(|p| p.post_bind(&pod, &node));
+    }
+}

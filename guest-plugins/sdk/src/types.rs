@@ -1,0 +1,170 @@
+//! Pods, nodes, queued pods and statuses: the contract's types, with helpers.
+//!
+//! The structs are generated from `wit/types.wit` (their fields are public and documented there); this module adds
+//! constructors and lookups so plugin code reads like kube-scheduler plugin code.
+
+pub use crate::bindings::kws::plugin::types::{
+    Code, Labels, Node, NodeChange, NodeSelectorTerm, NodeSlot, Pod, PreferredTerm, QosClass, QueuedPod, Resources,
+    SelectorRequirement, Status, Taint, Toleration,
+};
+
+/// Looks `key` up in a label, annotation or node-selector list.
+pub fn lookup<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// Inserts or replaces `key` in a pair list, keeping it sorted by key (as the host sends them).
+fn set_pair(pairs: &mut Labels, key: &str, value: &str) {
+    match pairs.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+        Ok(i) => pairs[i].1 = value.to_string(),
+        Err(i) => pairs.insert(i, (key.to_string(), value.to_string())),
+    }
+}
+
+impl Status {
+    /// The pod may go on.
+    pub fn success() -> Self {
+        Self { code: Code::Success, reasons: Vec::new() }
+    }
+
+    /// The pod does not fit here; preemption may help.
+    pub fn unschedulable(reason: impl Into<String>) -> Self {
+        Self::new(Code::Unschedulable, reason)
+    }
+
+    /// The pod does not fit here and preemption cannot help (`UnschedulableAndUnresolvable`).
+    pub fn unresolvable(reason: impl Into<String>) -> Self {
+        Self::new(Code::UnschedulableAndUnresolvable, reason)
+    }
+
+    /// The plugin failed; the attempt fails and the pod is retried with backoff.
+    pub fn error(reason: impl Into<String>) -> Self {
+        Self::new(Code::Error, reason)
+    }
+
+    /// Nothing to do for this pod (PreFilter, PreScore, Bind).
+    pub fn skip() -> Self {
+        Self { code: Code::Skip, reasons: Vec::new() }
+    }
+
+    /// A status with `code` and one reason.
+    pub fn new(code: Code, reason: impl Into<String>) -> Self {
+        Self { code, reasons: vec![reason.into()] }
+    }
+
+    /// True for `Success`.
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+
+    /// The reasons joined with `, ` (kube-scheduler's `Status.Message()`).
+    pub fn message(&self) -> String {
+        self.reasons.join(", ")
+    }
+}
+
+impl Resources {
+    /// All amounts zero.
+    pub fn zero() -> Self {
+        Self { milli_cpu: 0, memory: 0, ephemeral_storage: 0, pods: 0, scalar: Vec::new() }
+    }
+
+    /// An extended resource or hugepages amount by name (0 when absent).
+    pub fn scalar(&self, name: &str) -> i64 {
+        self.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+    }
+}
+
+impl QosClass {
+    /// Rank for ordering: Guaranteed 0, Burstable 1, BestEffort 2 (lower is "better").
+    pub fn rank(self) -> u8 {
+        match self {
+            QosClass::Guaranteed => 0,
+            QosClass::Burstable => 1,
+            QosClass::BestEffort => 2,
+        }
+    }
+}
+
+impl Pod {
+    /// An empty pod (BestEffort, priority 0, nothing requested) with this namespace and name; for tests.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self {
+            uid: format!("{namespace}/{name}"),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            labels: Vec::new(),
+            annotations: Vec::new(),
+            priority: 0,
+            qos_class: QosClass::BestEffort,
+            requests: Resources::zero(),
+            limits: Resources::zero(),
+            tolerations: Vec::new(),
+            node_selector: Vec::new(),
+            required_node_affinity: Vec::new(),
+            preferred_node_affinity: Vec::new(),
+            scheduler_name: String::new(),
+            node_name: None,
+        }
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        lookup(&self.labels, key)
+    }
+
+    /// The value of annotation `key`.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        lookup(&self.annotations, key)
+    }
+
+    /// This pod with label `key` set to `value`; for tests.
+    pub fn with_label(mut self, key: &str, value: &str) -> Self {
+        set_pair(&mut self.labels, key, value);
+        self
+    }
+}
+
+impl Node {
+    /// An empty node (no labels, taints or resources) with this name; for tests.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            labels: Vec::new(),
+            taints: Vec::new(),
+            allocatable: Resources::zero(),
+            requested: Resources::zero(),
+            unschedulable: false,
+            pod_count: 0,
+        }
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        lookup(&self.labels, key)
+    }
+
+    /// This node with label `key` set to `value`; for tests.
+    pub fn with_label(mut self, key: &str, value: &str) -> Self {
+        set_pair(&mut self.labels, key, value);
+        self
+    }
+}
+
+impl QueuedPod {
+    /// A queued pod; for tests.
+    pub fn new(pod: Pod, timestamp_ns: u64) -> Self {
+        Self { pod, timestamp_ns, attempts: 0 }
+    }
+}
+
+/// kube-scheduler's PrioritySort: higher priority first, then earlier queue time.
+pub fn priority_sort_less(a: &QueuedPod, b: &QueuedPod) -> bool {
+    let (pa, pb) = (a.pod.priority, b.pod.priority);
+    pa > pb || (pa == pb && a.timestamp_ns < b.timestamp_ns)
+}
