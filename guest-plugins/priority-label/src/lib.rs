@@ -43,7 +43,7 @@ impl Plugin for PriorityLabel {
             return Ok(0);
         };
         value.trim().parse::<i64>().map_err(|_| {
-            Status::error(format!("node {}: label {} has non-integer value {value:?}", node.name, self.key))
+            Status::error(format!("node {}: label {} has non-integer value \"{value}\"", node.name, self.key))
         })
     }
 

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds the guest plugins into Wasm components: guest-plugins/build/<name>.wasm
+#
+# Usage: scripts/build-guests.sh [name...]     (default: every guest)
+#
+#   Rust guests (crates using guest-plugins/sdk): priority-label, priority-label-inverted (priority-label with the
+#     cargo feature `invert`, for the hot-reload test), qos-sort, random-score. Built for wasm32-unknown-unknown with
+#     the `guest` profile, then turned into components with `wasm-tools component new`.
+#   Other guests: every guest-plugins/<name>/build.sh, called as `build.sh OUTPUT.wasm`.
+#
+# Each build step checks its own exit status (`set -e` does not apply inside a function called from `||`), so a
+# failed guest is reported and the others still build.
+# Incremental: a guest whose output is newer than all its inputs (its sources, the WIT contract, and for Rust the
+# SDK and the workspace manifests) is skipped. The toolchains come from scripts/setup-wasm.sh (idempotent), run
+# only for guests that need building. Rust build products are cached outside the clone, in
+# $KWS_CACHE/guest-target (default ~/.cache/kube-wasm-scheduler), so clones on one machine share them.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CACHE="${KWS_CACHE:-$HOME/.cache/kube-wasm-scheduler}"
+OUT="$ROOT/guest-plugins/build"
+export PATH="$CACHE/tools/bin:$HOME/.cargo/bin:$PATH"
+
+# Rust guests: name -> "crate [cargo features]".
+declare -A RUST_GUESTS=(
+  [priority-label]="priority-label"
+  [priority-label-inverted]="priority-label invert"
+  [qos-sort]="qos-sort"
+  [random-score]="random-score"
+)
+RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score)
+
+log() { echo "build-guests: $*" >&2; }
+
+all_guests() {
+  printf '%s\n' "${RUST_ORDER[@]}"
+  for f in "$ROOT"/guest-plugins/*/build.sh; do
+    [ -f "$f" ] || continue
+    local name; name="$(basename "$(dirname "$f")")"
+    [ -n "${RUST_GUESTS[$name]:-}" ] || echo "$name"
+  done
+}
+
+# True when $1 exists and is newer than every file under the other arguments (generated folders ignored).
+up_to_date() {
+  local out="$1"; shift
+  [ -f "$out" ] || return 1
+  local newer
+  newer="$(find "$@" \( -name target -o -name build -o -name node_modules -o -name __pycache__ -o -name .venv \
+    -o -name '*.wasm' \) -prune -o -type f -newer "$out" -print -quit 2>/dev/null)"
+  [ -z "$newer" ]
+}
+
+setup_done=""
+setup() { # toolchain
+  case " $setup_done " in *" $1 "*) return 0 ;; esac
+  "$ROOT/scripts/setup-wasm.sh" "$1" || return 1
+  setup_done="$setup_done $1"
+}
+
+size_of() { stat -c %s "$1"; }
+
+build_rust() { # name crate [features]
+  local name="$1" crate="$2" features="${3:-}" out="$OUT/$1.wasm"
+  if up_to_date "$out" "$ROOT/guest-plugins/$crate" "$ROOT/guest-plugins/sdk" "$ROOT/wit" "$ROOT/Cargo.toml" \
+    "$ROOT/Cargo.lock" "$ROOT/scripts/build-guests.sh"; then
+    echo "$name: up to date ($out, $(size_of "$out") bytes)"
+    return 0
+  fi
+  setup rust || return 1
+  local args=(build --quiet --profile guest --target wasm32-unknown-unknown -p "$crate")
+  [ -n "$features" ] && args+=(--features "$features")
+  local target_dir
+  if command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    target_dir="$CACHE/guest-target-rustup"
+    (cd "$ROOT" && CARGO_TARGET_DIR="$target_dir" cargo "${args[@]}") || return 1
+  else
+    # Debian's rustc-web knows wasm32 but ships no prebuilt standard library for it: build it from rust-web-src.
+    target_dir="$CACHE/guest-target"
+    (cd "$ROOT" && CARGO_TARGET_DIR="$target_dir" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
+      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld \
+      /usr/bin/cargo "${args[@]}" -Zbuild-std=std,panic_abort) || return 1
+  fi
+  local core="$target_dir/wasm32-unknown-unknown/guest/${crate//-/_}.wasm"
+  mkdir -p "$OUT" || return 1
+  wasm-tools component new "$core" -o "$out.tmp" || return 1
+  wasm-tools validate --features component-model "$out.tmp" || return 1
+  mv -f "$out.tmp" "$out" || return 1
+  echo "$name: built $out ($(size_of "$out") bytes)"
+}
+
+build_script() { # name
+  local name="$1" dir="$ROOT/guest-plugins/$1" out="$OUT/$1.wasm"
+  if up_to_date "$out" "$dir" "$ROOT/wit"; then
+    echo "$name: up to date ($out, $(size_of "$out") bytes)"
+    return 0
+  fi
+  case "$name" in
+    *-c) setup c || return 1 ;;
+    *-py) setup python || return 1 ;;
+    *-js) setup js || return 1 ;;
+  esac
+  mkdir -p "$OUT"
+  bash "$dir/build.sh" "$out.tmp" || return 1
+  mv -f "$out.tmp" "$out" || return 1
+  echo "$name: built $out ($(size_of "$out") bytes)"
+}
+
+names=("$@")
+[ ${#names[@]} -eq 0 ] && mapfile -t names < <(all_guests)
+
+failed=()
+for name in "${names[@]}"; do
+  if [ -n "${RUST_GUESTS[$name]:-}" ]; then
+    read -r crate features <<<"${RUST_GUESTS[$name]}"
+    build_rust "$name" "$crate" "${features:-}" || failed+=("$name")
+  elif [ -f "$ROOT/guest-plugins/$name/build.sh" ]; then
+    build_script "$name" || failed+=("$name")
+  else
+    log "unknown guest $name (Rust: ${RUST_ORDER[*]}; others need guest-plugins/$name/build.sh)"
+    failed+=("$name")
+  fi
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  log "failed: ${failed[*]}"
+  exit 1
+fi
