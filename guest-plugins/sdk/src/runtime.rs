@@ -126,3 +126,65 @@ impl<P: Plugin> exports::post_bind::Guest for Component<P> {
         let _ = with_plugin::<P, _>(|p| p.post_bind(&pod, &node));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::testing;
+    use crate::types::{Code, Node, NodeChange, Pod, Status};
+    use crate::{host::Level, Plugin};
+    use std::cell::Cell;
+
+    thread_local! {
+        static BUILT: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Counts how often it is built; `{"fail": true}` makes `new` fail.
+    struct Counted;
+
+    impl Plugin for Counted {
+        fn new(config: &Config) -> Result<Self, String> {
+            BUILT.with(|b| b.set(b.get() + 1));
+            if config.bool("fail")? == Some(true) { Err("asked to fail".into()) } else { Ok(Counted) }
+        }
+        fn filter(&self, _: &Pod, node: &Node) -> Status {
+            Status::unschedulable(format!("no {}", node.name))
+        }
+    }
+
+    #[test]
+    fn plugin_is_built_once_and_table_follows_apply() {
+        testing::apply(vec![NodeChange::Upsert((0, Node::new("a"))), NodeChange::Upsert((1, Node::new("b")))]);
+        let st = testing::filter::<Counted>(Pod::new("ns", "p"), vec![1, 0]);
+        assert_eq!(st.iter().map(Status::message).collect::<Vec<_>>(), ["no b", "no a"]);
+        testing::apply(vec![NodeChange::Remove(1), NodeChange::Upsert((u32::MAX, Node::new("x")))]);
+        let st = testing::filter::<Counted>(Pod::new("ns", "p"), vec![1]);
+        assert_eq!(st[0].code, Code::Error);
+        assert_eq!(st[0].message(), "node slot 1 is not in the plugin's node table");
+        assert_eq!(BUILT.with(Cell::get), 1);
+        assert_eq!(testing::take_logs(), vec![(
+            Level::Error,
+            "node slot 4294967295 is out of range; change ignored".to_string()
+        )]);
+    }
+
+    #[test]
+    fn failed_configuration_is_logged_once_and_reported_by_every_call() {
+        testing::set_config(r#"{"fail": true}"#);
+        testing::load_nodes(vec![Node::new("a")]);
+        for _ in 0..3 {
+            let st = testing::filter::<Counted>(Pod::new("ns", "p"), vec![0]);
+            assert_eq!(st[0].code, Code::Error);
+            assert!(st[0].message().ends_with("asked to fail"), "{}", st[0].message());
+            let err = testing::score::<Counted>(Pod::new("ns", "p"), vec![0]).unwrap_err();
+            assert_eq!(err.code, Code::Error);
+        }
+        assert_eq!(BUILT.with(Cell::get), 1);
+        assert_eq!(testing::take_logs().len(), 1);
+        // QueueSort still orders by priority without a plugin.
+        let mut hi = Pod::new("ns", "hi");
+        hi.priority = 10;
+        let (a, b) = (crate::QueuedPod::new(hi, 5), crate::QueuedPod::new(Pod::new("ns", "lo"), 1));
+        assert!(testing::less::<Counted>(a, b));
+    }
+}
