@@ -8,3 +8,4 @@ pub mod framework;
 pub mod plugins;
 pub mod queue;
 pub mod sim;
+pub mod wasm;

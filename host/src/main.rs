@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
 use kube_wasm_scheduler::plugins::{in_tree_registry, Registry};
 use kube_wasm_scheduler::sim::{self, render_explain, render_table, SimOptions, Simulation};
+use kube_wasm_scheduler::wasm;
 
 /// A Kubernetes scheduler that runs the framework cycle natively and serves extension points from WebAssembly
 /// components.
@@ -40,6 +41,15 @@ enum Command {
         /// Show per-node filter verdicts and per-plugin scores for NS/POD (repeatable).
         #[arg(long, value_name = "NS/POD")]
         explain: Vec<String>,
+        /// Keep running: swap in changed Wasm plugin files during a run, and run again whenever the profile,
+        /// the cluster file or a plugin file changes.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Inspect WebAssembly plugins.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
     },
     /// Measure scheduling throughput on a synthetic cluster (no API server).
     Bench {
@@ -52,6 +62,18 @@ enum Command {
         /// Number of pods.
         #[arg(long, default_value_t = 5000)]
         pods: usize,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PluginCommand {
+    /// Print the contract version, extension points and imports of a component; refuse one the host cannot run.
+    Check {
+        /// The component file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
 }
 
@@ -92,34 +114,106 @@ fn main() -> ExitCode {
     }
 }
 
-fn load_config(path: Option<&PathBuf>, registry: &Registry) -> anyhow::Result<SchedulerConfig> {
+/// Loads the configuration and registers the Wasm plugins it declares.
+fn load_config(path: Option<&PathBuf>, registry: &mut Registry) -> anyhow::Result<SchedulerConfig> {
     let Some(path) = path else { return Ok(SchedulerConfig::default_config()) };
     let known = |n: &str| registry.get(n).is_some();
-    config::load(path, &known).map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()).into())
+    let cfg = config::load(path, &known).map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    wasm::register_plugins(registry, &cfg, base);
+    Ok(cfg)
+}
+
+/// Files whose change re-runs `simulate --watch`: the profile, the cluster and every Wasm component.
+fn watched_files(config: Option<&PathBuf>, cluster: &PathBuf) -> Vec<PathBuf> {
+    let mut files = vec![cluster.clone()];
+    if let Some(c) = config {
+        files.push(c.clone());
+        let mut reg = in_tree_registry();
+        if let Ok(cfg) = load_config(Some(c), &mut reg) {
+            let base = c.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            for p in &cfg.profiles {
+                for args in p.plugin_args.values() {
+                    if let Ok(a) = wasm::WasmArgs::parse(args, base) {
+                        files.push(a.component);
+                    }
+                }
+            }
+        }
+    }
+    files
+}
+
+fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)>> {
+    files
+        .iter()
+        .map(|f| {
+            let c = std::fs::canonicalize(f).ok()?;
+            let m = std::fs::metadata(&c).ok()?;
+            Some((c, m.modified().ok()?, m.len()))
+        })
+        .collect()
+}
+
+fn simulate_once(config: Option<&PathBuf>, cluster: &PathBuf, opts: &SimOptions, output: Output) -> anyhow::Result<()> {
+    let mut registry = in_tree_registry();
+    let cfg = load_config(config, &mut registry)?;
+    let file = sim::load::load(cluster).map_err(|e| BadInput(e.to_string()))?;
+    let sim = Simulation::new(&cfg, &registry, &file, opts).map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
+    let report = sim.run();
+    match output {
+        Output::Table => {
+            print!("{}", render_table(&report));
+            if !opts.explain.is_empty() {
+                print!("\n{}", render_explain(&report));
+            }
+        }
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?),
+    }
+    Ok(())
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let registry = in_tree_registry();
     match cli.command {
-        Some(Command::Simulate { config, cluster, seed, output, explain }) => {
-            let cfg = load_config(config.as_ref(), &registry)?;
-            let file = sim::load::load(&cluster).map_err(|e| BadInput(e.to_string()))?;
-            let sim = Simulation::new(&cfg, &registry, &file, &SimOptions { seed, explain: explain.clone() })
-                .map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
-            let report = sim.run();
+        Some(Command::Simulate { config, cluster, seed, output, explain, watch }) => {
+            let reload_period = watch.then_some(std::time::Duration::from_millis(500));
+            let opts = SimOptions { seed, explain, reload_period };
+            if !watch {
+                return simulate_once(config.as_ref(), &cluster, &opts, output);
+            }
+            loop {
+                let files = watched_files(config.as_ref(), &cluster);
+                let before = stamps(&files);
+                if let Err(e) = simulate_once(config.as_ref(), &cluster, &opts, output) {
+                    // While watching, a broken input is reported and the next change is awaited.
+                    eprintln!("error: {e}");
+                }
+                eprintln!("-- watching {} file(s) for changes", files.len());
+                while stamps(&files) == before {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+            }
+        }
+        Some(Command::Plugin { command: PluginCommand::Check { file, output } }) => {
+            let info = wasm::check_file(&file).map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
             match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&info).context("encoding")?),
                 Output::Table => {
-                    print!("{}", render_table(&report));
-                    if !explain.is_empty() {
-                        print!("\n{}", render_explain(&report));
+                    println!("contract:         {}@{}", wasm::CONTRACT_PACKAGE, info.contract_version);
+                    println!("extension points: {}", info.points.join(", "));
+                    println!("exports:          {}", info.exports.join(", "));
+                    println!("imports:          {}", if info.imports.is_empty() { "(none)".to_string() } else { info.imports.join(", ") });
+                    if info.imports_wasi {
+                        println!("wasi:             imported; granted with no files, network or environment, output to the log");
                     }
                 }
-                Output::Json => println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?),
             }
             Ok(())
         }
         Some(Command::Bench { config, nodes, pods }) => {
-            let cfg = load_config(config.as_ref(), &registry)?;
+            let mut registry = registry;
+            let cfg = load_config(config.as_ref(), &mut registry)?;
             let file = sim::generate::cluster(nodes, pods);
             let sim = Simulation::new(&cfg, &registry, &file, &SimOptions::default()).map_err(|e| BadInput(e.to_string()))?;
             let t = Instant::now();

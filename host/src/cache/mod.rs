@@ -12,6 +12,13 @@ pub use snapshot::{ClusterObjects, Snapshot};
 
 use crate::framework::types::{ImageStateSummary, NodeInfo, PodInfo};
 
+/// Node generations are unique across caches in the process, so a Wasm guest's node table never mistakes one
+/// node state for another.
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A cache operation on an object that is not in the state the operation needs.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CacheError {
@@ -66,7 +73,6 @@ impl Cache {
             Some(ni) => {
                 let ni = Arc::make_mut(ni);
                 ni.set_node(node).map_err(bad)?;
-                ni.generation += 1;
                 // Image spread counts are cluster-wide: recompute them with the next snapshot.
                 self.structure_changed = true;
             }
@@ -79,8 +85,8 @@ impl Cache {
                 self.structure_changed = true;
             }
         }
-        self.dirty.insert(name);
-        self.generation += 1;
+        self.dirty.insert(name.clone());
+        self.stamp(&name);
         Ok(())
     }
 
@@ -201,8 +207,17 @@ impl Cache {
             Some(ni) => Arc::make_mut(ni).add_pod(pod),
             None => self.orphans.entry(node.clone()).or_default().push(pod),
         }
+        self.stamp(&node);
         self.dirty.insert(node);
+    }
+
+    /// Gives a changed node a fresh, process-wide generation (and bumps the cache's own).
+    fn stamp(&mut self, node: &str) {
         self.generation += 1;
+        let g = next_generation();
+        if let Some(ni) = self.nodes.get_mut(node) {
+            Arc::make_mut(ni).generation = g;
+        }
     }
 
     fn detach(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
@@ -217,8 +232,8 @@ impl Cache {
                 }
             }
         }
+        self.stamp(&st.node);
         self.dirty.insert(st.node);
-        self.generation += 1;
         Some(st.pod)
     }
 

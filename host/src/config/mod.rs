@@ -139,6 +139,18 @@ pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<Sch
 /// Applies defaults and validates.
 fn complete(file: &str, raw: KubeSchedulerConfiguration, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
     let err = |field: String, message: String| ConfigError { file: file.to_string(), field, message };
+    // A pluginConfig entry whose args name a component declares a Wasm plugin: its name is known from then on.
+    let mut wasm_names = HashSet::new();
+    for (i, p) in raw.profiles.iter().enumerate() {
+        for (j, pc) in p.plugin_config.iter().enumerate() {
+            if crate::wasm::WasmArgs::is_wasm(pc.args.as_ref()) {
+                crate::wasm::WasmArgs::parse(pc.args.as_ref().expect("checked"), Path::new("."))
+                    .map_err(|m| err(format!("profiles[{i}].pluginConfig[{j}].args"), m))?;
+                wasm_names.insert(pc.name.clone());
+            }
+        }
+    }
+    let known = &|n: &str| known(n) || wasm_names.contains(n);
     if raw.extenders.as_ref().is_some_and(|e| !e.is_empty()) {
         return Err(err("extenders".into(), "scheduler extenders are not supported; serve the extension point from a Wasm plugin instead".into()));
     }

@@ -87,6 +87,10 @@ pub trait Plugin: Send + Sync {
         ClusterEvent::all()
     }
 
+    /// Called once at the start of every scheduling cycle, before PreFilter (a Wasm plugin pins the version the
+    /// cycle will use, so a hot reload never changes plugins mid-cycle).
+    fn begin_cycle(&self, _state: &mut CycleState) {}
+
     /// This plugin as a PreEnqueue plugin, if it is one.
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         None

@@ -384,6 +384,18 @@ impl Framework {
         })
     }
 
+    /// Lets every plugin prepare the cycle's state (see `Plugin::begin_cycle`).
+    pub fn begin_cycle(&self, state: &mut CycleState) {
+        for p in self.instances.values() {
+            p.begin_cycle(state);
+        }
+    }
+
+    /// The plugin instances of this profile, by name.
+    pub fn plugin(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
+        self.instances.get(name)
+    }
+
     /// The profile's schedulerName.
     pub fn profile_name(&self) -> &str {
         &self.profile_name

@@ -227,6 +227,7 @@ impl Scheduler {
         }
         let start = Instant::now();
         let mut state = CycleState::new();
+        fwk.begin_cycle(&mut state);
         let mut trace = self.options.trace_pods.iter().any(|k| *k == pod.key()).then(CycleTrace::default);
 
         let mut snapshot = self.snapshot.lock().expect("snapshot lock");

@@ -618,7 +618,8 @@ pub struct NodeInfo {
     pub allocatable: Resource,
     /// Images on the node, with their spread across the cluster (filled by the snapshot).
     pub image_states: rustc_hash::FxHashMap<String, ImageStateSummary>,
-    /// Bumped on every change; the snapshot copies only nodes whose generation moved.
+    /// Stamped by the cache with a process-wide counter on every change, so (node, generation) names one state of
+    /// the node. 0 marks a copy changed outside the cache (a preemption what-if): never assume a guest has seen it.
     pub generation: u64,
 }
 
@@ -690,7 +691,7 @@ impl NodeInfo {
             self.pods_with_required_anti_affinity.push(pod.clone());
         }
         self.pods.push(pod);
-        self.generation += 1;
+        self.generation = 0;
     }
 
     /// Removes a pod by UID; returns false when it was not there.
@@ -712,7 +713,7 @@ impl NodeInfo {
                 self.used_ports.add(p);
             }
         }
-        self.generation += 1;
+        self.generation = 0;
         true
     }
 }

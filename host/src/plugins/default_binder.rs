@@ -55,7 +55,7 @@ mod tests {
     fn table() {
         let mem = Arc::new(MemoryCluster::default());
         mem.fail_bind.lock().unwrap().push("default/bad".to_string());
-        let pl = DefaultBinder::new(None, &PluginContext { cluster: mem.clone() }).unwrap();
+        let pl = DefaultBinder::new(None, &PluginContext::new(mem.clone())).unwrap();
         let cases = [
             ("binds", "good", "u1", "n1", None),
             (

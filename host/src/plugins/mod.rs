@@ -27,11 +27,23 @@ pub mod volume_binding;
 #[cfg(test)]
 pub mod testutil;
 
-/// What a plugin may use besides its args: the cluster seam (binder, evictions).
+/// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, and whether
+/// plugin files are watched for replacement.
 #[derive(Clone)]
 pub struct PluginContext {
     /// The cluster writes (binding, evictions, nominations, events).
     pub cluster: Arc<dyn ClusterClient>,
+    /// Seed for plugins' random sources (the simulator's `--seed`).
+    pub seed: u64,
+    /// When set, Wasm plugins poll their component file this often and swap in a changed one.
+    pub reload_period: Option<std::time::Duration>,
+}
+
+impl PluginContext {
+    /// A context on a cluster, seed 0, no file watching.
+    pub fn new(cluster: Arc<dyn ClusterClient>) -> PluginContext {
+        PluginContext { cluster, seed: 0, reload_period: None }
+    }
 }
 
 /// Builds a plugin from its `pluginConfig` args (JSON; `None` when the profile gives none).

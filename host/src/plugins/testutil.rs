@@ -28,5 +28,5 @@ pub fn node_with_pods(v: serde_json::Value, pods: Vec<PodInfo>) -> NodeInfo {
 
 /// A plugin context on a fresh in-memory cluster.
 pub fn ctx() -> PluginContext {
-    PluginContext { cluster: Arc::new(MemoryCluster::default()) }
+    PluginContext::new(Arc::new(MemoryCluster::default()))
 }

@@ -134,6 +134,8 @@ pub struct SimOptions {
     pub seed: u64,
     /// Pods (`ns/name`) to trace.
     pub explain: Vec<String>,
+    /// When set, Wasm plugin files are watched and replaced while the simulation runs.
+    pub reload_period: Option<Duration>,
 }
 
 /// Builds the frameworks of every profile.
@@ -163,7 +165,7 @@ impl Simulation {
     /// Loads the cluster into a fresh cache and queue.
     pub fn new(config: &SchedulerConfig, registry: &Registry, cluster_file: &ClusterFile, opts: &SimOptions) -> Result<Simulation, FrameworkError> {
         let cluster = Arc::new(MemoryCluster::default());
-        let ctx = PluginContext { cluster: cluster.clone() };
+        let ctx = PluginContext { cluster: cluster.clone(), seed: opts.seed, reload_period: opts.reload_period };
         let profiles = Arc::new(build_profiles(config, registry, &ctx)?);
         let mut cache = Cache::new();
         for n in &cluster_file.nodes {

@@ -20,7 +20,7 @@ fn parse(yaml: &str) -> Result<config::SchedulerConfig, String> {
 fn framework(yaml: &str) -> Framework {
     let r = in_tree_registry();
     let cfg = parse(yaml).unwrap();
-    let ctx = PluginContext { cluster: std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()) };
+    let ctx = PluginContext::new(std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()));
     Framework::new(&cfg.profiles[0], cfg.percentage_of_nodes_to_score, &r, &ctx, Parallelizer::new(2)).unwrap()
 }
 
@@ -99,7 +99,7 @@ fn a_second_queue_sort_is_refused() {
     let yaml = format!("{HEAD}profiles:\n- plugins:\n    queueSort:\n      enabled: [{{name: PrioritySort}}, {{name: NodeName}}]\n");
     let r = in_tree_registry();
     let cfg = parse(&yaml).unwrap();
-    let ctx = PluginContext { cluster: std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()) };
+    let ctx = PluginContext::new(std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()));
     let e = Framework::new(&cfg.profiles[0], None, &r, &ctx, Parallelizer::new(1)).unwrap_err().to_string();
     assert!(e.contains("NodeName") && e.contains("does not implement queueSort"), "{e}");
 }
@@ -109,7 +109,7 @@ fn bad_plugin_args_are_refused_naming_the_plugin() {
     let yaml = format!("{HEAD}profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: Sideways\n");
     let r = in_tree_registry();
     let cfg = parse(&yaml).unwrap();
-    let ctx = PluginContext { cluster: std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()) };
+    let ctx = PluginContext::new(std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()));
     let e = Framework::new(&cfg.profiles[0], None, &r, &ctx, Parallelizer::new(1)).unwrap_err().to_string();
     assert!(e.contains("NodeResourcesFit") && e.contains("Sideways"), "{e}");
 }

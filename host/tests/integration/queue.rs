@@ -16,7 +16,7 @@ const SEC: u64 = 1_000_000_000;
 fn queue() -> SchedulingQueue {
     let reg = registry_with(vec![]);
     let cfg = config(&reg, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n");
-    let ctx = PluginContext { cluster: Arc::new(MemoryCluster::default()) };
+    let ctx = PluginContext::new(Arc::new(MemoryCluster::default()));
     let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
     SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(10))
 }

@@ -214,7 +214,7 @@ pub fn pod_yaml(name: &str, extra_spec: &str) -> String {
 /// Runs a simulation of `cluster` YAML with a configuration and registry.
 pub fn simulate(registry: &Registry, cfg: &SchedulerConfig, cluster: &str, seed: u64, explain: &[&str]) -> Report {
     let file: ClusterFile = sim::load::parse("cluster.yaml", cluster).unwrap_or_else(|e| panic!("{e}"));
-    let s = Simulation::new(cfg, registry, &file, &SimOptions { seed, explain: explain.iter().map(|s| s.to_string()).collect() })
+    let s = Simulation::new(cfg, registry, &file, &SimOptions { seed, explain: explain.iter().map(|s| s.to_string()).collect(), ..Default::default() })
         .unwrap_or_else(|e| panic!("{e}"));
     s.run()
 }

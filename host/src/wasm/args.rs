@@ -1,0 +1,128 @@
+//! A Wasm plugin's `pluginConfig` args: which component, the guest's own config, limits and failure policy.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::parse_go_duration;
+use crate::framework::quantity::parse_value;
+
+/// Default deadline of one guest call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+/// Default memory cap of one guest instance.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// What a guest failure does to the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum FailurePolicy {
+    /// A trap, timeout or invalid result is an Error status: the pod's attempt fails (upstream semantics).
+    #[default]
+    Fail,
+    /// The plugin is skipped for that call: Filter passes, Score gives 0, other points succeed.
+    Ignore,
+}
+
+/// The args as written in the profile.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawArgs {
+    component: String,
+    sha256: Option<String>,
+    #[serde(default)]
+    config: Option<serde_json::Value>,
+    timeout: Option<String>,
+    memory_limit: Option<String>,
+    #[serde(default)]
+    failure_policy: FailurePolicy,
+}
+
+/// A Wasm plugin's settings, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WasmArgs {
+    /// The component file (relative paths resolve against the configuration file's directory).
+    pub component: PathBuf,
+    /// Expected SHA-256 of the file, lowercase hex.
+    pub sha256: Option<String>,
+    /// The guest's own configuration, passed to it as JSON.
+    pub config_json: String,
+    /// Deadline of one call.
+    pub timeout: Duration,
+    /// Memory cap of one instance, bytes.
+    pub memory_limit: u64,
+    /// What a failure does.
+    pub failure_policy: FailurePolicy,
+}
+
+impl WasmArgs {
+    /// True when a plugin's args declare a Wasm component.
+    pub fn is_wasm(args: Option<&serde_json::Value>) -> bool {
+        args.and_then(|a| a.get("component")).is_some()
+    }
+
+    /// Validates the args; `base` is the directory relative component paths resolve against. Errors name the field.
+    pub fn parse(args: &serde_json::Value, base: &std::path::Path) -> Result<WasmArgs, String> {
+        let raw: RawArgs = serde_json::from_value(args.clone()).map_err(|e| e.to_string())?;
+        if raw.component.starts_with("https://") || raw.component.starts_with("oci://") {
+            return Err(format!("component: {:?}: only local files are supported in this build (no network access)", raw.component));
+        }
+        let path = PathBuf::from(raw.component.strip_prefix("file://").unwrap_or(&raw.component));
+        let component = if path.is_absolute() { path } else { base.join(path) };
+        if let Some(h) = &raw.sha256 {
+            if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(format!("sha256: {h:?} is not 64 hexadecimal digits"));
+            }
+        }
+        let timeout = match &raw.timeout {
+            Some(t) => parse_go_duration(t).map_err(|e| format!("timeout: {e}"))?,
+            None => DEFAULT_TIMEOUT,
+        };
+        if timeout.is_zero() {
+            return Err("timeout: must be greater than 0".into());
+        }
+        let memory_limit = match &raw.memory_limit {
+            Some(m) => parse_value(m).map_err(|e| format!("memoryLimit: {e}"))?,
+            None => DEFAULT_MEMORY_LIMIT as i64,
+        };
+        if memory_limit < 1024 * 1024 {
+            return Err(format!("memoryLimit: {memory_limit} bytes is below the 1Mi minimum"));
+        }
+        Ok(WasmArgs {
+            component,
+            sha256: raw.sha256.map(|h| h.to_ascii_lowercase()),
+            config_json: raw.config.map(|c| c.to_string()).unwrap_or_else(|| "{}".into()),
+            timeout,
+            memory_limit: memory_limit as u64,
+            failure_policy: raw.failure_policy,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_and_errors() {
+        let a = WasmArgs::parse(&json!({"component": "x.wasm"}), std::path::Path::new("/etc/sched")).unwrap();
+        assert_eq!(a.component, PathBuf::from("/etc/sched/x.wasm"));
+        assert_eq!(a.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(a.config_json, "{}");
+        assert_eq!(a.failure_policy, FailurePolicy::Fail);
+        let a = WasmArgs::parse(&json!({"component": "/x.wasm", "config": {"k": 1}, "timeout": "50ms", "memoryLimit": "16Mi", "failurePolicy": "Ignore"}), std::path::Path::new("/")).unwrap();
+        assert_eq!((a.timeout, a.memory_limit, a.failure_policy), (Duration::from_millis(50), 16 << 20, FailurePolicy::Ignore));
+        assert_eq!(a.config_json, r#"{"k":1}"#);
+        for (args, want) in [
+            (json!({"component": "x", "timeout": "soon"}), "timeout:"),
+            (json!({"component": "x", "memoryLimit": "1Ki"}), "memoryLimit:"),
+            (json!({"component": "x", "sha256": "abc"}), "sha256:"),
+            (json!({"component": "x", "failurePolicy": "Maybe"}), "Maybe"),
+            (json!({"component": "x", "colour": 1}), "colour"),
+            (json!({"component": "https://example.com/x.wasm"}), "only local files"),
+        ] {
+            let e = WasmArgs::parse(&args, std::path::Path::new("/")).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+}

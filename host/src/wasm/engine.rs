@@ -1,0 +1,89 @@
+//! The process's one wasmtime `Engine`: configured once, an epoch ticker turning wall-clock deadlines into ticks,
+//! and components compiled once per content digest.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine};
+
+use super::WasmError;
+
+/// How often the epoch advances; a deadline is rounded up to whole ticks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// The shared engine and its compile cache.
+pub struct WasmEngine {
+    engine: Engine,
+    compiled: Mutex<HashMap<String, Component>>,
+}
+
+impl WasmEngine {
+    /// The process-wide engine (created, with its ticker thread, on first use).
+    pub fn shared() -> &'static WasmEngine {
+        static ENGINE: OnceLock<WasmEngine> = OnceLock::new();
+        ENGINE.get_or_init(|| {
+            let mut config = Config::new();
+            config.wasm_component_model(true);
+            config.epoch_interruption(true);
+            let engine = Engine::new(&config).expect("the engine configuration is valid");
+            let ticker = engine.clone();
+            std::thread::Builder::new()
+                .name("wasm-epoch".into())
+                .spawn(move || loop {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker.increment_epoch();
+                })
+                .expect("spawn the epoch ticker");
+            WasmEngine { engine, compiled: Mutex::new(HashMap::new()) }
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Epoch ticks for a deadline (`deadline / tick + 1`, so a call never gets less than its deadline).
+    pub fn ticks_for(deadline: Duration) -> u64 {
+        (deadline.as_nanos() / EPOCH_TICK.as_nanos()) as u64 + 1
+    }
+
+    /// Compiles a component, or returns the one already compiled from the same bytes. Returns it with the bytes'
+    /// SHA-256 (hex).
+    pub fn compile(&self, bytes: &[u8]) -> Result<(Component, String), WasmError> {
+        let digest = sha256_hex(bytes);
+        if let Some(c) = self.compiled.lock().expect("compile cache lock").get(&digest) {
+            return Ok((c.clone(), digest));
+        }
+        if wasmparser_is_core_module(bytes) {
+            return Err(WasmError::NotAComponent("a core WebAssembly module, not a component (wrap it with `wasm-tools component new`)".into()));
+        }
+        let component = Component::new(&self.engine, bytes).map_err(|e| WasmError::NotAComponent(first_line(&e)))?;
+        self.compiled.lock().expect("compile cache lock").insert(digest.clone(), component.clone());
+        Ok((component, digest))
+    }
+}
+
+/// SHA-256 of bytes, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A core module starts with the magic and version 1; a component with the magic and a layer-1 version.
+fn wasmparser_is_core_module(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
+}
+
+/// The first line of an error chain, for one-line messages.
+pub(crate) fn first_line(e: &dyn std::fmt::Display) -> String {
+    let s = format!("{e:#}");
+    s.lines().next().unwrap_or("").to_string()
+}
+
+/// Shared engine handle for places that need an `Arc`.
+pub fn shared_arc() -> Arc<Engine> {
+    Arc::new(WasmEngine::shared().engine.clone())
+}

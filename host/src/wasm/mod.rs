@@ -1,0 +1,179 @@
+//! The WebAssembly boundary: components implementing the `kws:plugin@0.1.0` contract (`wit/`) served at the
+//! extension points they export, sandboxed (deadline, memory cap, no ambient authority) and hot-reloadable.
+
+mod args;
+pub mod bindings;
+mod convert;
+pub mod engine;
+mod plugin;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use thiserror::Error;
+use wasmtime::component::Component;
+
+pub use args::{FailurePolicy, WasmArgs};
+pub use plugin::{loaded_plugins, WasmPlugin, WasmStats};
+
+use crate::framework::Plugin;
+use crate::plugins::Registry;
+
+/// The contract version this host offers.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+/// The contract's package.
+pub const CONTRACT_PACKAGE: &str = "kws:plugin";
+
+/// Contract interface → the extension point it serves.
+pub const POINT_INTERFACES: &[(&str, &str)] = &[
+    ("pre-enqueue", "PreEnqueue"),
+    ("queue-sort", "QueueSort"),
+    ("pre-filter", "PreFilter"),
+    ("filter", "Filter"),
+    ("post-filter", "PostFilter"),
+    ("pre-score", "PreScore"),
+    ("score", "Score"),
+    ("reserve", "Reserve"),
+    ("permit", "Permit"),
+    ("pre-bind", "PreBind"),
+    ("bind", "Bind"),
+    ("post-bind", "PostBind"),
+];
+
+/// A component that cannot be used.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum WasmError {
+    /// The file could not be read.
+    #[error("reading {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The file's digest is not the pinned one.
+    #[error("{path}: sha256 is {got}, the profile pins {want}")]
+    Digest {
+        /// The file.
+        path: String,
+        /// Pinned digest.
+        want: String,
+        /// Actual digest.
+        got: String,
+    },
+    /// Not a WebAssembly component.
+    #[error("not a WebAssembly component: {0}")]
+    NotAComponent(String),
+    /// It imports something the host does not offer.
+    #[error("imports {0}, which this host does not offer (it offers kws:plugin/host@0.1.0 and WASI 0.2 with no files, network or environment)")]
+    UnsupportedImport(String),
+    /// It does not fit the contract (version, missing exports).
+    #[error("{0}")]
+    Contract(String),
+    /// Linking failed.
+    #[error("cannot link: {0}")]
+    Link(String),
+}
+
+/// What a component exports and imports, as `plugin check` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct ComponentInfo {
+    /// The contract version it targets.
+    pub contract_version: String,
+    /// Extension points it serves (upstream names).
+    pub points: Vec<&'static str>,
+    /// Contract interfaces it exports.
+    pub exports: Vec<String>,
+    /// Everything it imports.
+    pub imports: Vec<String>,
+    /// True when it imports WASI (it then gets a context with no files, network or environment).
+    pub imports_wasi: bool,
+}
+
+fn split_name(name: &str) -> Option<(&str, &str, &str)> {
+    let (pkg_iface, version) = name.split_once('@')?;
+    let (pkg, iface) = pkg_iface.split_once('/')?;
+    Some((pkg, iface, version))
+}
+
+/// Reads a component's exports and imports and checks them against the contract.
+pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
+    let engine = engine::WasmEngine::shared().engine();
+    let ty = component.component_type();
+    let mut info = ComponentInfo::default();
+    for (name, _) in ty.exports(engine) {
+        let Some((pkg, iface, version)) = split_name(name) else { continue };
+        if pkg != CONTRACT_PACKAGE {
+            continue;
+        }
+        if version != CONTRACT_VERSION {
+            return Err(WasmError::Contract(format!(
+                "it targets contract version {version} ({name}); this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}"
+            )));
+        }
+        info.contract_version = version.to_string();
+        info.exports.push(name.to_string());
+        if let Some((_, point)) = POINT_INTERFACES.iter().find(|(i, _)| *i == iface) {
+            info.points.push(point);
+        }
+    }
+    for (name, _) in ty.imports(engine) {
+        info.imports.push(name.to_string());
+        match split_name(name) {
+            Some((CONTRACT_PACKAGE, "host" | "types", v)) if v == CONTRACT_VERSION => {}
+            Some((CONTRACT_PACKAGE, _, v)) if v != CONTRACT_VERSION => {
+                return Err(WasmError::Contract(format!(
+                    "it imports {name}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}"
+                )))
+            }
+            Some((pkg, _, v)) if pkg.starts_with("wasi:") && v.starts_with("0.2.") => info.imports_wasi = true,
+            _ => return Err(WasmError::UnsupportedImport(name.to_string())),
+        }
+    }
+    if info.points.is_empty() {
+        return Err(WasmError::Contract(format!(
+            "it exports no {CONTRACT_PACKAGE}@{CONTRACT_VERSION} extension point (exports: {})",
+            ty.exports(engine).map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    info.points.sort_by_key(|p| POINT_INTERFACES.iter().position(|(_, q)| q == p));
+    Ok(info)
+}
+
+/// `plugin check`: loads a file the way the scheduler would and describes it.
+pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
+    let (component, _) = plugin::load_component(path, None)?;
+    let info = describe(&component)?;
+    // Linking proves every import is really satisfied (WASI versions included).
+    WasmPlugin::load("check", WasmArgs::parse(&serde_json::json!({"component": path}), Path::new("/")).expect("a path is valid args"), 0)?;
+    Ok(info)
+}
+
+/// Registers a factory for every plugin that a profile declares as Wasm (a `pluginConfig` entry whose args name
+/// a `component`). Relative component paths resolve against `base` (the configuration file's directory).
+pub fn register_plugins(registry: &mut Registry, config: &crate::config::SchedulerConfig, base: &Path) {
+    for profile in &config.profiles {
+        for (name, args) in &profile.plugin_args {
+            if !WasmArgs::is_wasm(Some(args)) || registry.get(name).is_some() {
+                continue;
+            }
+            let base = base.to_path_buf();
+            let plugin_name = name.clone();
+            let _ = registry.register(
+                name,
+                Arc::new(move |args, ctx| {
+                    let args = WasmArgs::parse(args.unwrap_or(&serde_json::Value::Null), &base)?;
+                    let component = args.component.display().to_string();
+                    let p = WasmPlugin::load(&plugin_name, args, ctx.seed).map_err(|e| match e {
+                        WasmError::Read { .. } | WasmError::Digest { .. } => format!("component: {e}"),
+                        e => format!("component: {component}: {e}"),
+                    })?;
+                    if let Some(period) = ctx.reload_period {
+                        p.watch(period);
+                    }
+                    Ok(p as Arc<dyn Plugin>)
+                }),
+            );
+        }
+    }
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Installs the toolchains that build the guest plugins, idempotently; each step is skipped when its tool is there.
+# Everything heavy is cached outside the clone, under $KWS_CACHE (default ~/.cache/kube-wasm-scheduler):
+#   Rust guests:  rustup's wasm32-unknown-unknown target when present, else Debian's rustc-web + rust-web-src
+#                 (the standard library is then built from source, -Zbuild-std), and lld for wasm-ld
+#   all guests:   wasm-tools (cargo install) to turn core modules into components and inspect them
+#   C guests:     clang, wasi-libc, compiler-rt for wasm32 (Debian), wit-bindgen-cli (cargo install)
+#   Python:       componentize-py in a virtualenv
+#   JavaScript:   @bytecodealliance/componentize-js (npm)
+# Usage: setup-wasm.sh [rust|c|python|js|all] ...   (default: all)
+set -euo pipefail
+
+CACHE="${KWS_CACHE:-$HOME/.cache/kube-wasm-scheduler}"
+TOOLS="$CACHE/tools"
+mkdir -p "$TOOLS/bin"
+export PATH="$TOOLS/bin:$HOME/.cargo/bin:$PATH"
+
+WASM_TOOLS_VERSION=1.263.0
+WIT_BINDGEN_VERSION=0.63.0
+COMPONENTIZE_PY_VERSION=0.25.1
+COMPONENTIZE_JS_VERSION=0.23.0
+
+log() { echo "setup-wasm: $*" >&2; }
+
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "apt-get install ${missing[*]}"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  if [ ! -f "$CACHE/.apt-updated" ]; then $sudo apt-get update -qq && touch "$CACHE/.apt-updated"; fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+cargo_install() { # crate version binary
+  if [ -x "$TOOLS/bin/$3" ] && "$TOOLS/bin/$3" --version 2>/dev/null | grep -q "$2"; then return 0; fi
+  log "cargo install $1@$2 (several minutes, once per machine)"
+  cargo install --locked --quiet --root "$TOOLS" "$1@$2"
+}
+
+rustup_has_wasm() {
+  command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown
+}
+
+setup_wasm_tools() { cargo_install wasm-tools "$WASM_TOOLS_VERSION" wasm-tools; }
+
+setup_rust() {
+  if rustup_has_wasm; then return 0; fi
+  # Offline machines: rustup cannot download targets; Debian's rustc knows wasm32 and ships the library source.
+  apt_install rustc-web cargo-web rust-web-src lld
+}
+
+setup_c() {
+  apt_install clang lld wasi-libc libclang-rt-14-dev-wasm32
+  cargo_install wit-bindgen-cli "$WIT_BINDGEN_VERSION" wit-bindgen
+}
+
+setup_python() {
+  local venv="$TOOLS/py"
+  if [ -x "$venv/bin/componentize-py" ] && "$venv/bin/pip" show componentize-py 2>/dev/null | grep -q "Version: $COMPONENTIZE_PY_VERSION"; then
+    return 0
+  fi
+  log "pip install componentize-py==$COMPONENTIZE_PY_VERSION"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "componentize-py==$COMPONENTIZE_PY_VERSION"
+  ln -sf "$venv/bin/componentize-py" "$TOOLS/bin/componentize-py"
+}
+
+setup_js() {
+  local dir="$TOOLS/js"
+  if [ -f "$dir/node_modules/@bytecodealliance/componentize-js/package.json" ] &&
+     grep -q "\"version\": \"$COMPONENTIZE_JS_VERSION\"" "$dir/node_modules/@bytecodealliance/componentize-js/package.json"; then
+    return 0
+  fi
+  log "npm install @bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION"
+  mkdir -p "$dir"
+  (cd "$dir" && { [ -f package.json ] || echo '{"private":true}' > package.json; } &&
+    npm install --silent --no-audit --no-fund "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" >/dev/null)
+}
+
+targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=(all)
+for t in "${targets[@]}"; do
+  case "$t" in
+    rust) setup_rust; setup_wasm_tools ;;
+    c) setup_c; setup_wasm_tools ;;
+    python) setup_python ;;
+    js) setup_js ;;
+    all) setup_rust; setup_c; setup_wasm_tools; setup_python; setup_js ;;
+    *) log "unknown toolchain $t (rust, c, python, js, all)"; exit 2 ;;
+  esac
+done
