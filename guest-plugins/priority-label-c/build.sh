@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the priority-label C guest into a component: build.sh OUTPUT.wasm
+# Needs wit-bindgen (c), clang with wasi-libc, wasm-tools (scripts/setup-wasm.sh c).
+set -euo pipefail
+out="${1:?usage: build.sh OUTPUT.wasm}"
+here="$(cd "$(dirname "$0")" && pwd)"
+wit="$here/../../wit"
+world=filter-score-plugin
+build="$here/build" # generated bindings and the core module; gitignored
+export PATH="$HOME/.cache/kube-wasm-scheduler/tools/bin:$PATH"
+for tool in wit-bindgen clang wasm-tools; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "priority-label-c: $tool not found; run scripts/setup-wasm.sh c" >&2
+    exit 1
+  fi
+done
+sysroot=/usr
+if [ ! -f "$sysroot/lib/wasm32-wasi/libc.a" ]; then
+  echo "priority-label-c: wasi-libc not found under $sysroot/lib/wasm32-wasi; run scripts/setup-wasm.sh c" >&2
+  exit 1
+fi
+rm -rf "$build"
+mkdir -p "$build" "$(dirname "$out")"
+wit-bindgen c "$wit" --world "$world" --out-dir "$build" >/dev/null
+clang --target=wasm32-wasi --sysroot="$sysroot" -isystem "$sysroot/include/wasm32-wasi" -L"$sysroot/lib/wasm32-wasi" \
+  -O2 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -mexec-model=reactor -Wl,--strip-debug \
+  -D__wasilibc_printscan_no_floating_point -lc-printscan-no-floating-point -I"$build" \
+  "$here/priority_label.c" "$build/filter_score_plugin.c" "$build/filter_score_plugin_component_type.o" \
+  -o "$build/priority_label.core.wasm"
+wasm-tools component new "$build/priority_label.core.wasm" -o "$out"

@@ -1,0 +1,300 @@
+// Contract glue for kws:plugin@0.1.0 guests in C: the node table, status constructors and the plugin's config.
+// Header-only; include it once, after the generated filter_score_plugin.h.
+//
+// Ownership (wit-bindgen c): an export owns its arguments and frees them; what it returns is freed by the
+// generated post-return code, so every string and list put into a result must come from malloc.
+#ifndef PLUGIN_GLUE_H
+#define PLUGIN_GLUE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef filter_score_plugin_string_t glue_str;
+typedef kws_plugin_types_status_t glue_status;
+
+// malloc for results: NULL for 0 bytes (post-return frees only non-empty lists), aborts when out of memory.
+static void *glue_alloc(size_t n) {
+  if (n == 0) return NULL;
+  void *p = malloc(n);
+  if (!p) abort();
+  return p;
+}
+
+// ---- node table: slot -> (name, labels) ----
+
+typedef struct {
+  bool used;
+  glue_str name;
+  kws_plugin_types_labels_t labels; // owned copy, sorted by key as the host sends them
+} glue_node;
+
+static glue_node *glue_nodes;
+static size_t glue_nodes_len;
+
+static void glue_node_clear(glue_node *n) {
+  if (n->used) {
+    filter_score_plugin_string_free(&n->name);
+    kws_plugin_types_labels_free(&n->labels);
+  }
+  memset(n, 0, sizeof *n);
+}
+
+// Applies the host's changes in order, taking the name and labels out of each upserted node.
+static void glue_apply(exports_kws_plugin_nodes_list_node_change_t *changes) {
+  for (size_t i = 0; i < changes->len; i++) {
+    kws_plugin_types_node_change_t *c = &changes->ptr[i];
+    uint32_t slot = c->tag == KWS_PLUGIN_TYPES_NODE_CHANGE_UPSERT ? c->val.upsert.f0 : c->val.remove;
+    if (slot >= glue_nodes_len) {
+      if (c->tag != KWS_PLUGIN_TYPES_NODE_CHANGE_UPSERT) continue;
+      size_t len = glue_nodes_len ? glue_nodes_len : 64;
+      while (len <= slot) len *= 2;
+      glue_node *grown = realloc(glue_nodes, len * sizeof *grown);
+      if (!grown) abort();
+      memset(grown + glue_nodes_len, 0, (len - glue_nodes_len) * sizeof *grown);
+      glue_nodes = grown;
+      glue_nodes_len = len;
+    }
+    glue_node *n = &glue_nodes[slot];
+    glue_node_clear(n);
+    if (c->tag == KWS_PLUGIN_TYPES_NODE_CHANGE_UPSERT) {
+      kws_plugin_types_node_t *node = &c->val.upsert.f1;
+      n->used = true;
+      n->name = node->name; // moved: the change list no longer owns them
+      n->labels = node->labels;
+      memset(&node->name, 0, sizeof node->name);
+      memset(&node->labels, 0, sizeof node->labels);
+    }
+  }
+  exports_kws_plugin_nodes_list_node_change_free(changes);
+}
+
+// The node at `slot`, or NULL when the slot is empty.
+static const glue_node *glue_node_at(uint32_t slot) {
+  return slot < glue_nodes_len && glue_nodes[slot].used ? &glue_nodes[slot] : NULL;
+}
+
+static bool glue_str_eq(const glue_str *s, const char *c) {
+  size_t len = strlen(c);
+  return s->len == len && memcmp(s->ptr, c, len) == 0;
+}
+
+// The value of the node's label `key`, or NULL.
+static const glue_str *glue_label(const glue_node *n, const char *key) {
+  for (size_t i = 0; i < n->labels.len; i++) {
+    if (glue_str_eq(&n->labels.ptr[i].f0, key)) return &n->labels.ptr[i].f1;
+  }
+  return NULL;
+}
+
+// ---- statuses (reasons are malloc'd: the post-return code frees them) ----
+
+static glue_str glue_sprintf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *buf = malloc((size_t)len + 1);
+  if (!buf) abort();
+  va_start(ap, fmt);
+  vsnprintf(buf, (size_t)len + 1, fmt, ap);
+  va_end(ap);
+  return (glue_str){(uint8_t *)buf, (size_t)len};
+}
+
+static void glue_success(glue_status *st) {
+  st->code = KWS_PLUGIN_TYPES_CODE_SUCCESS;
+  st->reasons.ptr = NULL;
+  st->reasons.len = 0;
+}
+
+static void glue_status_reason(glue_status *st, kws_plugin_types_code_t code, glue_str reason) {
+  st->code = code;
+  st->reasons.ptr = malloc(sizeof *st->reasons.ptr);
+  if (!st->reasons.ptr) abort();
+  st->reasons.ptr[0] = reason;
+  st->reasons.len = 1;
+}
+
+static void glue_unknown_slot(glue_status *st, uint32_t slot) {
+  glue_status_reason(st, KWS_PLUGIN_TYPES_CODE_ERROR, glue_sprintf("unknown node slot %u", (unsigned)slot));
+}
+
+static void glue_log(kws_plugin_host_level_t level, const char *msg) {
+  glue_str s = {(uint8_t *)msg, strlen(msg)};
+  kws_plugin_host_log(level, &s);
+}
+
+// ---- config: one string member of the JSON object from host.config() ----
+
+typedef struct {
+  const char *p, *end;
+} glue_json;
+
+static void glue_json_ws(glue_json *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+static void glue_utf8(char **o, uint32_t c) {
+  if (c < 0x80) {
+    *(*o)++ = (char)c;
+  } else if (c < 0x800) {
+    *(*o)++ = (char)(0xC0 | c >> 6), *(*o)++ = (char)(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    *(*o)++ = (char)(0xE0 | c >> 12), *(*o)++ = (char)(0x80 | (c >> 6 & 0x3F)), *(*o)++ = (char)(0x80 | (c & 0x3F));
+  } else {
+    *(*o)++ = (char)(0xF0 | c >> 18), *(*o)++ = (char)(0x80 | (c >> 12 & 0x3F));
+    *(*o)++ = (char)(0x80 | (c >> 6 & 0x3F)), *(*o)++ = (char)(0x80 | (c & 0x3F));
+  }
+}
+
+static bool glue_hex4(glue_json *j, uint32_t *out) {
+  if (j->end - j->p < 4) return false;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = *j->p++;
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+    else return false;
+  }
+  *out = v;
+  return true;
+}
+
+// Parses a JSON string at j->p; with `out`, stores it decoded and NUL-terminated (malloc'd).
+static bool glue_json_string(glue_json *j, char **out) {
+  if (j->p >= j->end || *j->p != '"') return false;
+  j->p++;
+  char *buf = out ? malloc((size_t)(j->end - j->p) + 1) : NULL, *o = buf;
+  if (out && !buf) abort();
+  while (j->p < j->end && *j->p != '"') {
+    char c = *j->p++;
+    if ((unsigned char)c < 0x20) goto fail;
+    if (c != '\\') {
+      if (o) *o++ = c;
+      continue;
+    }
+    if (j->p >= j->end) goto fail;
+    c = *j->p++;
+    const char *simple = strchr("\"\\/bfnrt", c);
+    if (c && simple) {
+      if (o) *o++ = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+    } else if (c == 'u') {
+      uint32_t u, lo;
+      if (!glue_hex4(j, &u)) goto fail;
+      if (u >= 0xD800 && u < 0xDC00 && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u') {
+        j->p += 2;
+        if (!glue_hex4(j, &lo) || lo < 0xDC00 || lo > 0xDFFF) goto fail;
+        u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+      } else if (u >= 0xD800 && u < 0xE000) {
+        goto fail; // lone surrogate
+      }
+      if (o) glue_utf8(&o, u);
+    } else {
+      goto fail;
+    }
+  }
+  if (j->p >= j->end) goto fail;
+  j->p++;
+  if (out) *o = 0, *out = buf;
+  return true;
+fail:
+  free(buf);
+  return false;
+}
+
+// Skips any JSON value (validating strings and bracket nesting, loosely checking scalars).
+static bool glue_json_skip(glue_json *j) {
+  int depth = 0;
+  do {
+    glue_json_ws(j);
+    if (j->p >= j->end) return false;
+    char c = *j->p;
+    if (c == '"') {
+      if (!glue_json_string(j, NULL)) return false;
+    } else if (c == '{' || c == '[') {
+      depth++, j->p++;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) return false;
+      depth--, j->p++;
+    } else if (c == ',' || c == ':') {
+      if (depth == 0) return false;
+      j->p++;
+    } else if (strchr("-0123456789tfnrueals.+E", c)) {
+      while (j->p < j->end && strchr("-0123456789tfnrueals.+E", *j->p) && *j->p) j->p++;
+    } else {
+      return false;
+    }
+  } while (depth > 0);
+  return true;
+}
+
+// Reads the string member `key` of the host's JSON config into *out (malloc'd), `dflt` when absent.
+// Returns NULL on success, else a message (static).
+static const char *glue_config_string(const char *key, const char *dflt, char **out) {
+  glue_str cfg;
+  kws_plugin_host_config(&cfg);
+  glue_json j = {(const char *)cfg.ptr, (const char *)cfg.ptr + cfg.len};
+  const char *err = NULL;
+  char *found = NULL, *name = NULL;
+  glue_json_ws(&j);
+  if (j.p >= j.end || *j.p++ != '{') {
+    err = "invalid config: not a JSON object";
+    goto done;
+  }
+  glue_json_ws(&j);
+  if (j.p < j.end && *j.p == '}') {
+    j.p++;
+  } else {
+    for (;;) {
+      glue_json_ws(&j);
+      if (!glue_json_string(&j, &name)) goto bad;
+      glue_json_ws(&j);
+      if (j.p >= j.end || *j.p++ != ':') goto bad;
+      glue_json_ws(&j);
+      if (strcmp(name, key) == 0) {
+        if (j.p >= j.end || *j.p != '"') {
+          static char msg[160];
+          snprintf(msg, sizeof msg, "invalid config: %s must be a string", key);
+          err = msg;
+          goto done;
+        }
+        free(found);
+        if (!glue_json_string(&j, &found)) goto bad;
+      } else if (!glue_json_skip(&j)) {
+        goto bad;
+      }
+      free(name);
+      name = NULL;
+      glue_json_ws(&j);
+      if (j.p < j.end && *j.p == ',') {
+        j.p++;
+        continue;
+      }
+      if (j.p < j.end && *j.p == '}') {
+        j.p++;
+        break;
+      }
+      goto bad;
+    }
+  }
+  glue_json_ws(&j);
+  if (j.p != j.end) goto bad;
+  *out = found ? found : strdup(dflt);
+  found = NULL;
+  goto done;
+bad:
+  err = "invalid config: malformed JSON";
+done:
+  free(name);
+  free(found);
+  filter_score_plugin_string_free(&cfg);
+  return err;
+}
+
+#endif
