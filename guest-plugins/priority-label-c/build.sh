@@ -21,10 +21,10 @@ if [ ! -f "$sysroot/lib/wasm32-wasi/libc.a" ]; then
 fi
 rm -rf "$build"
 mkdir -p "$build" "$(dirname "$out")"
-wit-bindgen c "$wit" --world "$world" --out-dir "$build" >/dev/null
+wit-bindgen c "$wit" --world "$world" --out-dir "$build" >/dev/null 2>&1 ||
+  wit-bindgen c "$wit" --world "$world" --out-dir "$build" # again, to show the error
 clang --target=wasm32-wasi --sysroot="$sysroot" -isystem "$sysroot/include/wasm32-wasi" -L"$sysroot/lib/wasm32-wasi" \
-  -O2 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -mexec-model=reactor -Wl,--strip-debug \
-  -D__wasilibc_printscan_no_floating_point -lc-printscan-no-floating-point -I"$build" \
+  -O2 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -mexec-model=reactor -Wl,--strip-debug -I"$build" \
   "$here/priority_label.c" "$build/filter_score_plugin.c" "$build/filter_score_plugin_component_type.o" \
   -o "$build/priority_label.core.wasm"
 wasm-tools component new "$build/priority_label.core.wasm" -o "$out"

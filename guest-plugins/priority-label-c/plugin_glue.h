@@ -9,7 +9,6 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,17 +91,56 @@ static const glue_str *glue_label(const glue_node *n, const char *key) {
 
 // ---- statuses (reasons are malloc'd: the post-return code frees them) ----
 
-static glue_str glue_sprintf(const char *fmt, ...) {
+typedef struct {
+  char *ptr;
+  size_t len, cap;
+} glue_buf;
+
+static void glue_put(glue_buf *b, const void *p, size_t n) {
+  if (b->len + n > b->cap) {
+    b->cap = (b->len + n) * 2 + 16;
+    b->ptr = realloc(b->ptr, b->cap);
+    if (!b->ptr) abort();
+  }
+  memcpy(b->ptr + b->len, p, n);
+  b->len += n;
+}
+
+// A malloc'd string from `fmt`, where %s is a C string, %S a glue_str *, %u an unsigned int. (Not printf: that
+// would pull in wasi-libc's stdio and with it WASI imports.)
+static glue_str glue_format(const char *fmt, ...) {
+  glue_buf b = {0};
   va_list ap;
   va_start(ap, fmt);
-  int len = vsnprintf(NULL, 0, fmt, ap);
+  for (const char *f = fmt; *f; f++) {
+    if (*f != '%' || !f[1]) {
+      glue_put(&b, f, 1);
+      continue;
+    }
+    switch (*++f) {
+      case 's': {
+        const char *s = va_arg(ap, const char *);
+        glue_put(&b, s, strlen(s));
+        break;
+      }
+      case 'S': {
+        const glue_str *s = va_arg(ap, const glue_str *);
+        glue_put(&b, s->ptr, s->len);
+        break;
+      }
+      case 'u': {
+        char digits[10], *d = digits + sizeof digits;
+        unsigned v = va_arg(ap, unsigned);
+        do *--d = (char)('0' + v % 10); while (v /= 10);
+        glue_put(&b, d, (size_t)(digits + sizeof digits - d));
+        break;
+      }
+      default:
+        glue_put(&b, f, 1);
+    }
+  }
   va_end(ap);
-  char *buf = malloc((size_t)len + 1);
-  if (!buf) abort();
-  va_start(ap, fmt);
-  vsnprintf(buf, (size_t)len + 1, fmt, ap);
-  va_end(ap);
-  return (glue_str){(uint8_t *)buf, (size_t)len};
+  return (glue_str){(uint8_t *)b.ptr, b.len};
 }
 
 static void glue_success(glue_status *st) {
@@ -120,7 +158,7 @@ static void glue_status_reason(glue_status *st, kws_plugin_types_code_t code, gl
 }
 
 static void glue_unknown_slot(glue_status *st, uint32_t slot) {
-  glue_status_reason(st, KWS_PLUGIN_TYPES_CODE_ERROR, glue_sprintf("unknown node slot %u", (unsigned)slot));
+  glue_status_reason(st, KWS_PLUGIN_TYPES_CODE_ERROR, glue_format("unknown node slot %u", (unsigned)slot));
 }
 
 static void glue_log(kws_plugin_host_level_t level, const char *msg) {
@@ -259,8 +297,9 @@ static const char *glue_config_string(const char *key, const char *dflt, char **
       glue_json_ws(&j);
       if (strcmp(name, key) == 0) {
         if (j.p >= j.end || *j.p != '"') {
-          static char msg[160];
-          snprintf(msg, sizeof msg, "invalid config: %s must be a string", key);
+          static char msg[128] = "invalid config: ";
+          strncat(msg, key, sizeof msg - 40);
+          strcat(msg, " must be a string");
           err = msg;
           goto done;
         }

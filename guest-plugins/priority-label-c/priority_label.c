@@ -1,8 +1,5 @@
 // priority-label: Filter keeps the nodes that carry a label; Score ranks them by the label's integer value.
 // Config: {"labelKey": "..."} (default "priority.example.com").
-#include <errno.h>
-#include <inttypes.h>
-
 #include "filter_score_plugin.h"
 #include "plugin_glue.h"
 
@@ -49,14 +46,14 @@ void exports_kws_plugin_filter_filter(exports_kws_plugin_filter_pod_t *pod,
   for (size_t i = 0; i < slots->len; i++) {
     const glue_node *node = glue_node_at(slots->ptr[i]);
     if (!configured()) {
-      glue_status_reason(&ret->ptr[i], KWS_PLUGIN_TYPES_CODE_ERROR, glue_sprintf("%s", config_error));
+      glue_status_reason(&ret->ptr[i], KWS_PLUGIN_TYPES_CODE_ERROR, glue_format("%s", config_error));
     } else if (!node) {
       glue_unknown_slot(&ret->ptr[i], slots->ptr[i]);
     } else if (glue_label(node, label_key)) {
       glue_success(&ret->ptr[i]);
     } else {
       glue_status_reason(&ret->ptr[i], KWS_PLUGIN_TYPES_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE,
-                         glue_sprintf("node(s) didn't have label %s", label_key));
+                         glue_format("node(s) didn't have label %s", label_key));
     }
   }
   exports_kws_plugin_filter_pod_free(pod);
@@ -70,7 +67,7 @@ bool exports_kws_plugin_score_score(exports_kws_plugin_score_pod_t *pod,
   bool ok = true;
   int64_t *scores = glue_alloc(slots->len * sizeof *scores);
   if (!configured()) {
-    glue_status_reason(err, KWS_PLUGIN_TYPES_CODE_ERROR, glue_sprintf("%s", config_error));
+    glue_status_reason(err, KWS_PLUGIN_TYPES_CODE_ERROR, glue_format("%s", config_error));
     ok = false;
   }
   for (size_t i = 0; ok && i < slots->len; i++) {
@@ -84,8 +81,7 @@ bool exports_kws_plugin_score_score(exports_kws_plugin_score_pod_t *pod,
     scores[i] = 0; // a missing label scores 0
     if (value && !parse_s64(value, &scores[i])) {
       glue_status_reason(err, KWS_PLUGIN_TYPES_CODE_ERROR,
-                         glue_sprintf("node %.*s: label %s has non-integer value \"%.*s\"", (int)node->name.len,
-                                      node->name.ptr, label_key, (int)value->len, value->ptr));
+                         glue_format("node %S: label %s has non-integer value \"%S\"", &node->name, label_key, value));
       ok = false;
     }
   }
