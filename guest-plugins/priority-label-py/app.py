@@ -1,0 +1,95 @@
+"""priority-label: Filter keeps the nodes that carry a label; Score ranks them by the label's integer value.
+
+Config: {"labelKey": "..."} (default "priority.example.com").
+"""
+
+import re
+
+from wit_world import exports
+from wit_world.imports import host
+from wit_world.imports.host import Level
+from componentize_py_types import Err
+
+from plugin_glue import NodeTable, error, load_config, success, unknown_slot, unresolvable
+
+DEFAULT_LABEL_KEY = "priority.example.com"
+INTEGER = re.compile(r"[+-]?[0-9]+")
+S64_MIN, S64_MAX = -(2**63), 2**63 - 1
+
+nodes = NodeTable()
+_config = None
+
+
+def label_key():
+    """The configured label key; raises ValueError when the config is invalid."""
+    global _config
+    if _config is None:
+        try:
+            _config = load_config({"labelKey": DEFAULT_LABEL_KEY})
+        except ValueError as e:
+            host.log(Level.ERROR, str(e))
+            _config = e
+    if isinstance(_config, ValueError):
+        raise _config
+    return _config["labelKey"]
+
+
+def parse_s64(value):
+    """The value as a signed decimal 64-bit integer, or None."""
+    if INTEGER.fullmatch(value):
+        n = int(value)
+        if S64_MIN <= n <= S64_MAX:
+            return n
+    return None
+
+
+class Nodes(exports.Nodes):
+    def apply(self, changes):
+        nodes.apply(changes)
+
+
+class Filter(exports.Filter):
+    def filter(self, pod, slots):
+        try:
+            key = label_key()
+        except ValueError as e:
+            return [error(str(e)) for _ in slots]
+        statuses = []
+        for slot in slots:
+            node = nodes.get(slot)
+            if node is None:
+                statuses.append(unknown_slot(slot))
+            elif key in node[1]:
+                statuses.append(success())
+            else:
+                statuses.append(unresolvable(f"node(s) didn't have label {key}"))
+        return statuses
+
+
+class Score(exports.Score):
+    def score(self, pod, slots):
+        try:
+            key = label_key()
+        except ValueError as e:
+            raise Err(error(str(e)))
+        scores = []
+        for slot in slots:
+            node = nodes.get(slot)
+            if node is None:
+                raise Err(unknown_slot(slot))
+            name, labels = node
+            value = labels.get(key)
+            if value is None:
+                scores.append(0)
+                continue
+            n = parse_s64(value)
+            if n is None:
+                raise Err(error(f'node {name}: label {key} has non-integer value "{value}"'))
+            scores.append(n)
+        return scores
+
+    def normalize_score(self, pod, scores):
+        highest = max((s for _, s in scores), default=0)
+        if highest <= 0:
+            return [0 for _ in scores]
+        return [max(0, s) * 100 // highest for _, s in scores]

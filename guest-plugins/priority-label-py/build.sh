@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the priority-label Python guest into a component: build.sh OUTPUT.wasm
+set -euo pipefail
+out="${1:?usage: build.sh OUTPUT.wasm}"
+here="$(cd "$(dirname "$0")" && pwd)"
+wit="$here/../../wit"
+export PATH="$HOME/.cache/kube-wasm-scheduler/tools/bin:$PATH"
+if ! command -v componentize-py >/dev/null 2>&1; then
+  echo "priority-label-py: componentize-py not found; run scripts/setup-wasm.sh python" >&2
+  exit 1
+fi
+mkdir -p "$(dirname "$out")"
+# componentize-py writes nothing into the source folder; the app module and its helper are found via -p.
+componentize-py -d "$wit" -w filter-score-plugin componentize app -p "$here" -o "$out"

@@ -1,0 +1,60 @@
+"""Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors and the plugin's config."""
+
+import json
+
+from wit_world.imports import host
+from wit_world.imports.types import Code, NodeChange_Remove, NodeChange_Upsert, Status
+
+
+class NodeTable:
+    """The guest's copy of the nodes: slot -> (name, labels as a dict). The host sends changes before any call
+    that names slots."""
+
+    def __init__(self):
+        self._slots = {}
+
+    def apply(self, changes):
+        for change in changes:
+            if isinstance(change, NodeChange_Upsert):
+                slot, node = change.value
+                self._slots[slot] = (node.name, dict(node.labels))
+            elif isinstance(change, NodeChange_Remove):
+                self._slots.pop(change.value, None)
+
+    def get(self, slot):
+        """(name, labels) of the node at `slot`, or None when the slot is empty."""
+        return self._slots.get(slot)
+
+
+def success():
+    return Status(code=Code.SUCCESS, reasons=[])
+
+
+def error(reason):
+    return Status(code=Code.ERROR, reasons=[reason])
+
+
+def unresolvable(reason):
+    return Status(code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons=[reason])
+
+
+def unknown_slot(slot):
+    return error(f"unknown node slot {slot}")
+
+
+def load_config(defaults):
+    """The plugin's JSON config from the host, over `defaults`. Raises ValueError when it is not a JSON object
+    or a key has another type than its default."""
+    try:
+        given = json.loads(host.config())
+    except ValueError as e:
+        raise ValueError(f"invalid config: {e}") from None
+    if not isinstance(given, dict):
+        raise ValueError("invalid config: not a JSON object")
+    config = dict(defaults)
+    for key, default in defaults.items():
+        if key in given:
+            if not isinstance(given[key], type(default)):
+                raise ValueError(f"invalid config: {key} must be a {type(default).__name__}")
+            config[key] = given[key]
+    return config
