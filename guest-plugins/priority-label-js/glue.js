@@ -1,0 +1,53 @@
+// Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors and the plugin's config.
+import { config } from 'kws:plugin/host@0.1.0';
+
+// The guest's copy of the nodes: slot -> { name, labels: Map }. The host sends changes before any call that
+// names slots.
+export class NodeTable {
+  constructor() {
+    this.slots = new Map();
+  }
+
+  apply(changes) {
+    for (const change of changes) {
+      if (change.tag === 'upsert') {
+        const [slot, node] = change.val;
+        this.slots.set(slot, { name: node.name, labels: new Map(node.labels) });
+      } else if (change.tag === 'remove') {
+        this.slots.delete(change.val);
+      }
+    }
+  }
+
+  // { name, labels } of the node at `slot`, or undefined when the slot is empty.
+  get(slot) {
+    return this.slots.get(slot);
+  }
+}
+
+export const success = () => ({ code: 'success', reasons: [] });
+export const error = (reason) => ({ code: 'error', reasons: [reason] });
+export const unresolvable = (reason) => ({ code: 'unschedulable-and-unresolvable', reasons: [reason] });
+export const unknownSlot = (slot) => error(`unknown node slot ${slot}`);
+
+// The plugin's JSON config from the host, over `defaults`. Throws an Error when it is not a JSON object or a key
+// has another type than its default.
+export function loadConfig(defaults) {
+  let given;
+  try {
+    given = JSON.parse(config());
+  } catch (e) {
+    throw new Error(`invalid config: ${e.message}`);
+  }
+  if (given === null || typeof given !== 'object' || Array.isArray(given)) {
+    throw new Error('invalid config: not a JSON object');
+  }
+  const result = { ...defaults };
+  for (const [key, value] of Object.entries(defaults)) {
+    if (key in given) {
+      if (typeof given[key] !== typeof value) throw new Error(`invalid config: ${key} must be a ${typeof value}`);
+      result[key] = given[key];
+    }
+  }
+  return result;
+}

@@ -1,0 +1,84 @@
+// priority-label: Filter keeps the nodes that carry a label; Score ranks them by the label's integer value.
+// Config: {"labelKey": "..."} (default "priority.example.com"). Scores are s64, so BigInt.
+import { log } from 'kws:plugin/host@0.1.0';
+import { NodeTable, error, loadConfig, success, unknownSlot, unresolvable } from './glue.js';
+
+const DEFAULT_LABEL_KEY = 'priority.example.com';
+const INTEGER = /^[+-]?[0-9]+$/;
+const S64_MIN = -(2n ** 63n);
+const S64_MAX = 2n ** 63n - 1n;
+
+const table = new NodeTable();
+let config;
+
+// The configured label key; throws an Error when the config is invalid.
+function labelKey() {
+  if (config === undefined) {
+    try {
+      config = loadConfig({ labelKey: DEFAULT_LABEL_KEY });
+    } catch (e) {
+      log('error', e.message);
+      config = e;
+    }
+  }
+  if (config instanceof Error) throw config;
+  return config.labelKey;
+}
+
+// The value as a signed decimal 64-bit integer, or undefined.
+function parseS64(value) {
+  if (!INTEGER.test(value)) return undefined;
+  const n = BigInt(value);
+  return n >= S64_MIN && n <= S64_MAX ? n : undefined;
+}
+
+export const nodes = {
+  apply(changes) {
+    table.apply(changes);
+  },
+};
+
+export const filter = {
+  filter(pod, slots) {
+    let key;
+    try {
+      key = labelKey();
+    } catch (e) {
+      return Array.from(slots, () => error(e.message));
+    }
+    return Array.from(slots, (slot) => {
+      const node = table.get(slot);
+      if (node === undefined) return unknownSlot(slot);
+      if (node.labels.has(key)) return success();
+      return unresolvable(`node(s) didn't have label ${key}`);
+    });
+  },
+};
+
+// A thrown status is the call's err(status); a returned list is ok(list).
+export const score = {
+  score(pod, slots) {
+    let key;
+    try {
+      key = labelKey();
+    } catch (e) {
+      throw error(e.message);
+    }
+    return Array.from(slots, (slot) => {
+      const node = table.get(slot);
+      if (node === undefined) throw unknownSlot(slot);
+      const value = node.labels.get(key);
+      if (value === undefined) return 0n;
+      const n = parseS64(value);
+      if (n === undefined) throw error(`node ${node.name}: label ${key} has non-integer value "${value}"`);
+      return n;
+    });
+  },
+
+  normalizeScore(pod, scores) {
+    let highest = 0n;
+    for (const [, s] of scores) if (s > highest) highest = s;
+    if (highest <= 0n) return scores.map(() => 0n);
+    return scores.map(([, s]) => ((s > 0n ? s : 0n) * 100n) / highest);
+  },
+};
