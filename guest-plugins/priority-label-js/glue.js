@@ -37,7 +37,7 @@ export function loadConfig(defaults) {
   try {
     given = JSON.parse(config());
   } catch (e) {
-    throw new Error(`invalid config: ${e.message}`);
+    throw new Error(`invalid config: malformed JSON (${e.message})`);
   }
   if (given === null || typeof given !== 'object' || Array.isArray(given)) {
     throw new Error('invalid config: not a JSON object');

@@ -48,13 +48,14 @@ def load_config(defaults):
     try:
         given = json.loads(host.config())
     except ValueError as e:
-        raise ValueError(f"invalid config: {e}") from None
+        raise ValueError(f"invalid config: malformed JSON ({e})") from None
     if not isinstance(given, dict):
         raise ValueError("invalid config: not a JSON object")
     config = dict(defaults)
     for key, default in defaults.items():
         if key in given:
             if not isinstance(given[key], type(default)):
-                raise ValueError(f"invalid config: {key} must be a {type(default).__name__}")
+                kind = "string" if isinstance(default, str) else type(default).__name__
+                raise ValueError(f"invalid config: {key} must be a {kind}")
             config[key] = given[key]
     return config
