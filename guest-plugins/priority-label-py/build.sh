@@ -10,5 +10,8 @@ if ! command -v componentize-py >/dev/null 2>&1; then
   exit 1
 fi
 mkdir -p "$(dirname "$out")"
-# componentize-py writes nothing into the source folder; the app module and its helper are found via -p.
-componentize-py -d "$wit" -w filter-score-plugin componentize app -p "$here" -o "$out"
+# Build from a copy: componentize-py leaves __pycache__ next to the modules it loads.
+src="$(mktemp -d)"
+trap 'rm -rf "$src"' EXIT
+cp "$here/app.py" "$here/plugin_glue.py" "$src/"
+componentize-py -d "$wit" -w filter-score-plugin componentize app -p "$src" -o "$out"
