@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench setup build check
+.PHONY: demo test bench setup build check guests
 
 setup:
 	@scripts/setup.sh
@@ -13,20 +13,28 @@ setup:
 build: setup
 	cargo build --bin kube-wasm-scheduler
 
-## demo: build, then simulate an example cluster and print the placements (and one pod's explanation).
-demo: build
+## guests: build every guest plugin to a component under guest-plugins/build/ (installs toolchains on first use).
+guests: setup
+	scripts/build-guests.sh
+
+## demo: build (guests too), then simulate example clusters and print the placements, with explanations.
+demo: build guests
 	@echo "== simulate $(EXAMPLE)"
 	$(BIN) simulate --config $(EXAMPLE)/profile.yaml --cluster $(EXAMPLE)/cluster.yaml --explain default/web-1
 	@echo
 	@echo "== simulate examples/preemption"
 	$(BIN) simulate --config examples/preemption/profile.yaml --cluster examples/preemption/cluster.yaml
+	@echo
+	@echo "== simulate examples/wasm-priority-label: native plugins plus a WebAssembly guest (PriorityLabel)"
+	$(BIN) plugin check guest-plugins/build/priority-label.wasm
+	$(BIN) simulate --config examples/wasm-priority-label/profile.yaml --cluster examples/wasm-priority-label/cluster.yaml --explain default/web-1
 
-## test: every test (unit, integration, golden simulator runs).
-test: setup
+## test: every test (unit, integration with the built guests, golden simulator runs, benchmarks once each).
+test: setup guests
 	cargo test --workspace --all-targets --no-fail-fast
 
 ## bench: criterion benchmarks (release build), results under $(CARGO_TARGET_DIR)/criterion.
-bench: setup
+bench: setup guests
 	cargo bench -p kube-wasm-scheduler
 
 check: setup

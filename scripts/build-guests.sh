@@ -27,8 +27,9 @@ declare -A RUST_GUESTS=(
   [priority-label-inverted]="priority-label invert"
   [qos-sort]="qos-sort"
   [random-score]="random-score"
+  [hostile]="hostile"
 )
-RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score)
+RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score hostile)
 
 log() { echo "build-guests: $*" >&2; }
 

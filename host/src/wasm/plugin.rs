@@ -33,6 +33,11 @@ pub fn loaded_plugins() -> Vec<Arc<WasmPlugin>> {
     LOADED.lock().expect("loaded plugins lock").iter().filter_map(Weak::upgrade).collect()
 }
 
+/// Extra deadline per node sent to a guest's node table.
+const SYNC_BUDGET_PER_NODE: Duration = Duration::from_millis(1);
+/// The most a node table load may take.
+const MAX_SYNC_BUDGET: Duration = Duration::from_secs(10);
+
 /// Guest output kept per call before it is flushed to the log.
 const OUTPUT_CAPACITY: usize = 64 * 1024;
 
@@ -446,7 +451,13 @@ impl WasmPlugin {
         if !changes.is_empty() {
             let idx = loaded.idx.nodes.as_ref().expect("checked at load: node points need kws:plugin/nodes");
             let guest = idx.load(&mut inst.store, &inst.instance).map_err(trap)?;
-            if let Err(e) = guest.call_apply(&mut inst.store, &changes) {
+            // Loading a table is proportional to the nodes sent (a fresh instance gets the whole cluster): it has
+            // its own budget, and the call that follows gets the plugin's full deadline.
+            let budget = (self.args.timeout + SYNC_BUDGET_PER_NODE * changes.len() as u32).min(MAX_SYNC_BUDGET);
+            inst.store.set_epoch_deadline(WasmEngine::ticks_for(budget));
+            let r = guest.call_apply(&mut inst.store, &changes);
+            inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+            if let Err(e) = r {
                 // The table is in an unknown state: resend everything next time.
                 inst.synced.clear();
                 return Err(trap(e));

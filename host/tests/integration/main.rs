@@ -6,3 +6,4 @@ mod config;
 mod framework;
 mod queue;
 mod simulate;
+mod wasm;

@@ -1,0 +1,80 @@
+//! Hostile: a test fixture that misbehaves in the way its configuration asks (`{"mode": "..."}`), to prove the
+//! host survives it: `loop` (Filter never returns), `grow` (Score allocates without bound), `trap-filter`,
+//! `trap-score`, `trap-normalize` (a trap in each export), `score-1000` (a normalized score out of range), and
+//! `ok` (behaves).
+
+use kws_plugin_sdk::{Config, Node, Plugin, Pod, Status};
+
+/// The misbehaviour.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Ok,
+    Loop,
+    Grow,
+    TrapFilter,
+    TrapScore,
+    TrapNormalize,
+    Score1000,
+}
+
+/// The plugin.
+pub struct Hostile {
+    mode: Mode,
+}
+
+impl Plugin for Hostile {
+    fn new(config: &Config) -> Result<Self, String> {
+        let mode = match config.str("mode")?.unwrap_or("ok") {
+            "ok" => Mode::Ok,
+            "loop" => Mode::Loop,
+            "grow" => Mode::Grow,
+            "trap-filter" => Mode::TrapFilter,
+            "trap-score" => Mode::TrapScore,
+            "trap-normalize" => Mode::TrapNormalize,
+            "score-1000" => Mode::Score1000,
+            other => return Err(format!("unknown mode {other:?}")),
+        };
+        Ok(Hostile { mode })
+    }
+
+    fn filter(&self, _pod: &Pod, _node: &Node) -> Status {
+        match self.mode {
+            Mode::Loop => {
+                let mut n: u64 = 0;
+                // Observable side effect so the loop is not optimized away.
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            Mode::TrapFilter => panic!("hostile guest: trap in filter"),
+            _ => Status::success(),
+        }
+    }
+
+    fn score(&self, _pod: &Pod, _node: &Node) -> Result<i64, Status> {
+        match self.mode {
+            Mode::Grow => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            Mode::TrapScore => panic!("hostile guest: trap in score"),
+            _ => Ok(50),
+        }
+    }
+
+    fn normalize_score(&self, _pod: &Pod, scores: &mut [i64]) -> Result<(), Status> {
+        match self.mode {
+            Mode::TrapNormalize => panic!("hostile guest: trap in normalize-score"),
+            Mode::Score1000 => {
+                scores.iter_mut().for_each(|s| *s = 1000);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+kws_plugin_sdk::export_filter_score!(Hostile);

@@ -1,0 +1,171 @@
+//! The Wasm boundary's cost, side by side with the same policy written natively (priority-label: Filter rejects
+//! nodes without the label, Score is its integer value, normalized by the maximum):
+//! (a) one pod's whole scheduling cycle over 5,000 nodes, default profile + priority-label;
+//! (b) priority-label's Filter + Score alone for one pod over 5,000 nodes, and one node update reaching the guest.
+//! Needs `make guests` (guest-plugins/build/priority-label.wasm).
+
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+
+use kube_wasm_scheduler::cache::Snapshot;
+use kube_wasm_scheduler::config;
+use kube_wasm_scheduler::framework::*;
+use kube_wasm_scheduler::plugins::{in_tree_registry, Registry};
+use kube_wasm_scheduler::sim::{generate, SimOptions, Simulation};
+use kube_wasm_scheduler::wasm::{self, WasmArgs, WasmPlugin};
+
+const NODES: usize = 5000;
+const KEY: &str = "priority.example.com";
+
+fn component() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-plugins/build/priority-label.wasm");
+    assert!(p.exists(), "run `make guests` first: {} is missing", p.display());
+    p
+}
+
+/// The same policy as the guest, natively.
+struct NativePriorityLabel;
+
+impl Plugin for NativePriorityLabel {
+    fn name(&self) -> &str {
+        "PriorityLabel"
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for NativePriorityLabel {
+    fn filter(&self, _s: &CycleState, _p: &PodInfo, node: &NodeInfo) -> Status {
+        if node.labels().contains_key(KEY) { Status::success() } else { Status::unresolvable(format!("node(s) didn't have label {KEY}")) }
+    }
+}
+
+impl ScorePlugin for NativePriorityLabel {
+    fn score(&self, _s: &CycleState, _p: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        match node.labels().get(KEY) {
+            None => Ok(0),
+            Some(v) => v.parse().map_err(|_| Status::error(format!("node {}: label {KEY} has non-integer value {v:?}", node.name))),
+        }
+    }
+    fn normalize_score(&self, _s: &CycleState, _p: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
+        let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+        for s in scores.iter_mut() {
+            s.score = if max <= 0 { 0 } else { s.score.max(0) * 100 / max };
+        }
+        Status::success()
+    }
+}
+
+fn labelled_cluster(pods: usize) -> kube_wasm_scheduler::sim::ClusterFile {
+    let mut c = generate::cluster(NODES, pods);
+    for (i, n) in c.nodes.iter_mut().enumerate() {
+        n.metadata.labels.get_or_insert_with(Default::default).insert(KEY.into(), format!("{}", i % 100));
+    }
+    c
+}
+
+fn profile(wasm: bool) -> (Registry, config::SchedulerConfig) {
+    let mut reg = in_tree_registry();
+    let args = if wasm { format!("  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n", component().display()) } else { String::new() };
+    let yaml = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: PriorityLabel, weight: 2}}]\n{args}"
+    );
+    if !wasm {
+        reg.register("PriorityLabel", Arc::new(|_, _| Ok(Arc::new(NativePriorityLabel) as Arc<dyn Plugin>))).unwrap();
+    }
+    let known = |n: &str| n == "PriorityLabel" || reg.get(n).is_some();
+    let cfg = config::parse("bench.yaml", &yaml, &known).expect("bench profile");
+    wasm::register_plugins(&mut reg, &cfg, std::path::Path::new("/"));
+    (reg, cfg)
+}
+
+/// (a) Whole cycles: each iteration schedules one more pod on a 5,000-node cluster.
+fn whole_cycle(c: &mut Criterion) {
+    let mut g = c.benchmark_group("cycle_5000_nodes_default_profile_plus_priority_label");
+    g.sample_size(20);
+    for (name, wasm) in [("native", false), ("wasm", true)] {
+        let (reg, cfg) = profile(wasm);
+        let file = labelled_cluster(0);
+        let sim = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).unwrap();
+        let sched = sim.scheduler().clone();
+        let template = generate::cluster(1, 1).pending_pods.remove(0);
+        let mut n = 0u64;
+        g.bench_function(BenchmarkId::new(name, NODES), |b| {
+            b.iter(|| {
+                n += 1;
+                let mut pod = (*template.pod).clone();
+                pod.metadata.name = Some(format!("b-{n}"));
+                pod.metadata.uid = Some(format!("b-{n}"));
+                let info = Arc::new(PodInfo::new(pod).unwrap());
+                let now = sched.clock.now();
+                sched.queue.lock().unwrap().add(info, now);
+                assert!(sched.schedule_one());
+            })
+        });
+    }
+    g.finish();
+}
+
+/// (b) Filter + Score (+ NormalizeScore) of one pod over 5,000 nodes, and one node update reaching the guest.
+fn filter_score(c: &mut Criterion) {
+    let file = labelled_cluster(1);
+    let mut cache = kube_wasm_scheduler::cache::Cache::new();
+    for n in &file.nodes {
+        cache.add_node(n.clone()).unwrap();
+    }
+    let mut snap = Snapshot::default();
+    cache.update_snapshot(&mut snap);
+    let nodes: Vec<&NodeInfo> = snap.nodes().iter().map(|n| &**n).collect();
+    let pod = &file.pending_pods[0];
+    let wasm_plugin = WasmPlugin::load("PriorityLabel", WasmArgs::parse(&serde_json::json!({"component": component()}), std::path::Path::new("/")).unwrap(), 0).unwrap();
+    let native = NativePriorityLabel;
+    let mut g = c.benchmark_group("priority_label_filter_score_5000_nodes");
+    g.sample_size(30);
+    for (name, p) in [("native", &native as &dyn Plugin), ("wasm", &*wasm_plugin as &dyn Plugin)] {
+        let mut state = CycleState::new();
+        p.begin_cycle(&mut state);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut out = Vec::with_capacity(nodes.len());
+                p.as_filter().unwrap().filter_nodes(&state, pod, &nodes, &mut out);
+                let mut scores = vec![0i64; nodes.len()];
+                let s = p.as_score().unwrap().score_nodes(&state, pod, &nodes, &mut scores);
+                assert!(s.is_success());
+                let mut list: Vec<NodeScore> = nodes.iter().zip(&scores).map(|(n, &score)| NodeScore { name: &n.name, score }).collect();
+                p.as_score().unwrap().normalize_score(&state, pod, &mut list);
+                out.len()
+            })
+        });
+    }
+    // One node changes (a pod bound to it): the next call carries that node to the guest.
+    let mut state = CycleState::new();
+    wasm_plugin.begin_cycle(&mut state);
+    let mut changed = (*snap.nodes()[0]).clone();
+    let mut gen = 1_000_000u64;
+    g.bench_function("wasm_one_node_update_then_score_one_node", |b| {
+        b.iter(|| {
+            gen += 1;
+            changed.generation = gen;
+            let mut s = [0i64];
+            wasm_plugin.score_nodes(&state, pod, &[&changed], &mut s)
+        })
+    });
+    g.bench_function("wasm_score_one_node_no_update", |b| {
+        b.iter(|| {
+            let mut s = [0i64];
+            wasm_plugin.score_nodes(&state, pod, &[&changed], &mut s)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, whole_cycle, filter_score);
+criterion_main!(benches);

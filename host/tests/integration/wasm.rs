@@ -1,0 +1,311 @@
+//! Wasm plugins, with the real guests built by `make guests` (guest-plugins/build/*.wasm): the seed scenarios,
+//! the same policy in four languages, hot reload under load, hostile guests, and `plugin check`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube_wasm_scheduler::framework::{action, ClusterEvent, EventResource};
+use kube_wasm_scheduler::sim::{self, SimOptions, Simulation};
+use kube_wasm_scheduler::wasm;
+
+use crate::util::*;
+
+/// A built guest; `make test` builds them first, so a missing one is a failure, not a skip.
+pub fn guest(name: &str) -> PathBuf {
+    let p = root().join("guest-plugins/build").join(format!("{name}.wasm"));
+    assert!(p.exists(), "{} is missing: run `make guests`", p.display());
+    p
+}
+
+fn registry_for(cfg_yaml: &str) -> (kube_wasm_scheduler::plugins::Registry, kube_wasm_scheduler::config::SchedulerConfig) {
+    let mut reg = registry_with(vec![]);
+    let cfg = config(&reg, cfg_yaml);
+    wasm::register_plugins(&mut reg, &cfg, std::path::Path::new("/"));
+    (reg, cfg)
+}
+
+fn label_profile(component: &std::path::Path, extra_args: &str) -> String {
+    format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: PriorityLabel, weight: 5}}]\n  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n{extra_args}",
+        component.display()
+    )
+}
+
+fn node_yaml(name: &str, label: Option<&str>) -> String {
+    let l = label.map(|v| format!(", priority.example.com: \"{v}\"")).unwrap_or_default();
+    format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{kubernetes.io/hostname: {name}{l}}}\nstatus:\n  allocatable: {{cpu: '64', memory: 256Gi, pods: '500'}}\n---\n")
+}
+
+fn node_obj(name: &str, label: Option<&str>) -> k8s_openapi::api::core::v1::Node {
+    let doc = node_yaml(name, label);
+    serde_yaml::from_str(doc.trim_end_matches("---\n")).unwrap()
+}
+
+/// Relabels a node in the running simulation, as an informer would deliver the update.
+fn relabel(s: &Simulation, name: &str, value: &str) {
+    let sched = s.scheduler();
+    sched.cache.lock().unwrap().add_node(node_obj(name, Some(value))).unwrap();
+    let now = sched.clock.now();
+    sched.queue.lock().unwrap().on_event(ClusterEvent::new(EventResource::Node, action::UPDATE_LABEL), now);
+}
+
+fn add_pod(s: &Simulation, name: &str) {
+    let p = pod_yaml(name, "");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_yaml::from_str(p.trim_end_matches("---\n")).unwrap();
+    let info = Arc::new(kube_wasm_scheduler::framework::PodInfo::new(pod).unwrap());
+    let now = s.scheduler().clock.now();
+    s.scheduler().queue.lock().unwrap().add(info, now);
+}
+
+/// The seed's label scenario with one implementation of the policy.
+fn label_scenario(component: &str) {
+    let (reg, cfg) = registry_for(&label_profile(&guest(component), ""));
+    let cluster = node_yaml("scheduler-1", None) + &node_yaml("scheduler-2", None) + &pod_yaml("p1", "");
+    let file = sim::load::parse("c.yaml", &cluster).unwrap();
+    let s = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).unwrap();
+
+    // No labels: both nodes rejected, the reason counted once for both.
+    let r = s.run();
+    assert_eq!(node_of(&r, "default/p1"), None, "{component}");
+    let m = message_of(&r, "default/p1");
+    assert!(m.starts_with("0/2 nodes are available: 2 node(s) didn't have label priority.example.com."), "{component}: {m}");
+
+    // scheduler-1=10: the pending pod lands there, with no change to the pod.
+    relabel(&s, "scheduler-1", "10");
+    let r = s.run();
+    assert_eq!(node_of(&r, "default/p1").as_deref(), Some("scheduler-1"), "{component}");
+
+    // scheduler-2=20: a new pod lands on scheduler-2.
+    relabel(&s, "scheduler-2", "20");
+    add_pod(&s, "p2");
+    let r = s.run();
+    assert_eq!(node_of(&r, "default/p2").as_deref(), Some("scheduler-2"), "{component}");
+
+    // scheduler-1=30: the next pod lands on scheduler-1.
+    relabel(&s, "scheduler-1", "30");
+    add_pod(&s, "p3");
+    let r = s.run();
+    assert_eq!(node_of(&r, "default/p3").as_deref(), Some("scheduler-1"), "{component}");
+
+    // A non-integer value is an Error naming the node and the value.
+    relabel(&s, "scheduler-2", "high");
+    add_pod(&s, "p4");
+    let r = s.run();
+    let m = message_of(&r, "default/p4");
+    assert!(m.contains("scheduler-2") && m.contains("\"high\""), "{component}: {m}");
+}
+
+#[test]
+fn seed_label_scenario_rust() {
+    label_scenario("priority-label");
+}
+
+#[test]
+fn seed_label_scenario_c() {
+    label_scenario("priority-label-c");
+}
+
+#[test]
+fn seed_label_scenario_python() {
+    label_scenario("priority-label-py");
+}
+
+#[test]
+fn seed_label_scenario_javascript() {
+    label_scenario("priority-label-js");
+}
+
+#[test]
+fn qos_sort_guest_orders_guaranteed_first() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+        .current_dir(root())
+        .args(["simulate", "--config", "examples/wasm-qos-sort/profile.yaml", "--cluster", "examples/wasm-qos-sort/cluster.yaml", "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bound: Vec<&str> = v["placements"].as_array().unwrap().iter().filter(|p| p["node"].is_string()).map(|p| p["pod"].as_str().unwrap()).collect();
+    assert_eq!(bound, ["default/guaranteed"], "the Guaranteed pod is scheduled first and takes the only slot");
+    // The same cluster with the default PrioritySort: the first arrival (BestEffort) wins.
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+        .current_dir(root())
+        .args(["simulate", "--cluster", "examples/wasm-qos-sort/cluster.yaml", "--output", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = v["placements"].as_array().unwrap().iter().find(|p| p["node"].is_string()).unwrap()["pod"].clone();
+    assert_eq!(first, "default/best-effort");
+}
+
+#[test]
+fn random_score_spreads_pods_and_logs_each_decision() {
+    let dir = std::env::temp_dir().join(format!("kws-random-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      disabled: [{{name: '*'}}]\n      enabled: [{{name: PrioritySort}}, {{name: DefaultBinder}}, {{name: RandomScore}}]\n  pluginConfig:\n  - name: RandomScore\n    args:\n      component: {}\n",
+        guest("random-score").display()
+    );
+    std::fs::write(dir.join("p.yaml"), profile).unwrap();
+    let cluster = nodes_yaml(4) + &(0..40).map(|i| pod_yaml(&format!("r{i}"), "")).collect::<String>();
+    std::fs::write(dir.join("c.yaml"), cluster).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+        .env("KWS_LOG", "info")
+        .args(["simulate", "--seed", "3", "--output", "json", "--config"])
+        .arg(dir.join("p.yaml"))
+        .arg("--cluster")
+        .arg(dir.join("c.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let placements = v["placements"].as_array().unwrap();
+    let used: std::collections::HashSet<&str> = placements.iter().filter_map(|p| p["node"].as_str()).collect();
+    assert_eq!(placements.iter().filter(|p| p["node"].is_string()).count(), 40);
+    assert!(used.len() >= 3, "random scores spread pods: {used:?}");
+    let log = String::from_utf8_lossy(&out.stderr);
+    for p in placements {
+        let line = format!("Decision: {} => {}", p["pod"].as_str().unwrap(), p["node"].as_str().unwrap());
+        assert!(log.contains(&line), "missing {line:?} in the log");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn hot_reload_swaps_the_component_while_scheduling() {
+    let dir = std::env::temp_dir().join(format!("kws-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let live = dir.join("priority-label.wasm");
+    std::fs::copy(guest("priority-label"), &live).unwrap();
+    let (reg, cfg) = registry_for(&label_profile(&live, ""));
+    let cluster = node_yaml("low", Some("10")) + &node_yaml("high", Some("90"));
+    let file = sim::load::parse("c.yaml", &cluster).unwrap();
+    let s = Simulation::new(&cfg, &reg, &file, &SimOptions { reload_period: Some(Duration::from_millis(20)), ..Default::default() }).unwrap();
+    let fwk = s.scheduler().profiles.get("default-scheduler").unwrap().clone();
+    let plugin = fwk.plugin("PriorityLabel").unwrap().clone();
+    let before = wasm::engine::sha256_hex(&std::fs::read(&live).unwrap());
+
+    // Pods keep coming while the file is replaced by a build that inverts the score.
+    let mut placed = Vec::new();
+    let swap_at = 30;
+    for i in 0..200 {
+        if i == swap_at {
+            let tmp = dir.join("next.wasm");
+            std::fs::copy(guest("priority-label-inverted"), &tmp).unwrap();
+            std::fs::rename(&tmp, &live).unwrap();
+        }
+        add_pod(&s, &format!("p{i}"));
+        let r = s.run();
+        let p = r.placements.iter().find(|p| p.pod == format!("default/p{i}")).unwrap().clone();
+        assert!(p.node.is_some(), "no cycle fails during the swap: {p:?}");
+        placed.push(p.node.unwrap());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(placed[..swap_at].iter().all(|n| n == "high"), "before: {:?}", &placed[..swap_at]);
+    assert_eq!(placed.last().unwrap(), "low", "later decisions follow the new file");
+    let first_low = placed.iter().position(|n| n == "low").unwrap();
+    assert!(placed[first_low..].iter().all(|n| n == "low"), "once swapped, every decision follows the new file");
+
+    // A corrupt replacement keeps the previous version serving.
+    assert_eq!(plugin.name(), "PriorityLabel");
+    let wp = wasm::loaded_plugins().into_iter().find(|p| p.component() == live.as_path()).expect("the running plugin");
+    let inverted = wasm::engine::sha256_hex(&std::fs::read(guest("priority-label-inverted")).unwrap());
+    assert_ne!(wp.digest(), before);
+    assert_eq!(wp.digest(), inverted, "the inverted build serves");
+    assert!(wp.stats.reloads.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    std::fs::write(dir.join("bad.wasm"), b"\0asm garbage").unwrap();
+    std::fs::rename(dir.join("bad.wasm"), &live).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    add_pod(&s, "after-corrupt");
+    std::thread::sleep(Duration::from_millis(200));
+    let r = s.run();
+    assert_eq!(node_of(&r, "default/after-corrupt").as_deref(), Some("low"), "the inverted version still serves");
+    assert!(Instant::now() < deadline);
+    assert_eq!(wp.digest(), inverted, "the corrupt file was not swapped in");
+    assert!(wp.stats.reload_failures.load(std::sync::atomic::Ordering::Relaxed) >= 1, "the refusal is reported");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn plugin_check_describes_a_component_and_refuses_bad_files() {
+    let bin = env!("CARGO_BIN_EXE_kube-wasm-scheduler");
+    let out = Command::new(bin).args(["plugin", "check"]).arg(guest("priority-label")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("kws:plugin@0.1.0"), "{stdout}");
+    assert!(stdout.contains("extension points: Filter, Score"), "{stdout}");
+    assert!(stdout.contains("kws:plugin/host@0.1.0"), "{stdout}");
+
+    let dir = std::env::temp_dir().join(format!("kws-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("core.wasm", b"\0asm\x01\0\0\0", "not a WebAssembly component: a core WebAssembly module"),
+        ("junk.wasm", b"hello", "not a WebAssembly component"),
+        ("foreign.wat", b"(component (import \"acme:net/socket@1.0.0\" (instance)))", "imports acme:net/socket@1.0.0, which this host does not offer"),
+        ("future.wat", b"(component (instance $i) (export \"kws:plugin/score@0.2.0\" (instance $i)))", "targets contract version 0.2.0"),
+    ];
+    for (name, bytes, want) in cases {
+        let f = dir.join(name);
+        std::fs::write(&f, bytes).unwrap();
+        let out = Command::new(bin).args(["plugin", "check"]).arg(&f).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: one line: {stderr}");
+        assert!(stderr.contains(want), "{name}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A profile `hostile` whose Hostile plugin misbehaves as `mode` asks, beside a plain default profile.
+fn hostile_run(mode: &str, policy: &str) -> (kube_wasm_scheduler::sim::Report, Duration) {
+    let yaml = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n- schedulerName: hostile\n  plugins:\n    multiPoint:\n      enabled: [{{name: Hostile}}]\n  pluginConfig:\n  - name: Hostile\n    args:\n      component: {}\n      config: {{mode: {mode}}}\n      timeout: 200ms\n      memoryLimit: 16Mi\n      failurePolicy: {policy}\n",
+        guest("hostile").display()
+    );
+    let (reg, cfg) = registry_for(&yaml);
+    let mut cluster = nodes_yaml(3);
+    for i in 0..3 {
+        cluster += &pod_yaml(&format!("bad-{i}"), "  schedulerName: hostile\n");
+        cluster += &pod_yaml(&format!("good-{i}"), "");
+    }
+    let file = sim::load::parse("c.yaml", &cluster).unwrap();
+    let s = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).unwrap();
+    let t = Instant::now();
+    let r = s.run();
+    (r, t.elapsed())
+}
+
+#[test]
+fn hostile_guests_yield_errors_within_their_deadline_and_scheduling_goes_on() {
+    let cases = [
+        ("loop", "wasm plugin \"Hostile\" at Filter: timed out after 200ms"),
+        ("grow", "wasm plugin \"Hostile\" at Score: trapped"),
+        ("trap-filter", "wasm plugin \"Hostile\" at Filter: trapped"),
+        ("trap-score", "wasm plugin \"Hostile\" at Score: trapped"),
+        ("trap-normalize", "wasm plugin \"Hostile\" at NormalizeScore: trapped"),
+        ("score-1000", "plugin \"Hostile\" returns an invalid score 1000"),
+    ];
+    for (mode, want) in cases {
+        let (r, took) = hostile_run(mode, "Fail");
+        for i in 0..3 {
+            assert_eq!(node_of(&r, &format!("default/good-{i}")).is_some(), true, "{mode}: other pods are scheduled");
+            assert_eq!(node_of(&r, &format!("default/bad-{i}")), None, "{mode}");
+            let m = message_of(&r, &format!("default/bad-{i}"));
+            assert!(m.contains(want), "{mode}: {m}");
+        }
+        // Every failed attempt is bounded by the deadline (the simulator retries with backoff a few times).
+        let attempts: u32 = r.placements.iter().filter(|p| p.pod.starts_with("default/bad-")).map(|p| p.attempts).sum();
+        assert!(took < Duration::from_millis(400) * attempts.max(1) + Duration::from_secs(5), "{mode}: {took:?} for {attempts} attempts");
+    }
+}
+
+#[test]
+fn failure_policy_ignore_skips_a_failing_guest() {
+    for mode in ["trap-filter", "trap-score", "loop"] {
+        let (r, _) = hostile_run(mode, "Ignore");
+        for i in 0..3 {
+            assert!(node_of(&r, &format!("default/bad-{i}")).is_some(), "{mode}: with Ignore the pod is scheduled without the plugin");
+        }
+    }
+}
