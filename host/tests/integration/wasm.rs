@@ -309,3 +309,64 @@ fn failure_policy_ignore_skips_a_failing_guest() {
         }
     }
 }
+
+#[test]
+fn a_configmap_style_symlink_swap_reloads_the_plugin() {
+    // Kubernetes mounts a ConfigMap as `name -> ..data/name`, `..data -> ..<timestamp>`; an update writes a new
+    // timestamped directory and swaps the `..data` link atomically.
+    let dir = std::env::temp_dir().join(format!("kws-cm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("..2026_01")).unwrap();
+    std::fs::copy(guest("priority-label"), dir.join("..2026_01/plugin.wasm")).unwrap();
+    std::os::unix::fs::symlink("..2026_01", dir.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/plugin.wasm", dir.join("plugin.wasm")).unwrap();
+    let args = wasm::WasmArgs::parse(&serde_json::json!({"component": dir.join("plugin.wasm")}), std::path::Path::new("/")).unwrap();
+    let p = wasm::WasmPlugin::load("PriorityLabel", args, 0).unwrap();
+    let original = p.digest();
+
+    std::fs::create_dir_all(dir.join("..2026_02")).unwrap();
+    std::fs::copy(guest("priority-label-inverted"), dir.join("..2026_02/plugin.wasm")).unwrap();
+    std::os::unix::fs::symlink("..2026_02", dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    assert_eq!(p.reload_if_changed(), Ok(true));
+    assert_ne!(p.digest(), original);
+    assert_eq!(p.digest(), wasm::engine::sha256_hex(&std::fs::read(guest("priority-label-inverted")).unwrap()));
+    assert_eq!(p.reload_if_changed(), Ok(false), "nothing changed since");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn simulate_watch_runs_again_when_an_input_changes() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("kws-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cluster = dir.join("c.yaml");
+    std::fs::write(&cluster, node_yaml("scheduler-1", Some("10")) + &node_yaml("scheduler-2", None) + &pod_yaml("p", "")).unwrap();
+    let profile = dir.join("p.yaml");
+    std::fs::write(&profile, label_profile(&guest("priority-label"), "")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+        .args(["simulate", "--watch", "--config"])
+        .arg(&profile)
+        .arg("--cluster")
+        .arg(&cluster)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut placement = || loop {
+        let l = lines.next().expect("output").unwrap();
+        if l.starts_with("default/p ") {
+            return l;
+        }
+    };
+    assert!(placement().contains("scheduler-1"));
+    // Relabel: scheduler-2 now outranks scheduler-1; the watcher runs the simulation again.
+    std::thread::sleep(Duration::from_millis(50));
+    std::fs::write(&cluster, node_yaml("scheduler-1", Some("10")) + &node_yaml("scheduler-2", Some("50")) + &pod_yaml("p", "")).unwrap();
+    let second = placement();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(second.contains("scheduler-2"), "{second}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
