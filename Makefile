@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench setup build check guests
+.PHONY: demo test bench setup build check guests cluster-up cluster-down
 
 setup:
 	@scripts/setup.sh
@@ -39,3 +39,21 @@ bench: setup guests
 
 check: setup
 	cargo check --workspace --all-targets
+
+# A real control plane (etcd + kube-apiserver on 127.0.0.1, no kubelet) for trying the scheduler against.
+CLUSTER_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/cluster
+
+## cluster-up: start etcd + kube-apiserver in $(CLUSTER_DIR) (builds kube-apiserver on first use, several minutes).
+cluster-up:
+	@scripts/control-plane.sh up $(CLUSTER_DIR) >/dev/null
+	@echo
+	@echo "Control plane running; data and logs in $(CLUSTER_DIR). Point kubectl and the scheduler at it with:"
+	@echo "  $$(scripts/control-plane.sh env $(CLUSTER_DIR))"
+	@echo "  kubectl get --raw /readyz"
+	@echo "Scheduler: set clientConnection.kubeconfig: $(CLUSTER_DIR)/kubeconfig in its profile."
+	@echo "Nodes need no kubelet: create Node objects through the API, then pods to schedule."
+	@echo "Stop it with: make cluster-down"
+
+## cluster-down: stop the control plane started by cluster-up (its data stays in $(CLUSTER_DIR)).
+cluster-down:
+	@scripts/control-plane.sh down $(CLUSTER_DIR)
