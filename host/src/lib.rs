@@ -5,6 +5,7 @@ pub mod cache;
 pub mod config;
 pub mod cluster;
 pub mod framework;
+pub mod live;
 pub mod plugins;
 pub mod queue;
 pub mod sim;

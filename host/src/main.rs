@@ -11,15 +11,57 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
 use kube_wasm_scheduler::plugins::{in_tree_registry, Registry};
 use kube_wasm_scheduler::sim::{self, render_explain, render_table, SimOptions, Simulation};
+use kube_wasm_scheduler::live::{LiveError, LiveOptions};
 use kube_wasm_scheduler::wasm;
 
 /// A Kubernetes scheduler that runs the framework cycle natively and serves extension points from WebAssembly
 /// components.
 #[derive(Parser, Debug)]
-#[command(name = "kube-wasm-scheduler", version, about)]
+#[command(name = "kube-wasm-scheduler", version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no subcommand: run the scheduler on a cluster (kube-scheduler's flag names).
+    #[command(flatten)]
+    live: LiveArgs,
+}
+
+/// The live scheduler's flags, named as kube-scheduler's.
+#[derive(clap::Args, Debug)]
+struct LiveArgs {
+    /// KubeSchedulerConfiguration (v1); upstream's default profile when omitted.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// kubeconfig file (else clientConnection.kubeconfig, else KUBECONFIG, else in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Port of /healthz, /livez, /readyz and /metrics (plain HTTP).
+    #[arg(long, default_value_t = 10259)]
+    secure_port: u16,
+    /// Address of that port.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: std::net::IpAddr,
+    /// Elect a leader through a Lease before scheduling (overrides leaderElection.leaderElect).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: Option<bool>,
+    /// Lease duration (Go duration).
+    #[arg(long)]
+    leader_elect_lease_duration: Option<String>,
+    /// Renew deadline (Go duration).
+    #[arg(long)]
+    leader_elect_renew_deadline: Option<String>,
+    /// Retry period (Go duration).
+    #[arg(long)]
+    leader_elect_retry_period: Option<String>,
+    /// Lease name (default: the first profile's schedulerName).
+    #[arg(long)]
+    leader_elect_resource_name: Option<String>,
+    /// Lease namespace.
+    #[arg(long)]
+    leader_elect_resource_namespace: Option<String>,
+    /// Log verbosity (0: info and above for scheduling decisions; 4+: debug).
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    verbosity: u8,
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,8 +138,13 @@ impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let default_level = match (&cli.command, cli.live.verbosity) {
+        (Some(_), _) => "warn",
+        (None, 0..=3) => "info",
+        (None, _) => "debug",
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KWS_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KWS_LOG").unwrap_or_else(|_| default_level.into()))
         .with_writer(std::io::stderr)
         .init();
     match run(cli) {
@@ -223,6 +270,51 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{nodes} nodes, {pods} pods: {bound} bound in {secs:.3}s = {:.0} pods/s", bound as f64 / secs);
             Ok(())
         }
-        None => Err(BadInput("no command given; try `kube-wasm-scheduler simulate --help`".into()).into()),
+        None => run_live(cli.live, registry),
     }
+}
+
+fn run_live(args: LiveArgs, registry: Registry) -> anyhow::Result<()> {
+    let mut registry = registry;
+    let cfg = load_config(args.config.as_ref(), &mut registry)?;
+    let mut le = cfg.leader_election.clone();
+    let dur = |v: &Option<String>, flag: &str, into: &mut std::time::Duration| -> anyhow::Result<()> {
+        if let Some(v) = v {
+            *into = config::parse_go_duration(v).map_err(|e| BadInput(format!("--{flag}: {e}")))?;
+        }
+        Ok(())
+    };
+    dur(&args.leader_elect_lease_duration, "leader-elect-lease-duration", &mut le.lease_duration)?;
+    dur(&args.leader_elect_renew_deadline, "leader-elect-renew-deadline", &mut le.renew_deadline)?;
+    dur(&args.leader_elect_retry_period, "leader-elect-retry-period", &mut le.retry_period)?;
+    if let Some(b) = args.leader_elect {
+        le.leader_elect = b;
+    }
+    if let Some(n) = args.leader_elect_resource_name {
+        le.resource_name = n;
+    }
+    if let Some(n) = args.leader_elect_resource_namespace {
+        le.resource_namespace = n;
+    }
+    if le.leader_elect && (le.lease_duration <= le.renew_deadline || le.renew_deadline <= le.retry_period) {
+        return Err(BadInput("--leader-elect-*: need lease duration > renew deadline > retry period".into()).into());
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "scheduler".into());
+    let opts = LiveOptions {
+        kubeconfig: args.kubeconfig,
+        serve: std::net::SocketAddr::new(args.bind_address, args.secure_port),
+        leader_election: le,
+        identity: format!("{host}_{}", std::process::id()),
+        config_dir: args
+            .config
+            .as_ref()
+            .and_then(|p| p.parent())
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    kube_wasm_scheduler::live::run(cfg, registry, opts).map_err(|e| match e {
+        LiveError::Client(_) | LiveError::Profile(_) => BadInput(e.to_string()).into(),
+        e => anyhow::Error::new(e),
+    })
 }

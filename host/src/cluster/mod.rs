@@ -1,6 +1,7 @@
 //! The cluster seam: what the scheduler needs from a cluster (binding, evictions, nominations, events). The
 //! framework never knows whether it runs on the in-memory simulator or on a real API server.
 
+pub mod kube;
 pub mod memory;
 
 use thiserror::Error;

@@ -159,7 +159,7 @@ pub struct WasmPlugin {
     args: WasmArgs,
     current: RwLock<Arc<Loaded>>,
     /// Node name → slot in the guests' node tables (shared by every instance and version).
-    slots: Mutex<HashMap<String, u32>>,
+    slots: Mutex<rustc_hash::FxHashMap<String, u32>>,
     rng: Arc<Mutex<Rng>>,
     state_key: String,
     watched: Mutex<Option<(std::path::PathBuf, SystemTime, u64)>>,
@@ -249,7 +249,7 @@ impl WasmPlugin {
             state_key: format!("wasm/{name}"),
             args,
             current: RwLock::new(Arc::new(loaded)),
-            slots: Mutex::new(HashMap::new()),
+            slots: Mutex::new(Default::default()),
             rng: Arc::new(Mutex::new(Rng::new(seed ^ 0x5EED_0F_7A5))),
             watched: Mutex::new(watched),
             stats: WasmStats::default(),
@@ -430,8 +430,15 @@ impl WasmPlugin {
         let mut slots = Vec::with_capacity(nodes.len());
         let mut changes = Vec::new();
         for n in nodes {
-            let next = slots_map.len() as u32;
-            let slot = *slots_map.entry(n.name.clone()).or_insert(next);
+            // Look up before inserting: the name is cloned only the first time a node is seen.
+            let slot = match slots_map.get(n.name.as_str()) {
+                Some(s) => *s,
+                None => {
+                    let next = slots_map.len() as u32;
+                    slots_map.insert(n.name.clone(), next);
+                    next
+                }
+            };
             slots.push(slot);
             let i = slot as usize;
             if inst.synced.len() <= i {
@@ -464,10 +471,6 @@ impl WasmPlugin {
             }
         }
         Ok(slots)
-    }
-
-    fn slot_of(&self, name: &str) -> Option<u32> {
-        self.slots.lock().expect("slots lock").get(name).copied()
     }
 
     fn ignore(&self) -> bool {
@@ -686,7 +689,11 @@ impl ScorePlugin for WasmPlugin {
 
     fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let p = convert::pod(pod);
-        let Some(pairs) = scores.iter().map(|s| self.slot_of(s.name).map(|slot| (slot, s.score))).collect::<Option<Vec<_>>>() else {
+        let pairs = {
+            let slots = self.slots.lock().expect("slots lock");
+            scores.iter().map(|s| slots.get(s.name).map(|slot| (*slot, s.score))).collect::<Option<Vec<_>>>()
+        };
+        let Some(pairs) = pairs else {
             return Status::error(format!("wasm plugin {:?}: a scored node has no slot", &*self.name));
         };
         let r = self.call(&self.ctx(Some(state)), "NormalizeScore", |_, l, i| {

@@ -1,0 +1,132 @@
+//! The cluster seam on a real API server (kube-rs): binding through `pods/binding`, preemption evictions,
+//! `status.nominatedNodeName`, events.k8s.io events reported by the profile's schedulerName, and the PodScheduled
+//! condition. Calls come from scheduler threads and block on the tokio runtime that owns the client.
+
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::Client;
+
+use super::{ClusterClient, ClusterError, PodEvent};
+use crate::framework::types::PodInfo;
+
+/// The API server as a cluster.
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: Client,
+    runtime: tokio::runtime::Handle,
+    /// `reportingInstance` of events: the scheduler's identity (host name).
+    instance: String,
+}
+
+impl KubeCluster {
+    /// A cluster on a client; `runtime` runs the requests.
+    pub fn new(client: Client, runtime: tokio::runtime::Handle, instance: String) -> KubeCluster {
+        KubeCluster { client, runtime, instance }
+    }
+
+    fn pods(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+}
+
+fn classify(object: String, e: kube::Error) -> ClusterError {
+    match &e {
+        kube::Error::Api(s) if s.code == 409 || s.code == 404 || s.code == 422 => {
+            ClusterError::Conflict { object, message: s.message.clone() }
+        }
+        _ => ClusterError::Other { object, message: e.to_string() },
+    }
+}
+
+fn pod_ref(pod: &PodInfo) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name.clone()),
+        namespace: Some(pod.namespace.clone()),
+        uid: pod.pod.metadata.uid.clone(),
+        resource_version: pod.pod.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+impl ClusterClient for KubeCluster {
+    fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(pod.name.clone()),
+                namespace: Some(pod.namespace.clone()),
+                uid: pod.pod.metadata.uid.clone(),
+                ..Default::default()
+            },
+            target: ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
+        };
+        let api = self.pods(&pod.namespace);
+        self.runtime
+            .block_on(api.create_subresource::<Binding, serde_json::Value>("binding", &pod.name, &PostParams::default(), &binding))
+            .map(|_| ())
+            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+    }
+
+    fn delete_pod(&self, pod: &PodInfo, _preemptor: &PodInfo) -> Result<(), ClusterError> {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: pod.pod.metadata.uid.clone(), resource_version: None }),
+            ..Default::default()
+        };
+        self.runtime
+            .block_on(self.pods(&pod.namespace).delete(&pod.name, &dp))
+            .map(|_| ())
+            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+    }
+
+    fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError> {
+        let patch = serde_json::json!({"status": {"nominatedNodeName": node}});
+        self.runtime
+            .block_on(self.pods(&pod.namespace).patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .map(|_| ())
+            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+    }
+
+    fn record(&self, pod: &PodInfo, event: PodEvent) {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let failed = event.reason == "FailedScheduling";
+        let ev = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}.", pod.name)),
+                namespace: Some(pod.namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some(if event.reason == "Preempted" { "Preempting" } else if failed { "Scheduling" } else { "Binding" }.into()),
+            reason: Some(event.reason.into()),
+            note: Some(event.message.chars().take(1024).collect()),
+            type_: Some(event.type_.into()),
+            regarding: Some(pod_ref(pod)),
+            reporting_controller: Some(event.scheduler_name.clone()),
+            reporting_instance: Some(format!("{}-{}", event.scheduler_name, self.instance)),
+            ..Default::default()
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &pod.namespace);
+        if let Err(e) = self.runtime.block_on(events.create(&PostParams::default(), &ev)) {
+            tracing::warn!(pod = %pod.key(), error = %e, "recording an event failed");
+        }
+        if failed {
+            let reason = if event.message.starts_with("0/") || event.message == crate::framework::schedule_one::NO_NODES_AVAILABLE {
+                "Unschedulable"
+            } else {
+                "SchedulerError"
+            };
+            let patch = serde_json::json!({"status": {"conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": reason, "message": event.message,
+                "lastTransitionTime": now.to_string(),
+            }]}});
+            if let Err(e) =
+                self.runtime.block_on(self.pods(&pod.namespace).patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(&patch)))
+            {
+                tracing::warn!(pod = %pod.key(), error = %e, "setting PodScheduled=False failed");
+            }
+        }
+    }
+}

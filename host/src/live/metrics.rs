@@ -1,0 +1,136 @@
+//! Metrics with kube-scheduler's names and labels, plus the Wasm plugins' counters, in Prometheus text format.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::framework::runtime::CycleTrace;
+use crate::framework::schedule_one::{AttemptResult, Observer};
+use crate::framework::{Code, PodInfo};
+use crate::queue::QueueName;
+
+/// Upstream's buckets: exponential from 1 ms, doubling, 15 buckets.
+fn buckets() -> Vec<f64> {
+    (0..15).map(|i| 0.001 * 2f64.powi(i)).collect()
+}
+
+#[derive(Default)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, v: f64) {
+        let b = buckets();
+        if self.counts.is_empty() {
+            self.counts = vec![0; b.len()];
+        }
+        for (i, le) in b.iter().enumerate() {
+            if v <= *le {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let b = buckets();
+        for (i, le) in b.iter().enumerate() {
+            let c = self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {c}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    attempts: BTreeMap<(String, String), u64>,
+    attempt_duration: BTreeMap<(String, String), Histogram>,
+    extension_points: BTreeMap<(String, String, String), Histogram>,
+    preemption_victims: u64,
+}
+
+/// Collects what the scheduler reports and renders it for `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+impl Observer for Metrics {
+    fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
+        let mut m = self.inner.lock().expect("metrics lock");
+        let key = (result.label().to_string(), profile.to_string());
+        *m.attempts.entry(key.clone()).or_insert(0) += 1;
+        m.attempt_duration.entry(key).or_default().observe(d.as_secs_f64());
+        match result {
+            AttemptResult::Scheduled(node) => tracing::info!(pod = %pod.key(), node = %node, profile, "scheduled"),
+            AttemptResult::Unschedulable(msg) => tracing::info!(pod = %pod.key(), profile, "unschedulable: {msg}"),
+            AttemptResult::Error(msg) => tracing::warn!(pod = %pod.key(), profile, "scheduling error: {msg}"),
+        }
+    }
+
+    fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
+        self.inner.lock().expect("metrics lock").preemption_victims += 1;
+        tracing::info!(victim = %victim.key(), preemptor = %preemptor.key(), node, "preempted");
+    }
+
+    fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {
+        let mut m = self.inner.lock().expect("metrics lock");
+        m.extension_points
+            .entry((point.to_string(), status.as_str().to_string(), profile.to_string()))
+            .or_default()
+            .observe(d.as_secs_f64());
+    }
+}
+
+impl Metrics {
+    /// Prometheus text exposition, with the queue's pending pods given by the caller.
+    pub fn render(&self, pending: &std::collections::HashMap<QueueName, usize>) -> String {
+        let m = self.inner.lock().expect("metrics lock");
+        let mut out = String::new();
+        out.push_str("# HELP scheduler_schedule_attempts_total Number of attempts to schedule pods, by the result.\n# TYPE scheduler_schedule_attempts_total counter\n");
+        for ((result, profile), n) in &m.attempts {
+            let _ = writeln!(out, "scheduler_schedule_attempts_total{{profile=\"{profile}\",result=\"{result}\"}} {n}");
+        }
+        out.push_str("# HELP scheduler_scheduling_attempt_duration_seconds Scheduling attempt latency in seconds.\n# TYPE scheduler_scheduling_attempt_duration_seconds histogram\n");
+        for ((result, profile), h) in &m.attempt_duration {
+            h.render(&mut out, "scheduler_scheduling_attempt_duration_seconds", &format!("profile=\"{profile}\",result=\"{result}\""));
+        }
+        out.push_str("# HELP scheduler_framework_extension_point_duration_seconds Latency for running all plugins of a specific extension point.\n# TYPE scheduler_framework_extension_point_duration_seconds histogram\n");
+        for ((point, status, profile), h) in &m.extension_points {
+            h.render(
+                &mut out,
+                "scheduler_framework_extension_point_duration_seconds",
+                &format!("extension_point=\"{point}\",profile=\"{profile}\",status=\"{status}\""),
+            );
+        }
+        out.push_str("# HELP scheduler_pending_pods Number of pending pods, by the queue type.\n# TYPE scheduler_pending_pods gauge\n");
+        for q in [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated] {
+            let _ = writeln!(out, "scheduler_pending_pods{{queue=\"{}\"}} {}", q.as_str(), pending.get(&q).copied().unwrap_or(0));
+        }
+        out.push_str("# HELP scheduler_preemption_victims Number of selected preemption victims.\n# TYPE scheduler_preemption_victims counter\n");
+        let _ = writeln!(out, "scheduler_preemption_victims {}", m.preemption_victims);
+        let plugins = crate::wasm::loaded_plugins();
+        for (name, help, get) in [
+            ("kws_wasm_plugin_loads_total", "Wasm plugin versions loaded.", (|s: &crate::wasm::WasmStats| s.loads.load(Ordering::Relaxed)) as fn(&crate::wasm::WasmStats) -> u64),
+            ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
+            ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| s.reload_failures.load(Ordering::Relaxed)),
+            ("kws_wasm_plugin_traps_total", "Wasm plugin calls that trapped.", |s| s.traps.load(Ordering::Relaxed)),
+            ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| s.timeouts.load(Ordering::Relaxed)),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for p in &plugins {
+                let _ = writeln!(out, "{name}{{plugin=\"{}\"}} {}", crate::framework::Plugin::name(&**p), get(&p.stats));
+            }
+        }
+        out
+    }
+}
