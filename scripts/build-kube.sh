@@ -96,7 +96,10 @@ if ((${#targets[@]})); then
   info_json="$(cd "$KUBE_CACHE_DIR" && "$GO" mod download -json "k8s.io/kubernetes@$KUBE_VERSION")" \
     || die "cannot download k8s.io/kubernetes@$KUBE_VERSION: $info_json"
   upstream_gomod="$(printf '%s\n' "$info_json" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
-  git_commit="$(printf '%s\n' "$info_json" | sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]\{40\}\)",\{0,1\}$/\1/p' | head -1)"
+  upstream_info="$(printf '%s\n' "$info_json" | sed -n 's/^[[:space:]]*"Info": "\(.*\)",\{0,1\}$/\1/p')"
+  # The release's commit, when the proxy recorded it (stamped like Kubernetes' own builds do).
+  git_commit="$({ printf '%s\n' "$info_json"; cat "$upstream_info" 2>/dev/null; } \
+    | grep -o '"Hash": *"[0-9a-f]\{40\}"' | grep -o '[0-9a-f]\{40\}' | head -1 || true)"
   [[ -f "$upstream_gomod" ]] || die "no go.mod for k8s.io/kubernetes@$KUBE_VERSION in: $info_json"
   # The staging modules k8s.io/kubernetes requires at v0.0.0 (only those: unrequired ones need no replace).
   mapfile -t staging < <(sed -n 's/^[[:space:]]*\(k8s\.io\/[a-z0-9-]*\) v0\.0\.0$/\1/p' "$upstream_gomod" | sort -u)
