@@ -94,7 +94,8 @@ impl ClusterClient for KubeCluster {
         let failed = event.reason == "FailedScheduling";
         let ev = Event {
             metadata: ObjectMeta {
-                generate_name: Some(format!("{}.", pod.name)),
+                // Upstream's naming: `<pod>.<unique hex>` (a generateName must end alphanumeric, so name it here).
+                name: Some(format!("{}.{:x}", pod.name, now.as_nanosecond() as u128 ^ u128::from(std::process::id()))),
                 namespace: Some(pod.namespace.clone()),
                 ..Default::default()
             },

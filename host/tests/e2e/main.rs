@@ -1,0 +1,356 @@
+//! End-to-end tests on a real etcd and kube-apiserver (scripts/control-plane.sh): the scheduler binary runs as a
+//! second scheduler and is checked only through the API, as a user would. One test function owns the control
+//! plane (started once, always stopped); each scenario runs in its own namespace.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::json;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The control plane, stopped when dropped (also when a scenario panics).
+struct ControlPlane {
+    dir: PathBuf,
+}
+
+impl ControlPlane {
+    fn up() -> ControlPlane {
+        let dir = std::env::temp_dir().join(format!("kws-e2e-{}", std::process::id()));
+        let out = Command::new(root().join("scripts/control-plane.sh")).arg("up").arg(&dir).output().expect("control-plane.sh");
+        assert!(out.status.success(), "control plane did not start:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        ControlPlane { dir }
+    }
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // After a failure the logs stay for reading (the servers are stopped either way).
+        let purge = !std::thread::panicking();
+        let mut cmd = Command::new(root().join("scripts/control-plane.sh"));
+        cmd.arg("down").arg(&self.dir);
+        if purge {
+            cmd.arg("--purge");
+        } else {
+            eprintln!("e2e: logs kept in {}", self.dir.display());
+        }
+        let _ = cmd.status();
+    }
+}
+
+/// A scheduler process, stopped with SIGTERM when dropped; its log goes to a file.
+struct Scheduler {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Scheduler {
+    fn start(kubeconfig: &Path, config: &Path, port: u16, extra: &[&str], log: PathBuf) -> Scheduler {
+        let f = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+            .arg("--config").arg(config)
+            .arg("--kubeconfig").arg(kubeconfig)
+            .args(["--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
+            .args(extra)
+            .env("KWS_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(f)
+            .spawn()
+            .expect("start the scheduler");
+        Scheduler { child, log }
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn term(&mut self) -> Option<i32> {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.term();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, buf.split("\r\n\r\n").nth(1).unwrap_or("").to_string()))
+}
+
+fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct Kube {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+}
+
+impl Kube {
+    fn new(kubeconfig: &Path) -> Kube {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let client = rt.block_on(async {
+            let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+            Client::try_from(cfg).unwrap()
+        });
+        Kube { rt, client }
+    }
+
+    fn namespace(&self, ns: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        self.rt.block_on(api.create(&PostParams::default(), &n)).unwrap();
+    }
+
+    fn node(&self, name: &str, labels: serde_json::Value) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+        self.rt.block_on(api.create(&PostParams::default(), &n)).unwrap();
+        // A Node's status is a subresource: allocatable must be written there, as a kubelet would.
+        let status = json!({"status": {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110"}, "capacity": {"cpu": "32", "memory": "64Gi", "pods": "110"}}});
+        self.rt.block_on(api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))).unwrap();
+        // The API server taints new nodes not-ready until a kubelet reports Ready; there is no kubelet here.
+        let untaint = json!({"spec": {"taints": []}});
+        self.rt.block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(&untaint))).unwrap();
+    }
+
+    fn label_node(&self, name: &str, key: &str, value: &str) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let p = json!({"metadata": {"labels": {key: value}}});
+        self.rt.block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(&p))).unwrap();
+    }
+
+    fn pod(&self, ns: &str, name: &str, scheduler: Option<&str>) {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let mut spec = json!({"containers": [{"name": "c", "image": "registry.invalid/pause", "resources": {"requests": {"cpu": "10m"}}}]});
+        if let Some(s) = scheduler {
+            spec["schedulerName"] = json!(s);
+        }
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+        self.rt.block_on(api.create(&PostParams::default(), &p)).unwrap();
+    }
+
+    fn node_of(&self, ns: &str, name: &str) -> Option<String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        self.rt.block_on(api.get(name)).ok()?.spec?.node_name
+    }
+
+    fn wait_bound(&self, ns: &str, name: &str) -> String {
+        wait_until(&format!("{ns}/{name} bound"), Duration::from_secs(60), || self.node_of(ns, name))
+    }
+
+    fn events(&self, ns: &str) -> Vec<Event> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        self.rt.block_on(api.list(&ListParams::default())).map(|l| l.items).unwrap_or_default()
+    }
+
+    fn pods(&self, ns: &str) -> Vec<Pod> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        self.rt.block_on(api.list(&ListParams::default())).unwrap().items
+    }
+}
+
+fn write_profile(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  leaderElect: false\n{body}")).unwrap();
+    p
+}
+
+fn guest(name: &str) -> PathBuf {
+    let p = root().join("guest-plugins/build").join(format!("{name}.wasm"));
+    assert!(p.exists(), "{} missing: run `make guests`", p.display());
+    p
+}
+
+#[test]
+fn end_to_end_on_a_real_api_server() {
+    let cp = ControlPlane::up();
+    let k = Kube::new(&cp.kubeconfig());
+    let work = cp.dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    second_scheduler(&cp, &k, &work);
+    label_scenario_and_post_bind_log(&cp, &k, &work);
+    leader_election_hands_over(&cp, &k, &work);
+    thousand_pods_on_a_hundred_nodes(&cp, &k, &work);
+}
+
+/// Pods for default-scheduler (or none named) are left alone; pods for my-scheduler are bound by us, with a
+/// Scheduled event from us; /readyz and /metrics answer.
+fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace("e2e-second");
+    k.node("second-1", json!({"e2e": "second"}));
+    k.node("second-2", json!({"e2e": "second"}));
+    let profile = write_profile(work, "second.yaml", "profiles:\n- schedulerName: my-scheduler\n  plugins:\n    filter:\n      enabled: [{name: NodeAffinity}]\n");
+    let port = free_port();
+    let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("second.log"));
+    wait_until("readyz", Duration::from_secs(60), || http_get(port, "/readyz").filter(|(c, _)| *c == 200));
+    k.pod("e2e-second", "mine", Some("my-scheduler"));
+    k.pod("e2e-second", "theirs", None);
+    k.pod("e2e-second", "default", Some("default-scheduler"));
+    let node = k.wait_bound("e2e-second", "mine");
+    assert!(node.starts_with("second-"), "{node}");
+    let ev = wait_until("Scheduled event", Duration::from_secs(30), || {
+        k.events("e2e-second").into_iter().find(|e| e.reason.as_deref() == Some("Scheduled") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("mine"))
+    });
+    assert_eq!(ev.reporting_controller.as_deref(), Some("my-scheduler"));
+    assert_eq!(ev.note.as_deref(), Some(format!("Successfully assigned e2e-second/mine to {node}").as_str()));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(k.node_of("e2e-second", "theirs"), None, "a pod for default-scheduler is left alone");
+    assert_eq!(k.node_of("e2e-second", "default"), None);
+    let (code, metrics) = http_get(port, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    assert!(metrics.contains("scheduler_schedule_attempts_total{profile=\"my-scheduler\",result=\"scheduled\"}"), "{metrics}");
+    assert!(metrics.contains("scheduler_pending_pods{queue=\"active\"}"));
+    assert_eq!(s.term(), Some(0), "SIGTERM exits 0:\n{}", s.log());
+}
+
+/// The seed's label scenario with the Wasm priority-label plugin, and random-score's PostBind log line.
+fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace("e2e-label");
+    k.node("scheduler-1", json!({"e2e": "label"}));
+    k.node("scheduler-2", json!({"e2e": "label"}));
+    let profile = write_profile(
+        work,
+        "label.yaml",
+        &format!(
+            "profiles:\n- schedulerName: label-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: PriorityLabel, weight: 5}}, {{name: RandomScore, weight: 0}}]\n    filter:\n      enabled: [{{name: NodeAffinity}}]\n  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n  - name: RandomScore\n    args:\n      component: {}\n",
+            guest("priority-label").display(),
+            guest("random-score").display()
+        ),
+    );
+    let port = free_port();
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("label.log"));
+    wait_until("readyz", Duration::from_secs(60), || http_get(port, "/readyz").filter(|(c, _)| *c == 200));
+    // Only the two label nodes may be used: pin the pods there with a node selector.
+    let pod = |name: &str| {
+        let api: Api<Pod> = Api::namespaced(k.client.clone(), "e2e-label");
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"schedulerName": "label-scheduler", "nodeSelector": {"e2e": "label"},
+            "containers": [{"name": "c", "image": "registry.invalid/pause"}]}})).unwrap();
+        k.rt.block_on(api.create(&PostParams::default(), &p)).unwrap();
+    };
+    pod("p1");
+    let ev = wait_until("FailedScheduling", Duration::from_secs(30), || {
+        k.events("e2e-label").into_iter().find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+    });
+    let note = ev.note.unwrap_or_default();
+    assert!(note.contains("2 node(s) didn't have label priority.example.com"), "{note}");
+    // Labelling a node binds the pending pod, without touching the pod.
+    k.label_node("scheduler-1", "priority.example.com", "10");
+    assert_eq!(k.wait_bound("e2e-label", "p1"), "scheduler-1");
+    k.label_node("scheduler-2", "priority.example.com", "20");
+    std::thread::sleep(Duration::from_millis(500));
+    pod("p2");
+    assert_eq!(k.wait_bound("e2e-label", "p2"), "scheduler-2");
+    k.label_node("scheduler-1", "priority.example.com", "30");
+    std::thread::sleep(Duration::from_millis(500));
+    pod("p3");
+    assert_eq!(k.wait_bound("e2e-label", "p3"), "scheduler-1");
+    // PodScheduled=False was set while p1 waited.
+    let log = wait_until("PostBind lines", Duration::from_secs(10), || {
+        let l = s.log();
+        ["p1", "p2", "p3"].iter().all(|p| l.contains(&format!("Decision: e2e-label/{p} => "))).then_some(l)
+    });
+    assert!(log.contains("Decision: e2e-label/p1 => scheduler-1"), "{log}");
+}
+
+/// Two replicas: only the leader binds; stopping it hands over within the lease duration; no pod bound twice.
+fn leader_election_hands_over(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace("e2e-leader");
+    k.node("leader-1", json!({"e2e": "leader"}));
+    let profile_path = write_profile(work, "leader.yaml", "profiles:\n- schedulerName: ha-scheduler\n");
+    std::fs::write(&profile_path, std::fs::read_to_string(&profile_path).unwrap().replace("leaderElect: false", "leaderElect: true")).unwrap();
+    let flags = ["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms", "--leader-elect-resource-namespace", "default"];
+    let (p1, p2) = (free_port(), free_port());
+    let mut a = Scheduler::start(&cp.kubeconfig(), &profile_path, p1, &flags, work.join("leader-a.log"));
+    std::thread::sleep(Duration::from_secs(2));
+    let mut b = Scheduler::start(&cp.kubeconfig(), &profile_path, p2, &flags, work.join("leader-b.log"));
+    for i in 0..5 {
+        k.pod("e2e-leader", &format!("a{i}"), Some("ha-scheduler"));
+    }
+    for i in 0..5 {
+        k.wait_bound("e2e-leader", &format!("a{i}"));
+    }
+    let (leader, follower) = if a.log().contains("became leader") { (&mut a, &mut b) } else { (&mut b, &mut a) };
+    assert!(!follower.log().contains("became leader"), "only one leader");
+    let stopped = Instant::now();
+    assert_eq!(leader.term(), Some(0), "the leader exits 0 on SIGTERM");
+    for i in 0..5 {
+        k.pod("e2e-leader", &format!("b{i}"), Some("ha-scheduler"));
+    }
+    for i in 0..5 {
+        k.wait_bound("e2e-leader", &format!("b{i}"));
+    }
+    assert!(follower.log().contains("became leader"));
+    assert!(stopped.elapsed() < Duration::from_secs(4 + 20), "handed over within the lease duration (plus scheduling)");
+    let bound = k.pods("e2e-leader").iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some()).count();
+    assert_eq!(bound, 10, "every pod bound");
+    // Exactly one Scheduled event per pod: no pod was bound twice.
+    let scheduled = k.events("e2e-leader").iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
+    assert_eq!(scheduled, 10);
+}
+
+/// 1,000 pods on 100 nodes: all bound, none twice (throughput printed, not asserted).
+fn thousand_pods_on_a_hundred_nodes(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace("e2e-load");
+    for i in 0..100 {
+        k.node(&format!("load-{i}"), json!({"e2e": "load"}));
+    }
+    let profile = write_profile(work, "load.yaml", "profiles:\n- schedulerName: load-scheduler\n");
+    let port = free_port();
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("load.log"));
+    wait_until("readyz", Duration::from_secs(60), || http_get(port, "/readyz").filter(|(c, _)| *c == 200));
+    let t = Instant::now();
+    for i in 0..1000 {
+        k.pod("e2e-load", &format!("l{i}"), Some("load-scheduler"));
+    }
+    let created = t.elapsed();
+    let all = wait_until("1000 pods bound", Duration::from_secs(300), || {
+        let pods = k.pods("e2e-load");
+        (pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some()).count() == 1000).then_some(pods)
+    });
+    let took = t.elapsed();
+    let scheduled_events = k.events("e2e-load").iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
+    assert_eq!(scheduled_events, 1000, "one Scheduled event per pod: none bound twice");
+    assert_eq!(all.len(), 1000);
+    eprintln!("e2e: 1000 pods on 100 nodes bound in {took:?} (created in {created:?}): {:.0} pods/s end to end", 1000.0 / took.as_secs_f64());
+    let _ = s;
+}
