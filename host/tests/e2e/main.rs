@@ -236,6 +236,18 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(k.node_of("e2e-second", "theirs"), None, "a pod for default-scheduler is left alone");
     assert_eq!(k.node_of("e2e-second", "default"), None);
+    // A pod deleted while pending leaves the queue.
+    let api: Api<Pod> = Api::namespaced(k.client.clone(), "e2e-second");
+    let doomed: Pod = serde_json::from_value(json!({"metadata": {"name": "doomed"}, "spec": {"schedulerName": "my-scheduler",
+        "nodeSelector": {"no": "such-node"}, "containers": [{"name": "c", "image": "registry.invalid/pause"}]}})).unwrap();
+    k.rt.block_on(api.create(&PostParams::default(), &doomed)).unwrap();
+    let pending = |port: u16| -> u64 {
+        let (_, m) = http_get(port, "/metrics").unwrap();
+        m.lines().filter(|l| l.starts_with("scheduler_pending_pods{")).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+    };
+    wait_until("doomed pending", Duration::from_secs(20), || (pending(port) == 1).then_some(()));
+    k.rt.block_on(api.delete("doomed", &Default::default())).unwrap();
+    wait_until("doomed gone from the queue", Duration::from_secs(20), || (pending(port) == 0).then_some(()));
     let (code, metrics) = http_get(port, "/metrics").unwrap();
     assert_eq!(code, 200);
     assert!(metrics.contains("scheduler_schedule_attempts_total{profile=\"my-scheduler\",result=\"scheduled\"}"), "{metrics}");
@@ -273,6 +285,14 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
     });
     let note = ev.note.unwrap_or_default();
     assert!(note.contains("2 node(s) didn't have label priority.example.com"), "{note}");
+    // The pod says why it waits: PodScheduled=False, reason Unschedulable, upstream's message.
+    let cond = wait_until("PodScheduled=False", Duration::from_secs(20), || {
+        let api: Api<Pod> = Api::namespaced(k.client.clone(), "e2e-label");
+        let p = k.rt.block_on(api.get("p1")).ok()?;
+        p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")
+    });
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    assert!(cond.message.unwrap_or_default().starts_with("0/"));
     // Labelling a node binds the pending pod, without touching the pod.
     k.label_node("scheduler-1", "priority.example.com", "10");
     assert_eq!(k.wait_bound("e2e-label", "p1"), "scheduler-1");
@@ -320,6 +340,19 @@ fn leader_election_hands_over(cp: &ControlPlane, k: &Kube, work: &Path) {
         k.wait_bound("e2e-leader", &format!("b{i}"));
     }
     assert!(follower.log().contains("became leader"));
+    // Another holder takes the lease: the leader stops promptly, with an error.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(k.client.clone(), "default");
+    let mut lease = k.rt.block_on(leases.get("ha-scheduler")).unwrap();
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    spec.holder_identity = Some("intruder".into());
+    spec.lease_duration_seconds = Some(600);
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    k.rt.block_on(leases.replace("ha-scheduler", &PostParams::default(), &lease)).unwrap();
+    let lost = Instant::now();
+    let code = wait_until("the leader to stop", Duration::from_secs(10), || follower.child.try_wait().ok().flatten());
+    assert_ne!(code.code(), Some(0), "a lost lease is an error exit");
+    assert!(lost.elapsed() < Duration::from_secs(3), "stopped promptly: {:?}", lost.elapsed());
+    assert!(follower.log().contains("lease taken by another replica"));
     assert!(stopped.elapsed() < Duration::from_secs(4 + 20), "handed over within the lease duration (plus scheduling)");
     let bound = k.pods("e2e-leader").iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some()).count();
     assert_eq!(bound, 10, "every pod bound");
