@@ -139,7 +139,7 @@ fn filter_score(c: &mut Criterion) {
                 let mut scores = vec![0i64; nodes.len()];
                 let s = p.as_score().unwrap().score_nodes(&state, pod, &nodes, &mut scores);
                 assert!(s.is_success());
-                let mut list: Vec<NodeScore> = nodes.iter().zip(&scores).map(|(n, &score)| NodeScore { name: &n.name, score }).collect();
+                let mut list: Vec<NodeScore> = nodes.iter().zip(&scores).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
                 p.as_score().unwrap().normalize_score(&state, pod, &mut list);
                 out.len()
             })

@@ -56,6 +56,8 @@ pub struct Cache {
     structure_changed: bool,
     objects: Arc<ClusterObjects>,
     generation: u64,
+    next_id: u32,
+    free_ids: Vec<u32>,
 }
 
 impl Cache {
@@ -78,6 +80,10 @@ impl Cache {
             }
             None => {
                 let mut ni = NodeInfo::new(node).map_err(bad)?;
+                ni.id = self.free_ids.pop().unwrap_or_else(|| {
+                    self.next_id += 1;
+                    self.next_id - 1
+                });
                 for p in self.orphans.remove(&name).into_iter().flatten() {
                     ni.add_pod(p);
                 }
@@ -93,6 +99,7 @@ impl Cache {
     /// Removes a node; its pods stay known (they are deleted through their own events).
     pub fn remove_node(&mut self, name: &str) {
         if let Some(ni) = self.nodes.remove(name) {
+            self.free_ids.push(ni.id);
             self.orphans.insert(name.to_string(), ni.pods.clone());
             self.structure_changed = true;
             self.generation += 1;

@@ -49,7 +49,15 @@ impl Snapshot {
     /// A snapshot of the given nodes (tests and benchmarks; the scheduler updates one from the cache).
     pub fn from_nodes(nodes: Vec<NodeInfo>) -> Snapshot {
         let mut s = Snapshot::default();
-        s.replace_nodes(nodes.into_iter().map(Arc::new).collect());
+        let nodes = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut n)| {
+                n.id = i as u32;
+                Arc::new(n)
+            })
+            .collect();
+        s.replace_nodes(nodes);
         s
     }
 

@@ -249,6 +249,8 @@ pub trait PreScorePlugin: Plugin {
 pub struct NodeScore<'a> {
     /// Node name.
     pub name: &'a str,
+    /// The node's id (`NodeInfo::id`).
+    pub id: u32,
     /// Score.
     pub score: i64,
 }

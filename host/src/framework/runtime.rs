@@ -785,7 +785,7 @@ impl Framework {
         let mut traces = Vec::new();
         for (p, e) in active.iter().enumerate() {
             let sp = e.plugin.as_score().expect("registered at score");
-            let mut list: Vec<NodeScore> = nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, score }).collect();
+            let mut list: Vec<NodeScore> = nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
             let s = sp.normalize_score(state, pod, &mut list);
             if !s.is_success() {
                 return Err(Status::error(format!("running Normalize on Score plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));

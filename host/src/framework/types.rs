@@ -621,6 +621,9 @@ pub struct NodeInfo {
     /// Stamped by the cache with a process-wide counter on every change, so (node, generation) names one state of
     /// the node. 0 marks a copy changed outside the cache (a preemption what-if): never assume a guest has seen it.
     pub generation: u64,
+    /// The node's number within its cache: stable while the node exists, reused after it is removed. Wasm guests
+    /// address nodes by it (their node-table slot).
+    pub id: u32,
 }
 
 impl NodeInfo {
@@ -648,6 +651,7 @@ impl NodeInfo {
             allocatable,
             image_states,
             generation: 0,
+            id: 0,
         })
     }
 

@@ -34,7 +34,7 @@ mod tests {
     use super::*;
 
     fn s(v: &[i64]) -> Vec<NodeScore<'static>> {
-        v.iter().map(|&score| NodeScore { name: "n", score }).collect()
+        v.iter().map(|&score| NodeScore { name: "n", id: 0, score }).collect()
     }
 
     #[test]

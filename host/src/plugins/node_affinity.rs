@@ -635,7 +635,7 @@ mod tests {
         assert!(st.is_success(), "{st}");
         let raw: Vec<i64> = nodes.iter().map(|n| pl.score(&state, &p, n).unwrap()).collect();
         let mut scores: Vec<NodeScore> =
-            nodes.iter().zip(&raw).map(|(n, s)| NodeScore { name: &n.name, score: *s }).collect();
+            nodes.iter().zip(&raw).map(|(n, s)| NodeScore { name: &n.name, id: n.id, score: *s }).collect();
         assert!(pl.normalize_score(&state, &p, &mut scores).is_success());
         Some((raw, scores.into_iter().map(|s| s.score).collect()))
     }

@@ -290,7 +290,7 @@ mod tests {
         assert!(TaintToleration.pre_score(&mut state, &p, &arcs, &Snapshot::default()).is_success());
         let mut scores: Vec<NodeScore> = nodes
             .iter()
-            .map(|n| NodeScore { name: &n.name, score: TaintToleration.score(&state, &p, n).unwrap() })
+            .map(|n| NodeScore { name: &n.name, id: n.id, score: TaintToleration.score(&state, &p, n).unwrap() })
             .collect();
         assert!(TaintToleration.normalize_score(&state, &p, &mut scores).is_success());
         scores.into_iter().map(|s| s.score).collect()

@@ -158,8 +158,6 @@ pub struct WasmPlugin {
     name: Arc<str>,
     args: WasmArgs,
     current: RwLock<Arc<Loaded>>,
-    /// Node name → slot in the guests' node tables (shared by every instance and version).
-    slots: Mutex<rustc_hash::FxHashMap<String, u32>>,
     rng: Arc<Mutex<Rng>>,
     state_key: String,
     watched: Mutex<Option<(std::path::PathBuf, SystemTime, u64)>>,
@@ -249,7 +247,6 @@ impl WasmPlugin {
             state_key: format!("wasm/{name}"),
             args,
             current: RwLock::new(Arc::new(loaded)),
-            slots: Mutex::new(Default::default()),
             rng: Arc::new(Mutex::new(Rng::new(seed ^ 0x5EED_0F_7A5))),
             watched: Mutex::new(watched),
             stats: WasmStats::default(),
@@ -424,21 +421,12 @@ impl WasmPlugin {
         }
     }
 
-    /// Slots for nodes (allocated on first sight) and the changes this instance has not seen yet.
+    /// Slots (node ids) for the nodes, and the changes this instance has not seen yet.
     fn slots_and_changes(&self, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> (Vec<u32>, Vec<wit::NodeChange>) {
-        let mut slots_map = self.slots.lock().expect("slots lock");
         let mut slots = Vec::with_capacity(nodes.len());
         let mut changes = Vec::new();
         for n in nodes {
-            // Look up before inserting: the name is cloned only the first time a node is seen.
-            let slot = match slots_map.get(n.name.as_str()) {
-                Some(s) => *s,
-                None => {
-                    let next = slots_map.len() as u32;
-                    slots_map.insert(n.name.clone(), next);
-                    next
-                }
-            };
+            let slot = n.id;
             slots.push(slot);
             let i = slot as usize;
             if inst.synced.len() <= i {
@@ -689,13 +677,7 @@ impl ScorePlugin for WasmPlugin {
 
     fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let p = convert::pod(pod);
-        let pairs = {
-            let slots = self.slots.lock().expect("slots lock");
-            scores.iter().map(|s| slots.get(s.name).map(|slot| (*slot, s.score))).collect::<Option<Vec<_>>>()
-        };
-        let Some(pairs) = pairs else {
-            return Status::error(format!("wasm plugin {:?}: a scored node has no slot", &*self.name));
-        };
+        let pairs: Vec<(u32, i64)> = scores.iter().map(|s| (s.id, s.score)).collect();
         let r = self.call(&self.ctx(Some(state)), "NormalizeScore", |_, l, i| {
             let r = guest!(l, i, score).call_normalize_score(&mut i.store, &p, &pairs).map_err(trap)?;
             match r {
