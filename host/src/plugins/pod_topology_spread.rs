@@ -12,11 +12,12 @@ use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
 use serde::Deserialize;
 
 use crate::cache::{ClusterObjects, Snapshot};
-use crate::framework::labels::{CompiledNodeSelectorTerm, Labels, Requirement, Selector};
+use crate::framework::labels::{Labels, Requirement, Selector};
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
+use crate::plugins::node_affinity::RequiredNodeAffinity;
 use crate::plugins::taint_toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 use crate::plugins::{decode_args, PluginContext};
 
@@ -311,38 +312,6 @@ fn default_selector(pod: &PodInfo, objects: &ClusterObjects) -> Vec<Requirement>
     }
 }
 
-/// The incoming pod's required node affinity (`nodeSelector` and required node affinity terms), as upstream's
-/// `GetRequiredNodeAffinity`: used by the `Honor` node affinity policy. Terms that fail to parse are dropped.
-#[derive(Debug, Clone, Default)]
-struct RequiredNodeAffinity {
-    node_selector: Vec<(String, String)>,
-    terms: Option<Vec<CompiledNodeSelectorTerm>>,
-}
-
-impl RequiredNodeAffinity {
-    fn of(pod: &PodInfo) -> RequiredNodeAffinity {
-        let spec = pod.pod.spec.as_ref();
-        let node_selector = spec
-            .and_then(|s| s.node_selector.as_ref())
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let terms = spec
-            .and_then(|s| s.affinity.as_ref())
-            .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-            .map(|sel| sel.node_selector_terms.iter().filter_map(|t| CompiledNodeSelectorTerm::new(t).ok()).collect());
-        RequiredNodeAffinity { node_selector, terms }
-    }
-
-    fn matches(&self, node: &NodeInfo) -> bool {
-        let labels = node.labels();
-        self.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-            && self.terms.as_ref().is_none_or(|ts| ts.iter().any(|t| t.matches(&node.name, labels)))
-    }
-}
-
 /// True when the node has a NoSchedule or NoExecute taint the pod does not tolerate.
 fn has_untolerated_taint(node: &NodeInfo, tolerations: &[Toleration]) -> bool {
     find_matching_untolerated_taint(node.taints(), tolerations, is_do_not_schedule_taint).is_some()
@@ -433,7 +402,7 @@ impl PreFilterState {
         if updated.namespace != pod.namespace || !has_all_keys(node.labels(), &self.constraints) {
             return;
         }
-        let affinity_ok = self.node_affinity.matches(node);
+        let affinity_ok = self.node_affinity.matches(&node.name, node.labels());
         let tolerations = pod.tolerations();
         for (i, c) in self.constraints.iter().enumerate() {
             if !c.selector.matches(updated.labels()) || !included(c, affinity_ok, node, tolerations) {
@@ -467,7 +436,7 @@ impl PreFilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return (None, Status::skip());
         }
-        let node_affinity = RequiredNodeAffinity::of(pod);
+        let node_affinity = RequiredNodeAffinity::from_pod(&pod.pod);
         let tolerations = pod.tolerations();
         // Domains in the order first seen (deterministic critical paths), borrowed from the snapshot.
         let mut domains: Vec<Vec<(&str, i64)>> = vec![Vec::new(); constraints.len()];
@@ -477,7 +446,7 @@ impl PreFilterPlugin for PodTopologySpread {
             if !has_all_keys(labels, &constraints) {
                 continue;
             }
-            let affinity_ok = node_affinity.matches(node);
+            let affinity_ok = node_affinity.matches(&node.name, node.labels());
             for (i, c) in constraints.iter().enumerate() {
                 if !included(c, affinity_ok, node, tolerations) {
                     continue;
@@ -639,7 +608,7 @@ impl PreScorePlugin for PodTopologySpread {
             .collect();
         let mut host_counts: Vec<Vec<(&str, i64)>> = vec![Vec::new(); constraints.len()];
         if has_host || domains.iter().any(|d| !d.is_empty()) {
-            let node_affinity = RequiredNodeAffinity::of(pod);
+            let node_affinity = RequiredNodeAffinity::from_pod(&pod.pod);
             let tolerations = pod.tolerations();
             let mut cache: Vec<Option<i64>> = vec![None; constraints.len()];
             for node in snapshot.nodes() {
@@ -647,7 +616,7 @@ impl PreScorePlugin for PodTopologySpread {
                 if require_all && !has_all_keys(labels, &constraints) {
                     continue;
                 }
-                let affinity_ok = node_affinity.matches(node);
+                let affinity_ok = node_affinity.matches(&node.name, node.labels());
                 cache.fill(None);
                 let mut count = |i: usize| -> i64 {
                     let j = same_as[i];
@@ -1200,8 +1169,10 @@ mod tests {
             return None;
         }
         assert!(st.is_success(), "{st}");
-        let mut out: Vec<NodeScore> =
-            nodes.iter().map(|n| NodeScore { name: &n.name, id: n.id, score: pl.score(&state, p, n).unwrap() }).collect();
+        let mut out: Vec<NodeScore> = nodes
+            .iter()
+            .map(|n| NodeScore { name: &n.name, id: n.id, score: pl.score(&state, p, n).unwrap() })
+            .collect();
         assert!(pl.normalize_score(&state, p, &mut out).is_success());
         Some(out.into_iter().map(|s| s.score).collect())
     }

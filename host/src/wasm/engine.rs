@@ -2,7 +2,7 @@
 //! and components compiled once per content digest.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -81,9 +81,4 @@ fn wasmparser_is_core_module(bytes: &[u8]) -> bool {
 pub(crate) fn first_line(e: &dyn std::fmt::Display) -> String {
     let s = format!("{e:#}");
     s.lines().next().unwrap_or("").to_string()
-}
-
-/// Shared engine handle for places that need an `Arc`.
-pub fn shared_arc() -> Arc<Engine> {
-    Arc::new(WasmEngine::shared().engine.clone())
 }

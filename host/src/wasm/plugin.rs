@@ -708,19 +708,18 @@ impl ScorePlugin for WasmPlugin {
 }
 
 impl WasmPlugin {
-    fn at_node(&self, state: Option<&CycleState>, point: &'static str, pod: &PodInfo, node: &str, f: impl FnOnce(&Loaded, &mut GuestInstance, &wit::Pod) -> Result<Status, CallError>) -> Status {
+    fn at_node(&self, state: Option<&CycleState>, point: &'static str, pod: &PodInfo, f: impl FnOnce(&Loaded, &mut GuestInstance, &wit::Pod) -> Result<Status, CallError>) -> Status {
         let p = convert::pod(pod);
-        let _ = node;
         self.call(&self.ctx(state), point, |_, l, i| f(l, i, &p)).unwrap_or_else(|s| if self.ignore() { Status::success() } else { s })
     }
 }
 
 impl ReservePlugin for WasmPlugin {
     fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        self.at_node(Some(state), "Reserve", pod, node, |l, i, p| Ok(convert::status(guest!(l, i, reserve).call_reserve(&mut i.store, p, node).map_err(trap)?)))
+        self.at_node(Some(state), "Reserve", pod, |l, i, p| Ok(convert::status(guest!(l, i, reserve).call_reserve(&mut i.store, p, node).map_err(trap)?)))
     }
     fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
-        self.at_node(Some(state), "Unreserve", pod, node, |l, i, p| {
+        self.at_node(Some(state), "Unreserve", pod, |l, i, p| {
             guest!(l, i, reserve).call_unreserve(&mut i.store, p, node).map_err(trap)?;
             Ok(Status::success())
         });
@@ -740,19 +739,19 @@ impl PermitPlugin for WasmPlugin {
 
 impl PreBindPlugin for WasmPlugin {
     fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        self.at_node(Some(state), "PreBind", pod, node, |l, i, p| Ok(convert::status(guest!(l, i, pre_bind).call_pre_bind(&mut i.store, p, node).map_err(trap)?)))
+        self.at_node(Some(state), "PreBind", pod, |l, i, p| Ok(convert::status(guest!(l, i, pre_bind).call_pre_bind(&mut i.store, p, node).map_err(trap)?)))
     }
 }
 
 impl BindPlugin for WasmPlugin {
     fn bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        self.at_node(Some(state), "Bind", pod, node, |l, i, p| Ok(convert::status(guest!(l, i, bind).call_bind(&mut i.store, p, node).map_err(trap)?)))
+        self.at_node(Some(state), "Bind", pod, |l, i, p| Ok(convert::status(guest!(l, i, bind).call_bind(&mut i.store, p, node).map_err(trap)?)))
     }
 }
 
 impl PostBindPlugin for WasmPlugin {
     fn post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
-        self.at_node(Some(state), "PostBind", pod, node, |l, i, p| {
+        self.at_node(Some(state), "PostBind", pod, |l, i, p| {
             guest!(l, i, post_bind).call_post_bind(&mut i.store, p, node).map_err(trap)?;
             Ok(Status::success())
         });
