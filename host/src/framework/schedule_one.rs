@@ -219,10 +219,12 @@ impl Scheduler {
         let pod = qpi.pod_info.clone();
         let Some(fwk) = self.profiles.get(pod.scheduler_name()).cloned() else {
             tracing::warn!(pod = %pod.key(), scheduler = pod.scheduler_name(), "no profile for pod; dropping it");
+            self.queue.lock().expect("queue lock").done(&pod.uid);
             return true;
         };
         if self.cache.lock().expect("cache lock").contains_pod(&pod.uid) {
             // Bound or assumed meanwhile: nothing to do (upstream skipPodSchedule).
+            self.queue.lock().expect("queue lock").done(&pod.uid);
             return true;
         }
         let start = Instant::now();
@@ -485,6 +487,7 @@ impl Scheduler {
             return;
         }
         self.cache.lock().expect("cache lock").finish_binding(&assumed.uid);
+        self.queue.lock().expect("queue lock").done(&assumed.uid);
         self.cluster.record(&assumed, PodEvent {
             type_: "Normal",
             reason: "Scheduled",

@@ -67,6 +67,10 @@ pub struct SchedulingQueue {
     nominated_by_uid: HashMap<String, String>,
     /// UIDs of the pods in Unschedulable or Gated, so an event does not scan the whole queue.
     waiting: HashSet<String>,
+    /// Pods popped whose attempt has not ended, and those of them deleted meanwhile (their failed attempt must not
+    /// bring them back).
+    in_flight: HashSet<String>,
+    deleted_in_flight: HashSet<String>,
 }
 
 impl SchedulingQueue {
@@ -87,6 +91,8 @@ impl SchedulingQueue {
             nominated: HashMap::new(),
             nominated_by_uid: HashMap::new(),
             waiting: HashSet::new(),
+            in_flight: HashSet::new(),
+            deleted_in_flight: HashSet::new(),
         }
     }
 
@@ -124,6 +130,7 @@ impl SchedulingQueue {
         let uid = self.heap_pop()?;
         self.scheduling_cycle += 1;
         let e = self.take(&uid).expect("active pod has an entry");
+        self.in_flight.insert(uid);
         let mut info = e.info;
         info.attempts += 1;
         info.initial_attempt_timestamp.get_or_insert(info.timestamp);
@@ -140,7 +147,8 @@ impl SchedulingQueue {
     /// An attempt that failed with an Error (`backoff_only`) always goes to backoffQ.
     pub fn add_unschedulable(&mut self, mut info: QueuedPodInfo, pod_cycle: u64, backoff_only: bool, now: u64) {
         let uid = info.pod_info.uid.clone();
-        if self.entries.contains_key(&uid) {
+        self.in_flight.remove(&uid);
+        if self.deleted_in_flight.remove(&uid) || self.entries.contains_key(&uid) {
             return;
         }
         info.timestamp = now;
@@ -273,8 +281,18 @@ impl SchedulingQueue {
         }
     }
 
-    /// Removes a pod (deleted, or bound by someone else).
+    /// Ends a popped pod's attempt without requeueing it (bound, or skipped).
+    pub fn done(&mut self, uid: &str) {
+        self.in_flight.remove(uid);
+        self.deleted_in_flight.remove(uid);
+    }
+
+    /// Removes a pod (deleted, or bound by someone else); one being scheduled right now is not requeued when its
+    /// attempt fails.
     pub fn delete(&mut self, uid: &str) {
+        if self.in_flight.contains(uid) {
+            self.deleted_in_flight.insert(uid.to_string());
+        }
         if let Some(e) = self.take(uid) {
             match e.queue {
                 QueueName::Active => self.active.retain(|u| u != uid),

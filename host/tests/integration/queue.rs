@@ -108,3 +108,25 @@ fn deleted_pods_leave_every_queue() {
     assert_eq!(q.pop().unwrap().pod_info.name, "b");
     assert!(q.pop().is_none());
 }
+
+#[test]
+fn a_pod_deleted_during_its_attempt_is_not_requeued_when_the_attempt_fails() {
+    let mut q = queue();
+    q.add(pod("doomed", 0), 0);
+    q.add(pod("kept", 0), 1);
+    let doomed = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    // The informer reports the deletion while the pod is being scheduled.
+    q.delete("doomed");
+    q.add_unschedulable(doomed, cycle, false, 0);
+    assert!(!q.contains("doomed"), "a deleted pod must not come back");
+    // Another pod's failed attempt is still requeued.
+    let kept = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable(kept, cycle, false, 0);
+    assert!(q.contains("kept"));
+    // And a pod deleted after its attempt ended leaves no trace that would drop a later pod with its UID.
+    q.done("kept");
+    q.delete("kept");
+    assert!(!q.contains("kept"));
+}
