@@ -10,7 +10,8 @@
 #   scripts/control-plane.sh status DIR        exit 0 when both processes run and /readyz answers ok
 #
 # DIR holds everything: etcd/ (data), certs/ (serving certs, service-account key), token.csv (admin token,
-# user `admin` in group system:masters), kubeconfig, ports, pids, etcd.log, kube-apiserver.log.
+# user `admin` in group system:masters), kubeconfig, ports, pids (and etcd.pid, kube-apiserver.pid), etcd.log,
+# kube-apiserver.log.
 # Every server binds to 127.0.0.1 on free ports; `up` again on a stopped DIR reuses its data (and ports when free).
 # Nodes need no kubelet: Node objects created through the API are enough for scheduling.
 set -euo pipefail
@@ -97,6 +98,25 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
   echo "${out[*]}"
 }
 
+# Starts a server in the background, in its own session when setsid exists (so it outlives the caller: make,
+# a terminal, a test harness), with output to DIR/<name>.log, and prints its pid. The pid is the one the server
+# itself runs under, written by the server's own shell just before exec: `$!` would name setsid's parent when
+# setsid forks, and a check right after `&` can run before the exec and see the wrong command line.
+start_server() {  # <name> <command...>
+  local name="$1" pidfile="$DIR/$1.pid" i
+  shift
+  rm -f "$pidfile" "$pidfile.tmp"
+  local -a session=()
+  command -v setsid >/dev/null && session=(setsid)
+  nohup "${session[@]}" bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1" && shift && exec "$@"' start "$pidfile" "$@" \
+    </dev/null >"$DIR/$name.log" 2>&1 &
+  for ((i = 0; i < 100; i++)); do
+    [[ -s "$pidfile" ]] && { cat "$pidfile"; return 0; }
+    sleep 0.1
+  done
+  die "$name did not start within 10 s; see $DIR/$name.log"
+}
+
 readyz() {  # <port> <token> [curl args...]: does /readyz answer ok?
   local port="$1" token="$2"
   shift 2
@@ -153,11 +173,9 @@ cmd_up() {
     openssl rsa -in "$DIR/certs/service-account.key" -pubout -out "$DIR/certs/service-account.pub" 2>/dev/null
   fi
 
-  local -a launch=(nohup)
-  command -v setsid >/dev/null && launch+=(setsid)   # own session: survives the caller (make, a terminal)
 
   say "starting etcd ($("$etcd" --version 2>/dev/null | head -1)), log $DIR/etcd.log"
-  "${launch[@]}" "$etcd" \
+  ETCD_PID="$(start_server etcd "$etcd" \
     --name control-plane \
     --data-dir "$DIR/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" \
@@ -166,9 +184,7 @@ cmd_up() {
     --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "control-plane=http://127.0.0.1:$peer_port" \
     --initial-cluster-state new \
-    --logger zap --log-outputs stderr \
-    </dev/null >"$DIR/etcd.log" 2>&1 &
-  ETCD_PID=$!
+    --logger zap --log-outputs stderr)"
   echo "etcd $ETCD_PID" >"$DIR/pids"
 
   local i
@@ -181,7 +197,7 @@ cmd_up() {
   say "etcd healthy (pid $ETCD_PID)"
 
   say "starting kube-apiserver ($("$apiserver" --version 2>/dev/null)), log $DIR/kube-apiserver.log"
-  "${launch[@]}" "$apiserver" \
+  APISERVER_PID="$(start_server kube-apiserver "$apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --cert-dir "$DIR/certs" \
     --secure-port "$api_port" \
@@ -194,9 +210,7 @@ cmd_up() {
     --token-auth-file "$DIR/token.csv" \
     --service-account-issuer "https://127.0.0.1:$api_port" \
     --service-account-key-file "$DIR/certs/service-account.pub" \
-    --service-account-signing-key-file "$DIR/certs/service-account.key" \
-    </dev/null >"$DIR/kube-apiserver.log" 2>&1 &
-  APISERVER_PID=$!
+    --service-account-signing-key-file "$DIR/certs/service-account.key")"
   echo "kube-apiserver $APISERVER_PID" >>"$DIR/pids"
 
   local deadline=$((SECONDS + READY_TIMEOUT))
