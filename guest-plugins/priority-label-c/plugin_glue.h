@@ -1,4 +1,5 @@
-// Contract glue for kws:plugin@0.1.0 guests in C: the node table, status constructors and the plugin's config.
+// Contract glue for kws:plugin@0.1.0 guests in C: the node table, status constructors, Filter's batched answer and
+// the plugin's config.
 // Header-only; include it once, after the generated filter_score_plugin.h.
 //
 // Ownership (wit-bindgen c): an export owns its arguments and frees them; what it returns is freed by the
@@ -164,6 +165,63 @@ static void glue_unknown_slot(glue_status *st, uint32_t slot) {
 static void glue_log(kws_plugin_host_level_t level, const char *msg) {
   glue_str s = {(uint8_t *)msg, strlen(msg)};
   kws_plugin_host_log(level, &s);
+}
+
+// Same status: equal code and equal reasons (as byte strings, in order).
+static bool glue_status_eq(const glue_status *a, const glue_status *b) {
+  if (a->code != b->code || a->reasons.len != b->reasons.len) return false;
+  for (size_t i = 0; i < a->reasons.len; i++) {
+    const glue_str *x = &a->reasons.ptr[i], *y = &b->reasons.ptr[i];
+    if (x->len != y->len || (x->len > 0 && memcmp(x->ptr, y->ptr, x->len) != 0)) return false;
+  }
+  return true;
+}
+
+// ---- filter: per-node statuses -> filter-result ----
+
+// Filter's answer for the call's `slots`, from the policy's per-node decision: `decide(slot, &st)` fills the
+// status of one node (built with the constructors above; the glue takes it over). A node whose status is not
+// success is rejected; equal statuses are sent once (the duplicates are freed), in order of first appearance.
+// Does not free `slots`. The linear search over distinct statuses is fine for the usual few distinct reasons.
+static void glue_filter(const exports_kws_plugin_filter_list_node_slot_t *slots,
+                        void (*decide)(uint32_t slot, glue_status *st),
+                        exports_kws_plugin_filter_filter_result_t *ret) {
+  size_t n = slots->len, distinct = 0, count = 0;
+  glue_status *statuses = glue_alloc(n * sizeof *statuses);
+  uint32_t *rejected = glue_alloc(n * sizeof *rejected);
+  uint32_t *verdicts = glue_alloc(n * sizeof *verdicts);
+  for (size_t i = 0; i < n; i++) {
+    glue_status st;
+    decide(slots->ptr[i], &st);
+    if (st.code == KWS_PLUGIN_TYPES_CODE_SUCCESS) {
+      kws_plugin_types_status_free(&st);
+      continue;
+    }
+    size_t k = 0;
+    while (k < distinct && !glue_status_eq(&statuses[k], &st)) k++;
+    if (k == distinct) {
+      statuses[distinct++] = st; // moved into the result
+    } else {
+      kws_plugin_types_status_free(&st);
+    }
+    rejected[count] = (uint32_t)i;
+    verdicts[count] = (uint32_t)k;
+    count++;
+  }
+  if (count == 0) {
+    // The post-return code frees only non-empty lists: empty ones must not own memory.
+    free(statuses);
+    free(rejected);
+    free(verdicts);
+    statuses = NULL;
+    rejected = verdicts = NULL;
+  }
+  ret->statuses.ptr = statuses;
+  ret->statuses.len = distinct;
+  ret->rejected.ptr = rejected;
+  ret->rejected.len = count;
+  ret->verdicts.ptr = verdicts;
+  ret->verdicts.len = count;
 }
 
 // ---- config: one string member of the JSON object from host.config() ----

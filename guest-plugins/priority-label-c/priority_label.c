@@ -38,24 +38,25 @@ void exports_kws_plugin_nodes_apply(exports_kws_plugin_nodes_list_node_change_t 
   glue_apply(changes);
 }
 
+// Filter for one node: success when it carries the label.
+static void filter_node(uint32_t slot, glue_status *st) {
+  const glue_node *node = glue_node_at(slot);
+  if (!configured()) {
+    glue_status_reason(st, KWS_PLUGIN_TYPES_CODE_ERROR, glue_format("%s", config_error));
+  } else if (!node) {
+    glue_unknown_slot(st, slot);
+  } else if (glue_label(node, label_key)) {
+    glue_success(st);
+  } else {
+    glue_status_reason(st, KWS_PLUGIN_TYPES_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE,
+                       glue_format("node(s) didn't have label %s", label_key));
+  }
+}
+
 void exports_kws_plugin_filter_filter(exports_kws_plugin_filter_pod_t *pod,
                                       exports_kws_plugin_filter_list_node_slot_t *slots,
-                                      exports_kws_plugin_filter_list_status_t *ret) {
-  ret->len = slots->len;
-  ret->ptr = glue_alloc(slots->len * sizeof *ret->ptr);
-  for (size_t i = 0; i < slots->len; i++) {
-    const glue_node *node = glue_node_at(slots->ptr[i]);
-    if (!configured()) {
-      glue_status_reason(&ret->ptr[i], KWS_PLUGIN_TYPES_CODE_ERROR, glue_format("%s", config_error));
-    } else if (!node) {
-      glue_unknown_slot(&ret->ptr[i], slots->ptr[i]);
-    } else if (glue_label(node, label_key)) {
-      glue_success(&ret->ptr[i]);
-    } else {
-      glue_status_reason(&ret->ptr[i], KWS_PLUGIN_TYPES_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE,
-                         glue_format("node(s) didn't have label %s", label_key));
-    }
-  }
+                                      exports_kws_plugin_filter_filter_result_t *ret) {
+  glue_filter(slots, filter_node, ret);
   exports_kws_plugin_filter_pod_free(pod);
   exports_kws_plugin_filter_list_node_slot_free(slots);
 }
@@ -96,23 +97,26 @@ bool exports_kws_plugin_score_score(exports_kws_plugin_score_pod_t *pod,
   return ok;
 }
 
+// scores[i] is the raw score of slots[i]; the answer keeps that order.
 bool exports_kws_plugin_score_normalize_score(exports_kws_plugin_score_pod_t *pod,
-                                              exports_kws_plugin_score_list_tuple2_node_slot_s64_t *scores,
+                                              exports_kws_plugin_score_list_node_slot_t *slots,
+                                              filter_score_plugin_list_s64_t *scores,
                                               filter_score_plugin_list_s64_t *ret,
                                               exports_kws_plugin_score_status_t *err) {
   (void)err;
   int64_t max = 0;
   for (size_t i = 0; i < scores->len; i++) {
-    if (scores->ptr[i].f1 > max) max = scores->ptr[i].f1;
+    if (scores->ptr[i] > max) max = scores->ptr[i];
   }
   ret->len = scores->len;
   ret->ptr = glue_alloc(scores->len * sizeof *ret->ptr);
   for (size_t i = 0; i < scores->len; i++) {
-    int64_t s = scores->ptr[i].f1;
+    int64_t s = scores->ptr[i];
     // max <= 0: every score is 0; 128-bit so that s * 100 cannot overflow.
     ret->ptr[i] = max <= 0 || s <= 0 ? 0 : (int64_t)((__int128)s * 100 / max);
   }
   exports_kws_plugin_score_pod_free(pod);
-  free(scores->ptr); // a list of plain tuples owns nothing else
+  exports_kws_plugin_score_list_node_slot_free(slots);
+  filter_score_plugin_list_s64_free(scores);
   return true;
 }

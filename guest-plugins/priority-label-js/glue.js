@@ -1,4 +1,5 @@
-// Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors and the plugin's config.
+// Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors, Filter's batched answer and the
+// plugin's config.
 import { config } from 'kws:plugin/host@0.1.0';
 
 // The guest's copy of the nodes: slot -> { name, labels: Map }. The host sends changes before any call that
@@ -29,6 +30,32 @@ export const success = () => ({ code: 'success', reasons: [] });
 export const error = (reason) => ({ code: 'error', reasons: [reason] });
 export const unresolvable = (reason) => ({ code: 'unschedulable-and-unresolvable', reasons: [reason] });
 export const unknownSlot = (slot) => error(`unknown node slot ${slot}`);
+
+// Filter's answer (filter-result) from one status per node, in the order of the call's nodes (any iterable): a node
+// whose status is not success is rejected, and equal statuses (same code and reasons) are sent once, in order of
+// first appearance.
+export function filterResult(perNode) {
+  const statuses = [];
+  const index = new Map();
+  const rejected = [];
+  const verdicts = [];
+  let position = 0;
+  for (const status of perNode) {
+    if (status.code !== 'success') {
+      const key = JSON.stringify([status.code, status.reasons]);
+      let at = index.get(key);
+      if (at === undefined) {
+        at = statuses.length;
+        index.set(key, at);
+        statuses.push(status);
+      }
+      rejected.push(position);
+      verdicts.push(at);
+    }
+    position++;
+  }
+  return { statuses, rejected, verdicts };
+}
 
 // The plugin's JSON config from the host, over `defaults`. Throws an Error when it is not a JSON object or a key
 // has another type than its default.

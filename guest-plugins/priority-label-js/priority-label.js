@@ -1,7 +1,7 @@
 // priority-label: Filter keeps the nodes that carry a label; Score ranks them by the label's integer value.
 // Config: {"labelKey": "..."} (default "priority.example.com"). Scores are s64, so BigInt.
 import { log } from 'kws:plugin/host@0.1.0';
-import { NodeTable, error, loadConfig, success, unknownSlot, unresolvable } from './glue.js';
+import { NodeTable, error, filterResult, loadConfig, success, unknownSlot, unresolvable } from './glue.js';
 
 const DEFAULT_LABEL_KEY = 'priority.example.com';
 const INTEGER = /^[+-]?[0-9]+$/;
@@ -38,20 +38,23 @@ export const nodes = {
   },
 };
 
+// Filter for one node: success when it carries the label.
+function filterNode(key, slot) {
+  const node = table.get(slot);
+  if (node === undefined) return unknownSlot(slot);
+  if (node.labels.has(key)) return success();
+  return unresolvable(`node(s) didn't have label ${key}`);
+}
+
 export const filter = {
   filter(pod, slots) {
     let key;
     try {
       key = labelKey();
     } catch (e) {
-      return Array.from(slots, () => error(e.message));
+      return filterResult(Array.from(slots, () => error(e.message)));
     }
-    return Array.from(slots, (slot) => {
-      const node = table.get(slot);
-      if (node === undefined) return unknownSlot(slot);
-      if (node.labels.has(key)) return success();
-      return unresolvable(`node(s) didn't have label ${key}`);
-    });
+    return filterResult(Array.from(slots, (slot) => filterNode(key, slot)));
   },
 };
 
@@ -75,10 +78,12 @@ export const score = {
     });
   },
 
-  normalizeScore(pod, scores) {
+  // scores[i] is the raw score of slots[i]; the answer keeps that order. (The list may arrive as a BigInt64Array:
+  // answer with a plain array.)
+  normalizeScore(pod, slots, scores) {
     let highest = 0n;
-    for (const [, s] of scores) if (s > highest) highest = s;
-    if (highest <= 0n) return scores.map(() => 0n);
-    return scores.map(([, s]) => ((s > 0n ? s : 0n) * 100n) / highest);
+    for (const s of scores) if (s > highest) highest = s;
+    if (highest <= 0n) return Array.from(scores, () => 0n);
+    return Array.from(scores, (s) => ((s > 0n ? s : 0n) * 100n) / highest);
   },
 };

@@ -10,7 +10,7 @@ from wit_world.imports import host
 from wit_world.imports.host import Level
 from componentize_py_types import Err
 
-from plugin_glue import NodeTable, error, load_config, success, unknown_slot, unresolvable
+from plugin_glue import NodeTable, error, filter_result, load_config, success, unknown_slot, unresolvable
 
 DEFAULT_LABEL_KEY = "priority.example.com"
 INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -48,22 +48,23 @@ class Nodes(exports.Nodes):
         nodes.apply(changes)
 
 
+def filter_node(key, slot):
+    """Filter for one node: success when it carries the label."""
+    node = nodes.get(slot)
+    if node is None:
+        return unknown_slot(slot)
+    if key in node[1]:
+        return success()
+    return unresolvable(f"node(s) didn't have label {key}")
+
+
 class Filter(exports.Filter):
     def filter(self, pod, slots):
         try:
             key = label_key()
         except ValueError as e:
-            return [error(str(e)) for _ in slots]
-        statuses = []
-        for slot in slots:
-            node = nodes.get(slot)
-            if node is None:
-                statuses.append(unknown_slot(slot))
-            elif key in node[1]:
-                statuses.append(success())
-            else:
-                statuses.append(unresolvable(f"node(s) didn't have label {key}"))
-        return statuses
+            return filter_result(error(str(e)) for _ in slots)
+        return filter_result(filter_node(key, slot) for slot in slots)
 
 
 class Score(exports.Score):
@@ -88,8 +89,9 @@ class Score(exports.Score):
             scores.append(n)
         return scores
 
-    def normalize_score(self, pod, scores):
-        highest = max((s for _, s in scores), default=0)
+    def normalize_score(self, pod, slots, scores):
+        # scores[i] is the raw score of slots[i]; the answer keeps that order.
+        highest = max(scores, default=0)
         if highest <= 0:
             return [0 for _ in scores]
-        return [max(0, s) * 100 // highest for _, s in scores]
+        return [max(0, s) * 100 // highest for s in scores]

@@ -1,7 +1,9 @@
-"""Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors and the plugin's config."""
+"""Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors, Filter's batched answer and the
+plugin's config."""
 
 import json
 
+from wit_world.exports.filter import FilterResult
 from wit_world.imports import host
 from wit_world.imports.types import Code, NodeChange_Remove, NodeChange_Upsert, Status
 
@@ -40,6 +42,23 @@ def unresolvable(reason):
 
 def unknown_slot(slot):
     return error(f"unknown node slot {slot}")
+
+
+def filter_result(statuses):
+    """Filter's answer from one status per node, in the order of the call's nodes: a node whose status is not
+    success is rejected, and equal statuses (same code and reasons) are sent once, in order of first appearance."""
+    distinct, index, rejected, verdicts = [], {}, [], []
+    for position, status in enumerate(statuses):
+        if status.code == Code.SUCCESS:
+            continue
+        key = (status.code, tuple(status.reasons))
+        at = index.get(key)
+        if at is None:
+            at = index[key] = len(distinct)
+            distinct.append(status)
+        rejected.append(position)
+        verdicts.append(at)
+    return FilterResult(statuses=distinct, rejected=rejected, verdicts=verdicts)
 
 
 def load_config(defaults):

@@ -1,6 +1,9 @@
 //! What the batched exports do with one call: look every node slot up in the node table and call the plugin's
 //! per-node method, in order. Public so a plugin's unit tests can drive the same path natively.
 
+use std::collections::HashMap;
+
+use crate::bindings::exports::kws::plugin::filter::FilterResult;
 use crate::table::NodeTable;
 use crate::types::{NodeSlot, Pod, Status};
 use crate::Plugin;
@@ -10,15 +13,65 @@ pub fn missing_slot(slot: NodeSlot) -> Status {
     Status::error(format!("node slot {slot} is not in the plugin's node table"))
 }
 
-/// Filter over `slots`: one status per slot, in order; a missing slot gets an Error status naming it.
-pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, pod: &Pod, slots: &[NodeSlot]) -> Vec<Status> {
-    slots
-        .iter()
-        .map(|&slot| match table.get(slot) {
+/// Filter over `slots`, as the contract's compact answer: only the nodes that do not pass, each pointing at one
+/// of the distinct statuses (a missing slot is rejected with an Error status naming it). Plugins are called in
+/// slot order.
+pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, pod: &Pod, slots: &[NodeSlot]) -> FilterResult {
+    let mut rejections = Rejections::default();
+    for (at, &slot) in slots.iter().enumerate() {
+        let status = match table.get(slot) {
             Some(node) => plugin.filter(pod, node),
             None => missing_slot(slot),
-        })
-        .collect()
+        };
+        if !status.is_success() {
+            rejections.push(at as u32, status);
+        }
+    }
+    rejections.finish()
+}
+
+/// Builds a [`FilterResult`]: statuses are deduplicated, the common case (the same status as the previous
+/// rejection) without hashing.
+#[derive(Default)]
+struct Rejections {
+    index: HashMap<Status, u32>,
+    last: Option<(Status, u32)>,
+    rejected: Vec<u32>,
+    verdicts: Vec<u32>,
+}
+
+impl Rejections {
+    fn push(&mut self, at: u32, status: Status) {
+        let v = match &self.last {
+            Some((s, v)) if *s == status => *v,
+            _ => {
+                let next = self.index.len() as u32;
+                let v = *self.index.entry(status.clone()).or_insert(next);
+                self.last = Some((status, v));
+                v
+            }
+        };
+        self.rejected.push(at);
+        self.verdicts.push(v);
+    }
+
+    fn finish(self) -> FilterResult {
+        let mut statuses: Vec<Option<Status>> = vec![None; self.index.len()];
+        for (s, v) in self.index {
+            statuses[v as usize] = Some(s);
+        }
+        FilterResult { statuses: statuses.into_iter().flatten().collect(), rejected: self.rejected, verdicts: self.verdicts }
+    }
+}
+
+/// One status per node from a compact Filter answer over `n` nodes (Success for every node not listed), as the
+/// host reads it. For tests; an answer that points outside its lists panics.
+pub fn expand(result: &FilterResult, n: usize) -> Vec<Status> {
+    let mut out = vec![Status::success(); n];
+    for (&at, &v) in result.rejected.iter().zip(&result.verdicts) {
+        out[at as usize] = result.statuses[v as usize].clone();
+    }
+    out
 }
 
 /// Score over `slots`: one raw score per slot, in order. The first failure (a plugin error or a missing slot)
@@ -33,10 +86,9 @@ pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, pod: &Pod, slots: &[NodeS
 }
 
 /// NormalizeScore: hands the plugin the scores (in the host's order) to rewrite in place, and returns them.
-pub fn normalize_score<P: Plugin>(plugin: &P, pod: &Pod, scores: &[(NodeSlot, i64)]) -> Result<Vec<i64>, Status> {
-    let mut out: Vec<i64> = scores.iter().map(|&(_, s)| s).collect();
-    plugin.normalize_score(pod, &mut out)?;
-    Ok(out)
+pub fn normalize_score<P: Plugin>(plugin: &P, pod: &Pod, mut scores: Vec<i64>) -> Result<Vec<i64>, Status> {
+    plugin.normalize_score(pod, &mut scores)?;
+    Ok(scores)
 }
 
 #[cfg(test)]
@@ -81,21 +133,37 @@ mod tests {
     #[test]
     fn filter_calls_each_node_in_slot_order() {
         let (p, t, pod) = setup();
-        let st = filter(&p, &t, &pod, &[3, 1, 0]);
+        let st = expand(&filter(&p, &t, &pod, &[3, 1, 0]), 3);
         assert_eq!(*p.calls.borrow(), ["n3", "n1", "n0"]);
         assert_eq!(st.iter().map(|s| s.code).collect::<Vec<_>>(), [Code::Success, Code::Unschedulable, Code::Success]);
         assert_eq!(st[1].reasons, ["bad node"]);
-        assert!(filter(&p, &t, &pod, &[]).is_empty());
+        let none = filter(&p, &t, &pod, &[]);
+        assert!(none.statuses.is_empty() && none.rejected.is_empty() && none.verdicts.is_empty());
     }
 
     #[test]
     fn filter_missing_slot_is_an_error_naming_it() {
         let (p, t, pod) = setup();
-        let st = filter(&p, &t, &pod, &[0, 2, 3]);
+        let st = expand(&filter(&p, &t, &pod, &[0, 2, 3]), 3);
         assert_eq!(*p.calls.borrow(), ["n0", "n3"]);
         assert_eq!(st[1].code, Code::Error);
         assert_eq!(st[1].reasons, ["node slot 2 is not in the plugin's node table"]);
         assert!(st[0].is_success() && st[2].is_success());
+    }
+
+    #[test]
+    fn filter_answer_lists_only_rejections_with_each_status_once() {
+        let (p, mut t, pod) = setup();
+        t.upsert(5, Node::new("n5").with_label("bad", ""));
+        // Rejections: n1 (bad), slot 2 (missing), n5 (bad), slot 9 (missing), n1 again.
+        let r = filter(&p, &t, &pod, &[0, 1, 2, 5, 3, 9, 1]);
+        assert_eq!(r.rejected, [1, 2, 3, 5, 6]);
+        assert_eq!(r.statuses.len(), 3, "{:?}", r.statuses);
+        let s = |i: usize| &r.statuses[r.verdicts[i] as usize];
+        assert_eq!((s(0), s(2), s(4)), (&Status::unschedulable("bad node"), &Status::unschedulable("bad node"), &Status::unschedulable("bad node")));
+        assert_eq!(s(1).message(), "node slot 2 is not in the plugin's node table");
+        assert_eq!(s(3).message(), "node slot 9 is not in the plugin's node table");
+        assert_eq!(expand(&r, 7).iter().filter(|s| s.is_success()).count(), 2);
     }
 
     #[test]
@@ -114,7 +182,7 @@ mod tests {
     #[test]
     fn normalize_keeps_host_order() {
         let (p, _, pod) = setup();
-        assert_eq!(normalize_score(&p, &pod, &[(3, 2), (0, 1), (1, 4)]), Ok(vec![50, 25, 100]));
-        assert_eq!(normalize_score(&p, &pod, &[]), Ok(vec![]));
+        assert_eq!(normalize_score(&p, &pod, vec![2, 1, 4]), Ok(vec![50, 25, 100]));
+        assert_eq!(normalize_score(&p, &pod, vec![]), Ok(vec![]));
     }
 }

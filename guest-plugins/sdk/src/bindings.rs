@@ -12,5 +12,5 @@ wit_bindgen::generate!({
     pub_export_macro: true,
     export_macro_name: "__kws_export_all",
     default_bindings_module: "kws_plugin_sdk::bindings",
-    additional_derives: [PartialEq, Eq],
+    additional_derives: [PartialEq, Eq, Hash],
 });

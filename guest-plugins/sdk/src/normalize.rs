@@ -8,7 +8,16 @@ pub const MAX_NODE_SCORE: i64 = 100;
 pub fn scale_to_max(scores: &mut [i64], max_score: i64) {
     let max = scores.iter().copied().max().unwrap_or(0);
     for s in scores.iter_mut() {
-        *s = if max <= 0 { 0 } else { (i128::from((*s).max(0)) * i128::from(max_score) / i128::from(max)) as i64 };
+        *s = if max <= 0 {
+            0
+        } else {
+            // 128-bit arithmetic is a slow library call in Wasm: use it only when the product would overflow.
+            let s = (*s).max(0);
+            match s.checked_mul(max_score) {
+                Some(p) => p / max,
+                None => (i128::from(s) * i128::from(max_score) / i128::from(max)) as i64,
+            }
+        };
     }
 }
 

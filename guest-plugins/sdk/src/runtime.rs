@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 use crate::bindings::exports::kws::plugin as exports;
+use crate::bindings::exports::kws::plugin::filter::FilterResult;
 use crate::config::Config;
 use crate::host::{self, Level};
 use crate::table::NodeTable;
@@ -93,10 +94,10 @@ impl<P: Plugin> exports::nodes::Guest for Component<P> {
 }
 
 impl<P: Plugin> exports::filter::Guest for Component<P> {
-    fn filter(pod: Pod, nodes: Vec<NodeSlot>) -> Vec<Status> {
+    fn filter(pod: Pod, nodes: Vec<NodeSlot>) -> FilterResult {
         match with_plugin::<P, _>(|p| with_table(|t| batch::filter(p, t, &pod, &nodes))).and_then(|r| r) {
-            Ok(statuses) => statuses,
-            Err(e) => nodes.iter().map(|_| Status::error(e.clone())).collect(),
+            Ok(result) => result,
+            Err(e) => FilterResult { statuses: vec![Status::error(e)], rejected: (0..nodes.len() as u32).collect(), verdicts: vec![0; nodes.len()] },
         }
     }
 }
@@ -108,8 +109,8 @@ impl<P: Plugin> exports::score::Guest for Component<P> {
             .unwrap_or_else(|e| Err(Status::error(e)))
     }
 
-    fn normalize_score(pod: Pod, scores: Vec<(NodeSlot, i64)>) -> Result<Vec<i64>, Status> {
-        with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, &scores)).unwrap_or_else(|e| Err(Status::error(e)))
+    fn normalize_score(pod: Pod, _nodes: Vec<NodeSlot>, scores: Vec<i64>) -> Result<Vec<i64>, Status> {
+        with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, scores)).unwrap_or_else(|e| Err(Status::error(e)))
     }
 }
 

@@ -45,9 +45,10 @@ pub fn load_nodes(nodes: Vec<Node>) -> Vec<NodeSlot> {
     slots
 }
 
-/// The `filter` export.
+/// The `filter` export, its compact answer expanded to one status per slot (Success for the nodes that pass).
 pub fn filter<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Vec<Status> {
-    <Component<P> as exports::filter::Guest>::filter(pod, slots)
+    let n = slots.len();
+    crate::batch::expand(&<Component<P> as exports::filter::Guest>::filter(pod, slots), n)
 }
 
 /// The `score` export.
@@ -55,9 +56,10 @@ pub fn score<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Result<Vec<i64>, Stat
     <Component<P> as exports::score::Guest>::score(pod, slots)
 }
 
-/// The `normalize-score` export.
+/// The `normalize-score` export, with the (slot, raw score) pairs split into its two lists.
 pub fn normalize_score<P: Plugin>(pod: Pod, scores: Vec<(NodeSlot, i64)>) -> Result<Vec<i64>, Status> {
-    <Component<P> as exports::score::Guest>::normalize_score(pod, scores)
+    let (slots, raw) = scores.into_iter().unzip();
+    <Component<P> as exports::score::Guest>::normalize_score(pod, slots, raw)
 }
 
 /// The `less` export (QueueSort).

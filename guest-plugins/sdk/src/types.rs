@@ -10,7 +10,23 @@ pub use crate::bindings::kws::plugin::types::{
 
 /// Looks `key` up in a label, annotation or node-selector list.
 pub fn lookup<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    pairs.iter().find(|(k, _)| same_bytes(k.as_bytes(), key.as_bytes())).map(|(_, v)| v.as_str())
+}
+
+/// Byte equality, eight bytes at a time. `==` on strings calls `memcmp`, which on wasm32 is a byte-at-a-time
+/// loop in the standard library's builtins; label lookups sit in every plugin's per-node path.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut wa).zip(&mut wb) {
+        let word = |c: &[u8]| u64::from_le_bytes(<[u8; 8]>::try_from(c).unwrap_or_default());
+        if word(x) != word(y) {
+            return false;
+        }
+    }
+    wa.remainder().iter().zip(wb.remainder()).all(|(x, y)| x == y)
 }
 
 /// Inserts or replaces `key` in a pair list, keeping it sorted by key (as the host sends them).
@@ -167,4 +183,23 @@ impl QueuedPod {
 pub fn priority_sort_less(a: &QueuedPod, b: &QueuedPod) -> bool {
     let (pa, pb) = (a.pod.priority, b.pod.priority);
     pa > pb || (pa == pb && a.timestamp_ns < b.timestamp_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_matches_whole_keys_only() {
+        let pairs: Vec<(String, String)> = [("a", "1"), ("priority.example.com", "2"), ("priority.example.coM", "3"), ("abcdefgh", "4")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(lookup(&pairs, "priority.example.com"), Some("2"));
+        assert_eq!(lookup(&pairs, "priority.example.coM"), Some("3"));
+        assert_eq!(lookup(&pairs, "abcdefgh"), Some("4"));
+        assert_eq!(lookup(&pairs, "abcdefgi"), None);
+        assert_eq!(lookup(&pairs, "priority.example.co"), None);
+        assert_eq!(lookup(&pairs, ""), None);
+    }
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::NodeSelectorTerm;
 
+use super::bindings::exports::kws::plugin::filter as ex_filter;
 use super::bindings::kws::plugin::types as wit;
 use crate::framework::types::{QosClass, Resource};
 use crate::framework::{Code, NodeInfo, PodInfo, QueuedPodInfo, Status};
@@ -121,6 +122,34 @@ pub fn status(s: wit::Status) -> Status {
     Status::with_reasons(code, s.reasons)
 }
 
+/// Expands a batch's Filter answer into one status per node (success for every node not listed). An answer that
+/// names a position outside the batch, a position twice, a status that does not exist, or a success as a
+/// rejection is invalid; the message says which.
+pub fn filter_verdicts(answer: ex_filter::FilterResult, nodes: usize) -> Result<Vec<Status>, String> {
+    let ex_filter::FilterResult { statuses, rejected, verdicts } = answer;
+    if rejected.len() != verdicts.len() {
+        return Err(format!("listed {} rejected nodes but {} verdicts", rejected.len(), verdicts.len()));
+    }
+    let distinct: Vec<Status> = statuses.into_iter().map(status).collect();
+    if let Some(i) = distinct.iter().position(Status::is_success) {
+        return Err(format!("listed a success status (index {i}) among the rejections"));
+    }
+    let mut out = vec![Status::success(); nodes];
+    let mut seen = vec![false; if rejected.is_empty() { 0 } else { nodes }];
+    for (&at, &v) in rejected.iter().zip(&verdicts) {
+        let (at, v) = (at as usize, v as usize);
+        if at >= nodes {
+            return Err(format!("rejected node position {at} of a batch of {nodes}"));
+        }
+        if std::mem::replace(&mut seen[at], true) {
+            return Err(format!("rejected node position {at} twice"));
+        }
+        let s = distinct.get(v).ok_or_else(|| format!("pointed at status {v} of {}", distinct.len()))?;
+        out[at] = s.clone();
+    }
+    Ok(out)
+}
+
 /// A framework status as a contract status (PostFilter's input).
 pub fn status_to_wit(s: &Status) -> wit::Status {
     let code = match s.code() {
@@ -133,4 +162,41 @@ pub fn status_to_wit(s: &Status) -> wit::Status {
         Code::Pending => wit::Code::Pending,
     };
     wit::Status { code, reasons: s.reasons().to_vec() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(statuses: Vec<(wit::Code, &str)>, rejected: Vec<u32>, verdicts: Vec<u32>) -> ex_filter::FilterResult {
+        let statuses = statuses.into_iter().map(|(code, r)| wit::Status { code, reasons: vec![r.to_string()] }).collect();
+        ex_filter::FilterResult { statuses, rejected, verdicts }
+    }
+
+    #[test]
+    fn filter_answer_expands_to_one_status_per_node() {
+        let a = answer(vec![(wit::Code::UnschedulableAndUnresolvable, "no label"), (wit::Code::Unschedulable, "full")], vec![3, 0, 1], vec![0, 1, 0]);
+        let v = filter_verdicts(a, 5).unwrap();
+        let got: Vec<String> = v.iter().map(|s| if s.is_success() { "ok".into() } else { s.message() }).collect();
+        assert_eq!(got, ["full", "no label", "ok", "no label", "ok"]);
+        assert_eq!(v[0].code(), Code::Unschedulable);
+        assert_eq!(v[1].code(), Code::UnschedulableAndUnresolvable);
+        assert!(filter_verdicts(answer(vec![], vec![], vec![]), 4).unwrap().iter().all(Status::is_success));
+    }
+
+    #[test]
+    fn invalid_filter_answers_say_what_is_wrong() {
+        let no = |c| (c, "no");
+        let cases = [
+            (answer(vec![no(wit::Code::Unschedulable)], vec![0, 1], vec![0]), "listed 2 rejected nodes but 1 verdicts"),
+            (answer(vec![no(wit::Code::Unschedulable)], vec![4], vec![0]), "rejected node position 4 of a batch of 4"),
+            (answer(vec![no(wit::Code::Unschedulable)], vec![2, 2], vec![0, 0]), "rejected node position 2 twice"),
+            (answer(vec![no(wit::Code::Unschedulable)], vec![1], vec![1]), "pointed at status 1 of 1"),
+            (answer(vec![no(wit::Code::Unschedulable), (wit::Code::Success, "")], vec![1], vec![0]), "listed a success status (index 1)"),
+        ];
+        for (a, want) in cases {
+            let e = filter_verdicts(a, 4).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
 }

@@ -28,6 +28,10 @@ impl WasmEngine {
             let mut config = Config::new();
             config.wasm_component_model(true);
             config.epoch_interruption(true);
+            // For profiling guests with `perf`: KWS_WASM_PERFMAP=1 writes /tmp/perf-<pid>.map naming JIT code.
+            if std::env::var_os("KWS_WASM_PERFMAP").is_some_and(|v| v == "1") {
+                config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+            }
             let engine = Engine::new(&config).expect("the engine configuration is valid");
             let ticker = engine.clone();
             std::thread::Builder::new()

@@ -599,14 +599,11 @@ impl FilterPlugin for WasmPlugin {
         let p = convert::pod(pod);
         let r = self.call(&self.ctx(Some(state)), "Filter", |me, l, i| {
             let slots = me.sync(l, i, nodes)?;
-            let statuses = guest!(l, i, filter).call_filter(&mut i.store, &p, &slots).map_err(trap)?;
-            if statuses.len() != nodes.len() {
-                return Err(CallError::Invalid(format!("returned {} statuses for {} nodes", statuses.len(), nodes.len())));
-            }
-            Ok(statuses)
+            let answer = guest!(l, i, filter).call_filter(&mut i.store, &p, &slots).map_err(trap)?;
+            convert::filter_verdicts(answer, nodes.len()).map_err(CallError::Invalid)
         });
         match r {
-            Ok(v) => out.extend(v.into_iter().map(convert::status)),
+            Ok(v) => out.extend(v),
             Err(_) if self.ignore() => out.extend(nodes.iter().map(|_| Status::success())),
             Err(s) => out.extend(nodes.iter().map(|_| s.clone())),
         }
@@ -677,12 +674,13 @@ impl ScorePlugin for WasmPlugin {
 
     fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let p = convert::pod(pod);
-        let pairs: Vec<(u32, i64)> = scores.iter().map(|s| (s.id, s.score)).collect();
+        let slots: Vec<u32> = scores.iter().map(|s| s.id).collect();
+        let raw: Vec<i64> = scores.iter().map(|s| s.score).collect();
         let r = self.call(&self.ctx(Some(state)), "NormalizeScore", |_, l, i| {
-            let r = guest!(l, i, score).call_normalize_score(&mut i.store, &p, &pairs).map_err(trap)?;
+            let r = guest!(l, i, score).call_normalize_score(&mut i.store, &p, &slots, &raw).map_err(trap)?;
             match r {
-                Ok(v) if v.len() == pairs.len() => Ok(Ok(v)),
-                Ok(v) => Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), pairs.len()))),
+                Ok(v) if v.len() == raw.len() => Ok(Ok(v)),
+                Ok(v) => Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), raw.len()))),
                 Err(s) => Ok(Err(s)),
             }
         });
