@@ -3,7 +3,7 @@
 //! `trap-score`, `trap-normalize` (a trap in each export), `score-1000` (a normalized score out of range), and
 //! `ok` (behaves).
 
-use kws_plugin_sdk::{Config, Node, Plugin, Pod, Status};
+use kws_plugin_sdk::{Config, NodeInfo, Plugin, Pod, Status};
 
 /// The misbehaviour.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -23,6 +23,8 @@ pub struct Hostile {
 }
 
 impl Plugin for Hostile {
+    type NodeData = ();
+
     fn new(config: &Config) -> Result<Self, String> {
         let mode = match config.str("mode")?.unwrap_or("ok") {
             "ok" => Mode::Ok,
@@ -37,7 +39,7 @@ impl Plugin for Hostile {
         Ok(Hostile { mode })
     }
 
-    fn filter(&self, _pod: &Pod, _node: &Node) -> Status {
+    fn filter(&self, _pod: &Pod, _node: &NodeInfo<'_, ()>) -> Status {
         match self.mode {
             Mode::Loop => {
                 let mut n: u64 = 0;
@@ -51,7 +53,7 @@ impl Plugin for Hostile {
         }
     }
 
-    fn score(&self, _pod: &Pod, _node: &Node) -> Result<i64, Status> {
+    fn score(&self, _pod: &Pod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
         match self.mode {
             Mode::Grow => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();

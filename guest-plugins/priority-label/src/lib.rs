@@ -8,10 +8,22 @@
 //!   Built with the cargo feature `invert`, the normalized score is `100 - that` (the hot-reload test's second
 //!   version of this plugin).
 
-use kws_plugin_sdk::{normalize, Config, Node, Plugin, Pod, Status, MAX_NODE_SCORE};
+use kws_plugin_sdk::{normalize, Config, Node, NodeInfo, Plugin, Pod, Status, MAX_NODE_SCORE};
 
 /// The label read when the configuration names none.
 pub const DEFAULT_LABEL_KEY: &str = "priority.example.com";
+
+/// A node's label, as [`PriorityLabel::prepare`] found it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    /// The node does not carry the label.
+    #[default]
+    Missing,
+    /// The label's integer value.
+    Value(i64),
+    /// The label's value is not an integer.
+    NotInteger,
+}
 
 /// The plugin: which label to read, and the Filter reason (the same text for every node, so the host can count it).
 pub struct PriorityLabel {
@@ -22,6 +34,9 @@ pub struct PriorityLabel {
 }
 
 impl Plugin for PriorityLabel {
+    /// The label, read once per node change rather than once per pod: absent, or its value parsed.
+    type NodeData = Label;
+
     fn new(config: &Config) -> Result<Self, String> {
         let key = config.str("labelKey")?.unwrap_or(DEFAULT_LABEL_KEY);
         if key.is_empty() {
@@ -30,21 +45,30 @@ impl Plugin for PriorityLabel {
         Ok(Self { key: key.to_string(), missing_reason: format!("node(s) didn't have label {key}") })
     }
 
-    fn filter(&self, _pod: &Pod, node: &Node) -> Status {
+    fn prepare(&self, node: &Node) -> Label {
         match node.label(&self.key) {
-            Some(_) => Status::success(),
-            None => Status::unresolvable(self.missing_reason.as_str()),
+            None => Label::Missing,
+            Some(v) => v.trim().parse().map_or(Label::NotInteger, Label::Value),
         }
     }
 
-    fn score(&self, _pod: &Pod, node: &Node) -> Result<i64, Status> {
-        let Some(value) = node.label(&self.key) else {
+    fn filter(&self, _pod: &Pod, node: &NodeInfo<'_, Label>) -> Status {
+        match node.data() {
+            Label::Missing => Status::unresolvable(self.missing_reason.as_str()),
+            _ => Status::success(),
+        }
+    }
+
+    fn score(&self, _pod: &Pod, node: &NodeInfo<'_, Label>) -> Result<i64, Status> {
+        match node.data() {
             // Filter keeps such nodes out; score them lowest if Filter is disabled.
-            return Ok(0);
-        };
-        value.trim().parse::<i64>().map_err(|_| {
-            Status::error(format!("node {}: label {} has non-integer value \"{value}\"", node.name, self.key))
-        })
+            Label::Missing => Ok(0),
+            Label::Value(v) => Ok(*v),
+            Label::NotInteger => {
+                let value = node.label(&self.key).unwrap_or_default();
+                Err(Status::error(format!("node {}: label {} has non-integer value \"{value}\"", node.name, self.key)))
+            }
+        }
     }
 
     fn normalize_score(&self, _pod: &Pod, scores: &mut [i64]) -> Result<(), Status> {
@@ -62,6 +86,7 @@ kws_plugin_sdk::export_filter_score!(PriorityLabel);
 mod tests {
     use super::*;
     use kws_plugin_sdk::testing;
+    use kws_plugin_sdk::types::NodeChange;
     use kws_plugin_sdk::Code;
 
     fn nodes() -> Vec<u32> {
@@ -108,6 +133,21 @@ mod tests {
         let err = testing::score::<PriorityLabel>(pod(), vec![0, 3]).unwrap_err();
         assert_eq!(err.code, Code::Error);
         assert_eq!(err.message(), "node d: label priority.example.com has non-integer value \"high\"");
+    }
+
+    #[test]
+    fn a_changed_node_is_read_again() {
+        nodes();
+        let pod = || Pod::new("default", "p");
+        assert_eq!(testing::score::<PriorityLabel>(pod(), vec![0, 2]), Ok(vec![10, 5]));
+        testing::apply(vec![
+            NodeChange::Upsert((2, Node::new("c").with_label(DEFAULT_LABEL_KEY, "40"))),
+            NodeChange::Upsert((1, Node::new("b").with_label(DEFAULT_LABEL_KEY, "7"))),
+        ]);
+        assert_eq!(testing::score::<PriorityLabel>(pod(), vec![0, 1, 2]), Ok(vec![10, 7, 40]));
+        assert!(testing::filter::<PriorityLabel>(pod(), vec![1]).iter().all(Status::is_success));
+        testing::apply(vec![NodeChange::Upsert((0, Node::new("a")))]);
+        assert_eq!(testing::filter::<PriorityLabel>(pod(), vec![0])[0].code, Code::UnschedulableAndUnresolvable);
     }
 
     #[test]

@@ -7,6 +7,8 @@ use kws_plugin_sdk::{Config, Plugin, QueuedPod};
 pub struct QosSort;
 
 impl Plugin for QosSort {
+    type NodeData = ();
+
     fn new(_config: &Config) -> Result<Self, String> {
         Ok(QosSort)
     }

@@ -1,17 +1,19 @@
 //! RandomScore: a Score and PostBind plugin. Each node gets a random score in 0–99 from the host's generator
 //! (seeded in the simulator, so runs repeat); PostBind logs every decision.
 
-use kws_plugin_sdk::{host, Config, Node, Plugin, Pod, Status};
+use kws_plugin_sdk::{host, Config, NodeInfo, Plugin, Pod, Status};
 
 /// The plugin (no configuration).
 pub struct RandomScore;
 
 impl Plugin for RandomScore {
+    type NodeData = ();
+
     fn new(_config: &Config) -> Result<Self, String> {
         Ok(RandomScore)
     }
 
-    fn score(&self, _pod: &Pod, _node: &Node) -> Result<i64, Status> {
+    fn score(&self, _pod: &Pod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
         Ok(host::random_below(100) as i64)
     }
 
@@ -25,7 +27,7 @@ kws_plugin_sdk::export_score_post_bind!(RandomScore);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kws_plugin_sdk::{testing, Level};
+    use kws_plugin_sdk::{testing, Level, Node};
 
     #[test]
     fn scores_are_random_in_range_and_normalize_keeps_them() {

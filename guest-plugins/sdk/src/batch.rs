@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::bindings::exports::kws::plugin::filter::FilterResult;
-use crate::table::NodeTable;
+use crate::table::{NodeTable, Prepared};
 use crate::types::{NodeSlot, Pod, Status};
 use crate::Plugin;
 
@@ -16,11 +16,11 @@ pub fn missing_slot(slot: NodeSlot) -> Status {
 /// Filter over `slots`, as the contract's compact answer: only the nodes that do not pass, each pointing at one
 /// of the distinct statuses (a missing slot is rejected with an Error status naming it). Plugins are called in
 /// slot order.
-pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, pod: &Pod, slots: &[NodeSlot]) -> FilterResult {
+pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &Pod, slots: &[NodeSlot]) -> FilterResult {
     let mut rejections = Rejections::default();
     for (at, &slot) in slots.iter().enumerate() {
-        let status = match table.get(slot) {
-            Some(node) => plugin.filter(pod, node),
+        let status = match data.get(table, slot) {
+            Some(node) => plugin.filter(pod, &node),
             None => missing_slot(slot),
         };
         if !status.is_success() {
@@ -76,11 +76,11 @@ pub fn expand(result: &FilterResult, n: usize) -> Vec<Status> {
 
 /// Score over `slots`: one raw score per slot, in order. The first failure (a plugin error or a missing slot)
 /// fails the whole call, as in kube-scheduler.
-pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, pod: &Pod, slots: &[NodeSlot]) -> Result<Vec<i64>, Status> {
+pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &Pod, slots: &[NodeSlot]) -> Result<Vec<i64>, Status> {
     let mut out = Vec::with_capacity(slots.len());
     for &slot in slots {
-        let node = table.get(slot).ok_or_else(|| missing_slot(slot))?;
-        out.push(plugin.score(pod, node)?);
+        let node = data.get(table, slot).ok_or_else(|| missing_slot(slot))?;
+        out.push(plugin.score(pod, &node)?);
     }
     Ok(out)
 }
@@ -95,6 +95,7 @@ pub fn normalize_score<P: Plugin>(plugin: &P, pod: &Pod, mut scores: Vec<i64>) -
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::table::NodeInfo;
     use crate::types::{Code, Node};
     use std::cell::RefCell;
 
@@ -104,14 +105,15 @@ mod tests {
     }
 
     impl Plugin for Recorder {
+        type NodeData = ();
         fn new(_: &Config) -> Result<Self, String> {
             Ok(Self { calls: RefCell::new(Vec::new()) })
         }
-        fn filter(&self, _: &Pod, node: &Node) -> Status {
+        fn filter(&self, _: &Pod, node: &NodeInfo<'_, ()>) -> Status {
             self.calls.borrow_mut().push(node.name.clone());
             if node.label("bad").is_some() { Status::unschedulable("bad node") } else { Status::success() }
         }
-        fn score(&self, _: &Pod, node: &Node) -> Result<i64, Status> {
+        fn score(&self, _: &Pod, node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
             self.calls.borrow_mut().push(node.name.clone());
             node.label("s").and_then(|v| v.parse().ok()).ok_or_else(|| Status::error(format!("{}: no score", node.name)))
         }
@@ -121,30 +123,32 @@ mod tests {
         }
     }
 
-    fn setup() -> (Recorder, NodeTable, Pod) {
+    fn setup() -> (Recorder, NodeTable, Prepared<()>, Pod) {
         let mut t = NodeTable::new();
         t.upsert(0, Node::new("n0").with_label("s", "1"));
         t.upsert(1, Node::new("n1").with_label("s", "4").with_label("bad", ""));
         t.upsert(3, Node::new("n3").with_label("s", "2"));
         t.upsert(4, Node::new("n4"));
-        (Recorder::new(&Config::parse("{}").unwrap()).unwrap(), t, Pod::new("ns", "p"))
+        let mut d = Prepared::default();
+        d.catch_up(&mut t, |_| ());
+        (Recorder::new(&Config::parse("{}").unwrap()).unwrap(), t, d, Pod::new("ns", "p"))
     }
 
     #[test]
     fn filter_calls_each_node_in_slot_order() {
-        let (p, t, pod) = setup();
-        let st = expand(&filter(&p, &t, &pod, &[3, 1, 0]), 3);
+        let (p, t, d, pod) = setup();
+        let st = expand(&filter(&p, &t, &d, &pod, &[3, 1, 0]), 3);
         assert_eq!(*p.calls.borrow(), ["n3", "n1", "n0"]);
         assert_eq!(st.iter().map(|s| s.code).collect::<Vec<_>>(), [Code::Success, Code::Unschedulable, Code::Success]);
         assert_eq!(st[1].reasons, ["bad node"]);
-        let none = filter(&p, &t, &pod, &[]);
+        let none = filter(&p, &t, &d, &pod, &[]);
         assert!(none.statuses.is_empty() && none.rejected.is_empty() && none.verdicts.is_empty());
     }
 
     #[test]
     fn filter_missing_slot_is_an_error_naming_it() {
-        let (p, t, pod) = setup();
-        let st = expand(&filter(&p, &t, &pod, &[0, 2, 3]), 3);
+        let (p, t, d, pod) = setup();
+        let st = expand(&filter(&p, &t, &d, &pod, &[0, 2, 3]), 3);
         assert_eq!(*p.calls.borrow(), ["n0", "n3"]);
         assert_eq!(st[1].code, Code::Error);
         assert_eq!(st[1].reasons, ["node slot 2 is not in the plugin's node table"]);
@@ -153,10 +157,11 @@ mod tests {
 
     #[test]
     fn filter_answer_lists_only_rejections_with_each_status_once() {
-        let (p, mut t, pod) = setup();
+        let (p, mut t, mut d, pod) = setup();
         t.upsert(5, Node::new("n5").with_label("bad", ""));
+        d.catch_up(&mut t, |_| ());
         // Rejections: n1 (bad), slot 2 (missing), n5 (bad), slot 9 (missing), n1 again.
-        let r = filter(&p, &t, &pod, &[0, 1, 2, 5, 3, 9, 1]);
+        let r = filter(&p, &t, &d, &pod, &[0, 1, 2, 5, 3, 9, 1]);
         assert_eq!(r.rejected, [1, 2, 3, 5, 6]);
         assert_eq!(r.statuses.len(), 3, "{:?}", r.statuses);
         let s = |i: usize| &r.statuses[r.verdicts[i] as usize];
@@ -168,20 +173,20 @@ mod tests {
 
     #[test]
     fn score_in_order_and_first_error_wins() {
-        let (p, t, pod) = setup();
-        assert_eq!(score(&p, &t, &pod, &[3, 0, 1]), Ok(vec![2, 1, 4]));
+        let (p, t, d, pod) = setup();
+        assert_eq!(score(&p, &t, &d, &pod, &[3, 0, 1]), Ok(vec![2, 1, 4]));
         assert_eq!(*p.calls.borrow(), ["n3", "n0", "n1"]);
 
-        let err = score(&p, &t, &pod, &[0, 9, 4]).unwrap_err();
+        let err = score(&p, &t, &d, &pod, &[0, 9, 4]).unwrap_err();
         assert_eq!((err.code, err.message()), (Code::Error, "node slot 9 is not in the plugin's node table".into()));
 
-        let err = score(&p, &t, &pod, &[4, 0]).unwrap_err();
+        let err = score(&p, &t, &d, &pod, &[4, 0]).unwrap_err();
         assert_eq!(err.message(), "n4: no score");
     }
 
     #[test]
     fn normalize_keeps_host_order() {
-        let (p, _, pod) = setup();
+        let (p, _, _, pod) = setup();
         assert_eq!(normalize_score(&p, &pod, vec![2, 1, 4]), Ok(vec![50, 25, 100]));
         assert_eq!(normalize_score(&p, &pod, vec![]), Ok(vec![]));
     }

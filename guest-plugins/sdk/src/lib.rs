@@ -4,17 +4,22 @@
 //! export line naming the world it targets:
 //!
 //! ```ignore
-//! use kws_plugin_sdk::{Config, Node, Plugin, Pod, Status};
+//! use kws_plugin_sdk::{Config, Node, NodeInfo, Plugin, Pod, Status};
 //!
 //! /// Scores nodes by the value of one label.
 //! struct LabelScore { key: String }
 //!
 //! impl Plugin for LabelScore {
+//!     /// The label's value, parsed once per node change rather than once per pod.
+//!     type NodeData = i64;
 //!     fn new(config: &Config) -> Result<Self, String> {
 //!         Ok(Self { key: config.str("labelKey")?.unwrap_or("example.com/score").to_string() })
 //!     }
-//!     fn score(&self, _pod: &Pod, node: &Node) -> Result<i64, Status> {
-//!         Ok(node.label(&self.key).and_then(|v| v.parse().ok()).unwrap_or(0))
+//!     fn prepare(&self, node: &Node) -> i64 {
+//!         node.label(&self.key).and_then(|v| v.parse().ok()).unwrap_or(0)
+//!     }
+//!     fn score(&self, _pod: &Pod, node: &NodeInfo<'_, i64>) -> Result<i64, Status> {
+//!         Ok(*node.data())
 //!     }
 //! }
 //!
@@ -28,8 +33,9 @@
 //!
 //! - **The node table.** The host keeps a copy of every node inside the instance and sends only changes
 //!   (`nodes.apply`); Filter and Score calls name nodes by slot. The SDK keeps the table ([`NodeTable`]) and looks
-//!   every slot up before calling your per-node method, so you see `&Node`. A slot the table does not hold gives
-//!   an Error status naming it.
+//!   every slot up before calling your per-node method, so you see a [`NodeInfo`] (the node, and what your
+//!   [`Plugin::prepare`] derived from it when it last changed). A slot the table does not hold gives an Error
+//!   status naming it.
 //! - **Batching.** One Filter or Score call covers many nodes; the SDK loops ([`batch`]). Score stops at the first
 //!   error, as kube-scheduler does.
 //! - **Configuration.** `pluginConfig[].args.config` arrives as JSON; the SDK parses it ([`Config`]) and calls
@@ -67,7 +73,7 @@ pub mod types;
 pub use config::{Config, Value};
 pub use host::Level;
 pub use normalize::MAX_NODE_SCORE;
-pub use table::NodeTable;
+pub use table::{NodeInfo, NodeTable, Prepared};
 pub use types::{Code, Node, NodeSlot, Pod, QosClass, QueuedPod, Resources, Status};
 
 /// The logging macros, also reachable as `kws_plugin_sdk::log::info!` and so on.
@@ -85,17 +91,30 @@ pub trait Plugin: Sized + 'static {
     /// fails with an Error status carrying it.
     fn new(config: &Config) -> Result<Self, String>;
 
+    /// What the plugin derives from a node when the node arrives or changes, kept by the SDK beside the node and
+    /// handed to [`Plugin::filter`] and [`Plugin::score`] as [`NodeInfo::data`]. Node data changes far less often
+    /// than pods are scheduled, so work done here (parsing a label, say) is not repeated for every pod. `()` when
+    /// the plugin needs nothing.
+    type NodeData: Default + 'static;
+
+    /// Computes [`Plugin::NodeData`] for a node. Called for every node once, then for each node that changes,
+    /// before the next Filter or Score call. Default: `NodeData::default()`.
+    fn prepare(&self, node: &Node) -> Self::NodeData {
+        let _ = node;
+        Self::NodeData::default()
+    }
+
     /// Filter: whether `pod` fits on `node`. Default: it does.
     ///
     /// Give the same reason text for the same cause on every node: the host counts reasons across nodes
     /// (`0/3 nodes are available: 3 node(s) ...`).
-    fn filter(&self, pod: &Pod, node: &Node) -> Status {
+    fn filter(&self, pod: &Pod, node: &NodeInfo<'_, Self::NodeData>) -> Status {
         let _ = (pod, node);
         Status::success()
     }
 
     /// Score: the raw score of `node` for `pod`. Default: 0. An `Err` fails the whole Score call.
-    fn score(&self, pod: &Pod, node: &Node) -> Result<i64, Status> {
+    fn score(&self, pod: &Pod, node: &NodeInfo<'_, Self::NodeData>) -> Result<i64, Status> {
         let _ = (pod, node);
         Ok(0)
     }

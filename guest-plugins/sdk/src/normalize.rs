@@ -7,16 +7,17 @@ pub const MAX_NODE_SCORE: i64 = 100;
 /// as 0; when no score is above 0, all become 0.
 pub fn scale_to_max(scores: &mut [i64], max_score: i64) {
     let max = scores.iter().copied().max().unwrap_or(0);
+    // 128-bit arithmetic (and i64's overflow-checked multiply) are slow library calls in Wasm: use them only for
+    // scores so large that `s * max_score` could overflow.
+    let safe = if max_score > 0 { i64::MAX / max_score } else { 0 };
     for s in scores.iter_mut() {
+        let v = (*s).max(0);
         *s = if max <= 0 {
             0
+        } else if v <= safe {
+            v * max_score / max
         } else {
-            // 128-bit arithmetic is a slow library call in Wasm: use it only when the product would overflow.
-            let s = (*s).max(0);
-            match s.checked_mul(max_score) {
-                Some(p) => p / max,
-                None => (i128::from(s) * i128::from(max_score) / i128::from(max)) as i64,
-            }
+            (i128::from(v) * i128::from(max_score) / i128::from(max)) as i64
         };
     }
 }

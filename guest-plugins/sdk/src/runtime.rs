@@ -10,7 +10,7 @@ use crate::bindings::exports::kws::plugin as exports;
 use crate::bindings::exports::kws::plugin::filter::FilterResult;
 use crate::config::Config;
 use crate::host::{self, Level};
-use crate::table::NodeTable;
+use crate::table::{NodeTable, Prepared};
 use crate::types::{NodeChange, NodeSlot, Pod, QueuedPod, Status};
 use crate::{batch, Plugin};
 
@@ -19,6 +19,8 @@ thread_local! {
     static TABLE: RefCell<NodeTable> = const { RefCell::new(NodeTable::new()) };
     /// The plugin, built on first use from the host's configuration, or why it could not be built.
     static PLUGIN: RefCell<Option<Result<Rc<dyn Any>, String>>> = const { RefCell::new(None) };
+    /// The plugin's prepared node data (a `Prepared<P::NodeData>`), created with the plugin.
+    static PREPARED: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
 }
 
 /// The type the export macros export: it implements the generated Guest traits by calling `P`'s methods.
@@ -52,15 +54,26 @@ pub(crate) fn with_plugin<P: Plugin, R>(f: impl FnOnce(&P) -> R) -> Result<R, St
     Ok(f(plugin))
 }
 
-/// Runs `f` with the node table.
-fn with_table<R>(f: impl FnOnce(&NodeTable) -> R) -> Result<R, String> {
-    TABLE.with(|t| t.try_borrow().map(|t| f(&t)).map_err(|_| "node table is busy".to_string()))
+/// Runs `f` with the node table and the plugin's prepared data, first preparing the nodes that changed.
+fn with_nodes<P: Plugin, R>(plugin: &P, f: impl FnOnce(&NodeTable, &Prepared<P::NodeData>) -> R) -> Result<R, String> {
+    let busy = |_| "node table is busy".to_string();
+    TABLE.with(|t| {
+        let mut table = t.try_borrow_mut().map_err(busy)?;
+        PREPARED.with(|d| {
+            let mut d = d.try_borrow_mut().map_err(busy)?;
+            let any = d.get_or_insert_with(|| Box::new(Prepared::<P::NodeData>::default()));
+            let prepared = any.downcast_mut::<Prepared<P::NodeData>>().ok_or("prepared node data has an unexpected type")?;
+            prepared.catch_up(&mut table, |n| plugin.prepare(n));
+            Ok(f(&table, prepared))
+        })
+    })
 }
 
-/// Forgets the plugin instance (tests).
+/// Forgets the plugin instance and its prepared node data (tests).
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn reset_plugin() {
     PLUGIN.with(|p| *p.borrow_mut() = None);
+    PREPARED.with(|d| *d.borrow_mut() = None);
 }
 
 /// Forgets the plugin instance and the node table (tests).
@@ -95,7 +108,7 @@ impl<P: Plugin> exports::nodes::Guest for Component<P> {
 
 impl<P: Plugin> exports::filter::Guest for Component<P> {
     fn filter(pod: Pod, nodes: Vec<NodeSlot>) -> FilterResult {
-        match with_plugin::<P, _>(|p| with_table(|t| batch::filter(p, t, &pod, &nodes))).and_then(|r| r) {
+        match with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::filter(p, t, d, &pod, &nodes))).and_then(|r| r) {
             Ok(result) => result,
             Err(e) => FilterResult { statuses: vec![Status::error(e)], rejected: (0..nodes.len() as u32).collect(), verdicts: vec![0; nodes.len()] },
         }
@@ -104,7 +117,7 @@ impl<P: Plugin> exports::filter::Guest for Component<P> {
 
 impl<P: Plugin> exports::score::Guest for Component<P> {
     fn score(pod: Pod, nodes: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
-        with_plugin::<P, _>(|p| with_table(|t| batch::score(p, t, &pod, &nodes)))
+        with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::score(p, t, d, &pod, &nodes)))
             .and_then(|r| r)
             .unwrap_or_else(|e| Err(Status::error(e)))
     }
@@ -144,11 +157,12 @@ mod tests {
     struct Counted;
 
     impl Plugin for Counted {
+        type NodeData = ();
         fn new(config: &Config) -> Result<Self, String> {
             BUILT.with(|b| b.set(b.get() + 1));
             if config.bool("fail")? == Some(true) { Err("asked to fail".into()) } else { Ok(Counted) }
         }
-        fn filter(&self, _: &Pod, node: &Node) -> Status {
+        fn filter(&self, _: &Pod, node: &crate::NodeInfo<'_, ()>) -> Status {
             Status::unschedulable(format!("no {}", node.name))
         }
     }
