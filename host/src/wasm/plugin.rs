@@ -127,12 +127,15 @@ struct Indices {
     post_bind: Option<ex::post_bind::GuestIndices>,
 }
 
-/// One instance: its store and its copy of the node table's generations.
+/// One instance: its store, its copy of the node table's generations, and the hot exports, looked up (and
+/// type-checked) once rather than on every call.
 struct GuestInstance {
     store: Store<HostState>,
     instance: Instance,
     /// Node generation last sent, by slot (`u64::MAX`: never sent).
     synced: Vec<u64>,
+    filter: Option<ex::filter::Guest>,
+    score: Option<ex::score::Guest>,
 }
 
 /// One version of the component, with its instance pool.
@@ -146,11 +149,32 @@ pub(crate) struct Loaded {
     pub info: ComponentInfo,
 }
 
-/// Data a cycle keeps for each Wasm plugin: the version it started with and its private cycle state.
+/// Data a cycle keeps for each Wasm plugin: the version it started with, its private cycle state, and the cycle's
+/// pod in contract form (converted once, not for each of Filter, Score and NormalizeScore).
 #[derive(Clone)]
 struct CycleCtx {
     loaded: Arc<Loaded>,
     data: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    pod: Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>,
+}
+
+impl CycleCtx {
+    fn new(loaded: Arc<Loaded>) -> CycleCtx {
+        CycleCtx { loaded, data: Arc::new(Mutex::new(HashMap::new())), pod: Arc::new(Mutex::new(None)) }
+    }
+
+    /// `pod` in contract form, converted on first use in this cycle.
+    fn pod(&self, pod: &PodInfo) -> Arc<wit::Pod> {
+        let mut cached = self.pod.lock().expect("cycle pod lock");
+        match &*cached {
+            Some((uid, p)) if *uid == pod.uid => p.clone(),
+            _ => {
+                let p = Arc::new(convert::pod(pod));
+                *cached = Some((pod.uid.clone(), p.clone()));
+                p
+            }
+        }
+    }
 }
 
 /// A Wasm plugin.
@@ -328,10 +352,7 @@ impl WasmPlugin {
     }
 
     fn ctx(&self, state: Option<&CycleState>) -> CycleCtx {
-        state.and_then(|s| s.read::<CycleCtx>(&self.state_key)).cloned().unwrap_or_else(|| CycleCtx {
-            loaded: self.current(),
-            data: Arc::new(Mutex::new(HashMap::new())),
-        })
+        state.and_then(|s| s.read::<CycleCtx>(&self.state_key)).cloned().unwrap_or_else(|| CycleCtx::new(self.current()))
     }
 
     fn new_instance(&self, loaded: &Loaded) -> wasmtime::Result<GuestInstance> {
@@ -355,7 +376,7 @@ impl WasmPlugin {
         store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
         let instance = loaded.pre.instantiate(&mut store)?;
         self.stats.instances.fetch_add(1, Ordering::Relaxed);
-        Ok(GuestInstance { store, instance, synced: Vec::new() })
+        Ok(GuestInstance { store, instance, synced: Vec::new(), filter: None, score: None })
     }
 
     /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded.
@@ -487,12 +508,22 @@ macro_rules! guest {
     };
 }
 
+/// A hot export of an instance, looked up on the instance's first call.
+macro_rules! cached_guest {
+    ($loaded:expr, $inst:expr, $field:ident) => {{
+        if $inst.$field.is_none() {
+            $inst.$field = Some(guest!($loaded, $inst, $field));
+        }
+        $inst.$field.as_ref().expect("looked up above")
+    }};
+}
+
 impl Plugin for WasmPlugin {
     fn name(&self) -> &str {
         &self.name
     }
     fn begin_cycle(&self, state: &mut CycleState) {
-        state.write(self.state_key.clone(), CycleCtx { loaded: self.current(), data: Arc::new(Mutex::new(HashMap::new())) });
+        state.write(self.state_key.clone(), CycleCtx::new(self.current()));
     }
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         self.current().idx.pre_enqueue.as_ref().map(|_| self as _)
@@ -596,10 +627,11 @@ impl FilterPlugin for WasmPlugin {
 
     /// One crossing per batch: the nodes that changed, then the slots.
     fn filter_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut Vec<Status>) {
-        let p = convert::pod(pod);
-        let r = self.call(&self.ctx(Some(state)), "Filter", |me, l, i| {
+        let ctx = self.ctx(Some(state));
+        let p = ctx.pod(pod);
+        let r = self.call(&ctx, "Filter", |me, l, i| {
             let slots = me.sync(l, i, nodes)?;
-            let answer = guest!(l, i, filter).call_filter(&mut i.store, &p, &slots).map_err(trap)?;
+            let answer = cached_guest!(l, i, filter).call_filter(&mut i.store, &p, &slots).map_err(trap)?;
             convert::filter_verdicts(answer, nodes.len()).map_err(CallError::Invalid)
         });
         match r {
@@ -650,10 +682,11 @@ impl ScorePlugin for WasmPlugin {
 
     /// One crossing per batch: the nodes that changed, then the slots.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
-        let p = convert::pod(pod);
-        let r = self.call(&self.ctx(Some(state)), "Score", |me, l, i| {
+        let ctx = self.ctx(Some(state));
+        let p = ctx.pod(pod);
+        let r = self.call(&ctx, "Score", |me, l, i| {
             let slots = me.sync(l, i, nodes)?;
-            let scores = guest!(l, i, score).call_score(&mut i.store, &p, &slots).map_err(trap)?;
+            let scores = cached_guest!(l, i, score).call_score(&mut i.store, &p, &slots).map_err(trap)?;
             Ok(scores.map(|v| if v.len() == nodes.len() { Ok(v) } else { Err(v.len()) }))
         });
         match r {
@@ -673,11 +706,12 @@ impl ScorePlugin for WasmPlugin {
     }
 
     fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
-        let p = convert::pod(pod);
+        let ctx = self.ctx(Some(state));
+        let p = ctx.pod(pod);
         let slots: Vec<u32> = scores.iter().map(|s| s.id).collect();
         let raw: Vec<i64> = scores.iter().map(|s| s.score).collect();
-        let r = self.call(&self.ctx(Some(state)), "NormalizeScore", |_, l, i| {
-            let r = guest!(l, i, score).call_normalize_score(&mut i.store, &p, &slots, &raw).map_err(trap)?;
+        let r = self.call(&ctx, "NormalizeScore", |_, l, i| {
+            let r = cached_guest!(l, i, score).call_normalize_score(&mut i.store, &p, &slots, &raw).map_err(trap)?;
             match r {
                 Ok(v) if v.len() == raw.len() => Ok(Ok(v)),
                 Ok(v) => Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), raw.len()))),
