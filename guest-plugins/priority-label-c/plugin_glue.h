@@ -1,5 +1,5 @@
-// Contract glue for kws:plugin@0.1.0 guests in C: the node table, status constructors, Filter's batched answer and
-// the plugin's config.
+// Contract glue for kws:plugin@0.1.0 guests in C: the node table, the cycle's pod (it implements the `cycle`
+// export), status constructors, Filter's batched answer and the plugin's config.
 // Header-only; include it once, after the generated filter_score_plugin.h.
 //
 // Ownership (wit-bindgen c): an export owns its arguments and frees them; what it returns is freed by the
@@ -88,6 +88,26 @@ static const glue_str *glue_label(const glue_node *n, const char *key) {
     if (glue_str_eq(&n->labels.ptr[i].f0, key)) return &n->labels.ptr[i].f1;
   }
   return NULL;
+}
+
+// ---- the cycle's pod: cycle.begin hands it over before the cycle's Filter, Score and NormalizeScore calls ----
+
+static kws_plugin_types_pod_t glue_pod; // owned; valid when glue_pod_set
+static bool glue_pod_set;
+
+// The `cycle` export: keeps `pod` as the cycle's pod until the next begin. It owns its argument, so it takes the
+// pod's fields over (the struct itself is the generated code's) and frees the previous cycle's pod.
+void exports_kws_plugin_cycle_begin(exports_kws_plugin_cycle_pod_t *pod) {
+  if (glue_pod_set) exports_kws_plugin_cycle_pod_free(&glue_pod);
+  glue_pod = *pod; // moved: the caller's struct no longer owns the fields
+  memset(pod, 0, sizeof *pod);
+  glue_pod_set = true;
+}
+
+// The pod of the current cycle (the one Filter, Score and NormalizeScore are about), or NULL before the first begin.
+// Valid until the next begin.
+static const kws_plugin_types_pod_t *glue_cycle_pod(void) {
+  return glue_pod_set ? &glue_pod : NULL;
 }
 
 // ---- statuses (reasons are malloc'd: the post-return code frees them) ----

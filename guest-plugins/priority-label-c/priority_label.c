@@ -53,16 +53,15 @@ static void filter_node(uint32_t slot, glue_status *st) {
   }
 }
 
-void exports_kws_plugin_filter_filter(exports_kws_plugin_filter_pod_t *pod,
-                                      exports_kws_plugin_filter_list_node_slot_t *slots,
+// Filter and Score are about the cycle's pod (glue_cycle_pod(); the glue implements the `cycle` export), which this
+// policy does not need.
+void exports_kws_plugin_filter_filter(exports_kws_plugin_filter_list_node_slot_t *slots,
                                       exports_kws_plugin_filter_filter_result_t *ret) {
   glue_filter(slots, filter_node, ret);
-  exports_kws_plugin_filter_pod_free(pod);
   exports_kws_plugin_filter_list_node_slot_free(slots);
 }
 
-bool exports_kws_plugin_score_score(exports_kws_plugin_score_pod_t *pod,
-                                    exports_kws_plugin_score_list_node_slot_t *slots,
+bool exports_kws_plugin_score_score(exports_kws_plugin_score_list_node_slot_t *slots,
                                     filter_score_plugin_list_s64_t *ret,
                                     exports_kws_plugin_score_status_t *err) {
   bool ok = true;
@@ -92,14 +91,12 @@ bool exports_kws_plugin_score_score(exports_kws_plugin_score_pod_t *pod,
   } else {
     free(scores);
   }
-  exports_kws_plugin_score_pod_free(pod);
   exports_kws_plugin_score_list_node_slot_free(slots);
   return ok;
 }
 
 // scores[i] is the raw score of slots[i]; the answer keeps that order.
-bool exports_kws_plugin_score_normalize_score(exports_kws_plugin_score_pod_t *pod,
-                                              exports_kws_plugin_score_list_node_slot_t *slots,
+bool exports_kws_plugin_score_normalize_score(exports_kws_plugin_score_list_node_slot_t *slots,
                                               filter_score_plugin_list_s64_t *scores,
                                               filter_score_plugin_list_s64_t *ret,
                                               exports_kws_plugin_score_status_t *err) {
@@ -115,7 +112,6 @@ bool exports_kws_plugin_score_normalize_score(exports_kws_plugin_score_pod_t *po
     // max <= 0: every score is 0; 128-bit so that s * 100 cannot overflow.
     ret->ptr[i] = max <= 0 || s <= 0 ? 0 : (int64_t)((__int128)s * 100 / max);
   }
-  exports_kws_plugin_score_pod_free(pod);
   exports_kws_plugin_score_list_node_slot_free(slots);
   filter_score_plugin_list_s64_free(scores);
   return true;

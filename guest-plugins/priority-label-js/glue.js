@@ -1,5 +1,5 @@
-// Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors, Filter's batched answer and the
-// plugin's config.
+// Contract glue for kws:plugin@0.1.0 guests: the node table, the cycle's pod (the `cycle` export), status
+// constructors, Filter's batched answer and the plugin's config.
 import { config } from 'kws:plugin/host@0.1.0';
 
 // The guest's copy of the nodes: slot -> { name, labels: Map }. The host sends changes before any call that
@@ -25,6 +25,19 @@ export class NodeTable {
     return this.slots.get(slot);
   }
 }
+
+let currentPod;
+
+// The `cycle` export (re-export it from the policy module: `export { cycle } from './glue.js'`): keeps the pod that
+// the cycle's Filter, Score and NormalizeScore calls are about.
+export const cycle = {
+  begin(pod) {
+    currentPod = pod;
+  },
+};
+
+// The pod of the current cycle, or undefined before the first `begin`.
+export const cyclePod = () => currentPod;
 
 export const success = () => ({ code: 'success', reasons: [] });
 export const error = (reason) => ({ code: 'error', reasons: [reason] });

@@ -3,6 +3,9 @@
 import { log } from 'kws:plugin/host@0.1.0';
 import { NodeTable, error, filterResult, loadConfig, success, unknownSlot, unresolvable } from './glue.js';
 
+// The `cycle` export: Filter and Score are about its pod (cyclePod()), which this policy does not need.
+export { cycle } from './glue.js';
+
 const DEFAULT_LABEL_KEY = 'priority.example.com';
 const INTEGER = /^[+-]?[0-9]+$/;
 const S64_MIN = -(2n ** 63n);
@@ -47,7 +50,7 @@ function filterNode(key, slot) {
 }
 
 export const filter = {
-  filter(pod, slots) {
+  filter(slots) {
     let key;
     try {
       key = labelKey();
@@ -60,7 +63,7 @@ export const filter = {
 
 // A thrown status is the call's err(status); a returned list is ok(list).
 export const score = {
-  score(pod, slots) {
+  score(slots) {
     let key;
     try {
       key = labelKey();
@@ -80,7 +83,7 @@ export const score = {
 
   // scores[i] is the raw score of slots[i]; the answer keeps that order. (The list may arrive as a BigInt64Array:
   // answer with a plain array.)
-  normalizeScore(pod, slots, scores) {
+  normalizeScore(slots, scores) {
     let highest = 0n;
     for (const s of scores) if (s > highest) highest = s;
     if (highest <= 0n) return Array.from(scores, () => 0n);

@@ -11,6 +11,7 @@ from wit_world.imports.host import Level
 from componentize_py_types import Err
 
 from plugin_glue import NodeTable, error, filter_result, load_config, success, unknown_slot, unresolvable
+from plugin_glue import Cycle  # the `cycle` export: Filter and Score are about its pod (cycle_pod()), unused here
 
 DEFAULT_LABEL_KEY = "priority.example.com"
 INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -59,7 +60,7 @@ def filter_node(key, slot):
 
 
 class Filter(exports.Filter):
-    def filter(self, pod, slots):
+    def filter(self, slots):
         try:
             key = label_key()
         except ValueError as e:
@@ -68,7 +69,7 @@ class Filter(exports.Filter):
 
 
 class Score(exports.Score):
-    def score(self, pod, slots):
+    def score(self, slots):
         try:
             key = label_key()
         except ValueError as e:
@@ -89,7 +90,7 @@ class Score(exports.Score):
             scores.append(n)
         return scores
 
-    def normalize_score(self, pod, slots, scores):
+    def normalize_score(self, slots, scores):
         # scores[i] is the raw score of slots[i]; the answer keeps that order.
         highest = max(scores, default=0)
         if highest <= 0:

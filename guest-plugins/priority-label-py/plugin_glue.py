@@ -1,8 +1,9 @@
-"""Contract glue for kws:plugin@0.1.0 guests: the node table, status constructors, Filter's batched answer and the
-plugin's config."""
+"""Contract glue for kws:plugin@0.1.0 guests: the node table, the cycle's pod (the `cycle` export), status
+constructors, Filter's batched answer and the plugin's config."""
 
 import json
 
+from wit_world import exports
 from wit_world.exports.filter import FilterResult
 from wit_world.imports import host
 from wit_world.imports.types import Code, NodeChange_Remove, NodeChange_Upsert, Status
@@ -26,6 +27,23 @@ class NodeTable:
     def get(self, slot):
         """(name, labels) of the node at `slot`, or None when the slot is empty."""
         return self._slots.get(slot)
+
+
+_cycle_pod = None
+
+
+class Cycle(exports.Cycle):
+    """The `cycle` export (export it from the app module: `from plugin_glue import Cycle`): keeps the pod that the
+    cycle's Filter, Score and NormalizeScore calls are about."""
+
+    def begin(self, pod):
+        global _cycle_pod
+        _cycle_pod = pod
+
+
+def cycle_pod():
+    """The pod of the current cycle (a `types.Pod`), or None before the first `begin`."""
+    return _cycle_pod
 
 
 def success():

@@ -36,6 +36,8 @@
 //!   every slot up before calling your per-node method, so you see a [`NodeInfo`] (the node, and what your
 //!   [`Plugin::prepare`] derived from it when it last changed). A slot the table does not hold gives an Error
 //!   status naming it.
+//! - **The cycle's pod.** The host hands an instance the pod once per cycle (`cycle.begin`), not with every
+//!   Filter, Score and NormalizeScore call; the SDK keeps it and passes it to your methods as `&Pod`.
 //! - **Batching.** One Filter or Score call covers many nodes; the SDK loops ([`batch`]). Score stops at the first
 //!   error, as kube-scheduler does.
 //! - **Configuration.** `pluginConfig[].args.config` arrives as JSON; the SDK parses it ([`Config`]) and calls
@@ -181,7 +183,7 @@ macro_rules! __kws_export {
     };
 }
 
-/// Exports a [`Plugin`] as world `score-plugin` (exports `kws:plugin/nodes` and `kws:plugin/score`).
+/// Exports a [`Plugin`] as world `score-plugin` (exports `kws:plugin/nodes`, `cycle` and `score`).
 #[macro_export]
 macro_rules! export_score {
     ($plugin:ty) => {
@@ -189,12 +191,16 @@ macro_rules! export_score {
             $plugin,
             "component-type:kws-plugin-sdk:kws:plugin@0.1.0:score-plugin",
             SCORE_PLUGIN,
-            [nodes => __export_kws_plugin_nodes_0_1_0_cabi, score => __export_kws_plugin_score_0_1_0_cabi]
+            [
+                nodes => __export_kws_plugin_nodes_0_1_0_cabi,
+                cycle => __export_kws_plugin_cycle_0_1_0_cabi,
+                score => __export_kws_plugin_score_0_1_0_cabi,
+            ]
         );
     };
 }
 
-/// Exports a [`Plugin`] as world `filter-score-plugin` (exports `kws:plugin/nodes`, `filter` and `score`).
+/// Exports a [`Plugin`] as world `filter-score-plugin` (exports `kws:plugin/nodes`, `cycle`, `filter` and `score`).
 #[macro_export]
 macro_rules! export_filter_score {
     ($plugin:ty) => {
@@ -204,6 +210,7 @@ macro_rules! export_filter_score {
             FILTER_SCORE_PLUGIN,
             [
                 nodes => __export_kws_plugin_nodes_0_1_0_cabi,
+                cycle => __export_kws_plugin_cycle_0_1_0_cabi,
                 filter => __export_kws_plugin_filter_0_1_0_cabi,
                 score => __export_kws_plugin_score_0_1_0_cabi,
             ]
@@ -211,7 +218,8 @@ macro_rules! export_filter_score {
     };
 }
 
-/// Exports a [`Plugin`] as world `score-post-bind-plugin` (exports `kws:plugin/nodes`, `score` and `post-bind`).
+/// Exports a [`Plugin`] as world `score-post-bind-plugin` (exports `kws:plugin/nodes`, `cycle`, `score` and
+/// `post-bind`).
 #[macro_export]
 macro_rules! export_score_post_bind {
     ($plugin:ty) => {
@@ -221,6 +229,7 @@ macro_rules! export_score_post_bind {
             SCORE_POST_BIND_PLUGIN,
             [
                 nodes => __export_kws_plugin_nodes_0_1_0_cabi,
+                cycle => __export_kws_plugin_cycle_0_1_0_cabi,
                 score => __export_kws_plugin_score_0_1_0_cabi,
                 post_bind => __export_kws_plugin_post_bind_0_1_0_cabi,
             ]

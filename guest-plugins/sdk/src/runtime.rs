@@ -21,6 +21,13 @@ thread_local! {
     static PLUGIN: RefCell<Option<Result<Rc<dyn Any>, String>>> = const { RefCell::new(None) };
     /// The plugin's prepared node data (a `Prepared<P::NodeData>`), created with the plugin.
     static PREPARED: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+    /// The pod of the current cycle (`cycle.begin`), which Filter, Score and NormalizeScore refer to.
+    static POD: RefCell<Option<Rc<Pod>>> = const { RefCell::new(None) };
+}
+
+/// The current cycle's pod; an error when the host has not begun a cycle.
+fn cycle_pod() -> Result<Rc<Pod>, String> {
+    POD.with(|p| p.borrow().clone()).ok_or_else(|| "no cycle has begun (the host did not call cycle.begin)".to_string())
 }
 
 /// The type the export macros export: it implements the generated Guest traits by calling `P`'s methods.
@@ -69,11 +76,12 @@ fn with_nodes<P: Plugin, R>(plugin: &P, f: impl FnOnce(&NodeTable, &Prepared<P::
     })
 }
 
-/// Forgets the plugin instance and its prepared node data (tests).
+/// Forgets the plugin instance, its prepared node data and the cycle's pod (tests).
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn reset_plugin() {
     PLUGIN.with(|p| *p.borrow_mut() = None);
     PREPARED.with(|d| *d.borrow_mut() = None);
+    POD.with(|p| *p.borrow_mut() = None);
 }
 
 /// Forgets the plugin instance and the node table (tests).
@@ -106,9 +114,19 @@ impl<P: Plugin> exports::nodes::Guest for Component<P> {
     }
 }
 
+impl<P: Plugin> exports::cycle::Guest for Component<P> {
+    fn begin(pod: Pod) {
+        POD.with(|p| *p.borrow_mut() = Some(Rc::new(pod)));
+    }
+}
+
 impl<P: Plugin> exports::filter::Guest for Component<P> {
-    fn filter(pod: Pod, nodes: Vec<NodeSlot>) -> FilterResult {
-        match with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::filter(p, t, d, &pod, &nodes))).and_then(|r| r) {
+    fn filter(nodes: Vec<NodeSlot>) -> FilterResult {
+        let run = || -> Result<FilterResult, String> {
+            let pod = cycle_pod()?;
+            with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::filter(p, t, d, &pod, &nodes)))?
+        };
+        match run() {
             Ok(result) => result,
             Err(e) => FilterResult { statuses: vec![Status::error(e)], rejected: (0..nodes.len() as u32).collect(), verdicts: vec![0; nodes.len()] },
         }
@@ -116,14 +134,20 @@ impl<P: Plugin> exports::filter::Guest for Component<P> {
 }
 
 impl<P: Plugin> exports::score::Guest for Component<P> {
-    fn score(pod: Pod, nodes: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
-        with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::score(p, t, d, &pod, &nodes)))
-            .and_then(|r| r)
-            .unwrap_or_else(|e| Err(Status::error(e)))
+    fn score(nodes: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
+        let run = || -> Result<Result<Vec<i64>, Status>, String> {
+            let pod = cycle_pod()?;
+            with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::score(p, t, d, &pod, &nodes)))?
+        };
+        run().unwrap_or_else(|e| Err(Status::error(e)))
     }
 
-    fn normalize_score(pod: Pod, _nodes: Vec<NodeSlot>, scores: Vec<i64>) -> Result<Vec<i64>, Status> {
-        with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, scores)).unwrap_or_else(|e| Err(Status::error(e)))
+    fn normalize_score(_nodes: Vec<NodeSlot>, scores: Vec<i64>) -> Result<Vec<i64>, Status> {
+        let run = || -> Result<Result<Vec<i64>, Status>, String> {
+            let pod = cycle_pod()?;
+            with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, scores))
+        };
+        run().unwrap_or_else(|e| Err(Status::error(e)))
     }
 }
 
@@ -162,8 +186,8 @@ mod tests {
             BUILT.with(|b| b.set(b.get() + 1));
             if config.bool("fail")? == Some(true) { Err("asked to fail".into()) } else { Ok(Counted) }
         }
-        fn filter(&self, _: &Pod, node: &crate::NodeInfo<'_, ()>) -> Status {
-            Status::unschedulable(format!("no {}", node.name))
+        fn filter(&self, pod: &Pod, node: &crate::NodeInfo<'_, ()>) -> Status {
+            if pod.name == "p" { Status::unschedulable(format!("no {}", node.name)) } else { Status::unschedulable(format!("no {} for {}", node.name, pod.name)) }
         }
     }
 
@@ -181,6 +205,21 @@ mod tests {
             Level::Error,
             "node slot 4294967295 is out of range; change ignored".to_string()
         )]);
+    }
+
+    #[test]
+    fn calls_refer_to_the_pod_of_the_last_begin_and_fail_without_one() {
+        use crate::bindings::exports::kws::plugin as ex;
+        use crate::runtime::Component;
+        testing::load_nodes(vec![Node::new("a")]);
+        let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0]);
+        assert_eq!(r.statuses[0].message(), "no cycle has begun (the host did not call cycle.begin)");
+        let e = <Component<Counted> as ex::score::Guest>::score(vec![0]).unwrap_err();
+        assert_eq!(e.message(), "no cycle has begun (the host did not call cycle.begin)");
+        testing::begin::<Counted>(Pod::new("ns", "first"));
+        testing::begin::<Counted>(Pod::new("ns", "second"));
+        let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0]);
+        assert_eq!(r.statuses[0].message(), "no a for second");
     }
 
     #[test]

@@ -45,21 +45,30 @@ pub fn load_nodes(nodes: Vec<Node>) -> Vec<NodeSlot> {
     slots
 }
 
-/// The `filter` export, its compact answer expanded to one status per slot (Success for the nodes that pass).
+/// `cycle.begin`, then the `filter` export; its compact answer expanded to one status per slot (Success for the
+/// nodes that pass).
 pub fn filter<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Vec<Status> {
+    begin::<P>(pod);
     let n = slots.len();
-    crate::batch::expand(&<Component<P> as exports::filter::Guest>::filter(pod, slots), n)
+    crate::batch::expand(&<Component<P> as exports::filter::Guest>::filter(slots), n)
 }
 
-/// The `score` export.
+/// `cycle.begin`, then the `score` export.
 pub fn score<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
-    <Component<P> as exports::score::Guest>::score(pod, slots)
+    begin::<P>(pod);
+    <Component<P> as exports::score::Guest>::score(slots)
 }
 
-/// The `normalize-score` export, with the (slot, raw score) pairs split into its two lists.
+/// `cycle.begin`, then the `normalize-score` export, with the (slot, raw score) pairs split into its two lists.
 pub fn normalize_score<P: Plugin>(pod: Pod, scores: Vec<(NodeSlot, i64)>) -> Result<Vec<i64>, Status> {
+    begin::<P>(pod);
     let (slots, raw) = scores.into_iter().unzip();
-    <Component<P> as exports::score::Guest>::normalize_score(pod, slots, raw)
+    <Component<P> as exports::score::Guest>::normalize_score(slots, raw)
+}
+
+/// The `cycle.begin` export: `pod` becomes the pod of the following Filter, Score and NormalizeScore calls.
+pub fn begin<P: Plugin>(pod: Pod) {
+    <Component<P> as exports::cycle::Guest>::begin(pod)
 }
 
 /// The `less` export (QueueSort).

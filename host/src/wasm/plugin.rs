@@ -113,6 +113,7 @@ impl WasiView for HostState {
 #[derive(Default)]
 struct Indices {
     nodes: Option<ex::nodes::GuestIndices>,
+    cycle: Option<ex::cycle::GuestIndices>,
     pre_enqueue: Option<ex::pre_enqueue::GuestIndices>,
     queue_sort: Option<ex::queue_sort::GuestIndices>,
     pre_filter: Option<ex::pre_filter::GuestIndices>,
@@ -134,6 +135,9 @@ struct GuestInstance {
     instance: Instance,
     /// Node generation last sent, by slot (`u64::MAX`: never sent).
     synced: Vec<u64>,
+    /// The cycle (`CycleCtx::id`) whose pod this instance holds (0: none).
+    cycle_id: u64,
+    cycle: Option<ex::cycle::Guest>,
     filter: Option<ex::filter::Guest>,
     score: Option<ex::score::Guest>,
 }
@@ -153,6 +157,8 @@ pub(crate) struct Loaded {
 /// pod in contract form (converted once, not for each of Filter, Score and NormalizeScore).
 #[derive(Clone)]
 struct CycleCtx {
+    /// Unique in the process: an instance that has been handed this cycle's pod remembers it.
+    id: u64,
     loaded: Arc<Loaded>,
     data: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     pod: Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>,
@@ -160,7 +166,9 @@ struct CycleCtx {
 
 impl CycleCtx {
     fn new(loaded: Arc<Loaded>) -> CycleCtx {
-        CycleCtx { loaded, data: Arc::new(Mutex::new(HashMap::new())), pod: Arc::new(Mutex::new(None)) }
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        CycleCtx { id, loaded, data: Arc::new(Mutex::new(HashMap::new())), pod: Arc::new(Mutex::new(None)) }
     }
 
     /// `pod` in contract form, converted on first use in this cycle.
@@ -227,6 +235,7 @@ impl Loaded {
         let pre = linker.instantiate_pre(&component).map_err(|e| WasmError::Link(first_line(&e)))?;
         let idx = Indices {
             nodes: ex::nodes::GuestIndices::new(&pre).ok(),
+            cycle: ex::cycle::GuestIndices::new(&pre).ok(),
             pre_enqueue: ex::pre_enqueue::GuestIndices::new(&pre).ok(),
             queue_sort: ex::queue_sort::GuestIndices::new(&pre).ok(),
             pre_filter: ex::pre_filter::GuestIndices::new(&pre).ok(),
@@ -245,12 +254,32 @@ impl Loaded {
         {
             return Err(WasmError::Contract("it exports a node-level point (filter, score, ...) but not kws:plugin/nodes".into()));
         }
+        if (idx.filter.is_some() || idx.score.is_some()) && idx.cycle.is_none() {
+            return Err(WasmError::Contract("it exports filter or score but not kws:plugin/cycle".into()));
+        }
         Ok(Loaded { digest, pre, idx, pool: Mutex::new(Vec::new()), info })
     }
 
     fn points(&self) -> Vec<&'static str> {
         self.info.points.clone()
     }
+}
+
+/// An export of an instance, looked up now.
+macro_rules! guest {
+    ($loaded:expr, $inst:expr, $field:ident) => {
+        $loaded.idx.$field.as_ref().expect("registered only at exported points").load(&mut $inst.store, &$inst.instance).map_err(trap)?
+    };
+}
+
+/// A hot export of an instance, looked up on the instance's first call.
+macro_rules! cached_guest {
+    ($loaded:expr, $inst:expr, $field:ident) => {{
+        if $inst.$field.is_none() {
+            $inst.$field = Some(guest!($loaded, $inst, $field));
+        }
+        $inst.$field.as_ref().expect("looked up above")
+    }};
 }
 
 /// Why a guest call failed.
@@ -376,7 +405,7 @@ impl WasmPlugin {
         store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
         let instance = loaded.pre.instantiate(&mut store)?;
         self.stats.instances.fetch_add(1, Ordering::Relaxed);
-        Ok(GuestInstance { store, instance, synced: Vec::new(), filter: None, score: None })
+        Ok(GuestInstance { store, instance, synced: Vec::new(), cycle_id: 0, cycle: None, filter: None, score: None })
     }
 
     /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded.
@@ -462,6 +491,16 @@ impl WasmPlugin {
         (slots, changes)
     }
 
+    /// Hands the instance the cycle's pod unless it already holds it (`cycle.begin`), then syncs the nodes.
+    fn begin_and_sync(&self, ctx: &CycleCtx, pod: &PodInfo, loaded: &Loaded, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> Result<Vec<u32>, CallError> {
+        if inst.cycle_id != ctx.id {
+            let p = ctx.pod(pod);
+            cached_guest!(loaded, inst, cycle).call_begin(&mut inst.store, &p).map_err(trap)?;
+            inst.cycle_id = ctx.id;
+        }
+        self.sync(loaded, inst, nodes)
+    }
+
     fn sync(&self, loaded: &Loaded, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> Result<Vec<u32>, CallError> {
         let (slots, changes) = self.slots_and_changes(inst, nodes);
         if !changes.is_empty() {
@@ -502,21 +541,6 @@ fn file_stamp(path: &Path) -> Option<(std::path::PathBuf, SystemTime, u64)> {
     Some((canon, meta.modified().ok()?, meta.len()))
 }
 
-macro_rules! guest {
-    ($loaded:expr, $inst:expr, $field:ident) => {
-        $loaded.idx.$field.as_ref().expect("registered only at exported points").load(&mut $inst.store, &$inst.instance).map_err(trap)?
-    };
-}
-
-/// A hot export of an instance, looked up on the instance's first call.
-macro_rules! cached_guest {
-    ($loaded:expr, $inst:expr, $field:ident) => {{
-        if $inst.$field.is_none() {
-            $inst.$field = Some(guest!($loaded, $inst, $field));
-        }
-        $inst.$field.as_ref().expect("looked up above")
-    }};
-}
 
 impl Plugin for WasmPlugin {
     fn name(&self) -> &str {
@@ -628,10 +652,9 @@ impl FilterPlugin for WasmPlugin {
     /// One crossing per batch: the nodes that changed, then the slots.
     fn filter_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut Vec<Status>) {
         let ctx = self.ctx(Some(state));
-        let p = ctx.pod(pod);
         let r = self.call(&ctx, "Filter", |me, l, i| {
-            let slots = me.sync(l, i, nodes)?;
-            let answer = cached_guest!(l, i, filter).call_filter(&mut i.store, &p, &slots).map_err(trap)?;
+            let slots = me.begin_and_sync(&ctx, pod, l, i, nodes)?;
+            let answer = cached_guest!(l, i, filter).call_filter(&mut i.store, &slots).map_err(trap)?;
             convert::filter_verdicts(answer, nodes.len()).map_err(CallError::Invalid)
         });
         match r {
@@ -683,10 +706,9 @@ impl ScorePlugin for WasmPlugin {
     /// One crossing per batch: the nodes that changed, then the slots.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
         let ctx = self.ctx(Some(state));
-        let p = ctx.pod(pod);
         let r = self.call(&ctx, "Score", |me, l, i| {
-            let slots = me.sync(l, i, nodes)?;
-            let scores = cached_guest!(l, i, score).call_score(&mut i.store, &p, &slots).map_err(trap)?;
+            let slots = me.begin_and_sync(&ctx, pod, l, i, nodes)?;
+            let scores = cached_guest!(l, i, score).call_score(&mut i.store, &slots).map_err(trap)?;
             Ok(scores.map(|v| if v.len() == nodes.len() { Ok(v) } else { Err(v.len()) }))
         });
         match r {
@@ -707,11 +729,12 @@ impl ScorePlugin for WasmPlugin {
 
     fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let ctx = self.ctx(Some(state));
-        let p = ctx.pod(pod);
         let slots: Vec<u32> = scores.iter().map(|s| s.id).collect();
         let raw: Vec<i64> = scores.iter().map(|s| s.score).collect();
-        let r = self.call(&ctx, "NormalizeScore", |_, l, i| {
-            let r = cached_guest!(l, i, score).call_normalize_score(&mut i.store, &p, &slots, &raw).map_err(trap)?;
+        let r = self.call(&ctx, "NormalizeScore", |me, l, i| {
+            // No node data is read here: only the pod has to be current.
+            me.begin_and_sync(&ctx, pod, l, i, &[])?;
+            let r = cached_guest!(l, i, score).call_normalize_score(&mut i.store, &slots, &raw).map_err(trap)?;
             match r {
                 Ok(v) if v.len() == raw.len() => Ok(Ok(v)),
                 Ok(v) => Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), raw.len()))),
