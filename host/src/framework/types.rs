@@ -596,10 +596,20 @@ pub struct ImageStateSummary {
 }
 
 /// A node and the pods assigned to it, with aggregated requests.
+///
+/// `repr(C)` keeps what every batch reads first (the node, its generation and id, its name) together at the start,
+/// so the Wasm host's per-node id and generation check shares a cache line with what native plugins touch anyway.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct NodeInfo {
     /// The node object.
     pub node: Arc<Node>,
+    /// Stamped by the cache with a process-wide counter on every change, so (node, generation) names one state of
+    /// the node. 0 marks a copy changed outside the cache (a preemption what-if): never assume a guest has seen it.
+    pub generation: u64,
+    /// The node's number within its cache: stable while the node exists, reused after it is removed. Wasm guests
+    /// address nodes by it (their node-table slot).
+    pub id: u32,
     /// Node name.
     pub name: String,
     /// Pods on the node (bound or assumed).
@@ -618,12 +628,6 @@ pub struct NodeInfo {
     pub allocatable: Resource,
     /// Images on the node, with their spread across the cluster (filled by the snapshot).
     pub image_states: rustc_hash::FxHashMap<String, ImageStateSummary>,
-    /// Stamped by the cache with a process-wide counter on every change, so (node, generation) names one state of
-    /// the node. 0 marks a copy changed outside the cache (a preemption what-if): never assume a guest has seen it.
-    pub generation: u64,
-    /// The node's number within its cache: stable while the node exists, reused after it is removed. Wasm guests
-    /// address nodes by it (their node-table slot).
-    pub id: u32,
 }
 
 impl NodeInfo {
