@@ -45,8 +45,14 @@ impl Rejections {
         let v = match &self.last {
             Some((s, v)) if *s == status => *v,
             _ => {
-                let next = self.index.len() as u32;
-                let v = *self.index.entry(status.clone()).or_insert(next);
+                let v = match self.index.get(&status) {
+                    Some(&v) => v,
+                    None => {
+                        let v = self.index.len() as u32;
+                        self.index.insert(status.clone(), v);
+                        v
+                    }
+                };
                 self.last = Some((status, v));
                 v
             }

@@ -125,11 +125,10 @@ impl<D: Default> Prepared<D> {
     /// Brings the data up to date with `table`: `prepare` runs for every node changed since the last catch-up
     /// (every node, the first time); freed slots go back to `D::default()`.
     pub fn catch_up(&mut self, table: &mut NodeTable, mut prepare: impl FnMut(&Node) -> D) {
-        let log = if self.started { table.changed.replace(Vec::new()) } else { None };
-        table.changed = Some(Vec::new());
+        // `None` (never caught up, or the log overflowed): redo every slot.
+        let log = table.changed.replace(Vec::new()).filter(|_| self.started);
         self.started = true;
         self.data.resize_with(table.slots.len(), D::default);
-        self.data.truncate(table.slots.len());
         let mut redo = |i: usize| {
             if let Some(d) = self.data.get_mut(i) {
                 *d = table.slots[i].as_deref().map(&mut prepare).unwrap_or_default();

@@ -491,14 +491,14 @@ impl WasmPlugin {
         (slots, changes)
     }
 
-    /// Hands the instance the cycle's pod unless it already holds it (`cycle.begin`), then syncs the nodes.
-    fn begin_and_sync(&self, ctx: &CycleCtx, pod: &PodInfo, loaded: &Loaded, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> Result<Vec<u32>, CallError> {
+    /// Hands the instance the cycle's pod (`cycle.begin`) unless it already holds it.
+    fn begin(&self, ctx: &CycleCtx, pod: &PodInfo, loaded: &Loaded, inst: &mut GuestInstance) -> Result<(), CallError> {
         if inst.cycle_id != ctx.id {
             let p = ctx.pod(pod);
             cached_guest!(loaded, inst, cycle).call_begin(&mut inst.store, &p).map_err(trap)?;
             inst.cycle_id = ctx.id;
         }
-        self.sync(loaded, inst, nodes)
+        Ok(())
     }
 
     fn sync(&self, loaded: &Loaded, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> Result<Vec<u32>, CallError> {
@@ -653,7 +653,8 @@ impl FilterPlugin for WasmPlugin {
     fn filter_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut Vec<Status>) {
         let ctx = self.ctx(Some(state));
         let r = self.call(&ctx, "Filter", |me, l, i| {
-            let slots = me.begin_and_sync(&ctx, pod, l, i, nodes)?;
+            me.begin(&ctx, pod, l, i)?;
+            let slots = me.sync(l, i, nodes)?;
             let answer = cached_guest!(l, i, filter).call_filter(&mut i.store, &slots).map_err(trap)?;
             convert::filter_verdicts(answer, nodes.len()).map_err(CallError::Invalid)
         });
@@ -707,7 +708,8 @@ impl ScorePlugin for WasmPlugin {
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
         let ctx = self.ctx(Some(state));
         let r = self.call(&ctx, "Score", |me, l, i| {
-            let slots = me.begin_and_sync(&ctx, pod, l, i, nodes)?;
+            me.begin(&ctx, pod, l, i)?;
+            let slots = me.sync(l, i, nodes)?;
             let scores = cached_guest!(l, i, score).call_score(&mut i.store, &slots).map_err(trap)?;
             Ok(scores.map(|v| if v.len() == nodes.len() { Ok(v) } else { Err(v.len()) }))
         });
@@ -732,8 +734,7 @@ impl ScorePlugin for WasmPlugin {
         let slots: Vec<u32> = scores.iter().map(|s| s.id).collect();
         let raw: Vec<i64> = scores.iter().map(|s| s.score).collect();
         let r = self.call(&ctx, "NormalizeScore", |me, l, i| {
-            // No node data is read here: only the pod has to be current.
-            me.begin_and_sync(&ctx, pod, l, i, &[])?;
+            me.begin(&ctx, pod, l, i)?;
             let r = cached_guest!(l, i, score).call_normalize_score(&mut i.store, &slots, &raw).map_err(trap)?;
             match r {
                 Ok(v) if v.len() == raw.len() => Ok(Ok(v)),
