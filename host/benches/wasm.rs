@@ -35,12 +35,7 @@ impl Plugin for NativePriorityLabel {
     fn name(&self) -> &str {
         "PriorityLabel"
     }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
+    kube_wasm_scheduler::serves!(filter, score);
 }
 
 impl FilterPlugin for NativePriorityLabel {

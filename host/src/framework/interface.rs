@@ -141,6 +141,75 @@ pub trait Plugin: Send + Sync {
     }
 }
 
+/// Implements a plugin's `as_*` accessors for the extension points it serves, inside its `impl Plugin` block:
+/// `serves!(pre_filter, filter, pre_score, score);` (the type must implement each point's trait).
+#[macro_export]
+macro_rules! serves {
+    ($($point:ident),+ $(,)?) => {
+        $($crate::serves!(@ $point);)+
+    };
+    (@ pre_enqueue) => {
+        fn as_pre_enqueue(&self) -> Option<&dyn $crate::framework::PreEnqueuePlugin> {
+            Some(self)
+        }
+    };
+    (@ queue_sort) => {
+        fn as_queue_sort(&self) -> Option<&dyn $crate::framework::QueueSortPlugin> {
+            Some(self)
+        }
+    };
+    (@ pre_filter) => {
+        fn as_pre_filter(&self) -> Option<&dyn $crate::framework::PreFilterPlugin> {
+            Some(self)
+        }
+    };
+    (@ filter) => {
+        fn as_filter(&self) -> Option<&dyn $crate::framework::FilterPlugin> {
+            Some(self)
+        }
+    };
+    (@ post_filter) => {
+        fn as_post_filter(&self) -> Option<&dyn $crate::framework::PostFilterPlugin> {
+            Some(self)
+        }
+    };
+    (@ pre_score) => {
+        fn as_pre_score(&self) -> Option<&dyn $crate::framework::PreScorePlugin> {
+            Some(self)
+        }
+    };
+    (@ score) => {
+        fn as_score(&self) -> Option<&dyn $crate::framework::ScorePlugin> {
+            Some(self)
+        }
+    };
+    (@ reserve) => {
+        fn as_reserve(&self) -> Option<&dyn $crate::framework::ReservePlugin> {
+            Some(self)
+        }
+    };
+    (@ permit) => {
+        fn as_permit(&self) -> Option<&dyn $crate::framework::PermitPlugin> {
+            Some(self)
+        }
+    };
+    (@ pre_bind) => {
+        fn as_pre_bind(&self) -> Option<&dyn $crate::framework::PreBindPlugin> {
+            Some(self)
+        }
+    };
+    (@ bind) => {
+        fn as_bind(&self) -> Option<&dyn $crate::framework::BindPlugin> {
+            Some(self)
+        }
+    };
+    (@ post_bind) => {
+        fn as_post_bind(&self) -> Option<&dyn $crate::framework::PostBindPlugin> {
+            Some(self)
+        }
+    };
+}
+
 /// Gates a pod before it enters the active queue: anything but Success keeps it out until a cluster event.
 pub trait PreEnqueuePlugin: Plugin {
     /// Success lets the pod in.

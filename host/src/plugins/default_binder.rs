@@ -29,9 +29,7 @@ impl Plugin for DefaultBinder {
         // Binding rejects no pod: a failure is an error, retried with backoff.
         Vec::new()
     }
-    fn as_bind(&self) -> Option<&dyn BindPlugin> {
-        Some(self)
-    }
+    crate::serves!(bind);
 }
 
 impl BindPlugin for DefaultBinder {

@@ -226,9 +226,7 @@ impl Plugin for DefaultPreemption {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         Vec::new()
     }
-    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
-        Some(self)
-    }
+    crate::serves!(post_filter);
 }
 
 impl PostFilterPlugin for DefaultPreemption {

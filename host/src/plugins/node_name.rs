@@ -28,9 +28,7 @@ impl Plugin for NodeName {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![ClusterEvent::new(EventResource::Node, action::ADD)]
     }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
+    crate::serves!(filter);
 }
 
 impl FilterPlugin for NodeName {

@@ -64,12 +64,7 @@ impl Plugin for NodePorts {
             ClusterEvent::new(EventResource::Node, action::ADD),
         ]
     }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
+    crate::serves!(pre_filter, filter);
 }
 
 impl PreFilterPlugin for NodePorts {

@@ -122,12 +122,7 @@ impl Plugin for NodeResourcesBalancedAllocation {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         Vec::new()
     }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
+    crate::serves!(pre_score, score);
 }
 
 impl PreScorePlugin for NodeResourcesBalancedAllocation {

@@ -37,9 +37,7 @@ impl Plugin for NodeUnschedulable {
             ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
         ]
     }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
+    crate::serves!(filter);
 }
 
 impl FilterPlugin for NodeUnschedulable {

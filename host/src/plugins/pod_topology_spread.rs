@@ -714,18 +714,7 @@ impl Plugin for PodTopologySpread {
             ),
         ]
     }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
+    crate::serves!(pre_filter, filter, pre_score, score);
 }
 
 #[cfg(test)]

@@ -25,9 +25,7 @@ impl Plugin for PrioritySort {
         // Queue ordering rejects no pod, so no event concerns it.
         Vec::new()
     }
-    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
-        Some(self)
-    }
+    crate::serves!(queue_sort);
 }
 
 impl QueueSortPlugin for PrioritySort {

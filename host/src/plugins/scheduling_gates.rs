@@ -25,9 +25,7 @@ impl Plugin for SchedulingGates {
         // Gates are only removed by updating the pending pod itself.
         vec![ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE)]
     }
-    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
-        Some(self)
-    }
+    crate::serves!(pre_enqueue);
 }
 
 impl PreEnqueuePlugin for SchedulingGates {

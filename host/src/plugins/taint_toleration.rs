@@ -101,15 +101,7 @@ impl Plugin for TaintToleration {
             ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
         ]
     }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
+    crate::serves!(filter, pre_score, score);
 }
 
 impl FilterPlugin for TaintToleration {

@@ -120,12 +120,7 @@ impl Plugin for VolumeBinding {
             ClusterEvent::new(EventResource::Other, action::ADD | action::UPDATE),
         ]
     }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
+    crate::serves!(pre_filter, filter);
 }
 
 impl PreFilterPlugin for VolumeBinding {
