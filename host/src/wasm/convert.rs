@@ -122,10 +122,10 @@ pub fn status(s: wit::Status) -> Status {
     Status::with_reasons(code, s.reasons)
 }
 
-/// Expands a batch's Filter answer into one status per node (success for every node not listed). An answer that
-/// names a position outside the batch, a position twice, a status that does not exist, or a success as a
-/// rejection is invalid; the message says which.
-pub fn filter_verdicts(answer: ex_filter::FilterResult, nodes: usize) -> Result<Vec<Status>, String> {
+/// Appends a batch's Filter answer to `out` as one status per node (success for every node not listed). An answer
+/// that names a position outside the batch, a position twice, a status that does not exist, or a success as a
+/// rejection is invalid: the message says which, and `out` is left as it was.
+pub fn filter_verdicts(answer: ex_filter::FilterResult, nodes: usize, out: &mut Vec<Status>) -> Result<(), String> {
     let ex_filter::FilterResult { statuses, rejected, verdicts } = answer;
     if rejected.len() != verdicts.len() {
         return Err(format!("listed {} rejected nodes but {} verdicts", rejected.len(), verdicts.len()));
@@ -134,20 +134,27 @@ pub fn filter_verdicts(answer: ex_filter::FilterResult, nodes: usize) -> Result<
     if let Some(i) = distinct.iter().position(Status::is_success) {
         return Err(format!("listed a success status (index {i}) among the rejections"));
     }
-    let mut out = vec![Status::success(); nodes];
-    let mut seen = vec![false; if rejected.is_empty() { 0 } else { nodes }];
-    for (&at, &v) in rejected.iter().zip(&verdicts) {
-        let (at, v) = (at as usize, v as usize);
-        if at >= nodes {
-            return Err(format!("rejected node position {at} of a batch of {nodes}"));
+    let base = out.len();
+    // Built fresh rather than cloned: cloning a Status per node was a visible share of a whole cycle.
+    out.extend((0..nodes).map(|_| Status::success()));
+    let batch = &mut out[base..];
+    let mut check = || {
+        for (&at, &v) in rejected.iter().zip(&verdicts) {
+            let (at, v) = (at as usize, v as usize);
+            let slot = batch.get_mut(at).ok_or_else(|| format!("rejected node position {at} of a batch of {nodes}"))?;
+            // Every listed status is a rejection, so a slot that no longer holds success was listed before.
+            if !slot.is_success() {
+                return Err(format!("rejected node position {at} twice"));
+            }
+            *slot = distinct.get(v).ok_or_else(|| format!("pointed at status {v} of {}", distinct.len()))?.clone();
         }
-        if std::mem::replace(&mut seen[at], true) {
-            return Err(format!("rejected node position {at} twice"));
-        }
-        let s = distinct.get(v).ok_or_else(|| format!("pointed at status {v} of {}", distinct.len()))?;
-        out[at] = s.clone();
+        Ok(())
+    };
+    let r = check();
+    if r.is_err() {
+        out.truncate(base);
     }
-    Ok(out)
+    r
 }
 
 /// A framework status as a contract status (PostFilter's input).
@@ -176,12 +183,16 @@ mod tests {
     #[test]
     fn filter_answer_expands_to_one_status_per_node() {
         let a = answer(vec![(wit::Code::UnschedulableAndUnresolvable, "no label"), (wit::Code::Unschedulable, "full")], vec![3, 0, 1], vec![0, 1, 0]);
-        let v = filter_verdicts(a, 5).unwrap();
+        // Appended after what the caller already holds.
+        let mut v = vec![Status::error("earlier")];
+        filter_verdicts(a, 5, &mut v).unwrap();
         let got: Vec<String> = v.iter().map(|s| if s.is_success() { "ok".into() } else { s.message() }).collect();
-        assert_eq!(got, ["full", "no label", "ok", "no label", "ok"]);
-        assert_eq!(v[0].code(), Code::Unschedulable);
-        assert_eq!(v[1].code(), Code::UnschedulableAndUnresolvable);
-        assert!(filter_verdicts(answer(vec![], vec![], vec![]), 4).unwrap().iter().all(Status::is_success));
+        assert_eq!(got, ["earlier", "full", "no label", "ok", "no label", "ok"]);
+        assert_eq!(v[1].code(), Code::Unschedulable);
+        assert_eq!(v[2].code(), Code::UnschedulableAndUnresolvable);
+        let mut all = Vec::new();
+        filter_verdicts(answer(vec![], vec![], vec![]), 4, &mut all).unwrap();
+        assert!(all.len() == 4 && all.iter().all(Status::is_success));
     }
 
     #[test]
@@ -195,8 +206,10 @@ mod tests {
             (answer(vec![no(wit::Code::Unschedulable), (wit::Code::Success, "")], vec![1], vec![0]), "listed a success status (index 1)"),
         ];
         for (a, want) in cases {
-            let e = filter_verdicts(a, 4).unwrap_err();
+            let mut v = vec![Status::error("earlier")];
+            let e = filter_verdicts(a, 4, &mut v).unwrap_err();
             assert!(e.starts_with(want), "{e}");
+            assert_eq!(v.len(), 1, "nothing half-applied: {want}");
         }
     }
 }

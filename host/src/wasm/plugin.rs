@@ -140,6 +140,7 @@ struct GuestInstance {
     cycle: Option<ex::cycle::Guest>,
     filter: Option<ex::filter::Guest>,
     score: Option<ex::score::Guest>,
+    nodes: Option<ex::nodes::Guest>,
 }
 
 /// One version of the component, with its instance pool.
@@ -405,7 +406,7 @@ impl WasmPlugin {
         store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
         let instance = loaded.pre.instantiate(&mut store)?;
         self.stats.instances.fetch_add(1, Ordering::Relaxed);
-        Ok(GuestInstance { store, instance, synced: Vec::new(), cycle_id: 0, cycle: None, filter: None, score: None })
+        Ok(GuestInstance { store, instance, synced: Vec::new(), cycle_id: 0, cycle: None, filter: None, score: None, nodes: None })
     }
 
     /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded.
@@ -504,8 +505,8 @@ impl WasmPlugin {
     fn sync(&self, loaded: &Loaded, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> Result<Vec<u32>, CallError> {
         let (slots, changes) = self.slots_and_changes(inst, nodes);
         if !changes.is_empty() {
-            let idx = loaded.idx.nodes.as_ref().expect("checked at load: node points need kws:plugin/nodes");
-            let guest = idx.load(&mut inst.store, &inst.instance).map_err(trap)?;
+            // Present whenever a node point is: checked at load.
+            let guest = cached_guest!(loaded, inst, nodes).clone();
             // Loading a table is proportional to the nodes sent (a fresh instance gets the whole cluster): it has
             // its own budget, and the call that follows gets the plugin's full deadline.
             let budget = (self.args.timeout + SYNC_BUDGET_PER_NODE * changes.len() as u32).min(MAX_SYNC_BUDGET);
@@ -656,10 +657,10 @@ impl FilterPlugin for WasmPlugin {
             me.begin(&ctx, pod, l, i)?;
             let slots = me.sync(l, i, nodes)?;
             let answer = cached_guest!(l, i, filter).call_filter(&mut i.store, &slots).map_err(trap)?;
-            convert::filter_verdicts(answer, nodes.len()).map_err(CallError::Invalid)
+            convert::filter_verdicts(answer, nodes.len(), out).map_err(CallError::Invalid)
         });
         match r {
-            Ok(v) => out.extend(v),
+            Ok(()) => {}
             Err(_) if self.ignore() => out.extend(nodes.iter().map(|_| Status::success())),
             Err(s) => out.extend(nodes.iter().map(|_| s.clone())),
         }
