@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench setup build check guests cluster-up cluster-down
+.PHONY: demo test bench bench-ratio setup build check guests cluster-up cluster-down
 
 setup:
 	@scripts/setup.sh
@@ -36,6 +36,10 @@ test: setup guests
 ## bench: criterion benchmarks (release build), results under $(CARGO_TARGET_DIR)/criterion.
 bench: setup guests
 	cargo bench -p kube-wasm-scheduler
+
+## bench-ratio: benchmark (a)'s Wasm/native ratio in several fresh processes, with median, min and max.
+bench-ratio: setup guests
+	scripts/bench-ratio.sh
 
 check: setup
 	cargo check --workspace --all-targets

@@ -90,24 +90,23 @@ static const glue_str *glue_label(const glue_node *n, const char *key) {
   return NULL;
 }
 
-// ---- the cycle's pod: cycle.begin hands it over before the cycle's Filter, Score and NormalizeScore calls ----
+// ---- the cycle's pod: fetched from the host on first use after cycle.begin, since each fetch copies it all ----
 
-static kws_plugin_types_pod_t glue_pod; // owned; valid when glue_pod_set
-static bool glue_pod_set;
+static kws_plugin_host_pod_t glue_pod; // owned; valid when glue_pod_cached
+static bool glue_pod_cached;
 
-// The `cycle` export: keeps `pod` as the cycle's pod until the next begin. It owns its argument, so it takes the
-// pod's fields over (the struct itself is the generated code's) and frees the previous cycle's pod.
-void exports_kws_plugin_cycle_begin(exports_kws_plugin_cycle_pod_t *pod) {
-  if (glue_pod_set) exports_kws_plugin_cycle_pod_free(&glue_pod);
-  glue_pod = *pod; // moved: the caller's struct no longer owns the fields
-  memset(pod, 0, sizeof *pod);
-  glue_pod_set = true;
+// The `cycle` export: the cached pod belongs to the previous cycle, so free it and fetch again on next use.
+void exports_kws_plugin_cycle_begin(void) {
+  if (glue_pod_cached) kws_plugin_host_pod_free(&glue_pod);
+  glue_pod_cached = false;
 }
 
-// The pod of the current cycle (the one Filter, Score and NormalizeScore are about), or NULL before the first begin.
-// Valid until the next begin.
+// The pod of the current cycle (the one Filter, Score and NormalizeScore are about), or NULL when the host has
+// none (outside those calls). Valid until the next begin. A none is not cached: asking costs no pod copy, and a
+// none seen outside those calls must not hide the pod from the ones that follow.
 static const kws_plugin_types_pod_t *glue_cycle_pod(void) {
-  return glue_pod_set ? &glue_pod : NULL;
+  if (!glue_pod_cached) glue_pod_cached = kws_plugin_host_cycle_pod(&glue_pod);
+  return glue_pod_cached ? &glue_pod : NULL;
 }
 
 // ---- statuses (reasons are malloc'd: the post-return code frees them) ----

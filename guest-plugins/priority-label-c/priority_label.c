@@ -54,7 +54,7 @@ static void filter_node(uint32_t slot, glue_status *st) {
 }
 
 // Filter and Score are about the cycle's pod (glue_cycle_pod(); the glue implements the `cycle` export), which this
-// policy does not need.
+// policy does not need, so the pod is never fetched.
 void exports_kws_plugin_filter_filter(exports_kws_plugin_filter_list_node_slot_t *slots,
                                       exports_kws_plugin_filter_filter_result_t *ret) {
   glue_filter(slots, filter_node, ret);

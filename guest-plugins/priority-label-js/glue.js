@@ -1,6 +1,6 @@
 // Contract glue for kws:plugin@0.1.0 guests: the node table, the cycle's pod (the `cycle` export), status
 // constructors, Filter's batched answer and the plugin's config.
-import { config } from 'kws:plugin/host@0.1.0';
+import { config, cyclePod as fetchCyclePod } from 'kws:plugin/host@0.1.0';
 
 // The guest's copy of the nodes: slot -> { name, labels: Map }. The host sends changes before any call that
 // names slots.
@@ -26,18 +26,23 @@ export class NodeTable {
   }
 }
 
-let currentPod;
+let currentPod; // fetched on first use in a cycle: each host cyclePod() copies the whole pod
 
-// The `cycle` export (re-export it from the policy module: `export { cycle } from './glue.js'`): keeps the pod that
-// the cycle's Filter, Score and NormalizeScore calls are about.
+// The `cycle` export (re-export it from the policy module: `export { cycle } from './glue.js'`): a new cycle starts,
+// so the pod fetched in the previous one is forgotten.
 export const cycle = {
-  begin(pod) {
-    currentPod = pod;
+  begin() {
+    currentPod = undefined;
   },
 };
 
-// The pod of the current cycle, or undefined before the first `begin`.
-export const cyclePod = () => currentPod;
+// The pod of the current cycle (the one Filter, Score and NormalizeScore are about), or undefined when the host has
+// none (outside those calls). Undefined is not cached: asking costs no pod copy, and an undefined seen outside those
+// calls must not hide the pod from the ones that follow.
+export function cyclePod() {
+  if (currentPod === undefined) currentPod = fetchCyclePod();
+  return currentPod;
+}
 
 export const success = () => ({ code: 'success', reasons: [] });
 export const error = (reason) => ({ code: 'error', reasons: [reason] });

@@ -3,7 +3,7 @@
 import { log } from 'kws:plugin/host@0.1.0';
 import { NodeTable, error, filterResult, loadConfig, success, unknownSlot, unresolvable } from './glue.js';
 
-// The `cycle` export: Filter and Score are about its pod (cyclePod()), which this policy does not need.
+// The `cycle` export: Filter and Score are about its pod (cyclePod()), which this policy never reads, so never fetches.
 export { cycle } from './glue.js';
 
 const DEFAULT_LABEL_KEY = 'priority.example.com';

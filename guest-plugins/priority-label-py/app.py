@@ -11,7 +11,7 @@ from wit_world.imports.host import Level
 from componentize_py_types import Err
 
 from plugin_glue import NodeTable, error, filter_result, load_config, success, unknown_slot, unresolvable
-from plugin_glue import Cycle  # the `cycle` export: Filter and Score are about its pod (cycle_pod()), unused here
+from plugin_glue import Cycle  # the `cycle` export: Filter and Score are about its pod (cycle_pod()), never fetched
 
 DEFAULT_LABEL_KEY = "priority.example.com"
 INTEGER = re.compile(r"[+-]?[0-9]+")

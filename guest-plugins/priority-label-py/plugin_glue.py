@@ -29,20 +29,25 @@ class NodeTable:
         return self._slots.get(slot)
 
 
-_cycle_pod = None
+_cycle_pod = None  # fetched on first use in a cycle: each host.cycle_pod() copies the whole pod
 
 
 class Cycle(exports.Cycle):
-    """The `cycle` export (export it from the app module: `from plugin_glue import Cycle`): keeps the pod that the
-    cycle's Filter, Score and NormalizeScore calls are about."""
+    """The `cycle` export (export it from the app module: `from plugin_glue import Cycle`): a new cycle starts, so
+    the pod fetched in the previous one is forgotten."""
 
-    def begin(self, pod):
+    def begin(self):
         global _cycle_pod
-        _cycle_pod = pod
+        _cycle_pod = None
 
 
 def cycle_pod():
-    """The pod of the current cycle (a `types.Pod`), or None before the first `begin`."""
+    """The pod of the current cycle (a `types.Pod`, the one Filter, Score and NormalizeScore are about), or None when
+    the host has none (outside those calls). None is not cached: asking costs no pod copy, and a None seen outside
+    those calls must not hide the pod from the ones that follow."""
+    global _cycle_pod
+    if _cycle_pod is None:
+        _cycle_pod = host.cycle_pod()
     return _cycle_pod
 
 

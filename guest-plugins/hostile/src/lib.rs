@@ -1,9 +1,10 @@
 //! Hostile: a test fixture that misbehaves in the way its configuration asks (`{"mode": "..."}`), to prove the
 //! host survives it: `loop` (Filter never returns), `grow` (Score allocates without bound), `trap-filter`,
 //! `trap-score`, `trap-normalize` (a trap in each export), `score-1000` (a normalized score out of range), and
-//! `ok` (behaves).
+//! `ok` (behaves). One more mode is not hostile but checks the host: `name-the-pod` rejects every node with a
+//! reason naming the cycle's pod, so a test can see that each cycle's Filter reads its own pod (`host.cycle-pod`).
 
-use kws_plugin_sdk::{Config, NodeInfo, Plugin, Pod, Status};
+use kws_plugin_sdk::{Config, CyclePod, NodeInfo, Plugin, Status};
 
 /// The misbehaviour.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -15,6 +16,7 @@ enum Mode {
     TrapScore,
     TrapNormalize,
     Score1000,
+    NameThePod,
 }
 
 /// The plugin.
@@ -34,12 +36,13 @@ impl Plugin for Hostile {
             "trap-score" => Mode::TrapScore,
             "trap-normalize" => Mode::TrapNormalize,
             "score-1000" => Mode::Score1000,
+            "name-the-pod" => Mode::NameThePod,
             other => return Err(format!("unknown mode {other:?}")),
         };
         Ok(Hostile { mode })
     }
 
-    fn filter(&self, _pod: &Pod, _node: &NodeInfo<'_, ()>) -> Status {
+    fn filter(&self, pod: &CyclePod, _node: &NodeInfo<'_, ()>) -> Status {
         match self.mode {
             Mode::Loop => {
                 let mut n: u64 = 0;
@@ -49,11 +52,12 @@ impl Plugin for Hostile {
                 }
             }
             Mode::TrapFilter => panic!("hostile guest: trap in filter"),
+            Mode::NameThePod => Status::unschedulable(format!("node(s) not for pod {}/{}", pod.namespace, pod.name)),
             _ => Status::success(),
         }
     }
 
-    fn score(&self, _pod: &Pod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
+    fn score(&self, _pod: &CyclePod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
         match self.mode {
             Mode::Grow => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
@@ -67,7 +71,7 @@ impl Plugin for Hostile {
         }
     }
 
-    fn normalize_score(&self, _pod: &Pod, scores: &mut [i64]) -> Result<(), Status> {
+    fn normalize_score(&self, _pod: &CyclePod, scores: &mut [i64]) -> Result<(), Status> {
         match self.mode {
             Mode::TrapNormalize => panic!("hostile guest: trap in normalize-score"),
             Mode::Score1000 => {

@@ -8,7 +8,7 @@
 //!   Built with the cargo feature `invert`, the normalized score is `100 - that` (the hot-reload test's second
 //!   version of this plugin).
 
-use kws_plugin_sdk::{normalize, Config, Node, NodeInfo, Plugin, Pod, Status, MAX_NODE_SCORE};
+use kws_plugin_sdk::{normalize, Config, CyclePod, Node, NodeInfo, Plugin, Status, MAX_NODE_SCORE};
 
 /// The label read when the configuration names none.
 pub const DEFAULT_LABEL_KEY: &str = "priority.example.com";
@@ -52,14 +52,14 @@ impl Plugin for PriorityLabel {
         }
     }
 
-    fn filter(&self, _pod: &Pod, node: &NodeInfo<'_, Label>) -> Status {
+    fn filter(&self, _pod: &CyclePod, node: &NodeInfo<'_, Label>) -> Status {
         match node.data() {
             Label::Missing => Status::unresolvable(self.missing_reason.as_str()),
             _ => Status::success(),
         }
     }
 
-    fn score(&self, _pod: &Pod, node: &NodeInfo<'_, Label>) -> Result<i64, Status> {
+    fn score(&self, _pod: &CyclePod, node: &NodeInfo<'_, Label>) -> Result<i64, Status> {
         match node.data() {
             // Filter keeps such nodes out; score them lowest if Filter is disabled.
             Label::Missing => Ok(0),
@@ -71,7 +71,7 @@ impl Plugin for PriorityLabel {
         }
     }
 
-    fn normalize_score(&self, _pod: &Pod, scores: &mut [i64]) -> Result<(), Status> {
+    fn normalize_score(&self, _pod: &CyclePod, scores: &mut [i64]) -> Result<(), Status> {
         normalize::scale_to_max(scores, MAX_NODE_SCORE);
         if cfg!(feature = "invert") {
             normalize::reverse(scores, MAX_NODE_SCORE);
@@ -87,7 +87,7 @@ mod tests {
     use super::*;
     use kws_plugin_sdk::testing;
     use kws_plugin_sdk::types::NodeChange;
-    use kws_plugin_sdk::Code;
+    use kws_plugin_sdk::{Code, Pod};
 
     fn nodes() -> Vec<u32> {
         testing::load_nodes(vec![

@@ -1,7 +1,7 @@
 //! RandomScore: a Score and PostBind plugin. Each node gets a random score in 0–99 from the host's generator
 //! (seeded in the simulator, so runs repeat); PostBind logs every decision.
 
-use kws_plugin_sdk::{host, Config, NodeInfo, Plugin, Pod, Status};
+use kws_plugin_sdk::{host, Config, CyclePod, NodeInfo, Plugin, Pod, Status};
 
 /// The plugin (no configuration).
 pub struct RandomScore;
@@ -13,7 +13,7 @@ impl Plugin for RandomScore {
         Ok(RandomScore)
     }
 
-    fn score(&self, _pod: &Pod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
+    fn score(&self, _pod: &CyclePod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
         Ok(host::random_below(100) as i64)
     }
 

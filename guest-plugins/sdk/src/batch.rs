@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::bindings::exports::kws::plugin::filter::FilterResult;
 use crate::table::{NodeTable, Prepared};
-use crate::types::{NodeSlot, Pod, Status};
+use crate::types::{CyclePod, NodeSlot, Status};
 use crate::Plugin;
 
 /// The status for a slot the table does not hold (the host sent a slot before its `nodes.apply`).
@@ -16,7 +16,7 @@ pub fn missing_slot(slot: NodeSlot) -> Status {
 /// Filter over `slots`, as the contract's compact answer: only the nodes that do not pass, each pointing at one
 /// of the distinct statuses (a missing slot is rejected with an Error status naming it). Plugins are called in
 /// slot order.
-pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &Pod, slots: &[NodeSlot]) -> FilterResult {
+pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &CyclePod, slots: &[NodeSlot]) -> FilterResult {
     let mut rejections = Rejections::default();
     for (at, &slot) in slots.iter().enumerate() {
         let status = match data.get(table, slot) {
@@ -82,7 +82,7 @@ pub fn expand(result: &FilterResult, n: usize) -> Vec<Status> {
 
 /// Score over `slots`: one raw score per slot, in order. The first failure (a plugin error or a missing slot)
 /// fails the whole call, as in kube-scheduler.
-pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &Pod, slots: &[NodeSlot]) -> Result<Vec<i64>, Status> {
+pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &CyclePod, slots: &[NodeSlot]) -> Result<Vec<i64>, Status> {
     let mut out = Vec::with_capacity(slots.len());
     for &slot in slots {
         let node = data.get(table, slot).ok_or_else(|| missing_slot(slot))?;
@@ -92,7 +92,7 @@ pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeDa
 }
 
 /// NormalizeScore: hands the plugin the scores (in the host's order) to rewrite in place, and returns them.
-pub fn normalize_score<P: Plugin>(plugin: &P, pod: &Pod, mut scores: Vec<i64>) -> Result<Vec<i64>, Status> {
+pub fn normalize_score<P: Plugin>(plugin: &P, pod: &CyclePod, mut scores: Vec<i64>) -> Result<Vec<i64>, Status> {
     plugin.normalize_score(pod, &mut scores)?;
     Ok(scores)
 }
@@ -102,7 +102,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::table::NodeInfo;
-    use crate::types::{Code, Node};
+    use crate::types::{Code, Node, Pod};
     use std::cell::RefCell;
 
     /// Records the nodes it was called with; score = the node's "s" label, filter rejects nodes labelled "bad".
@@ -115,21 +115,21 @@ mod tests {
         fn new(_: &Config) -> Result<Self, String> {
             Ok(Self { calls: RefCell::new(Vec::new()) })
         }
-        fn filter(&self, _: &Pod, node: &NodeInfo<'_, ()>) -> Status {
+        fn filter(&self, _: &CyclePod, node: &NodeInfo<'_, ()>) -> Status {
             self.calls.borrow_mut().push(node.name.clone());
             if node.label("bad").is_some() { Status::unschedulable("bad node") } else { Status::success() }
         }
-        fn score(&self, _: &Pod, node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
+        fn score(&self, _: &CyclePod, node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
             self.calls.borrow_mut().push(node.name.clone());
             node.label("s").and_then(|v| v.parse().ok()).ok_or_else(|| Status::error(format!("{}: no score", node.name)))
         }
-        fn normalize_score(&self, _: &Pod, scores: &mut [i64]) -> Result<(), Status> {
+        fn normalize_score(&self, _: &CyclePod, scores: &mut [i64]) -> Result<(), Status> {
             crate::normalize::scale_to_max(scores, 100);
             Ok(())
         }
     }
 
-    fn setup() -> (Recorder, NodeTable, Prepared<()>, Pod) {
+    fn setup() -> (Recorder, NodeTable, Prepared<()>, CyclePod) {
         let mut t = NodeTable::new();
         t.upsert(0, Node::new("n0").with_label("s", "1"));
         t.upsert(1, Node::new("n1").with_label("s", "4").with_label("bad", ""));
@@ -137,7 +137,7 @@ mod tests {
         t.upsert(4, Node::new("n4"));
         let mut d = Prepared::default();
         d.catch_up(&mut t, |_| ());
-        (Recorder::new(&Config::parse("{}").unwrap()).unwrap(), t, d, Pod::new("ns", "p"))
+        (Recorder::new(&Config::parse("{}").unwrap()).unwrap(), t, d, Pod::new("ns", "p").into())
     }
 
     #[test]

@@ -43,6 +43,12 @@ pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
     imp::cycle_state_read(key)
 }
 
+/// The pod of the cycle in progress (`host.cycle-pod`): `None` outside Filter, Score and NormalizeScore. Plugins
+/// get it as the [`CyclePod`](crate::CyclePod) their methods receive, which calls this once per cycle at most.
+pub(crate) fn cycle_pod() -> Option<crate::Pod> {
+    imp::cycle_pod()
+}
+
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use super::Level;
@@ -66,6 +72,9 @@ mod imp {
     pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
         h::cycle_state_read(key)
     }
+    pub fn cycle_pod() -> Option<crate::Pod> {
+        h::cycle_pod()
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -86,11 +95,15 @@ pub(crate) mod imp {
         pub rng: u64,
         /// Cycle state.
         pub cycle: HashMap<String, Vec<u8>>,
+        /// What `cycle_pod()` returns.
+        pub pod: Option<crate::Pod>,
+        /// How often the plugin asked for the cycle's pod.
+        pub pod_fetches: u32,
     }
 
     impl Default for FakeHost {
         fn default() -> Self {
-            Self { config: "{}".to_string(), logs: Vec::new(), rng: 0x9E37_79B9_7F4A_7C15, cycle: HashMap::new() }
+            Self { config: "{}".to_string(), logs: Vec::new(), rng: 0x9E37_79B9_7F4A_7C15, cycle: HashMap::new(), pod: None, pod_fetches: 0 }
         }
     }
 
@@ -123,6 +136,13 @@ pub(crate) mod imp {
     }
     pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
         HOST.with(|h| h.borrow().cycle.get(key).cloned())
+    }
+    pub fn cycle_pod() -> Option<crate::Pod> {
+        HOST.with(|h| {
+            let mut h = h.borrow_mut();
+            h.pod_fetches += 1;
+            h.pod.clone()
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 //! export line naming the world it targets:
 //!
 //! ```ignore
-//! use kws_plugin_sdk::{Config, Node, NodeInfo, Plugin, Pod, Status};
+//! use kws_plugin_sdk::{Config, CyclePod, Node, NodeInfo, Plugin, Status};
 //!
 //! /// Scores nodes by the value of one label.
 //! struct LabelScore { key: String }
@@ -18,7 +18,7 @@
 //!     fn prepare(&self, node: &Node) -> i64 {
 //!         node.label(&self.key).and_then(|v| v.parse().ok()).unwrap_or(0)
 //!     }
-//!     fn score(&self, _pod: &Pod, node: &NodeInfo<'_, i64>) -> Result<i64, Status> {
+//!     fn score(&self, _pod: &CyclePod, node: &NodeInfo<'_, i64>) -> Result<i64, Status> {
 //!         Ok(*node.data())
 //!     }
 //! }
@@ -36,8 +36,9 @@
 //!   every slot up before calling your per-node method, so you see a [`NodeInfo`] (the node, and what your
 //!   [`Plugin::prepare`] derived from it when it last changed). A slot the table does not hold gives an Error
 //!   status naming it.
-//! - **The cycle's pod.** The host hands an instance the pod once per cycle (`cycle.begin`), not with every
-//!   Filter, Score and NormalizeScore call; the SDK keeps it and passes it to your methods as `&Pod`.
+//! - **The cycle's pod.** Filter, Score and NormalizeScore calls do not carry the pod. Your methods get a
+//!   [`CyclePod`], which reads like a `Pod` and fetches it from the host (`host.cycle-pod`) the first time you read
+//!   it in a cycle: once per cycle at most, and never when your policy looks only at nodes.
 //! - **Batching.** One Filter or Score call covers many nodes; the SDK loops ([`batch`]). Score stops at the first
 //!   error, as kube-scheduler does.
 //! - **Configuration.** `pluginConfig[].args.config` arrives as JSON; the SDK parses it ([`Config`]) and calls
@@ -76,7 +77,7 @@ pub use config::{Config, Value};
 pub use host::Level;
 pub use normalize::MAX_NODE_SCORE;
 pub use table::{NodeInfo, NodeTable, Prepared};
-pub use types::{Code, Node, NodeSlot, Pod, QosClass, QueuedPod, Resources, Status};
+pub use types::{Code, CyclePod, Node, NodeSlot, Pod, QosClass, QueuedPod, Resources, Status};
 
 /// The logging macros, also reachable as `kws_plugin_sdk::log::info!` and so on.
 pub mod log {
@@ -110,20 +111,20 @@ pub trait Plugin: Sized + 'static {
     ///
     /// Give the same reason text for the same cause on every node: the host counts reasons across nodes
     /// (`0/3 nodes are available: 3 node(s) ...`).
-    fn filter(&self, pod: &Pod, node: &NodeInfo<'_, Self::NodeData>) -> Status {
+    fn filter(&self, pod: &CyclePod, node: &NodeInfo<'_, Self::NodeData>) -> Status {
         let _ = (pod, node);
         Status::success()
     }
 
     /// Score: the raw score of `node` for `pod`. Default: 0. An `Err` fails the whole Score call.
-    fn score(&self, pod: &Pod, node: &NodeInfo<'_, Self::NodeData>) -> Result<i64, Status> {
+    fn score(&self, pod: &CyclePod, node: &NodeInfo<'_, Self::NodeData>) -> Result<i64, Status> {
         let _ = (pod, node);
         Ok(0)
     }
 
     /// NormalizeScore: rewrite the raw scores of all feasible nodes into `[0, 100]`, in place (see [`normalize`]
     /// for helpers). Default: leave them as they are (right when `score` already returns `[0, 100]`).
-    fn normalize_score(&self, pod: &Pod, scores: &mut [i64]) -> Result<(), Status> {
+    fn normalize_score(&self, pod: &CyclePod, scores: &mut [i64]) -> Result<(), Status> {
         let _ = (pod, scores);
         Ok(())
     }

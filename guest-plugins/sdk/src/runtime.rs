@@ -11,7 +11,7 @@ use crate::bindings::exports::kws::plugin::filter::FilterResult;
 use crate::config::Config;
 use crate::host::{self, Level};
 use crate::table::{NodeTable, Prepared};
-use crate::types::{NodeChange, NodeSlot, Pod, QueuedPod, Status};
+use crate::types::{CyclePod, NodeChange, NodeSlot, Pod, QueuedPod, Status};
 use crate::{batch, Plugin};
 
 thread_local! {
@@ -21,12 +21,13 @@ thread_local! {
     static PLUGIN: RefCell<Option<Result<Rc<dyn Any>, String>>> = const { RefCell::new(None) };
     /// The plugin's prepared node data (a `Prepared<P::NodeData>`), created with the plugin.
     static PREPARED: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
-    /// The pod of the current cycle (`cycle.begin`), which Filter, Score and NormalizeScore refer to.
-    static POD: RefCell<Option<Rc<Pod>>> = const { RefCell::new(None) };
+    /// The current cycle's pod (a new, unfetched one at each `cycle.begin`), which Filter, Score and NormalizeScore
+    /// refer to.
+    static POD: RefCell<Option<Rc<CyclePod>>> = const { RefCell::new(None) };
 }
 
 /// The current cycle's pod; an error when the host has not begun a cycle.
-fn cycle_pod() -> Result<Rc<Pod>, String> {
+fn cycle_pod() -> Result<Rc<CyclePod>, String> {
     POD.with(|p| p.borrow().clone()).ok_or_else(|| "no cycle has begun (the host did not call cycle.begin)".to_string())
 }
 
@@ -115,8 +116,8 @@ impl<P: Plugin> exports::nodes::Guest for Component<P> {
 }
 
 impl<P: Plugin> exports::cycle::Guest for Component<P> {
-    fn begin(pod: Pod) {
-        POD.with(|p| *p.borrow_mut() = Some(Rc::new(pod)));
+    fn begin() {
+        POD.with(|p| *p.borrow_mut() = Some(Rc::new(CyclePod::on_first_read())));
     }
 }
 
@@ -186,7 +187,7 @@ mod tests {
             BUILT.with(|b| b.set(b.get() + 1));
             if config.bool("fail")? == Some(true) { Err("asked to fail".into()) } else { Ok(Counted) }
         }
-        fn filter(&self, pod: &Pod, node: &crate::NodeInfo<'_, ()>) -> Status {
+        fn filter(&self, pod: &crate::CyclePod, node: &crate::NodeInfo<'_, ()>) -> Status {
             if pod.name == "p" { Status::unschedulable(format!("no {}", node.name)) } else { Status::unschedulable(format!("no {} for {}", node.name, pod.name)) }
         }
     }
@@ -220,6 +221,46 @@ mod tests {
         testing::begin::<Counted>(Pod::new("ns", "second"));
         let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0]);
         assert_eq!(r.statuses[0].message(), "no a for second");
+    }
+
+    /// Reads nothing but the node.
+    struct NodesOnly;
+
+    impl Plugin for NodesOnly {
+        type NodeData = ();
+        fn new(_: &Config) -> Result<Self, String> {
+            Ok(NodesOnly)
+        }
+        fn filter(&self, _: &crate::CyclePod, _: &crate::NodeInfo<'_, ()>) -> Status {
+            Status::success()
+        }
+        fn score(&self, _: &crate::CyclePod, _: &crate::NodeInfo<'_, ()>) -> Result<i64, Status> {
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn the_pod_is_fetched_on_first_read_once_per_cycle_and_never_when_unread() {
+        testing::load_nodes(vec![Node::new("a"), Node::new("b"), Node::new("c")]);
+        testing::filter::<NodesOnly>(Pod::new("ns", "p"), vec![0, 1, 2]);
+        testing::score::<NodesOnly>(Pod::new("ns", "p"), vec![0, 1, 2]).unwrap();
+        assert_eq!(testing::pod_fetches(), 0, "a policy that reads only nodes never pays for the pod");
+
+        // Counted reads the pod on every node: one fetch for the cycle, whatever the number of nodes and calls.
+        use crate::bindings::exports::kws::plugin as ex;
+        use crate::runtime::Component;
+        testing::reset(); // one plugin type per instance
+        testing::load_nodes(vec![Node::new("a"), Node::new("b"), Node::new("c")]);
+        testing::begin::<Counted>(Pod::new("ns", "first"));
+        for _ in 0..2 {
+            let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0, 1, 2]);
+            assert_eq!(r.statuses[0].message(), "no a for first");
+        }
+        assert_eq!(testing::pod_fetches(), 1);
+        // A new cycle forgets the old pod: the next read fetches the new one.
+        let st = testing::filter::<Counted>(Pod::new("ns", "second"), vec![2]);
+        assert_eq!(st[0].message(), "no c for second");
+        assert_eq!(testing::pod_fetches(), 2);
     }
 
     #[test]

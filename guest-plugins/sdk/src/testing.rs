@@ -45,7 +45,7 @@ pub fn load_nodes(nodes: Vec<Node>) -> Vec<NodeSlot> {
     slots
 }
 
-/// `cycle.begin`, then the `filter` export; its compact answer expanded to one status per slot (Success for the
+/// [`begin`], then the `filter` export; its compact answer expanded to one status per slot (Success for the
 /// nodes that pass).
 pub fn filter<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Vec<Status> {
     begin::<P>(pod);
@@ -53,22 +53,29 @@ pub fn filter<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Vec<Status> {
     crate::batch::expand(&<Component<P> as exports::filter::Guest>::filter(slots), n)
 }
 
-/// `cycle.begin`, then the `score` export.
+/// [`begin`], then the `score` export.
 pub fn score<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
     begin::<P>(pod);
     <Component<P> as exports::score::Guest>::score(slots)
 }
 
-/// `cycle.begin`, then the `normalize-score` export, with the (slot, raw score) pairs split into its two lists.
+/// [`begin`], then the `normalize-score` export, with the (slot, raw score) pairs split into its two lists.
 pub fn normalize_score<P: Plugin>(pod: Pod, scores: Vec<(NodeSlot, i64)>) -> Result<Vec<i64>, Status> {
     begin::<P>(pod);
     let (slots, raw) = scores.into_iter().unzip();
     <Component<P> as exports::score::Guest>::normalize_score(slots, raw)
 }
 
-/// The `cycle.begin` export: `pod` becomes the pod of the following Filter, Score and NormalizeScore calls.
+/// A new cycle for `pod`: the simulated host will answer `host.cycle-pod` with it, and the `cycle.begin` export
+/// runs, so the following Filter, Score and NormalizeScore calls refer to it.
 pub fn begin<P: Plugin>(pod: Pod) {
-    <Component<P> as exports::cycle::Guest>::begin(pod)
+    HOST.with(|h| h.borrow_mut().pod = Some(pod));
+    <Component<P> as exports::cycle::Guest>::begin()
+}
+
+/// How many times the plugin fetched the cycle's pod from the simulated host (`host.cycle-pod`) so far.
+pub fn pod_fetches() -> u32 {
+    HOST.with(|h| h.borrow().pod_fetches)
 }
 
 /// The `less` export (QueueSort).

@@ -8,6 +8,50 @@ pub use crate::bindings::kws::plugin::types::{
     SelectorRequirement, Status, Taint, Toleration,
 };
 
+/// The pod a scheduling cycle is about, as Filter, Score and NormalizeScore see it. It reads like a [`Pod`] (it
+/// derefs to one: `pod.name`, `pod.label("app")`) and is fetched from the host (`host.cycle-pod`) the first time
+/// the plugin reads it in a cycle, so a policy that looks only at nodes never pays for the pod crossing.
+pub struct CyclePod {
+    pod: std::cell::OnceCell<Pod>,
+}
+
+impl CyclePod {
+    /// A cycle's pod that is fetched from the host on first read.
+    pub(crate) fn on_first_read() -> Self {
+        Self { pod: std::cell::OnceCell::new() }
+    }
+
+    /// True once the pod has been fetched (or was given).
+    pub fn is_fetched(&self) -> bool {
+        self.pod.get().is_some()
+    }
+}
+
+impl From<Pod> for CyclePod {
+    /// A cycle's pod that is already at hand (tests, or code that calls a plugin's methods directly).
+    fn from(pod: Pod) -> Self {
+        Self { pod: std::cell::OnceCell::from(pod) }
+    }
+}
+
+impl std::ops::Deref for CyclePod {
+    type Target = Pod;
+    fn deref(&self) -> &Pod {
+        // The host answers during every call that hands a plugin a CyclePod; `none` would be a host bug, and the
+        // panic (a trap) turns it into an Error status naming the plugin instead of a decision on a made-up pod.
+        self.pod.get_or_init(|| crate::host::cycle_pod().expect("the host did not provide the cycle's pod (host.cycle-pod returned none)"))
+    }
+}
+
+impl std::fmt::Debug for CyclePod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pod.get() {
+            Some(p) => p.fmt(f),
+            None => f.write_str("CyclePod(not fetched)"),
+        }
+    }
+}
+
 /// Looks `key` up in a label, annotation or node-selector list.
 pub fn lookup<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
     pairs.iter().find(|(k, _)| same_bytes(k.as_bytes(), key.as_bytes())).map(|(_, v)| v.as_str())

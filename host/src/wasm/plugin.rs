@@ -64,6 +64,8 @@ pub(crate) struct HostState {
     config: Arc<str>,
     rng: Arc<Mutex<Rng>>,
     cycle: Option<Arc<Mutex<HashMap<String, Vec<u8>>>>>,
+    /// The cycle's pod during Filter, Score and NormalizeScore calls (`host.cycle-pod`).
+    pod: Option<Arc<wit::Pod>>,
     limits: StoreLimits,
     wasi: WasiCtx,
     table: ResourceTable,
@@ -98,6 +100,9 @@ impl host::Host for HostState {
     }
     fn cycle_state_read(&mut self, key: String) -> Option<Vec<u8>> {
         self.cycle.as_ref().and_then(|c| c.lock().expect("cycle state lock").get(&key).cloned())
+    }
+    fn cycle_pod(&mut self) -> Option<wit::Pod> {
+        self.pod.as_deref().cloned()
     }
 }
 
@@ -155,7 +160,8 @@ pub(crate) struct Loaded {
 }
 
 /// Data a cycle keeps for each Wasm plugin: the version it started with, its private cycle state, and the cycle's
-/// pod in contract form (converted once, not for each of Filter, Score and NormalizeScore).
+/// pod in contract form (converted once per cycle for `host.cycle-pod`, not for each of Filter, Score and
+/// NormalizeScore).
 #[derive(Clone)]
 struct CycleCtx {
     /// Unique in the process: an instance that has been handed this cycle's pod remembers it.
@@ -394,6 +400,7 @@ impl WasmPlugin {
             config: Arc::from(self.args.config_json.as_str()),
             rng: self.rng.clone(),
             cycle: None,
+            pod: None,
             limits: StoreLimitsBuilder::new().memory_size(self.args.memory_limit as usize).trap_on_grow_failure(true).build(),
             wasi,
             table: ResourceTable::new(),
@@ -425,7 +432,9 @@ impl WasmPlugin {
         inst.store.data_mut().cycle = Some(ctx.data.clone());
         inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
         let r = f(self, loaded, &mut inst);
-        inst.store.data_mut().cycle = None;
+        let data = inst.store.data_mut();
+        data.cycle = None;
+        data.pod = None;
         self.flush_output(&mut inst);
         match r {
             Ok(v) => {
@@ -492,11 +501,12 @@ impl WasmPlugin {
         (slots, changes)
     }
 
-    /// Hands the instance the cycle's pod (`cycle.begin`) unless it already holds it.
+    /// Makes the cycle's pod available to `host.cycle-pod` for this call, and tells the instance a new cycle began
+    /// (`cycle.begin`) unless it was already told. The pod crosses only if the guest asks for it.
     fn begin(&self, ctx: &CycleCtx, pod: &PodInfo, loaded: &Loaded, inst: &mut GuestInstance) -> Result<(), CallError> {
+        inst.store.data_mut().pod = Some(ctx.pod(pod));
         if inst.cycle_id != ctx.id {
-            let p = ctx.pod(pod);
-            cached_guest!(loaded, inst, cycle).call_begin(&mut inst.store, &p).map_err(trap)?;
+            cached_guest!(loaded, inst, cycle).call_begin(&mut inst.store).map_err(trap)?;
             inst.cycle_id = ctx.id;
         }
         Ok(())

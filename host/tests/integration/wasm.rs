@@ -301,6 +301,17 @@ fn hostile_guests_yield_errors_within_their_deadline_and_scheduling_goes_on() {
 }
 
 #[test]
+fn each_cycle_s_filter_reads_its_own_pod_from_the_host() {
+    // The pod is not an argument of Filter: the guest fetches it with host.cycle-pod, once per cycle.
+    let (r, _) = hostile_run("name-the-pod", "Fail");
+    for i in 0..3 {
+        assert!(node_of(&r, &format!("default/good-{i}")).is_some());
+        let m = message_of(&r, &format!("default/bad-{i}"));
+        assert!(m.contains(&format!("3 node(s) not for pod default/bad-{i}")), "bad-{i}: {m}");
+    }
+}
+
+#[test]
 fn failure_policy_ignore_skips_a_failing_guest() {
     for mode in ["trap-filter", "trap-score", "loop"] {
         let (r, _) = hostile_run(mode, "Ignore");
