@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench bench-ratio setup build check guests cluster-up cluster-down
+.PHONY: demo test bench bench-ratio lint setup build check guests cluster-up cluster-down
 
 setup:
 	@scripts/setup.sh
@@ -43,6 +43,11 @@ bench-ratio: setup guests
 
 check: setup
 	cargo check --workspace --all-targets
+
+## lint: rustfmt and clippy over the whole workspace, warnings as errors (needs the rustfmt and clippy components).
+lint: setup
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
 
 # A real control plane (etcd + kube-apiserver on 127.0.0.1, no kubelet) for trying the scheduler against.
 CLUSTER_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/cluster

@@ -40,7 +40,11 @@ impl Plugin for NativePriorityLabel {
 
 impl FilterPlugin for NativePriorityLabel {
     fn filter(&self, _s: &CycleState, _p: &PodInfo, node: &NodeInfo) -> Status {
-        if node.labels().contains_key(KEY) { Status::success() } else { Status::unresolvable(format!("node(s) didn't have label {KEY}")) }
+        if node.labels().contains_key(KEY) {
+            Status::success()
+        } else {
+            Status::unresolvable(format!("node(s) didn't have label {KEY}"))
+        }
     }
 }
 
@@ -48,7 +52,9 @@ impl ScorePlugin for NativePriorityLabel {
     fn score(&self, _s: &CycleState, _p: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         match node.labels().get(KEY) {
             None => Ok(0),
-            Some(v) => v.parse().map_err(|_| Status::error(format!("node {}: label {KEY} has non-integer value {v:?}", node.name))),
+            Some(v) => v
+                .parse()
+                .map_err(|_| Status::error(format!("node {}: label {KEY} has non-integer value {v:?}", node.name))),
         }
     }
     fn normalize_score(&self, _s: &CycleState, _p: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
@@ -70,7 +76,11 @@ fn labelled_cluster(pods: usize) -> kube_wasm_scheduler::sim::ClusterFile {
 
 fn profile(wasm: bool) -> (Registry, config::SchedulerConfig) {
     let mut reg = in_tree_registry();
-    let args = if wasm { format!("  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n", component().display()) } else { String::new() };
+    let args = if wasm {
+        format!("  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n", component().display())
+    } else {
+        String::new()
+    };
     let yaml = format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: PriorityLabel, weight: 2}}]\n{args}"
     );
@@ -184,7 +194,12 @@ fn filter_score(c: &mut Criterion) {
     cache.update_snapshot(&mut snap);
     let nodes: Vec<&NodeInfo> = snap.nodes().iter().map(|n| &**n).collect();
     let pod = &file.pending_pods[0];
-    let wasm_plugin = WasmPlugin::load("PriorityLabel", WasmArgs::parse(&serde_json::json!({"component": component()}), std::path::Path::new("/")).unwrap(), 0).unwrap();
+    let wasm_plugin = WasmPlugin::load(
+        "PriorityLabel",
+        WasmArgs::parse(&serde_json::json!({"component": component()}), std::path::Path::new("/")).unwrap(),
+        0,
+    )
+    .unwrap();
     let native = NativePriorityLabel;
     let mut g = c.benchmark_group("priority_label_filter_score_5000_nodes");
     g.sample_size(30);
@@ -198,7 +213,8 @@ fn filter_score(c: &mut Criterion) {
                 let mut scores = vec![0i64; nodes.len()];
                 let s = p.as_score().unwrap().score_nodes(&state, pod, &nodes, &mut scores);
                 assert!(s.is_success());
-                let mut list: Vec<NodeScore> = nodes.iter().zip(&scores).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
+                let mut list: Vec<NodeScore> =
+                    nodes.iter().zip(&scores).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
                 p.as_score().unwrap().normalize_score(&state, pod, &mut list);
                 out.len()
             })

@@ -2,8 +2,8 @@
 //! served by WebAssembly components.
 
 pub mod cache;
-pub mod config;
 pub mod cluster;
+pub mod config;
 pub mod framework;
 pub mod live;
 pub mod plugins;

@@ -1,7 +1,7 @@
 //! The `kube-wasm-scheduler` binary: `simulate` (offline, the default way to try a profile), `bench`, and the
 //! live scheduler.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -9,9 +9,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
+use kube_wasm_scheduler::live::{LiveError, LiveOptions};
 use kube_wasm_scheduler::plugins::{in_tree_registry, Registry};
 use kube_wasm_scheduler::sim::{self, render_explain, render_table, SimOptions, Simulation};
-use kube_wasm_scheduler::live::{LiveError, LiveOptions};
 use kube_wasm_scheduler::wasm;
 
 /// A Kubernetes scheduler that runs the framework cycle natively and serves extension points from WebAssembly
@@ -144,7 +144,9 @@ fn main() -> ExitCode {
         (None, _) => "debug",
     };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KWS_LOG").unwrap_or_else(|_| default_level.into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KWS_LOG").unwrap_or_else(|_| default_level.into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match run(cli) {
@@ -165,15 +167,16 @@ fn main() -> ExitCode {
 fn load_config(path: Option<&PathBuf>, registry: &mut Registry) -> anyhow::Result<SchedulerConfig> {
     let Some(path) = path else { return Ok(SchedulerConfig::default_config()) };
     let known = |n: &str| registry.get(n).is_some();
-    let cfg = config::load(path, &known).map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
+    let cfg =
+        config::load(path, &known).map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
     let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     wasm::register_plugins(registry, &cfg, base);
     Ok(cfg)
 }
 
 /// Files whose change re-runs `simulate --watch`: the profile, the cluster and every Wasm component.
-fn watched_files(config: Option<&PathBuf>, cluster: &PathBuf) -> Vec<PathBuf> {
-    let mut files = vec![cluster.clone()];
+fn watched_files(config: Option<&PathBuf>, cluster: &Path) -> Vec<PathBuf> {
+    let mut files = vec![cluster.to_path_buf()];
     if let Some(c) = config {
         files.push(c.clone());
         let mut reg = in_tree_registry();
@@ -202,7 +205,7 @@ fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)
         .collect()
 }
 
-fn simulate_once(config: Option<&PathBuf>, cluster: &PathBuf, opts: &SimOptions, output: Output) -> anyhow::Result<()> {
+fn simulate_once(config: Option<&PathBuf>, cluster: &Path, opts: &SimOptions, output: Output) -> anyhow::Result<()> {
     let mut registry = in_tree_registry();
     let cfg = load_config(config, &mut registry)?;
     let file = sim::load::load(cluster).map_err(|e| BadInput(e.to_string()))?;
@@ -250,7 +253,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     println!("contract:         {}@{}", wasm::CONTRACT_PACKAGE, info.contract_version);
                     println!("extension points: {}", info.points.join(", "));
                     println!("exports:          {}", info.exports.join(", "));
-                    println!("imports:          {}", if info.imports.is_empty() { "(none)".to_string() } else { info.imports.join(", ") });
+                    println!(
+                        "imports:          {}",
+                        if info.imports.is_empty() { "(none)".to_string() } else { info.imports.join(", ") }
+                    );
                     if info.imports_wasi {
                         println!("wasi:             imported; granted with no files, network or environment, output to the log");
                     }
@@ -262,7 +268,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut registry = registry;
             let cfg = load_config(config.as_ref(), &mut registry)?;
             let file = sim::generate::cluster(nodes, pods);
-            let sim = Simulation::new(&cfg, &registry, &file, &SimOptions::default()).map_err(|e| BadInput(e.to_string()))?;
+            let sim =
+                Simulation::new(&cfg, &registry, &file, &SimOptions::default()).map_err(|e| BadInput(e.to_string()))?;
             let t = Instant::now();
             let report = sim.run();
             let secs = t.elapsed().as_secs_f64();
@@ -299,7 +306,9 @@ fn run_live(args: LiveArgs, registry: Registry) -> anyhow::Result<()> {
     if le.leader_elect && (le.lease_duration <= le.renew_deadline || le.renew_deadline <= le.retry_period) {
         return Err(BadInput("--leader-elect-*: need lease duration > renew deadline > retry period".into()).into());
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "scheduler".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "scheduler".into());
     let opts = LiveOptions {
         kubeconfig: args.kubeconfig,
         serve: std::net::SocketAddr::new(args.bind_address, args.secure_port),

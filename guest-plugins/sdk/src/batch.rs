@@ -16,7 +16,13 @@ pub fn missing_slot(slot: NodeSlot) -> Status {
 /// Filter over `slots`, as the contract's compact answer: only the nodes that do not pass, each pointing at one
 /// of the distinct statuses (a missing slot is rejected with an Error status naming it). Plugins are called in
 /// slot order.
-pub fn filter<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &CyclePod, slots: &[NodeSlot]) -> FilterResult {
+pub fn filter<P: Plugin>(
+    plugin: &P,
+    table: &NodeTable,
+    data: &Prepared<P::NodeData>,
+    pod: &CyclePod,
+    slots: &[NodeSlot],
+) -> FilterResult {
     let mut rejections = Rejections::default();
     for (at, &slot) in slots.iter().enumerate() {
         let status = match data.get(table, slot) {
@@ -66,7 +72,11 @@ impl Rejections {
         for (s, v) in self.index {
             statuses[v as usize] = Some(s);
         }
-        FilterResult { statuses: statuses.into_iter().flatten().collect(), rejected: self.rejected, verdicts: self.verdicts }
+        FilterResult {
+            statuses: statuses.into_iter().flatten().collect(),
+            rejected: self.rejected,
+            verdicts: self.verdicts,
+        }
     }
 }
 
@@ -82,7 +92,13 @@ pub fn expand(result: &FilterResult, n: usize) -> Vec<Status> {
 
 /// Score over `slots`: one raw score per slot, in order. The first failure (a plugin error or a missing slot)
 /// fails the whole call, as in kube-scheduler.
-pub fn score<P: Plugin>(plugin: &P, table: &NodeTable, data: &Prepared<P::NodeData>, pod: &CyclePod, slots: &[NodeSlot]) -> Result<Vec<i64>, Status> {
+pub fn score<P: Plugin>(
+    plugin: &P,
+    table: &NodeTable,
+    data: &Prepared<P::NodeData>,
+    pod: &CyclePod,
+    slots: &[NodeSlot],
+) -> Result<Vec<i64>, Status> {
     let mut out = Vec::with_capacity(slots.len());
     for &slot in slots {
         let node = data.get(table, slot).ok_or_else(|| missing_slot(slot))?;
@@ -117,11 +133,17 @@ mod tests {
         }
         fn filter(&self, _: &CyclePod, node: &NodeInfo<'_, ()>) -> Status {
             self.calls.borrow_mut().push(node.name.clone());
-            if node.label("bad").is_some() { Status::unschedulable("bad node") } else { Status::success() }
+            if node.label("bad").is_some() {
+                Status::unschedulable("bad node")
+            } else {
+                Status::success()
+            }
         }
         fn score(&self, _: &CyclePod, node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
             self.calls.borrow_mut().push(node.name.clone());
-            node.label("s").and_then(|v| v.parse().ok()).ok_or_else(|| Status::error(format!("{}: no score", node.name)))
+            node.label("s")
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| Status::error(format!("{}: no score", node.name)))
         }
         fn normalize_score(&self, _: &CyclePod, scores: &mut [i64]) -> Result<(), Status> {
             crate::normalize::scale_to_max(scores, 100);
@@ -171,7 +193,14 @@ mod tests {
         assert_eq!(r.rejected, [1, 2, 3, 5, 6]);
         assert_eq!(r.statuses.len(), 3, "{:?}", r.statuses);
         let s = |i: usize| &r.statuses[r.verdicts[i] as usize];
-        assert_eq!((s(0), s(2), s(4)), (&Status::unschedulable("bad node"), &Status::unschedulable("bad node"), &Status::unschedulable("bad node")));
+        assert_eq!(
+            (s(0), s(2), s(4)),
+            (
+                &Status::unschedulable("bad node"),
+                &Status::unschedulable("bad node"),
+                &Status::unschedulable("bad node")
+            )
+        );
         assert_eq!(s(1).message(), "node slot 2 is not in the plugin's node table");
         assert_eq!(s(3).message(), "node slot 9 is not in the plugin's node table");
         assert_eq!(expand(&r, 7).iter().filter(|s| s.is_success()).count(), 2);

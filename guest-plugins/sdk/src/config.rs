@@ -371,8 +371,10 @@ mod tests {
 
     #[test]
     fn parses_config_members() {
-        let c = Config::parse(r#" {"labelKey": "a.b/c", "n": -12, "f": 1.5e3, "on": true, "x": null,
-            "list": [1, "two", [], {}], "esc": "q\"\\\/\n\u00e9\ud83d\ude00"} "#)
+        let c = Config::parse(
+            r#" {"labelKey": "a.b/c", "n": -12, "f": 1.5e3, "on": true, "x": null,
+            "list": [1, "two", [], {}], "esc": "q\"\\\/\n\u00e9\ud83d\ude00"} "#,
+        )
         .unwrap();
         assert_eq!(c.str("labelKey"), Ok(Some("a.b/c")));
         assert_eq!(c.i64("n"), Ok(Some(-12)));

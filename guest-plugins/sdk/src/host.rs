@@ -103,7 +103,14 @@ pub(crate) mod imp {
 
     impl Default for FakeHost {
         fn default() -> Self {
-            Self { config: "{}".to_string(), logs: Vec::new(), rng: 0x9E37_79B9_7F4A_7C15, cycle: HashMap::new(), pod: None, pod_fetches: 0 }
+            Self {
+                config: "{}".to_string(),
+                logs: Vec::new(),
+                rng: 0x9E37_79B9_7F4A_7C15,
+                cycle: HashMap::new(),
+                pod: None,
+                pod_fetches: 0,
+            }
         }
     }
 

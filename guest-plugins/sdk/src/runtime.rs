@@ -70,7 +70,8 @@ fn with_nodes<P: Plugin, R>(plugin: &P, f: impl FnOnce(&NodeTable, &Prepared<P::
         PREPARED.with(|d| {
             let mut d = d.try_borrow_mut().map_err(busy)?;
             let any = d.get_or_insert_with(|| Box::new(Prepared::<P::NodeData>::default()));
-            let prepared = any.downcast_mut::<Prepared<P::NodeData>>().ok_or("prepared node data has an unexpected type")?;
+            let prepared =
+                any.downcast_mut::<Prepared<P::NodeData>>().ok_or("prepared node data has an unexpected type")?;
             prepared.catch_up(&mut table, |n| plugin.prepare(n));
             Ok(f(&table, prepared))
         })
@@ -129,7 +130,11 @@ impl<P: Plugin> exports::filter::Guest for Component<P> {
         };
         match run() {
             Ok(result) => result,
-            Err(e) => FilterResult { statuses: vec![Status::error(e)], rejected: (0..nodes.len() as u32).collect(), verdicts: vec![0; nodes.len()] },
+            Err(e) => FilterResult {
+                statuses: vec![Status::error(e)],
+                rejected: (0..nodes.len() as u32).collect(),
+                verdicts: vec![0; nodes.len()],
+            },
         }
     }
 }
@@ -185,10 +190,18 @@ mod tests {
         type NodeData = ();
         fn new(config: &Config) -> Result<Self, String> {
             BUILT.with(|b| b.set(b.get() + 1));
-            if config.bool("fail")? == Some(true) { Err("asked to fail".into()) } else { Ok(Counted) }
+            if config.bool("fail")? == Some(true) {
+                Err("asked to fail".into())
+            } else {
+                Ok(Counted)
+            }
         }
         fn filter(&self, pod: &crate::CyclePod, node: &crate::NodeInfo<'_, ()>) -> Status {
-            if pod.name == "p" { Status::unschedulable(format!("no {}", node.name)) } else { Status::unschedulable(format!("no {} for {}", node.name, pod.name)) }
+            if pod.name == "p" {
+                Status::unschedulable(format!("no {}", node.name))
+            } else {
+                Status::unschedulable(format!("no {} for {}", node.name, pod.name))
+            }
         }
     }
 
@@ -202,10 +215,10 @@ mod tests {
         assert_eq!(st[0].code, Code::Error);
         assert_eq!(st[0].message(), "node slot 1 is not in the plugin's node table");
         assert_eq!(BUILT.with(Cell::get), 1);
-        assert_eq!(testing::take_logs(), vec![(
-            Level::Error,
-            "node slot 4294967295 is out of range; change ignored".to_string()
-        )]);
+        assert_eq!(
+            testing::take_logs(),
+            vec![(Level::Error, "node slot 4294967295 is out of range; change ignored".to_string())]
+        );
     }
 
     #[test]

@@ -211,10 +211,10 @@ mod tests {
         t.upsert(0, Node::new("b"));
         assert_eq!(t.get(0).map(|n| n.name.as_str()), Some("b"));
         assert_eq!(t.slot_of("c"), Some(2));
-        assert_eq!(t.iter().map(|(s, n)| (s, n.name.clone())).collect::<Vec<_>>(), vec![
-            (0, "b".to_string()),
-            (2, "c".to_string())
-        ]);
+        assert_eq!(
+            t.iter().map(|(s, n)| (s, n.name.clone())).collect::<Vec<_>>(),
+            vec![(0, "b".to_string()), (2, "c".to_string())]
+        );
 
         // Removing the last slot trims the vector.
         t.remove(2);

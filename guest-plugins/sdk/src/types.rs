@@ -39,7 +39,9 @@ impl std::ops::Deref for CyclePod {
     fn deref(&self) -> &Pod {
         // The host answers during every call that hands a plugin a CyclePod; `none` would be a host bug, and the
         // panic (a trap) turns it into an Error status naming the plugin instead of a decision on a made-up pod.
-        self.pod.get_or_init(|| crate::host::cycle_pod().expect("the host did not provide the cycle's pod (host.cycle-pod returned none)"))
+        self.pod.get_or_init(|| {
+            crate::host::cycle_pod().expect("the host did not provide the cycle's pod (host.cycle-pod returned none)")
+        })
     }
 }
 
@@ -235,10 +237,11 @@ mod tests {
 
     #[test]
     fn lookup_matches_whole_keys_only() {
-        let pairs: Vec<(String, String)> = [("a", "1"), ("priority.example.com", "2"), ("priority.example.coM", "3"), ("abcdefgh", "4")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let pairs: Vec<(String, String)> =
+            [("a", "1"), ("priority.example.com", "2"), ("priority.example.coM", "3"), ("abcdefgh", "4")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
         assert_eq!(lookup(&pairs, "priority.example.com"), Some("2"));
         assert_eq!(lookup(&pairs, "priority.example.coM"), Some("3"));
         assert_eq!(lookup(&pairs, "abcdefgh"), Some("4"));

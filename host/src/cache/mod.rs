@@ -287,8 +287,10 @@ mod tests {
     use serde_json::json;
 
     fn node(name: &str) -> Node {
-        serde_json::from_value(json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "images": [{"names": ["img:1"], "sizeBytes": 1000}]}}))
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "images": [{"names": ["img:1"], "sizeBytes": 1000}]}}),
+        )
         .unwrap()
     }
 

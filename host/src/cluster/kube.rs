@@ -61,11 +61,21 @@ impl ClusterClient for KubeCluster {
                 uid: pod.pod.metadata.uid.clone(),
                 ..Default::default()
             },
-            target: ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..Default::default()
+            },
         };
         let api = self.pods(&pod.namespace);
         self.runtime
-            .block_on(api.create_subresource::<Binding, serde_json::Value>("binding", &pod.name, &PostParams::default(), &binding))
+            .block_on(api.create_subresource::<Binding, serde_json::Value>(
+                "binding",
+                &pod.name,
+                &PostParams::default(),
+                &binding,
+            ))
             .map(|_| ())
             .map_err(|e| classify(format!("pod {}", pod.key()), e))
     }
@@ -100,7 +110,16 @@ impl ClusterClient for KubeCluster {
                 ..Default::default()
             },
             event_time: Some(MicroTime(now)),
-            action: Some(if event.reason == "Preempted" { "Preempting" } else if failed { "Scheduling" } else { "Binding" }.into()),
+            action: Some(
+                if event.reason == "Preempted" {
+                    "Preempting"
+                } else if failed {
+                    "Scheduling"
+                } else {
+                    "Binding"
+                }
+                .into(),
+            ),
             reason: Some(event.reason.into()),
             note: Some(event.message.chars().take(1024).collect()),
             type_: Some(event.type_.into()),
@@ -114,7 +133,9 @@ impl ClusterClient for KubeCluster {
             tracing::warn!(pod = %pod.key(), error = %e, "recording an event failed");
         }
         if failed {
-            let reason = if event.message.starts_with("0/") || event.message == crate::framework::schedule_one::NO_NODES_AVAILABLE {
+            let reason = if event.message.starts_with("0/")
+                || event.message == crate::framework::schedule_one::NO_NODES_AVAILABLE
+            {
                 "Unschedulable"
             } else {
                 "SchedulerError"
@@ -123,9 +144,11 @@ impl ClusterClient for KubeCluster {
                 "type": "PodScheduled", "status": "False", "reason": reason, "message": event.message,
                 "lastTransitionTime": now.to_string(),
             }]}});
-            if let Err(e) =
-                self.runtime.block_on(self.pods(&pod.namespace).patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(&patch)))
-            {
+            if let Err(e) = self.runtime.block_on(self.pods(&pod.namespace).patch_status(
+                &pod.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )) {
                 tracing::warn!(pod = %pod.key(), error = %e, "setting PodScheduled=False failed");
             }
         }

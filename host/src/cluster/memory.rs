@@ -83,7 +83,10 @@ impl ClusterClient for MemoryCluster {
         }
         let mut bound = self.bound.lock().expect("bound lock");
         if let Some(n) = bound.get(&pod.uid) {
-            return Err(ClusterError::Conflict { object: format!("pod {key}"), message: format!("already bound to {n}") });
+            return Err(ClusterError::Conflict {
+                object: format!("pod {key}"),
+                message: format!("already bound to {n}"),
+            });
         }
         bound.insert(pod.uid.clone(), node.to_string());
         drop(bound);

@@ -4,8 +4,15 @@ use super::types::{PluginRef, PluginSet, Plugins};
 
 /// Upstream default plugins that are not implemented here. They may be named in `disabled` (so configurations
 /// written for kube-scheduler keep working) but not enabled.
-pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] =
-    &["VolumeRestrictions", "NodeVolumeLimits", "VolumeZone", "DynamicResources", "EBSLimits", "GCEPDLimits", "AzureDiskLimits"];
+pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] = &[
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeZone",
+    "DynamicResources",
+    "EBSLimits",
+    "GCEPDLimits",
+    "AzureDiskLimits",
+];
 
 /// The default plugins: all through multiPoint, with upstream's score weights.
 pub fn default_plugins() -> Plugins {

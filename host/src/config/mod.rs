@@ -93,11 +93,8 @@ pub struct SchedulerConfig {
 impl SchedulerConfig {
     /// The configuration used when no file is given: one default profile, upstream's defaults.
     pub fn default_config() -> SchedulerConfig {
-        let raw = KubeSchedulerConfiguration {
-            api_version: API_VERSION.into(),
-            kind: KIND.into(),
-            ..Default::default()
-        };
+        let raw =
+            KubeSchedulerConfiguration { api_version: API_VERSION.into(), kind: KIND.into(), ..Default::default() };
         complete("<default>", raw, &|_| true).expect("the default configuration is valid")
     }
 }
@@ -105,8 +102,11 @@ impl SchedulerConfig {
 /// Reads, defaults and validates a configuration file. `known` says whether a plugin name is registered.
 pub fn load(path: &Path, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError { file: file.clone(), field: "(file)".into(), message: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: file.clone(),
+        field: "(file)".into(),
+        message: e.to_string(),
+    })?;
     parse(&file, &text, known)
 }
 
@@ -137,7 +137,11 @@ pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<Sch
 }
 
 /// Applies defaults and validates.
-fn complete(file: &str, raw: KubeSchedulerConfiguration, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
+fn complete(
+    file: &str,
+    raw: KubeSchedulerConfiguration,
+    known: &dyn Fn(&str) -> bool,
+) -> Result<SchedulerConfig, ConfigError> {
     let err = |field: String, message: String| ConfigError { file: file.to_string(), field, message };
     // A pluginConfig entry whose args name a component declares a Wasm plugin: its name is known from then on.
     let mut wasm_names = HashSet::new();
@@ -152,20 +156,27 @@ fn complete(file: &str, raw: KubeSchedulerConfiguration, known: &dyn Fn(&str) ->
     }
     let known = &|n: &str| known(n) || wasm_names.contains(n);
     if raw.extenders.as_ref().is_some_and(|e| !e.is_empty()) {
-        return Err(err("extenders".into(), "scheduler extenders are not supported; serve the extension point from a Wasm plugin instead".into()));
+        return Err(err(
+            "extenders".into(),
+            "scheduler extenders are not supported; serve the extension point from a Wasm plugin instead".into(),
+        ));
     }
     let parallelism = raw.parallelism.unwrap_or(default::PARALLELISM);
     if parallelism <= 0 {
         return Err(err("parallelism".into(), format!("should be greater than 0, got {parallelism}")));
     }
-    check_percentage(raw.percentage_of_nodes_to_score, "percentageOfNodesToScore").map_err(|m| err("percentageOfNodesToScore".into(), m))?;
+    check_percentage(raw.percentage_of_nodes_to_score, "percentageOfNodesToScore")
+        .map_err(|m| err("percentageOfNodesToScore".into(), m))?;
     let initial = raw.pod_initial_backoff_seconds.unwrap_or(default::POD_INITIAL_BACKOFF_SECONDS);
     if initial <= 0 {
         return Err(err("podInitialBackoffSeconds".into(), format!("should be greater than 0, got {initial}")));
     }
     let max = raw.pod_max_backoff_seconds.unwrap_or(default::POD_MAX_BACKOFF_SECONDS);
     if max < initial {
-        return Err(err("podMaxBackoffSeconds".into(), format!("should be greater than or equal to podInitialBackoffSeconds ({initial}), got {max}")));
+        return Err(err(
+            "podMaxBackoffSeconds".into(),
+            format!("should be greater than or equal to podInitialBackoffSeconds ({initial}), got {max}"),
+        ));
     }
 
     let mut profiles_raw = raw.profiles.clone();
@@ -195,7 +206,12 @@ fn complete(file: &str, raw: KubeSchedulerConfiguration, known: &dyn Fn(&str) ->
                         return Err(err(format!("{f}.weight"), format!("must not be negative, got {w}")));
                     }
                     if w > 100 {
-                        return Err(err(format!("{f}.weight"), format!("must be at most 100 (a score is at most 100 and totals must not overflow), got {w}")));
+                        return Err(err(
+                            format!("{f}.weight"),
+                            format!(
+                                "must be at most 100 (a score is at most 100 and totals must not overflow), got {w}"
+                            ),
+                        ));
                     }
                 }
             }
@@ -232,7 +248,10 @@ fn complete(file: &str, raw: KubeSchedulerConfiguration, known: &dyn Fn(&str) ->
     // Pods of every profile share one queue, so all profiles must order it the same way (upstream rule).
     let qs: Vec<Vec<String>> = profiles.iter().map(|p| queue_sort_names(&p.plugins)).collect();
     if let Some(i) = qs.iter().position(|q| *q != qs[0]) {
-        return Err(err(format!("profiles[{i}].plugins.queueSort"), "queueSort must be the same for all profiles".into()));
+        return Err(err(
+            format!("profiles[{i}].plugins.queueSort"),
+            "queueSort must be the same for all profiles".into(),
+        ));
     }
 
     let le = raw.leader_election.clone().unwrap_or_default();
@@ -242,11 +261,18 @@ fn complete(file: &str, raw: KubeSchedulerConfiguration, known: &dyn Fn(&str) ->
         lease_duration: dur(&le.lease_duration, "leaseDuration")?,
         renew_deadline: dur(&le.renew_deadline, "renewDeadline")?,
         retry_period: dur(&le.retry_period, "retryPeriod")?,
-        resource_name: if le.resource_name.is_empty() { profiles[0].scheduler_name.clone() } else { le.resource_name.clone() },
+        resource_name: if le.resource_name.is_empty() {
+            profiles[0].scheduler_name.clone()
+        } else {
+            le.resource_name.clone()
+        },
         resource_namespace: le.resource_namespace.clone(),
     };
     if le.resource_lock != "leases" {
-        return Err(err("leaderElection.resourceLock".into(), format!("only \"leases\" is supported, got {:?}", le.resource_lock)));
+        return Err(err(
+            "leaderElection.resourceLock".into(),
+            format!("only \"leases\" is supported, got {:?}", le.resource_lock),
+        ));
     }
     if leader_election.leader_elect {
         if leader_election.lease_duration <= leader_election.renew_deadline {
@@ -280,7 +306,9 @@ fn check_name(name: &str, known: &dyn Fn(&str) -> bool) -> Result<(), String> {
     if known(name) {
         Ok(())
     } else if UPSTREAM_PLUGINS_NOT_IMPLEMENTED.contains(&name) {
-        Err(format!("plugin {name:?} is an upstream plugin this scheduler does not implement (it may only be disabled)"))
+        Err(format!(
+            "plugin {name:?} is an upstream plugin this scheduler does not implement (it may only be disabled)"
+        ))
     } else {
         Err(unknown_plugin_message(name))
     }
@@ -302,7 +330,9 @@ pub fn with_known_names(mut e: ConfigError, names: &[&str]) -> ConfigError {
 
 fn queue_sort_names(p: &Plugins) -> Vec<String> {
     let mut v: Vec<String> = p.queue_sort.iter().flat_map(|s| s.enabled.iter().map(|e| e.name.clone())).collect();
-    v.extend(p.multi_point.iter().flat_map(|s| s.enabled.iter().map(|e| e.name.clone())).filter(|n| n == "PrioritySort"));
+    v.extend(
+        p.multi_point.iter().flat_map(|s| s.enabled.iter().map(|e| e.name.clone())).filter(|n| n == "PrioritySort"),
+    );
     v
 }
 
@@ -335,7 +365,8 @@ pub fn merge_plugins(defaults: &Plugins, user: &Plugins) -> Plugins {
         let empty = PluginSet::default();
         let d = d.unwrap_or(&empty);
         let u = u.unwrap_or(&empty);
-        let mut disabled: Vec<PluginRef> = u.disabled.iter().map(|p| PluginRef { name: p.name.clone(), weight: None }).collect();
+        let mut disabled: Vec<PluginRef> =
+            u.disabled.iter().map(|p| PluginRef { name: p.name.clone(), weight: None }).collect();
         disabled.extend(d.disabled.iter().cloned());
         let off: HashSet<&str> = disabled.iter().map(|p| p.name.as_str()).collect();
         let mut replaced = HashSet::new();

@@ -1,8 +1,8 @@
 //! `CycleState`: data a plugin computes once per scheduling cycle (PreFilter, PreScore) and reads later
 //! (Filter, Score, Reserve), keyed by name as upstream's framework does.
 
-use std::any::Any;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::any::Any;
 
 /// A value stored in the cycle state. Cloning is needed because preemption evaluates "what if these pods were
 /// gone" on a copy of the state (upstream's `StateData.Clone`).

@@ -73,7 +73,10 @@ impl ClusterEvent {
     /// Interest in every event.
     pub fn all() -> Vec<ClusterEvent> {
         use EventResource::*;
-        [AssignedPod, UnscheduledPod, Node, Volume, Other].into_iter().map(|r| ClusterEvent::new(r, action::ALL)).collect()
+        [AssignedPod, UnscheduledPod, Node, Volume, Other]
+            .into_iter()
+            .map(|r| ClusterEvent::new(r, action::ALL))
+            .collect()
     }
 }
 
@@ -287,10 +290,21 @@ pub trait PostFilterHandle {
     /// Runs the profile's Filter plugins (with nominated pods considered) for `pod` on `node`.
     fn run_filter_plugins_with_nominated_pods(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
     /// Runs every PreFilter plugin's `add_pod`.
-    fn run_pre_filter_add_pod(&self, state: &mut CycleState, pod: &PodInfo, add: &Arc<PodInfo>, node: &NodeInfo) -> Status;
+    fn run_pre_filter_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
     /// Runs every PreFilter plugin's `remove_pod`.
-    fn run_pre_filter_remove_pod(&self, state: &mut CycleState, pod: &PodInfo, remove: &Arc<PodInfo>, node: &NodeInfo)
-        -> Status;
+    fn run_pre_filter_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
     /// A random number in `0..n` from the scheduler's seeded generator.
     fn random(&self, n: usize) -> usize;
 }

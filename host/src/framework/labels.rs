@@ -178,7 +178,9 @@ fn node_requirement(e: &NodeSelectorRequirement) -> Result<Requirement, String> 
     let values = e.values.clone().unwrap_or_default();
     let one_int = |op: &str| -> Result<i64, String> {
         match values.as_slice() {
-            [v] => v.parse::<i64>().map_err(|_| format!("key {:?}: operator {op} needs one integer value, got {v:?}", e.key)),
+            [v] => v
+                .parse::<i64>()
+                .map_err(|_| format!("key {:?}: operator {op} needs one integer value, got {v:?}", e.key)),
             _ => Err(format!("key {:?}: operator {op} needs exactly one value", e.key)),
         }
     };

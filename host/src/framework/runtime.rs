@@ -210,7 +210,8 @@ impl WaitingPod {
             let Some((deadline, plugin)) = deadline else { return Status::success() };
             let now = Instant::now();
             if now >= deadline {
-                return Status::unschedulable(format!("rejected due to timeout after waiting at permit")).with_plugin(&Arc::from(plugin.as_str()));
+                return Status::unschedulable("rejected due to timeout after waiting at permit")
+                    .with_plugin(&Arc::from(plugin.as_str()));
             }
             v = self.signal.wait_timeout(v, deadline - now).expect("waiting pod lock").0;
         }
@@ -245,8 +246,11 @@ impl std::fmt::Debug for Framework {
     }
 }
 
+/// Whether a plugin implements one extension point.
+type Implements = fn(&dyn Plugin) -> bool;
+
 /// The extension points in upstream's order, with a test of whether a plugin implements each.
-const POINTS: &[(&str, fn(&dyn Plugin) -> bool)] = &[
+const POINTS: &[(&str, Implements)] = &[
     ("preEnqueue", |p| p.as_pre_enqueue().is_some()),
     ("queueSort", |p| p.as_queue_sort().is_some()),
     ("preFilter", |p| p.as_pre_filter().is_some()),
@@ -304,7 +308,11 @@ impl Framework {
             for e in &set.enabled {
                 let p = instance(&e.name)?;
                 if !implements(p.as_ref()) {
-                    return Err(FrameworkError::NotImplemented { profile: pname.clone(), plugin: e.name.clone(), point });
+                    return Err(FrameworkError::NotImplemented {
+                        profile: pname.clone(),
+                        plugin: e.name.clone(),
+                        point,
+                    });
                 }
                 if explicit.iter().any(|(n, _)| *n == e.name) {
                     return Err(FrameworkError::Invalid {
@@ -344,7 +352,11 @@ impl Framework {
                 .into_iter()
                 .map(|(name, weight)| {
                     let plugin = instance(&name)?;
-                    Ok(PluginEntry { name: Arc::from(name.as_str()), plugin, weight: i64::from(weight.unwrap_or(0).max(1)) })
+                    Ok(PluginEntry {
+                        name: Arc::from(name.as_str()),
+                        plugin,
+                        weight: i64::from(weight.unwrap_or(0).max(1)),
+                    })
                 })
                 .collect::<Result<Vec<_>, FrameworkError>>()?;
             per_point.insert(point, entries);
@@ -355,12 +367,19 @@ impl Framework {
         if queue_sort.len() != 1 {
             return Err(FrameworkError::Invalid {
                 profile: pname.clone(),
-                message: format!("exactly one queueSort plugin is required, got {} ({})", queue_sort.len(), names(&queue_sort)),
+                message: format!(
+                    "exactly one queueSort plugin is required, got {} ({})",
+                    queue_sort.len(),
+                    names(&queue_sort)
+                ),
             });
         }
         let bind = take("bind");
         if bind.is_empty() {
-            return Err(FrameworkError::Invalid { profile: pname.clone(), message: "at least one bind plugin is required".into() });
+            return Err(FrameworkError::Invalid {
+                profile: pname.clone(),
+                message: "at least one bind plugin is required".into(),
+            });
         }
         Ok(Framework {
             profile_name: pname,
@@ -471,7 +490,11 @@ impl Framework {
                 if s.is_rejected() {
                     return (None, s);
                 }
-                return (None, Status::error(format!("running PreFilter plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));
+                return (
+                    None,
+                    Status::error(format!("running PreFilter plugin {:?}: {}", &*e.name, s.message()))
+                        .with_plugin(&e.name),
+                );
             }
             if let Some(nodes) = r {
                 narrowing.push(e.name.to_string());
@@ -493,28 +516,44 @@ impl Framework {
     }
 
     /// Runs every PreFilter plugin's `add_pod` (nominated pods, preemption what-ifs); stops at the first error.
-    pub fn run_pre_filter_add_pod(&self, state: &mut CycleState, pod: &PodInfo, add: &Arc<PodInfo>, node: &NodeInfo, snapshot: &Snapshot) -> Status {
+    pub fn run_pre_filter_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        add: &Arc<PodInfo>,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
         for e in &self.pre_filter {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
             let s = e.plugin.as_pre_filter().expect("preFilter").add_pod(state, pod, add, node, snapshot);
             if !s.is_success() {
-                return Status::error(format!("running AddPod on PreFilter plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+                return Status::error(format!("running AddPod on PreFilter plugin {:?}: {}", &*e.name, s.message()))
+                    .with_plugin(&e.name);
             }
         }
         Status::success()
     }
 
     /// Runs every PreFilter plugin's `remove_pod`; stops at the first error.
-    pub fn run_pre_filter_remove_pod(&self, state: &mut CycleState, pod: &PodInfo, remove: &Arc<PodInfo>, node: &NodeInfo, snapshot: &Snapshot) -> Status {
+    pub fn run_pre_filter_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
         for e in &self.pre_filter {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
             let s = e.plugin.as_pre_filter().expect("preFilter").remove_pod(state, pod, remove, node, snapshot);
             if !s.is_success() {
-                return Status::error(format!("running RemovePod on PreFilter plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+                return Status::error(format!("running RemovePod on PreFilter plugin {:?}: {}", &*e.name, s.message()))
+                    .with_plugin(&e.name);
             }
         }
         Status::success()
@@ -540,7 +579,13 @@ impl Framework {
 
     /// Filter on one node counting pods nominated to it with priority ≥ the pod's (upstream
     /// `RunFilterPluginsWithNominatedPods`): the pod must fit both with and without them.
-    pub fn run_filter_plugins_with_nominated_pods(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> Status {
+    pub fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
         let nominated: Vec<&Arc<PodInfo>> = snapshot
             .nominated
             .get(&node.name)
@@ -610,11 +655,12 @@ impl Framework {
         let mut evaluated = 0usize;
         while evaluated < n && feasible.len() < to_find {
             let need = to_find - feasible.len();
-            let round = if evaluated == 0 { need } else { need.max(self.parallelizer.threads() * 32) }.min(n - evaluated);
+            let round =
+                if evaluated == 0 { need } else { need.max(self.parallelizer.threads() * 32) }.min(n - evaluated);
             let batch: Vec<&NodeInfo> = (evaluated..evaluated + round).map(|i| &*nodes[(start + i) % n]).collect();
-            let verdicts: Vec<Vec<Status>> = self.parallelizer.map_chunks(&batch, |_, chunk| {
-                self.filter_chunk(&filters, state, pod, snapshot, chunk, has_nominated)
-            });
+            let verdicts: Vec<Vec<Status>> = self
+                .parallelizer
+                .map_chunks(&batch, |_, chunk| self.filter_chunk(&filters, state, pod, snapshot, chunk, has_nominated));
             for (i, s) in verdicts.into_iter().flatten().enumerate() {
                 let pos = evaluated + i;
                 let node = &nodes[(start + pos) % n];
@@ -674,8 +720,13 @@ impl Framework {
             out.clear();
             e.plugin.as_filter().expect("registered at filter").filter_nodes(state, pod, &nodes, &mut out);
             if out.len() != nodes.len() {
-                let s = Status::error(format!("plugin {:?} returned {} filter results for {} nodes", &*e.name, out.len(), nodes.len()))
-                    .with_plugin(&e.name);
+                let s = Status::error(format!(
+                    "plugin {:?} returned {} filter results for {} nodes",
+                    &*e.name,
+                    out.len(),
+                    nodes.len()
+                ))
+                .with_plugin(&e.name);
                 for &i in &plain {
                     verdicts[i] = s.clone();
                 }
@@ -707,7 +758,8 @@ impl Framework {
         let mut result = None;
         let mut rejector: Option<Arc<str>> = None;
         for e in &self.post_filter {
-            let (r, s) = e.plugin.as_post_filter().expect("registered at postFilter").post_filter(state, pod, filtered, handle);
+            let (r, s) =
+                e.plugin.as_post_filter().expect("registered at postFilter").post_filter(state, pod, filtered, handle);
             if s.is_success() {
                 return (r, s);
             }
@@ -724,14 +776,24 @@ impl Framework {
             rejector.get_or_insert_with(|| e.name.clone());
         }
         let s = Status::with_reasons(Code::Unschedulable, reasons);
-        (result, match rejector {
-            Some(r) => s.with_plugin(&r),
-            None => s,
-        })
+        (
+            result,
+            match rejector {
+                Some(r) => s.with_plugin(&r),
+                None => s,
+            },
+        )
     }
 
     /// PreScore: Skip marks the plugin's Score as skipped; any other non-Success aborts with an Error.
-    pub fn run_pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>], snapshot: &Snapshot, mut trace: Option<&mut CycleTrace>) -> Status {
+    pub fn run_pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        snapshot: &Snapshot,
+        mut trace: Option<&mut CycleTrace>,
+    ) -> Status {
         for e in &self.pre_score {
             let s = e.plugin.as_pre_score().expect("registered at preScore").pre_score(state, pod, nodes, snapshot);
             if s.is_skip() {
@@ -742,7 +804,8 @@ impl Framework {
                 continue;
             }
             if !s.is_success() {
-                return Status::error(format!("running PreScore plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+                return Status::error(format!("running PreScore plugin {:?}: {}", &*e.name, s.message()))
+                    .with_plugin(&e.name);
             }
         }
         Status::success()
@@ -757,7 +820,8 @@ impl Framework {
         nodes: &[Arc<NodeInfo>],
         trace: Option<&mut CycleTrace>,
     ) -> Result<Vec<NodePluginScores>, Status> {
-        let active: Vec<&PluginEntry> = self.score.iter().filter(|e| !state.skip_score_plugins.contains(&*e.name)).collect();
+        let active: Vec<&PluginEntry> =
+            self.score.iter().filter(|e| !state.skip_score_plugins.contains(&*e.name)).collect();
         let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &**n).collect();
         // raw[p][i]: plugin p's score of node i.
         let mut raw: Vec<Vec<i64>> = vec![vec![0; nodes.len()]; active.len()];
@@ -767,7 +831,8 @@ impl Framework {
                 let mut out = vec![0i64; chunk.len()];
                 let s = e.plugin.as_score().expect("registered at score").score_nodes(state, pod, chunk, &mut out);
                 if !s.is_success() {
-                    return Err(Status::error(format!("running Score plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));
+                    return Err(Status::error(format!("running Score plugin {:?}: {}", &*e.name, s.message()))
+                        .with_plugin(&e.name));
                 }
                 per_plugin.push(out);
             }
@@ -782,14 +847,21 @@ impl Framework {
             }
             offset += len;
         }
-        let mut totals: Vec<NodePluginScores> = (0..nodes.len()).map(|index| NodePluginScores { index, total: 0 }).collect();
+        let mut totals: Vec<NodePluginScores> =
+            (0..nodes.len()).map(|index| NodePluginScores { index, total: 0 }).collect();
         let mut traces = Vec::new();
         for (p, e) in active.iter().enumerate() {
             let sp = e.plugin.as_score().expect("registered at score");
-            let mut list: Vec<NodeScore> = nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
+            let mut list: Vec<NodeScore> =
+                nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
             let s = sp.normalize_score(state, pod, &mut list);
             if !s.is_success() {
-                return Err(Status::error(format!("running Normalize on Score plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name));
+                return Err(Status::error(format!(
+                    "running Normalize on Score plugin {:?}: {}",
+                    &*e.name,
+                    s.message()
+                ))
+                .with_plugin(&e.name));
             }
             for (i, ns) in list.iter().enumerate() {
                 if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&ns.score) {
@@ -805,7 +877,11 @@ impl Framework {
                 traces.push(PluginScoreTrace {
                     plugin: e.name.to_string(),
                     weight: e.weight,
-                    nodes: list.iter().enumerate().map(|(i, ns)| (ns.name.to_string(), raw[p][i], ns.score, ns.score * e.weight)).collect(),
+                    nodes: list
+                        .iter()
+                        .enumerate()
+                        .map(|(i, ns)| (ns.name.to_string(), raw[p][i], ns.score, ns.score * e.weight))
+                        .collect(),
                 });
             }
         }
@@ -824,7 +900,8 @@ impl Framework {
                 if s.is_rejected() {
                     return s.with_plugin(&e.name);
                 }
-                return Status::error(format!("running Reserve plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+                return Status::error(format!("running Reserve plugin {:?}: {}", &*e.name, s.message()))
+                    .with_plugin(&e.name);
             }
         }
         Status::success()
@@ -853,12 +930,18 @@ impl Framework {
             if s.is_rejected() {
                 return s.with_plugin(&e.name);
             }
-            return Status::error(format!("running Permit plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+            return Status::error(format!("running Permit plugin {:?}: {}", &*e.name, s.message()))
+                .with_plugin(&e.name);
         }
         if waits.is_empty() {
             return Status::success();
         }
-        let wp = Arc::new(WaitingPod { pod: pod.clone(), pending: Mutex::new(waits), verdict: Mutex::new(None), signal: Condvar::new() });
+        let wp = Arc::new(WaitingPod {
+            pod: pod.clone(),
+            pending: Mutex::new(waits),
+            verdict: Mutex::new(None),
+            signal: Condvar::new(),
+        });
         self.waiting.lock().expect("waiting lock").insert(pod.uid.clone(), wp);
         Status::code_only(Code::Wait)
     }
@@ -881,7 +964,8 @@ impl Framework {
         for e in &self.pre_bind {
             let s = e.plugin.as_pre_bind().expect("registered at preBind").pre_bind(state, pod, node);
             if !s.is_success() {
-                return Status::error(format!("running PreBind plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+                return Status::error(format!("running PreBind plugin {:?}: {}", &*e.name, s.message()))
+                    .with_plugin(&e.name);
             }
         }
         Status::success()
@@ -895,7 +979,8 @@ impl Framework {
                 continue;
             }
             if !s.is_success() {
-                return Status::error(format!("running Bind plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name);
+                return Status::error(format!("running Bind plugin {:?}: {}", &*e.name, s.message()))
+                    .with_plugin(&e.name);
             }
             return s;
         }

@@ -89,7 +89,15 @@ impl AttemptResult {
 /// Receives what happens, for the simulator's report, metrics and logs.
 pub trait Observer: Send + Sync {
     /// An attempt ended (after binding, for scheduled pods).
-    fn attempt(&self, _profile: &str, _pod: &PodInfo, _result: &AttemptResult, _duration: Duration, _trace: Option<CycleTrace>) {}
+    fn attempt(
+        &self,
+        _profile: &str,
+        _pod: &PodInfo,
+        _result: &AttemptResult,
+        _duration: Duration,
+        _trace: Option<CycleTrace>,
+    ) {
+    }
     /// A pod was evicted to make room for `preemptor` on `node`.
     fn preempted(&self, _victim: &PodInfo, _preemptor: &PodInfo, _node: &str) {}
     /// Time spent in an extension point (`scheduler_framework_extension_point_duration_seconds`).
@@ -157,7 +165,7 @@ pub struct Scheduler {
     /// The cache.
     pub cache: Mutex<Cache>,
     snapshot: Mutex<Snapshot>,
-    nominated_seen: Mutex<Option<Arc<HashMap<String, Vec<Arc<PodInfo>>>>>>,
+    nominated_seen: Mutex<Option<NominatedPods>>,
     /// The cluster writes.
     pub cluster: Arc<dyn ClusterClient>,
     rng: Mutex<Rng>,
@@ -169,9 +177,13 @@ pub struct Scheduler {
     in_flight_bindings: AtomicU64,
 }
 
+/// Nominated pods by node name, as the snapshot shares them.
+type NominatedPods = Arc<HashMap<String, Vec<Arc<PodInfo>>>>;
+
 enum ScheduleError {
     NoNodes,
-    Fit { diagnosis: Diagnosis, num_all_nodes: usize },
+    // Boxed: the diagnosis is large and the Ok path should not pay for moving it.
+    Fit { diagnosis: Box<Diagnosis>, num_all_nodes: usize },
     Status(Status),
 }
 
@@ -291,7 +303,14 @@ impl Scheduler {
         let nominated = q.nominated();
         let mut seen = self.nominated_seen.lock().expect("nominated lock");
         let same = match seen.as_ref() {
-            Some(prev) => prev.len() == nominated.len() && prev.iter().all(|(k, v)| nominated.get(k).is_some_and(|w| w.len() == v.len() && w.iter().zip(v).all(|(a, b)| a.uid == b.uid))),
+            Some(prev) => {
+                prev.len() == nominated.len()
+                    && prev.iter().all(|(k, v)| {
+                        nominated
+                            .get(k)
+                            .is_some_and(|w| w.len() == v.len() && w.iter().zip(v).all(|(a, b)| a.uid == b.uid))
+                    })
+            }
             None => nominated.is_empty(),
         };
         if !same {
@@ -302,7 +321,14 @@ impl Scheduler {
     }
 
     /// Upstream `schedulePod`: find feasible nodes, score them, pick one.
-    fn schedule_pod(&self, fwk: &Framework, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot, mut trace: Option<&mut CycleTrace>) -> Result<ScheduleResult, ScheduleError> {
+    fn schedule_pod(
+        &self,
+        fwk: &Framework,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        mut trace: Option<&mut CycleTrace>,
+    ) -> Result<ScheduleResult, ScheduleError> {
         if snapshot.is_empty() {
             return Err(ScheduleError::NoNodes);
         }
@@ -324,7 +350,7 @@ impl Scheduler {
             for n in snapshot.nodes() {
                 diagnosis.node_to_status.insert(n.name.clone(), s.clone());
             }
-            return Err(ScheduleError::Fit { diagnosis, num_all_nodes });
+            return Err(ScheduleError::Fit { diagnosis: Box::new(diagnosis), num_all_nodes });
         }
 
         // A pod nominated by an earlier preemption tries its node first.
@@ -351,7 +377,10 @@ impl Scheduler {
                 narrowed = snapshot.nodes().iter().filter(|n| set.contains(&n.name)).cloned().collect();
                 // Nodes PreFilter excluded count as rejected by it, for the message.
                 for n in snapshot.nodes().iter().filter(|n| !set.contains(&n.name)) {
-                    diagnosis.node_to_status.insert(n.name.clone(), Status::unresolvable("node(s) didn't satisfy plugin(s) PreFilter result"));
+                    diagnosis.node_to_status.insert(
+                        n.name.clone(),
+                        Status::unresolvable("node(s) didn't satisfy plugin(s) PreFilter result"),
+                    );
                 }
                 &narrowed
             }
@@ -362,7 +391,7 @@ impl Scheduler {
             .map_err(ScheduleError::Status)?;
         self.observer.extension_point(fwk.profile_name(), "Filter", Code::Success, t0.elapsed());
         if feasible.is_empty() {
-            return Err(ScheduleError::Fit { diagnosis, num_all_nodes });
+            return Err(ScheduleError::Fit { diagnosis: Box::new(diagnosis), num_all_nodes });
         }
         if feasible.len() == 1 {
             return Ok(ScheduleResult { host: feasible[0].name.clone() });
@@ -407,12 +436,15 @@ impl Scheduler {
                 tracing::warn!(victim = %v.key(), error = %e, "evicting preemption victim failed");
                 continue;
             }
-            self.cluster.record(v, PodEvent {
-                type_: "Normal",
-                reason: "Preempted",
-                message: format!("Preempted by pod {} on node {}", pod.uid, node),
-                scheduler_name: pod.scheduler_name().to_string(),
-            });
+            self.cluster.record(
+                v,
+                PodEvent {
+                    type_: "Normal",
+                    reason: "Preempted",
+                    message: format!("Preempted by pod {} on node {}", pod.uid, node),
+                    scheduler_name: pod.scheduler_name().to_string(),
+                },
+            );
             self.observer.preempted(v, pod, &node);
             if self.options.self_events {
                 let _ = self.cache.lock().expect("cache lock").remove_pod(&v.uid);
@@ -431,12 +463,24 @@ impl Scheduler {
         let _ = self.cluster.set_nominated_node(pod, Some(&node));
         if self.options.self_events && !r.victims.is_empty() {
             let now = self.clock.now();
-            self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), now);
+            self.queue
+                .lock()
+                .expect("queue lock")
+                .on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), now);
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn assume_and_bind(self: &Arc<Self>, fwk: Arc<Framework>, mut state: CycleState, qpi: QueuedPodInfo, host: String, cycle: u64, start: Instant, trace: Option<CycleTrace>) {
+    fn assume_and_bind(
+        self: &Arc<Self>,
+        fwk: Arc<Framework>,
+        mut state: CycleState,
+        qpi: QueuedPodInfo,
+        host: String,
+        cycle: u64,
+        start: Instant,
+        trace: Option<CycleTrace>,
+    ) {
         let assumed = Arc::new(qpi.pod_info.with_node_name(&host));
         if let Err(e) = self.cache.lock().expect("cache lock").assume_pod(assumed.clone(), &host) {
             self.fail(&fwk, qpi, cycle, Status::error(e.to_string()), Vec::new(), start, trace);
@@ -470,7 +514,17 @@ impl Scheduler {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn binding_cycle(&self, fwk: Arc<Framework>, mut state: CycleState, qpi: QueuedPodInfo, assumed: Arc<PodInfo>, host: String, cycle: u64, start: Instant, trace: Option<CycleTrace>) {
+    fn binding_cycle(
+        &self,
+        fwk: Arc<Framework>,
+        mut state: CycleState,
+        qpi: QueuedPodInfo,
+        assumed: Arc<PodInfo>,
+        host: String,
+        cycle: u64,
+        start: Instant,
+        trace: Option<CycleTrace>,
+    ) {
         let mut s = fwk.wait_on_permit(&assumed);
         if s.is_success() {
             s = fwk.run_pre_bind(&mut state, &assumed, &host);
@@ -488,17 +542,23 @@ impl Scheduler {
         }
         self.cache.lock().expect("cache lock").finish_binding(&assumed.uid);
         self.queue.lock().expect("queue lock").done(&assumed.uid);
-        self.cluster.record(&assumed, PodEvent {
-            type_: "Normal",
-            reason: "Scheduled",
-            message: format!("Successfully assigned {} to {}", assumed.key(), host),
-            scheduler_name: fwk.profile_name().to_string(),
-        });
+        self.cluster.record(
+            &assumed,
+            PodEvent {
+                type_: "Normal",
+                reason: "Scheduled",
+                message: format!("Successfully assigned {} to {}", assumed.key(), host),
+                scheduler_name: fwk.profile_name().to_string(),
+            },
+        );
         fwk.run_post_bind(&mut state, &assumed, &host);
         self.observer.attempt(fwk.profile_name(), &assumed, &AttemptResult::Scheduled(host), start.elapsed(), trace);
         if self.options.self_events {
             let now = self.clock.now();
-            self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(EventResource::AssignedPod, action::ADD), now);
+            self.queue
+                .lock()
+                .expect("queue lock")
+                .on_event(ClusterEvent::new(EventResource::AssignedPod, action::ADD), now);
         }
         self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
     }
@@ -507,7 +567,18 @@ impl Scheduler {
     /// only then tell the queue that room was freed — leaving the pod itself out, or its own failure would count
     /// as a cluster change and send it straight back to backoff.
     #[allow(clippy::too_many_arguments)]
-    fn unwind(&self, fwk: &Framework, state: &mut CycleState, assumed: &PodInfo, host: &str, qpi: QueuedPodInfo, cycle: u64, s: Status, start: Instant, trace: Option<CycleTrace>) {
+    fn unwind(
+        &self,
+        fwk: &Framework,
+        state: &mut CycleState,
+        assumed: &PodInfo,
+        host: &str,
+        qpi: QueuedPodInfo,
+        cycle: u64,
+        s: Status,
+        start: Instant,
+        trace: Option<CycleTrace>,
+    ) {
         fwk.run_unreserve(state, assumed, host);
         let _ = self.cache.lock().expect("cache lock").forget_pod(&assumed.uid);
         let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
@@ -521,19 +592,31 @@ impl Scheduler {
 
     /// Upstream `handleSchedulingFailure`: event, condition, and back into the queue.
     #[allow(clippy::too_many_arguments)]
-    fn fail(&self, fwk: &Framework, mut qpi: QueuedPodInfo, cycle: u64, s: Status, plugins: Vec<String>, start: Instant, trace: Option<CycleTrace>) {
+    fn fail(
+        &self,
+        fwk: &Framework,
+        mut qpi: QueuedPodInfo,
+        cycle: u64,
+        s: Status,
+        plugins: Vec<String>,
+        start: Instant,
+        trace: Option<CycleTrace>,
+    ) {
         let pod = qpi.pod_info.clone();
         let error = s.code() == Code::Error;
         let message = if s.message().is_empty() { s.code().as_str().to_string() } else { s.message() };
         qpi.unschedulable_plugins = plugins.into_iter().collect();
         let now = self.clock.now();
         self.queue.lock().expect("queue lock").add_unschedulable(qpi, cycle, error, now);
-        self.cluster.record(&pod, PodEvent {
-            type_: "Warning",
-            reason: "FailedScheduling",
-            message: message.clone(),
-            scheduler_name: fwk.profile_name().to_string(),
-        });
+        self.cluster.record(
+            &pod,
+            PodEvent {
+                type_: "Warning",
+                reason: "FailedScheduling",
+                message: message.clone(),
+                scheduler_name: fwk.profile_name().to_string(),
+            },
+        );
         let result = if error { AttemptResult::Error(message) } else { AttemptResult::Unschedulable(message) };
         self.observer.attempt(fwk.profile_name(), &pod, &result, start.elapsed(), trace);
     }
@@ -553,10 +636,22 @@ impl PostFilterHandle for Handle<'_> {
     fn run_filter_plugins_with_nominated_pods(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         self.fwk.run_filter_plugins_with_nominated_pods(state, pod, node, self.snapshot)
     }
-    fn run_pre_filter_add_pod(&self, state: &mut CycleState, pod: &PodInfo, add: &Arc<PodInfo>, node: &NodeInfo) -> Status {
+    fn run_pre_filter_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
         self.fwk.run_pre_filter_add_pod(state, pod, add, node, self.snapshot)
     }
-    fn run_pre_filter_remove_pod(&self, state: &mut CycleState, pod: &PodInfo, remove: &Arc<PodInfo>, node: &NodeInfo) -> Status {
+    fn run_pre_filter_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
         self.fwk.run_pre_filter_remove_pod(state, pod, remove, node, self.snapshot)
     }
     fn random(&self, n: usize) -> usize {

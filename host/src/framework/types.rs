@@ -40,7 +40,9 @@ pub const PODS: &str = "pods";
 
 impl Resource {
     /// Builds a resource list from a Kubernetes `ResourceList`; a bad quantity is an error naming it.
-    pub fn from_list(list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Result<Resource, String> {
+    pub fn from_list(
+        list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    ) -> Result<Resource, String> {
         let mut r = Resource::default();
         for (name, q) in list.into_iter().flatten() {
             r.set_from_quantity(name, &q.0)?;
@@ -513,8 +515,10 @@ fn pod_requests(
 
 fn non_zero(c: &Container, r: &Resource) -> (i64, i64) {
     let req = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-    let has = |n: &str| req.is_some_and(|l| l.contains_key(n))
-        || c.resources.as_ref().and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(n));
+    let has = |n: &str| {
+        req.is_some_and(|l| l.contains_key(n))
+            || c.resources.as_ref().and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(n))
+    };
     (
         if has(CPU) { r.milli_cpu } else { DEFAULT_MILLI_CPU_REQUEST },
         if has(MEMORY) { r.memory } else { DEFAULT_MEMORY_REQUEST },
@@ -813,7 +817,10 @@ mod tests {
 
     #[test]
     fn node_info_add_remove_pod() {
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}})).unwrap();
+        let node: Node = serde_json::from_value(
+            json!({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}),
+        )
+        .unwrap();
         let mut ni = NodeInfo::new(Arc::new(node)).unwrap();
         assert_eq!(ni.allocatable.milli_cpu, 2000);
         assert_eq!(ni.allocatable.allowed_pod_number, 110);

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
@@ -63,13 +65,11 @@ pub(crate) fn start(client: Client, live: Arc<Live>, profiles: &[String]) {
     let profiles: Vec<String> = profiles.to_vec();
     {
         let (live, synced) = (live.clone(), synced.clone());
-        watch(Api::<Pod>::all(client.clone()), move |ev| {
-            match ev {
-                Event::Apply(p) | Event::InitApply(p) => on_pod(&live, p, false, &profiles),
-                Event::Delete(p) => on_pod(&live, p, true, &profiles),
-                Event::InitDone => mark(&live, &synced, 0b01),
-                Event::Init => {}
-            }
+        watch(Api::<Pod>::all(client.clone()), move |ev| match ev {
+            Event::Apply(p) | Event::InitApply(p) => on_pod(&live, p, false, &profiles),
+            Event::Delete(p) => on_pod(&live, p, true, &profiles),
+            Event::InitDone => mark(&live, &synced, 0b01),
+            Event::Init => {}
         });
     }
     {
@@ -100,7 +100,11 @@ pub(crate) fn start(client: Client, live: Arc<Live>, profiles: &[String]) {
                 drop(o);
                 live.scheduler.cache.lock().expect("cache lock").set_objects(snap);
                 let now = live.scheduler.clock.now();
-                live.scheduler.queue.lock().expect("queue lock").on_event(ClusterEvent::new($resource, action::ALL), now);
+                live.scheduler
+                    .queue
+                    .lock()
+                    .expect("queue lock")
+                    .on_event(ClusterEvent::new($resource, action::ALL), now);
             });
         }};
     }
@@ -128,7 +132,10 @@ where
     F: FnMut(Event<K>) + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(watcher::watcher(api, watcher::Config::default())));
+        let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(watcher::watcher(
+            api,
+            watcher::Config::default()
+        )));
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ev) => f(ev),

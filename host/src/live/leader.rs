@@ -94,7 +94,10 @@ impl Lease {
         let existing = match self.api.get_opt(&self.name).await? {
             Some(l) => l,
             None => {
-                let l = LeaseObj { metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() }, spec: Some(mine(None, 0)) };
+                let l = LeaseObj {
+                    metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+                    spec: Some(mine(None, 0)),
+                };
                 return match self.api.create(&PostParams::default(), &l).await {
                     Ok(_) => Ok(true),
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),

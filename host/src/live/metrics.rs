@@ -102,7 +102,11 @@ impl Metrics {
         }
         out.push_str("# HELP scheduler_scheduling_attempt_duration_seconds Scheduling attempt latency in seconds.\n# TYPE scheduler_scheduling_attempt_duration_seconds histogram\n");
         for ((result, profile), h) in &m.attempt_duration {
-            h.render(&mut out, "scheduler_scheduling_attempt_duration_seconds", &format!("profile=\"{profile}\",result=\"{result}\""));
+            h.render(
+                &mut out,
+                "scheduler_scheduling_attempt_duration_seconds",
+                &format!("profile=\"{profile}\",result=\"{result}\""),
+            );
         }
         out.push_str("# HELP scheduler_framework_extension_point_duration_seconds Latency for running all plugins of a specific extension point.\n# TYPE scheduler_framework_extension_point_duration_seconds histogram\n");
         for ((point, status, profile), h) in &m.extension_points {
@@ -114,21 +118,35 @@ impl Metrics {
         }
         out.push_str("# HELP scheduler_pending_pods Number of pending pods, by the queue type.\n# TYPE scheduler_pending_pods gauge\n");
         for q in [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated] {
-            let _ = writeln!(out, "scheduler_pending_pods{{queue=\"{}\"}} {}", q.as_str(), pending.get(&q).copied().unwrap_or(0));
+            let _ = writeln!(
+                out,
+                "scheduler_pending_pods{{queue=\"{}\"}} {}",
+                q.as_str(),
+                pending.get(&q).copied().unwrap_or(0)
+            );
         }
         out.push_str("# HELP scheduler_preemption_victims Number of selected preemption victims.\n# TYPE scheduler_preemption_victims counter\n");
         let _ = writeln!(out, "scheduler_preemption_victims {}", m.preemption_victims);
         let plugins = crate::wasm::loaded_plugins();
         for (name, help, get) in [
-            ("kws_wasm_plugin_loads_total", "Wasm plugin versions loaded.", (|s: &crate::wasm::WasmStats| s.loads.load(Ordering::Relaxed)) as fn(&crate::wasm::WasmStats) -> u64),
+            (
+                "kws_wasm_plugin_loads_total",
+                "Wasm plugin versions loaded.",
+                (|s: &crate::wasm::WasmStats| s.loads.load(Ordering::Relaxed)) as fn(&crate::wasm::WasmStats) -> u64,
+            ),
             ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
-            ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| s.reload_failures.load(Ordering::Relaxed)),
+            ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
+                s.reload_failures.load(Ordering::Relaxed)
+            }),
             ("kws_wasm_plugin_traps_total", "Wasm plugin calls that trapped.", |s| s.traps.load(Ordering::Relaxed)),
-            ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| s.timeouts.load(Ordering::Relaxed)),
+            ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| {
+                s.timeouts.load(Ordering::Relaxed)
+            }),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             for p in &plugins {
-                let _ = writeln!(out, "{name}{{plugin=\"{}\"}} {}", crate::framework::Plugin::name(&**p), get(&p.stats));
+                let _ =
+                    writeln!(out, "{name}{{plugin=\"{}\"}} {}", crate::framework::Plugin::name(&**p), get(&p.stats));
             }
         }
         out

@@ -2,9 +2,9 @@
 //! cycles, binding cycles run on their own threads, a Lease elects the leader, and `/healthz` `/livez` `/readyz`
 //! `/metrics` answer on HTTP. SIGTERM stops taking pods, lets binding cycles finish, releases the lease, exits 0.
 
+mod informers;
 mod leader;
 pub mod metrics;
-mod informers;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,7 +70,8 @@ async fn client(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<kube::Clien
     });
     let config = match path {
         Some(p) => {
-            let kc = kube::config::Kubeconfig::read_from(&p).map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))?;
+            let kc = kube::config::Kubeconfig::read_from(&p)
+                .map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
                 .map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))?
@@ -96,8 +97,12 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         let client = client(&cfg, &opts).await?;
         crate::wasm::register_plugins(&mut registry, &cfg, &opts.config_dir);
         let cluster = Arc::new(KubeCluster::new(client.clone(), handle.clone(), opts.identity.clone()));
-        let ctx = PluginContext { cluster: cluster.clone(), seed: rand_seed(), reload_period: Some(Duration::from_secs(2)) };
-        let profiles = Arc::new(crate::sim::build_profiles(&cfg, &registry, &ctx).map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?);
+        let ctx =
+            PluginContext { cluster: cluster.clone(), seed: rand_seed(), reload_period: Some(Duration::from_secs(2)) };
+        let profiles = Arc::new(
+            crate::sim::build_profiles(&cfg, &registry, &ctx)
+                .map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?,
+        );
         let names = profiles.names();
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff);
         let metrics = Arc::new(metrics::Metrics::default());
@@ -110,7 +115,8 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             metrics.clone(),
             SchedulerOptions { seed: ctx.seed, async_binding: true, self_events: false, trace_pods: Vec::new() },
         ));
-        let live = Arc::new(Live { scheduler, metrics, synced: AtomicBool::new(false), running: AtomicBool::new(true) });
+        let live =
+            Arc::new(Live { scheduler, metrics, synced: AtomicBool::new(false), running: AtomicBool::new(true) });
 
         let listener = tokio::net::TcpListener::bind(opts.serve)
             .await

@@ -16,11 +16,11 @@ use serde::Deserialize;
 
 use crate::cache::Snapshot;
 use crate::framework::labels::Selector;
+use crate::framework::runtime::reason_histogram;
 use crate::framework::{
     ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
     PostFilterResult, Status,
 };
-use crate::framework::runtime::reason_histogram;
 use crate::plugins::{decode_args, PluginContext};
 
 /// The plugin's name in profiles.

@@ -760,8 +760,10 @@ mod tests {
             return None;
         }
         assert!(st.is_success(), "{st}");
-        let mut out: Vec<NodeScore> =
-            nodes.iter().map(|n| NodeScore { name: &n.name, id: n.id, score: pl.score(&state, p, n).unwrap() }).collect();
+        let mut out: Vec<NodeScore> = nodes
+            .iter()
+            .map(|n| NodeScore { name: &n.name, id: n.id, score: pl.score(&state, p, n).unwrap() })
+            .collect();
         assert!(pl.normalize_score(&state, p, &mut out).is_success());
         Some(out.into_iter().map(|s| s.score).collect())
     }

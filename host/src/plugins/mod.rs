@@ -23,9 +23,9 @@ pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
-pub mod volume_binding;
 #[cfg(test)]
 pub mod testutil;
+pub mod volume_binding;
 
 /// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, and whether
 /// plugin files are watched for replacement.

@@ -599,12 +599,7 @@ fn filter_with(s: &PodRequests, node: &NodeInfo) -> Status {
     };
     check(s.milli_cpu, alloc.milli_cpu, used.milli_cpu, REASON_INSUFFICIENT_CPU);
     check(s.memory, alloc.memory, used.memory, REASON_INSUFFICIENT_MEMORY);
-    check(
-        s.ephemeral_storage,
-        alloc.ephemeral_storage,
-        used.ephemeral_storage,
-        REASON_INSUFFICIENT_EPHEMERAL_STORAGE,
-    );
+    check(s.ephemeral_storage, alloc.ephemeral_storage, used.ephemeral_storage, REASON_INSUFFICIENT_EPHEMERAL_STORAGE);
     for (name, q, reason) in &s.scalars {
         let a = alloc.scalar.get(name.as_str()).copied().unwrap_or(0);
         let u = used.scalar.get(name.as_str()).copied().unwrap_or(0);

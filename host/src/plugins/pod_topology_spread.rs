@@ -680,12 +680,12 @@ impl ScorePlugin for PodTopologySpread {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else { return missing(PRE_SCORE_STATE_KEY) };
         let is_ignored = |name: &str| !s.ignored.is_empty() && s.ignored.contains(name);
         let (mut min, mut max) = (i64::MAX, 0i64);
-        for sc in scores.iter().filter(|sc| !is_ignored(&sc.name)) {
+        for sc in scores.iter().filter(|sc| !is_ignored(sc.name)) {
             min = min.min(sc.score);
             max = max.max(sc.score);
         }
         for sc in scores.iter_mut() {
-            sc.score = if is_ignored(&sc.name) {
+            sc.score = if is_ignored(sc.name) {
                 0
             } else if max == 0 {
                 MAX_NODE_SCORE

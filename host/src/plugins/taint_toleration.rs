@@ -128,8 +128,10 @@ impl PreScorePlugin for TaintToleration {
 
 /// The number of PreferNoSchedule taints on the node that the tolerations do not tolerate.
 fn intolerable_prefer_no_schedule(tolerations: &[Toleration], node: &NodeInfo) -> i64 {
-    node.taints().iter().filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE && !tolerations_tolerate_taint(tolerations, t)).count()
-        as i64
+    node.taints()
+        .iter()
+        .filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE && !tolerations_tolerate_taint(tolerations, t))
+        .count() as i64
 }
 
 impl ScorePlugin for TaintToleration {

@@ -75,8 +75,14 @@ pub struct SchedulingQueue {
 
 impl SchedulingQueue {
     /// An empty queue.
-    pub fn new(profiles: Arc<dyn Profiles>, names: &[String], initial_backoff: Duration, max_backoff: Duration) -> SchedulingQueue {
-        let events = names.iter().filter_map(|n| profiles.framework(n).map(|f| (n.clone(), f.events_to_register()))).collect();
+    pub fn new(
+        profiles: Arc<dyn Profiles>,
+        names: &[String],
+        initial_backoff: Duration,
+        max_backoff: Duration,
+    ) -> SchedulingQueue {
+        let events =
+            names.iter().filter_map(|n| profiles.framework(n).map(|f| (n.clone(), f.events_to_register()))).collect();
         SchedulingQueue {
             profiles,
             entries: HashMap::new(),
@@ -246,7 +252,9 @@ impl SchedulingQueue {
             return true;
         }
         let Some(per_plugin) = self.events.get(info.pod_info.scheduler_name()) else { return true };
-        info.unschedulable_plugins.iter().any(|p| per_plugin.get(p).is_none_or(|evs| evs.iter().any(|r| r.covers(event))))
+        info.unschedulable_plugins
+            .iter()
+            .any(|p| per_plugin.get(p).is_none_or(|evs| evs.iter().any(|r| r.covers(event))))
     }
 
     fn requeue(&mut self, uid: &str, now: u64) {

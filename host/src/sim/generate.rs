@@ -33,7 +33,8 @@ pub fn cluster(nodes: usize, pods: usize) -> ClusterFile {
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("pod-{i}"), "namespace": "default", "uid": format!("uid-{i}"), "labels": {"app": "bench"}},
             "spec": spec});
-        c.pending_pods.push(PodInfo::new(serde_json::from_value(pod).expect("generated pod")).expect("generated pod info"));
+        c.pending_pods
+            .push(PodInfo::new(serde_json::from_value(pod).expect("generated pod")).expect("generated pod info"));
     }
     c
 }

@@ -79,15 +79,21 @@ struct Doc {
 
 /// Parses cluster YAML text; `file` is used in messages.
 pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
-    let err = |index: &str, object: String, message: String| ClusterFileError { file: file.to_string(), index: index.to_string(), object, message };
+    let err = |index: &str, object: String, message: String| ClusterFileError {
+        file: file.to_string(),
+        index: index.to_string(),
+        object,
+        message,
+    };
     let mut docs = Vec::new();
     for (i, d) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let v = <serde_yaml::Value as serde::Deserialize>::deserialize(d).map_err(|e| err(&i.to_string(), String::new(), format!("not valid YAML: {e}")))?;
+        let v = <serde_yaml::Value as serde::Deserialize>::deserialize(d)
+            .map_err(|e| err(&i.to_string(), String::new(), format!("not valid YAML: {e}")))?;
         if v.is_null() {
             continue;
         }
-        let json: serde_json::Value =
-            serde_json::to_value(&v).map_err(|e| err(&i.to_string(), String::new(), format!("cannot be read as an object: {e}")))?;
+        let json: serde_json::Value = serde_json::to_value(&v)
+            .map_err(|e| err(&i.to_string(), String::new(), format!("cannot be read as an object: {e}")))?;
         if json.get("kind").and_then(|k| k.as_str()) == Some("List") {
             let items = json.get("items").and_then(|i| i.as_array()).cloned().unwrap_or_default();
             for (j, item) in items.into_iter().enumerate() {
@@ -106,7 +112,13 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
         let kind = d.value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
         let name = d.value.pointer("/metadata/name").and_then(|k| k.as_str()).unwrap_or("").to_string();
         let ns = d.value.pointer("/metadata/namespace").and_then(|k| k.as_str()).unwrap_or("").to_string();
-        let label = if name.is_empty() { format!(" ({kind})") } else if ns.is_empty() { format!(" ({kind} {name})") } else { format!(" ({kind} {ns}/{name})") };
+        let label = if name.is_empty() {
+            format!(" ({kind})")
+        } else if ns.is_empty() {
+            format!(" ({kind} {name})")
+        } else {
+            format!(" ({kind} {ns}/{name})")
+        };
         if kind.is_empty() {
             return Err(err(&d.index, String::new(), "kind: missing".into()));
         }
@@ -114,7 +126,11 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             return Err(err(&d.index, label, "apiVersion: missing".into()));
         }
         if !SUPPORTED_KINDS.contains(&kind.as_str()) {
-            return Err(err(&d.index, label, format!("kind: {kind:?} is not supported (supported: {})", SUPPORTED_KINDS.join(", "))));
+            return Err(err(
+                &d.index,
+                label,
+                format!("kind: {kind:?} is not supported (supported: {})", SUPPORTED_KINDS.join(", ")),
+            ));
         }
         if name.is_empty() {
             return Err(err(&d.index, label, "metadata.name: missing".into()));
@@ -122,7 +138,11 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
         let namespaced = !matches!(kind.as_str(), "Node" | "PriorityClass" | "Namespace" | "PersistentVolume");
         let ns_eff = if namespaced && ns.is_empty() { "default".to_string() } else { ns.clone() };
         if !seen.insert((kind.clone(), ns_eff.clone(), name.clone())) {
-            return Err(err(&d.index, label, format!("duplicate {kind} {}{name}", if namespaced { format!("{ns_eff}/") } else { String::new() })));
+            return Err(err(
+                &d.index,
+                label,
+                format!("duplicate {kind} {}{name}", if namespaced { format!("{ns_eff}/") } else { String::new() }),
+            ));
         }
         let v = d.value;
         macro_rules! decode {
@@ -188,14 +208,24 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
     let global_default = priority_classes.iter().find(|(_, c)| c.global_default == Some(true)).map(|(_, c)| c.clone());
     let node_names: HashSet<String> = out.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
     for (index, mut pod) in pods {
-        let key = format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or(""));
+        let key = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
         let label = format!(" (Pod {key})");
         let spec = pod.spec.get_or_insert_with(Default::default);
         let class = match spec.priority_class_name.as_deref() {
             Some(n) if !n.is_empty() => match classes.get(n) {
                 Some(c) => Some((*c).clone()),
                 None if n == "system-cluster-critical" || n == "system-node-critical" => None,
-                None => return Err(err(&index, label, format!("spec.priorityClassName: no PriorityClass {n:?} in this file"))),
+                None => {
+                    return Err(err(
+                        &index,
+                        label,
+                        format!("spec.priorityClassName: no PriorityClass {n:?} in this file"),
+                    ))
+                }
             },
             _ => global_default.clone(),
         };
@@ -224,9 +254,8 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
         }
     }
     for (i, n) in out.nodes.iter().enumerate() {
-        crate::framework::NodeInfo::new(std::sync::Arc::new(n.clone())).map_err(|m| {
-            err(&i.to_string(), format!(" (Node {})", n.metadata.name.as_deref().unwrap_or("")), m)
-        })?;
+        crate::framework::NodeInfo::new(std::sync::Arc::new(n.clone()))
+            .map_err(|m| err(&i.to_string(), format!(" (Node {})", n.metadata.name.as_deref().unwrap_or("")), m))?;
     }
     Ok(out)
 }

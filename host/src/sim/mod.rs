@@ -17,7 +17,9 @@ use crate::config::SchedulerConfig;
 use crate::framework::parallelize::Parallelizer;
 use crate::framework::runtime::CycleTrace;
 use crate::framework::schedule_one::{Clock, VirtualClock};
-use crate::framework::{AttemptResult, Framework, FrameworkError, Observer, PodInfo, ProfileMap, Scheduler, SchedulerOptions};
+use crate::framework::{
+    AttemptResult, Framework, FrameworkError, Observer, PodInfo, ProfileMap, Scheduler, SchedulerOptions,
+};
 use crate::plugins::{PluginContext, Registry};
 use crate::queue::SchedulingQueue;
 
@@ -139,7 +141,11 @@ pub struct SimOptions {
 }
 
 /// Builds the frameworks of every profile.
-pub fn build_profiles(config: &SchedulerConfig, registry: &Registry, ctx: &PluginContext) -> Result<ProfileMap, FrameworkError> {
+pub fn build_profiles(
+    config: &SchedulerConfig,
+    registry: &Registry,
+    ctx: &PluginContext,
+) -> Result<ProfileMap, FrameworkError> {
     let par = Parallelizer::new(config.parallelism);
     let fws = config
         .profiles
@@ -163,7 +169,12 @@ pub struct Simulation {
 
 impl Simulation {
     /// Loads the cluster into a fresh cache and queue.
-    pub fn new(config: &SchedulerConfig, registry: &Registry, cluster_file: &ClusterFile, opts: &SimOptions) -> Result<Simulation, FrameworkError> {
+    pub fn new(
+        config: &SchedulerConfig,
+        registry: &Registry,
+        cluster_file: &ClusterFile,
+        opts: &SimOptions,
+    ) -> Result<Simulation, FrameworkError> {
         let cluster = Arc::new(MemoryCluster::default());
         let ctx = PluginContext { cluster: cluster.clone(), seed: opts.seed, reload_period: opts.reload_period };
         let profiles = Arc::new(build_profiles(config, registry, &ctx)?);
@@ -176,7 +187,12 @@ impl Simulation {
         }
         cache.set_objects(cluster_file.objects.clone());
         let clock = Arc::new(VirtualClock::default());
-        let mut queue = SchedulingQueue::new(profiles.clone(), &profiles.names(), config.pod_initial_backoff, config.pod_max_backoff);
+        let mut queue = SchedulingQueue::new(
+            profiles.clone(),
+            &profiles.names(),
+            config.pod_initial_backoff,
+            config.pod_max_backoff,
+        );
         let mut ignored = Vec::new();
         let mut pending = 0;
         for p in &cluster_file.pending_pods {
@@ -197,7 +213,12 @@ impl Simulation {
             cluster.clone(),
             clock.clone(),
             observer.clone(),
-            SchedulerOptions { seed: opts.seed, async_binding: false, self_events: true, trace_pods: opts.explain.clone() },
+            SchedulerOptions {
+                seed: opts.seed,
+                async_binding: false,
+                self_events: true,
+                trace_pods: opts.explain.clone(),
+            },
         ));
         Ok(Simulation { scheduler, clock, observer, cluster, ignored, nodes: cluster_file.nodes.len(), pending })
     }

@@ -7,7 +7,14 @@ use super::Report;
 /// The placements as an aligned table, then evictions and ignored pods.
 pub fn render_table(r: &Report) -> String {
     let mut out = String::new();
-    let w_pod = r.placements.iter().map(|p| p.pod.len()).chain(r.evictions.iter().map(|e| e.pod.len())).max().unwrap_or(3).max(3);
+    let w_pod = r
+        .placements
+        .iter()
+        .map(|p| p.pod.len())
+        .chain(r.evictions.iter().map(|e| e.pod.len()))
+        .max()
+        .unwrap_or(3)
+        .max(3);
     let w_node = r.placements.iter().map(|p| p.node.as_deref().unwrap_or("<none>").len()).max().unwrap_or(4).max(4);
     let _ = writeln!(out, "{:<w_pod$}  {:<w_node$}  RESULT", "POD", "NODE");
     for p in &r.placements {
@@ -18,7 +25,13 @@ pub fn render_table(r: &Report) -> String {
         let _ = writeln!(out, "{:<w_pod$}  {:<w_node$}  Evicted (preempted by {})", e.pod, e.node, e.preemptor);
     }
     let bound = r.placements.iter().filter(|p| p.node.is_some()).count();
-    let _ = writeln!(out, "\n{bound} scheduled, {} pending, {} evicted; {} nodes.", r.placements.len() - bound, r.evictions.len(), r.nodes);
+    let _ = writeln!(
+        out,
+        "\n{bound} scheduled, {} pending, {} evicted; {} nodes.",
+        r.placements.len() - bound,
+        r.evictions.len(),
+        r.nodes
+    );
     if !r.ignored.is_empty() {
         let _ = writeln!(out, "Left alone (no profile for their schedulerName): {}", r.ignored.join(", "));
     }

@@ -64,7 +64,10 @@ impl WasmArgs {
     pub fn parse(args: &serde_json::Value, base: &std::path::Path) -> Result<WasmArgs, String> {
         let raw: RawArgs = serde_json::from_value(args.clone()).map_err(|e| e.to_string())?;
         if raw.component.starts_with("https://") || raw.component.starts_with("oci://") {
-            return Err(format!("component: {:?}: only local files are supported in this build (no network access)", raw.component));
+            return Err(format!(
+                "component: {:?}: only local files are supported in this build (no network access)",
+                raw.component
+            ));
         }
         let path = PathBuf::from(raw.component.strip_prefix("file://").unwrap_or(&raw.component));
         let component = if path.is_absolute() { path } else { base.join(path) };
@@ -111,7 +114,10 @@ mod tests {
         assert_eq!(a.config_json, "{}");
         assert_eq!(a.failure_policy, FailurePolicy::Fail);
         let a = WasmArgs::parse(&json!({"component": "/x.wasm", "config": {"k": 1}, "timeout": "50ms", "memoryLimit": "16Mi", "failurePolicy": "Ignore"}), std::path::Path::new("/")).unwrap();
-        assert_eq!((a.timeout, a.memory_limit, a.failure_policy), (Duration::from_millis(50), 16 << 20, FailurePolicy::Ignore));
+        assert_eq!(
+            (a.timeout, a.memory_limit, a.failure_policy),
+            (Duration::from_millis(50), 16 << 20, FailurePolicy::Ignore)
+        );
         assert_eq!(a.config_json, r#"{"k":1}"#);
         for (args, want) in [
             (json!({"component": "x", "timeout": "soon"}), "timeout:"),

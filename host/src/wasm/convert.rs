@@ -27,10 +27,17 @@ fn term(t: &NodeSelectorTerm) -> wit::NodeSelectorTerm {
     let reqs = |v: Option<&Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>>| {
         v.into_iter()
             .flatten()
-            .map(|r| wit::SelectorRequirement { key: r.key.clone(), operator: r.operator.clone(), values: r.values.clone().unwrap_or_default() })
+            .map(|r| wit::SelectorRequirement {
+                key: r.key.clone(),
+                operator: r.operator.clone(),
+                values: r.values.clone().unwrap_or_default(),
+            })
             .collect()
     };
-    wit::NodeSelectorTerm { match_expressions: reqs(t.match_expressions.as_ref()), match_fields: reqs(t.match_fields.as_ref()) }
+    wit::NodeSelectorTerm {
+        match_expressions: reqs(t.match_expressions.as_ref()),
+        match_fields: reqs(t.match_fields.as_ref()),
+    }
 }
 
 /// A pod as the contract describes it.
@@ -96,7 +103,11 @@ pub fn node(n: &NodeInfo) -> wit::Node {
         taints: n
             .taints()
             .iter()
-            .map(|t| wit::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect: t.effect.clone() })
+            .map(|t| wit::Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: t.effect.clone(),
+            })
             .collect(),
         allocatable: resources(&n.allocatable),
         requested: resources(&n.requested),
@@ -176,13 +187,18 @@ mod tests {
     use super::*;
 
     fn answer(statuses: Vec<(wit::Code, &str)>, rejected: Vec<u32>, verdicts: Vec<u32>) -> ex_filter::FilterResult {
-        let statuses = statuses.into_iter().map(|(code, r)| wit::Status { code, reasons: vec![r.to_string()] }).collect();
+        let statuses =
+            statuses.into_iter().map(|(code, r)| wit::Status { code, reasons: vec![r.to_string()] }).collect();
         ex_filter::FilterResult { statuses, rejected, verdicts }
     }
 
     #[test]
     fn filter_answer_expands_to_one_status_per_node() {
-        let a = answer(vec![(wit::Code::UnschedulableAndUnresolvable, "no label"), (wit::Code::Unschedulable, "full")], vec![3, 0, 1], vec![0, 1, 0]);
+        let a = answer(
+            vec![(wit::Code::UnschedulableAndUnresolvable, "no label"), (wit::Code::Unschedulable, "full")],
+            vec![3, 0, 1],
+            vec![0, 1, 0],
+        );
         // Appended after what the caller already holds.
         let mut v = vec![Status::error("earlier")];
         filter_verdicts(a, 5, &mut v).unwrap();
@@ -203,7 +219,10 @@ mod tests {
             (answer(vec![no(wit::Code::Unschedulable)], vec![4], vec![0]), "rejected node position 4 of a batch of 4"),
             (answer(vec![no(wit::Code::Unschedulable)], vec![2, 2], vec![0, 0]), "rejected node position 2 twice"),
             (answer(vec![no(wit::Code::Unschedulable)], vec![1], vec![1]), "pointed at status 1 of 1"),
-            (answer(vec![no(wit::Code::Unschedulable), (wit::Code::Success, "")], vec![1], vec![0]), "listed a success status (index 1)"),
+            (
+                answer(vec![no(wit::Code::Unschedulable), (wit::Code::Success, "")], vec![1], vec![0]),
+                "listed a success status (index 1)",
+            ),
         ];
         for (a, want) in cases {
             let mut v = vec![Status::error("earlier")];

@@ -63,7 +63,9 @@ impl WasmEngine {
             return Ok((c.clone(), digest));
         }
         if wasmparser_is_core_module(bytes) {
-            return Err(WasmError::NotAComponent("a core WebAssembly module, not a component (wrap it with `wasm-tools component new`)".into()));
+            return Err(WasmError::NotAComponent(
+                "a core WebAssembly module, not a component (wrap it with `wasm-tools component new`)".into(),
+            ));
         }
         let component = Component::new(&self.engine, bytes).map_err(|e| WasmError::NotAComponent(first_line(&e)))?;
         self.compiled.lock().expect("compile cache lock").insert(digest.clone(), component.clone());

@@ -145,7 +145,11 @@ pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     let (component, _) = plugin::load_component(path, None)?;
     let info = describe(&component)?;
     // Linking proves every import is really satisfied (WASI versions included).
-    WasmPlugin::load("check", WasmArgs::parse(&serde_json::json!({"component": path}), Path::new(".")).expect("a path is valid args"), 0)?;
+    WasmPlugin::load(
+        "check",
+        WasmArgs::parse(&serde_json::json!({"component": path}), Path::new(".")).expect("a path is valid args"),
+        0,
+    )?;
     Ok(info)
 }
 

@@ -58,12 +58,18 @@ pub struct WasmStats {
     pub instances: AtomicU64,
 }
 
+/// A plugin's private cycle state (`host.cycle-state-write` / `-read`), shared by the instances of one cycle.
+type GuestCycleState = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
+/// The cycle's pod in contract form, with the UID it was converted from.
+type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
+
 /// What a guest may reach: its name (for logs), its config, a random source, and this cycle's state.
 pub(crate) struct HostState {
     plugin: Arc<str>,
     config: Arc<str>,
     rng: Arc<Mutex<Rng>>,
-    cycle: Option<Arc<Mutex<HashMap<String, Vec<u8>>>>>,
+    cycle: Option<GuestCycleState>,
     /// The cycle's pod during Filter, Score and NormalizeScore calls (`host.cycle-pod`).
     pod: Option<Arc<wit::Pod>>,
     limits: StoreLimits,
@@ -167,8 +173,8 @@ struct CycleCtx {
     /// Unique in the process: an instance that has been handed this cycle's pod remembers it.
     id: u64,
     loaded: Arc<Loaded>,
-    data: Arc<Mutex<HashMap<String, Vec<u8>>>>,
-    pod: Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>,
+    data: GuestCycleState,
+    pod: CachedPod,
 }
 
 impl CycleCtx {
@@ -212,7 +218,8 @@ impl std::fmt::Debug for WasmPlugin {
 
 /// Reads and compiles a component file, checking its digest when one is pinned.
 pub(crate) fn load_component(path: &Path, sha256: Option<&str>) -> Result<(Component, String), WasmError> {
-    let bytes = std::fs::read(path).map_err(|e| WasmError::Read { path: path.display().to_string(), message: e.to_string() })?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| WasmError::Read { path: path.display().to_string(), message: e.to_string() })?;
     let engine = WasmEngine::shared();
     let digest = super::engine::sha256_hex(&bytes);
     if let Some(want) = sha256 {
@@ -256,10 +263,16 @@ impl Loaded {
             bind: ex::bind::GuestIndices::new(&pre).ok(),
             post_bind: ex::post_bind::GuestIndices::new(&pre).ok(),
         };
-        if (idx.filter.is_some() || idx.score.is_some() || idx.pre_score.is_some() || idx.pre_filter.is_some() || idx.post_filter.is_some())
+        if (idx.filter.is_some()
+            || idx.score.is_some()
+            || idx.pre_score.is_some()
+            || idx.pre_filter.is_some()
+            || idx.post_filter.is_some())
             && idx.nodes.is_none()
         {
-            return Err(WasmError::Contract("it exports a node-level point (filter, score, ...) but not kws:plugin/nodes".into()));
+            return Err(WasmError::Contract(
+                "it exports a node-level point (filter, score, ...) but not kws:plugin/nodes".into(),
+            ));
         }
         if (idx.filter.is_some() || idx.score.is_some()) && idx.cycle.is_none() {
             return Err(WasmError::Contract("it exports filter or score but not kws:plugin/cycle".into()));
@@ -275,7 +288,13 @@ impl Loaded {
 /// An export of an instance, looked up now.
 macro_rules! guest {
     ($loaded:expr, $inst:expr, $field:ident) => {
-        $loaded.idx.$field.as_ref().expect("registered only at exported points").load(&mut $inst.store, &$inst.instance).map_err(trap)?
+        $loaded
+            .idx
+            .$field
+            .as_ref()
+            .expect("registered only at exported points")
+            .load(&mut $inst.store, &$inst.instance)
+            .map_err(trap)?
     };
 }
 
@@ -307,7 +326,7 @@ impl WasmPlugin {
             state_key: format!("wasm/{name}"),
             args,
             current: RwLock::new(Arc::new(loaded)),
-            rng: Arc::new(Mutex::new(Rng::new(seed ^ 0x5EED_0F_7A5))),
+            rng: Arc::new(Mutex::new(Rng::new(seed ^ 0x5_EED0_F7A5))),
             watched: Mutex::new(watched),
             stats: WasmStats::default(),
         });
@@ -388,7 +407,10 @@ impl WasmPlugin {
     }
 
     fn ctx(&self, state: Option<&CycleState>) -> CycleCtx {
-        state.and_then(|s| s.read::<CycleCtx>(&self.state_key)).cloned().unwrap_or_else(|| CycleCtx::new(self.current()))
+        state
+            .and_then(|s| s.read::<CycleCtx>(&self.state_key))
+            .cloned()
+            .unwrap_or_else(|| CycleCtx::new(self.current()))
     }
 
     fn new_instance(&self, loaded: &Loaded) -> wasmtime::Result<GuestInstance> {
@@ -401,7 +423,10 @@ impl WasmPlugin {
             rng: self.rng.clone(),
             cycle: None,
             pod: None,
-            limits: StoreLimitsBuilder::new().memory_size(self.args.memory_limit as usize).trap_on_grow_failure(true).build(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(self.args.memory_limit as usize)
+                .trap_on_grow_failure(true)
+                .build(),
             wasi,
             table: ResourceTable::new(),
             stdout,
@@ -413,7 +438,16 @@ impl WasmPlugin {
         store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
         let instance = loaded.pre.instantiate(&mut store)?;
         self.stats.instances.fetch_add(1, Ordering::Relaxed);
-        Ok(GuestInstance { store, instance, synced: Vec::new(), cycle_id: 0, cycle: None, filter: None, score: None, nodes: None })
+        Ok(GuestInstance {
+            store,
+            instance,
+            synced: Vec::new(),
+            cycle_id: 0,
+            cycle: None,
+            filter: None,
+            score: None,
+            nodes: None,
+        })
     }
 
     /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded.
@@ -470,7 +504,9 @@ impl WasmPlugin {
 
     fn flush_output(&self, inst: &mut GuestInstance) {
         let data = inst.store.data_mut();
-        for (pipe, seen, stream) in [(&data.stdout, &mut data.printed.0, "stdout"), (&data.stderr, &mut data.printed.1, "stderr")] {
+        for (pipe, seen, stream) in
+            [(&data.stdout, &mut data.printed.0, "stdout"), (&data.stderr, &mut data.printed.1, "stderr")]
+        {
             let bytes = pipe.contents();
             if bytes.len() > *seen {
                 for line in String::from_utf8_lossy(&bytes[*seen..]).lines() {
@@ -552,7 +588,6 @@ fn file_stamp(path: &Path) -> Option<(std::path::PathBuf, SystemTime, u64)> {
     Some((canon, meta.modified().ok()?, meta.len()))
 }
 
-
 impl Plugin for WasmPlugin {
     fn name(&self) -> &str {
         &self.name
@@ -612,8 +647,10 @@ impl QueueSortPlugin for WasmPlugin {
     fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
         let (qa, qb) = (convert::queued_pod(a), convert::queued_pod(b));
         // A failing QueueSort cannot reject anything: fall back to arrival order, as the queue must stay ordered.
-        self.call(&self.ctx(None), "QueueSort", |_, l, i| guest!(l, i, queue_sort).call_less(&mut i.store, &qa, &qb).map_err(trap))
-            .unwrap_or(a.timestamp < b.timestamp)
+        self.call(&self.ctx(None), "QueueSort", |_, l, i| {
+            guest!(l, i, queue_sort).call_less(&mut i.store, &qa, &qb).map_err(trap)
+        })
+        .unwrap_or(a.timestamp < b.timestamp)
     }
 }
 
@@ -631,11 +668,25 @@ impl PreFilterPlugin for WasmPlugin {
         }
     }
 
-    fn add_pod(&self, state: &mut CycleState, pod: &PodInfo, add: &Arc<PodInfo>, node: &NodeInfo, _s: &Snapshot) -> Status {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        add: &Arc<PodInfo>,
+        node: &NodeInfo,
+        _s: &Snapshot,
+    ) -> Status {
         self.what_if(state, pod, add, node, true)
     }
 
-    fn remove_pod(&self, state: &mut CycleState, pod: &PodInfo, remove: &Arc<PodInfo>, node: &NodeInfo, _s: &Snapshot) -> Status {
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+        _s: &Snapshot,
+    ) -> Status {
         self.what_if(state, pod, remove, node, false)
     }
 }
@@ -643,12 +694,20 @@ impl PreFilterPlugin for WasmPlugin {
 impl WasmPlugin {
     fn what_if(&self, state: &CycleState, pod: &PodInfo, other: &PodInfo, node: &NodeInfo, add: bool) -> Status {
         let (p, o) = (convert::pod(pod), convert::pod(other));
-        let r = self.call(&self.ctx(Some(state)), if add { "PreFilter.AddPod" } else { "PreFilter.RemovePod" }, |me, l, i| {
-            let slot = me.sync(l, i, &[node])?[0];
-            let g = guest!(l, i, pre_filter);
-            let s = if add { g.call_add_pod(&mut i.store, &p, &o, slot) } else { g.call_remove_pod(&mut i.store, &p, &o, slot) };
-            Ok(convert::status(s.map_err(trap)?))
-        });
+        let r = self.call(
+            &self.ctx(Some(state)),
+            if add { "PreFilter.AddPod" } else { "PreFilter.RemovePod" },
+            |me, l, i| {
+                let slot = me.sync(l, i, &[node])?[0];
+                let g = guest!(l, i, pre_filter);
+                let s = if add {
+                    g.call_add_pod(&mut i.store, &p, &o, slot)
+                } else {
+                    g.call_remove_pod(&mut i.store, &p, &o, slot)
+                };
+                Ok(convert::status(s.map_err(trap)?))
+            },
+        );
         r.unwrap_or_else(|s| if self.ignore() { Status::success() } else { s })
     }
 }
@@ -678,7 +737,13 @@ impl FilterPlugin for WasmPlugin {
 }
 
 impl PostFilterPlugin for WasmPlugin {
-    fn post_filter(&self, state: &CycleState, pod: &PodInfo, filtered: &NodeToStatus, handle: &dyn PostFilterHandle) -> (Option<PostFilterResult>, Status) {
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        filtered: &NodeToStatus,
+        handle: &dyn PostFilterHandle,
+    ) -> (Option<PostFilterResult>, Status) {
         let p = convert::pod(pod);
         let nodes: Vec<&NodeInfo> = filtered.keys().filter_map(|n| handle.snapshot().get(n).map(|a| &**a)).collect();
         let r = self.call(&self.ctx(Some(state)), "PostFilter", |me, l, i| {
@@ -686,7 +751,10 @@ impl PostFilterPlugin for WasmPlugin {
             let rejected: Vec<(u32, wit::Status)> =
                 slots.iter().zip(&nodes).map(|(s, n)| (*s, convert::status_to_wit(&filtered[&n.name]))).collect();
             let r = guest!(l, i, post_filter).call_post_filter(&mut i.store, &p, &rejected).map_err(trap)?;
-            Ok((r.nominated_node.map(|n| PostFilterResult { nominated_node_name: Some(n), victims: Vec::new() }), convert::status(r.status)))
+            Ok((
+                r.nominated_node.map(|n| PostFilterResult { nominated_node_name: Some(n), victims: Vec::new() }),
+                convert::status(r.status),
+            ))
         });
         match r {
             Ok(v) => v,
@@ -712,7 +780,11 @@ impl ScorePlugin for WasmPlugin {
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let mut out = [0i64];
         let s = self.score_nodes(state, pod, &[node], &mut out);
-        if s.is_success() { Ok(out[0]) } else { Err(s) }
+        if s.is_success() {
+            Ok(out[0])
+        } else {
+            Err(s)
+        }
     }
 
     /// One crossing per batch: the nodes that changed, then the slots.
@@ -729,7 +801,9 @@ impl ScorePlugin for WasmPlugin {
                 out.copy_from_slice(&v);
                 Status::success()
             }
-            Ok(Ok(Err(n))) => self.fail_status("Score", CallError::Invalid(format!("returned {n} scores for {} nodes", nodes.len()))),
+            Ok(Ok(Err(n))) => {
+                self.fail_status("Score", CallError::Invalid(format!("returned {n} scores for {} nodes", nodes.len())))
+            }
             // The guest's own Error status (e.g. a bad label value) fails the pod's attempt, as upstream.
             Ok(Err(s)) => convert::status(s).with_plugin(&self.name),
             Err(_) if self.ignore() => {
@@ -749,7 +823,9 @@ impl ScorePlugin for WasmPlugin {
             let r = cached_guest!(l, i, score).call_normalize_score(&mut i.store, &slots, &raw).map_err(trap)?;
             match r {
                 Ok(v) if v.len() == raw.len() => Ok(Ok(v)),
-                Ok(v) => Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), raw.len()))),
+                Ok(v) => {
+                    Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), raw.len())))
+                }
                 Err(s) => Ok(Err(s)),
             }
         });
@@ -775,15 +851,29 @@ impl ScorePlugin for WasmPlugin {
 }
 
 impl WasmPlugin {
-    fn at_node(&self, state: Option<&CycleState>, point: &'static str, pod: &PodInfo, f: impl FnOnce(&Loaded, &mut GuestInstance, &wit::Pod) -> Result<Status, CallError>) -> Status {
+    fn at_node(
+        &self,
+        state: Option<&CycleState>,
+        point: &'static str,
+        pod: &PodInfo,
+        f: impl FnOnce(&Loaded, &mut GuestInstance, &wit::Pod) -> Result<Status, CallError>,
+    ) -> Status {
         let p = convert::pod(pod);
-        self.call(&self.ctx(state), point, |_, l, i| f(l, i, &p)).unwrap_or_else(|s| if self.ignore() { Status::success() } else { s })
+        self.call(&self.ctx(state), point, |_, l, i| f(l, i, &p)).unwrap_or_else(|s| {
+            if self.ignore() {
+                Status::success()
+            } else {
+                s
+            }
+        })
     }
 }
 
 impl ReservePlugin for WasmPlugin {
     fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        self.at_node(Some(state), "Reserve", pod, |l, i, p| Ok(convert::status(guest!(l, i, reserve).call_reserve(&mut i.store, p, node).map_err(trap)?)))
+        self.at_node(Some(state), "Reserve", pod, |l, i, p| {
+            Ok(convert::status(guest!(l, i, reserve).call_reserve(&mut i.store, p, node).map_err(trap)?))
+        })
     }
     fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
         self.at_node(Some(state), "Unreserve", pod, |l, i, p| {
@@ -806,13 +896,17 @@ impl PermitPlugin for WasmPlugin {
 
 impl PreBindPlugin for WasmPlugin {
     fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        self.at_node(Some(state), "PreBind", pod, |l, i, p| Ok(convert::status(guest!(l, i, pre_bind).call_pre_bind(&mut i.store, p, node).map_err(trap)?)))
+        self.at_node(Some(state), "PreBind", pod, |l, i, p| {
+            Ok(convert::status(guest!(l, i, pre_bind).call_pre_bind(&mut i.store, p, node).map_err(trap)?))
+        })
     }
 }
 
 impl BindPlugin for WasmPlugin {
     fn bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        self.at_node(Some(state), "Bind", pod, |l, i, p| Ok(convert::status(guest!(l, i, bind).call_bind(&mut i.store, p, node).map_err(trap)?)))
+        self.at_node(Some(state), "Bind", pod, |l, i, p| {
+            Ok(convert::status(guest!(l, i, bind).call_bind(&mut i.store, p, node).map_err(trap)?))
+        })
     }
 }
 

@@ -24,8 +24,17 @@ struct ControlPlane {
 impl ControlPlane {
     fn up() -> ControlPlane {
         let dir = std::env::temp_dir().join(format!("kws-e2e-{}", std::process::id()));
-        let out = Command::new(root().join("scripts/control-plane.sh")).arg("up").arg(&dir).output().expect("control-plane.sh");
-        assert!(out.status.success(), "control plane did not start:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(root().join("scripts/control-plane.sh"))
+            .arg("up")
+            .arg(&dir)
+            .output()
+            .expect("control-plane.sh");
+        assert!(
+            out.status.success(),
+            "control plane did not start:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         ControlPlane { dir }
     }
     fn kubeconfig(&self) -> PathBuf {
@@ -58,8 +67,10 @@ impl Scheduler {
     fn start(kubeconfig: &Path, config: &Path, port: u16, extra: &[&str], log: PathBuf) -> Scheduler {
         let f = std::fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
-            .arg("--config").arg(config)
-            .arg("--kubeconfig").arg(kubeconfig)
+            .arg("--config")
+            .arg(config)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
             .args(["--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
             .args(extra)
             .env("KWS_LOG", "info")
@@ -219,7 +230,11 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
     k.namespace("e2e-second");
     k.node("second-1", json!({"e2e": "second"}));
     k.node("second-2", json!({"e2e": "second"}));
-    let profile = write_profile(work, "second.yaml", "profiles:\n- schedulerName: my-scheduler\n  plugins:\n    filter:\n      enabled: [{name: NodeAffinity}]\n");
+    let profile = write_profile(
+        work,
+        "second.yaml",
+        "profiles:\n- schedulerName: my-scheduler\n  plugins:\n    filter:\n      enabled: [{name: NodeAffinity}]\n",
+    );
     let port = free_port();
     let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("second.log"));
     wait_until("readyz", Duration::from_secs(60), || http_get(port, "/readyz").filter(|(c, _)| *c == 200));
@@ -229,7 +244,10 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
     let node = k.wait_bound("e2e-second", "mine");
     assert!(node.starts_with("second-"), "{node}");
     let ev = wait_until("Scheduled event", Duration::from_secs(30), || {
-        k.events("e2e-second").into_iter().find(|e| e.reason.as_deref() == Some("Scheduled") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("mine"))
+        k.events("e2e-second").into_iter().find(|e| {
+            e.reason.as_deref() == Some("Scheduled")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("mine")
+        })
     });
     assert_eq!(ev.reporting_controller.as_deref(), Some("my-scheduler"));
     assert_eq!(ev.note.as_deref(), Some(format!("Successfully assigned e2e-second/mine to {node}").as_str()));
@@ -238,19 +256,27 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
     assert_eq!(k.node_of("e2e-second", "default"), None);
     // A pod deleted while pending leaves the queue.
     let api: Api<Pod> = Api::namespaced(k.client.clone(), "e2e-second");
-    let doomed: Pod = serde_json::from_value(json!({"metadata": {"name": "doomed"}, "spec": {"schedulerName": "my-scheduler",
-        "nodeSelector": {"no": "such-node"}, "containers": [{"name": "c", "image": "registry.invalid/pause"}]}})).unwrap();
+    let doomed: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "doomed"}, "spec": {"schedulerName": "my-scheduler",
+        "nodeSelector": {"no": "such-node"}, "containers": [{"name": "c", "image": "registry.invalid/pause"}]}}))
+        .unwrap();
     k.rt.block_on(api.create(&PostParams::default(), &doomed)).unwrap();
     let pending = |port: u16| -> u64 {
         let (_, m) = http_get(port, "/metrics").unwrap();
-        m.lines().filter(|l| l.starts_with("scheduler_pending_pods{")).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+        m.lines()
+            .filter(|l| l.starts_with("scheduler_pending_pods{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
     };
     wait_until("doomed pending", Duration::from_secs(20), || (pending(port) == 1).then_some(()));
     k.rt.block_on(api.delete("doomed", &Default::default())).unwrap();
     wait_until("doomed gone from the queue", Duration::from_secs(20), || (pending(port) == 0).then_some(()));
     let (code, metrics) = http_get(port, "/metrics").unwrap();
     assert_eq!(code, 200);
-    assert!(metrics.contains("scheduler_schedule_attempts_total{profile=\"my-scheduler\",result=\"scheduled\"}"), "{metrics}");
+    assert!(
+        metrics.contains("scheduler_schedule_attempts_total{profile=\"my-scheduler\",result=\"scheduled\"}"),
+        "{metrics}"
+    );
     assert!(metrics.contains("scheduler_pending_pods{queue=\"active\"}"));
     assert_eq!(s.term(), Some(0), "SIGTERM exits 0:\n{}", s.log());
 }
@@ -317,8 +343,21 @@ fn leader_election_hands_over(cp: &ControlPlane, k: &Kube, work: &Path) {
     k.namespace("e2e-leader");
     k.node("leader-1", json!({"e2e": "leader"}));
     let profile_path = write_profile(work, "leader.yaml", "profiles:\n- schedulerName: ha-scheduler\n");
-    std::fs::write(&profile_path, std::fs::read_to_string(&profile_path).unwrap().replace("leaderElect: false", "leaderElect: true")).unwrap();
-    let flags = ["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms", "--leader-elect-resource-namespace", "default"];
+    std::fs::write(
+        &profile_path,
+        std::fs::read_to_string(&profile_path).unwrap().replace("leaderElect: false", "leaderElect: true"),
+    )
+    .unwrap();
+    let flags = [
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "500ms",
+        "--leader-elect-resource-namespace",
+        "default",
+    ];
     let (p1, p2) = (free_port(), free_port());
     let mut a = Scheduler::start(&cp.kubeconfig(), &profile_path, p1, &flags, work.join("leader-a.log"));
     std::thread::sleep(Duration::from_secs(2));
@@ -346,7 +385,8 @@ fn leader_election_hands_over(cp: &ControlPlane, k: &Kube, work: &Path) {
     let spec = lease.spec.get_or_insert_with(Default::default);
     spec.holder_identity = Some("intruder".into());
     spec.lease_duration_seconds = Some(600);
-    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    spec.renew_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()));
     k.rt.block_on(leases.replace("ha-scheduler", &PostParams::default(), &lease)).unwrap();
     let lost = Instant::now();
     let code = wait_until("the leader to stop", Duration::from_secs(10), || follower.child.try_wait().ok().flatten());
@@ -354,7 +394,8 @@ fn leader_election_hands_over(cp: &ControlPlane, k: &Kube, work: &Path) {
     assert!(lost.elapsed() < Duration::from_secs(3), "stopped promptly: {:?}", lost.elapsed());
     assert!(follower.log().contains("lease taken by another replica"));
     assert!(stopped.elapsed() < Duration::from_secs(4 + 20), "handed over within the lease duration (plus scheduling)");
-    let bound = k.pods("e2e-leader").iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some()).count();
+    let bound =
+        k.pods("e2e-leader").iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some()).count();
     assert_eq!(bound, 10, "every pod bound");
     // Exactly one Scheduled event per pod: no pod was bound twice.
     let scheduled = k.events("e2e-leader").iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
@@ -378,12 +419,16 @@ fn thousand_pods_on_a_hundred_nodes(cp: &ControlPlane, k: &Kube, work: &Path) {
     let created = t.elapsed();
     let all = wait_until("1000 pods bound", Duration::from_secs(300), || {
         let pods = k.pods("e2e-load");
-        (pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some()).count() == 1000).then_some(pods)
+        (pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some()).count() == 1000)
+            .then_some(pods)
     });
     let took = t.elapsed();
     let scheduled_events = k.events("e2e-load").iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
     assert_eq!(scheduled_events, 1000, "one Scheduled event per pod: none bound twice");
     assert_eq!(all.len(), 1000);
-    eprintln!("e2e: 1000 pods on 100 nodes bound in {took:?} (created in {created:?}): {:.0} pods/s end to end", 1000.0 / took.as_secs_f64());
+    eprintln!(
+        "e2e: 1000 pods on 100 nodes bound in {took:?} (created in {created:?}): {:.0} pods/s end to end",
+        1000.0 / took.as_secs_f64()
+    );
     let _ = s;
 }

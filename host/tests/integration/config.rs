@@ -24,7 +24,7 @@ fn framework(yaml: &str) -> Framework {
     Framework::new(&cfg.profiles[0], cfg.percentage_of_nodes_to_score, &r, &ctx, Parallelizer::new(2)).unwrap()
 }
 
-fn point<'a>(f: &'a [(&'static str, Vec<(String, i64)>)], p: &str) -> Vec<(String, i64)> {
+fn point(f: &[(&'static str, Vec<(String, i64)>)], p: &str) -> Vec<(String, i64)> {
     f.iter().find(|(n, _)| *n == p).unwrap().1.clone()
 }
 
@@ -96,7 +96,9 @@ fn errors_name_file_and_field_in_one_line() {
 
 #[test]
 fn a_second_queue_sort_is_refused() {
-    let yaml = format!("{HEAD}profiles:\n- plugins:\n    queueSort:\n      enabled: [{{name: PrioritySort}}, {{name: NodeName}}]\n");
+    let yaml = format!(
+        "{HEAD}profiles:\n- plugins:\n    queueSort:\n      enabled: [{{name: PrioritySort}}, {{name: NodeName}}]\n"
+    );
     let r = in_tree_registry();
     let cfg = parse(&yaml).unwrap();
     let ctx = PluginContext::new(std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()));
@@ -133,8 +135,12 @@ fn cli_bad_input_exits_2_with_one_line() {
         std::fs::write(&c, cfg).unwrap();
         std::fs::write(&k, cluster).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
-            .args(["simulate", "--config"]).arg(&c).arg("--cluster").arg(&k)
-            .output().unwrap();
+            .args(["simulate", "--config"])
+            .arg(&c)
+            .arg("--cluster")
+            .arg(&k)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "case {i}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "case {i}: one line: {stderr}");

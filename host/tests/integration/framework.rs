@@ -29,7 +29,10 @@ fn pre_filter_result_narrows_nodes_and_skip_skips_the_filter() {
     let calls = take(&l);
     assert!(calls.contains(&"Counter.filter(n2)".to_string()), "{calls:?}");
     assert!(!calls.iter().any(|c| c.starts_with("Skipper.filter")), "skipped filter ran: {calls:?}");
-    assert!(!calls.iter().any(|c| c == "Counter.filter(n0)" || c == "Counter.filter(n1)"), "narrowed-out node filtered: {calls:?}");
+    assert!(
+        !calls.iter().any(|c| c == "Counter.filter(n0)" || c == "Counter.filter(n1)"),
+        "narrowed-out node filtered: {calls:?}"
+    );
 }
 
 #[test]
@@ -42,7 +45,10 @@ fn pre_filter_disjoint_results_reject_the_pod_naming_both_plugins() {
     let reg = registry_with(vec![a, b]);
     let cfg = config(&reg, &profile("    preFilter:\n      enabled: [{name: A}, {name: B}]\n"));
     let r = simulate(&reg, &cfg, &(nodes_yaml(2) + &pod_yaml("p", "")), 0, &[]);
-    assert_eq!(message_of(&r, "default/p"), "0/2 nodes are available: node(s) didn't satisfy plugin(s) [A B] simultaneously.");
+    assert_eq!(
+        message_of(&r, "default/p"),
+        "0/2 nodes are available: node(s) didn't satisfy plugin(s) [A B] simultaneously."
+    );
 }
 
 #[test]
@@ -87,12 +93,19 @@ fn post_filter_runs_only_when_nothing_fits_and_its_message_is_appended() {
     let l = log();
     let mut f = TestPlugin::new("OnlyN1", &l);
     f.filter = Some(Arc::new(|p, n| {
-        if p.name == "fits" && n.name == "n1" { Status::success() } else { Status::unschedulable("node(s) are not n1") }
+        if p.name == "fits" && n.name == "n1" {
+            Status::success()
+        } else {
+            Status::unschedulable("node(s) are not n1")
+        }
     }));
     let mut pf = TestPlugin::new("Post", &l);
     pf.post_filter = Some(Arc::new(|_| Status::unschedulable("nothing to preempt")));
     let reg = registry_with(vec![f, pf]);
-    let cfg = config(&reg, &profile("    filter:\n      enabled: [{name: OnlyN1}]\n    postFilter:\n      enabled: [{name: Post}]\n"));
+    let cfg = config(
+        &reg,
+        &profile("    filter:\n      enabled: [{name: OnlyN1}]\n    postFilter:\n      enabled: [{name: Post}]\n"),
+    );
     let r = simulate(&reg, &cfg, &(nodes_yaml(3) + &pod_yaml("fits", "") + &pod_yaml("nope", "")), 0, &[]);
     assert_eq!(node_of(&r, "default/fits").as_deref(), Some("n1"));
     let posts: Vec<String> = take(&l).into_iter().filter(|c| c == "Post.postFilter").collect();
@@ -110,7 +123,10 @@ fn unschedulable_message_counts_and_sorts_reasons() {
     let reg = registry_with(vec![f]);
     let cfg = config(&reg, &profile("    filter:\n      enabled: [{name: Mixed}]\n"));
     let r = simulate(&reg, &cfg, &(nodes_yaml(3) + &pod_yaml("p", "")), 0, &[]);
-    assert_eq!(message_of(&r, "default/p"), "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}.");
+    assert_eq!(
+        message_of(&r, "default/p"),
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}."
+    );
 }
 
 #[test]
@@ -192,7 +208,10 @@ fn permit_wait_is_released_by_allow_and_times_out_otherwise() {
     let mut r = TestPlugin::new("Res", &l);
     r.reserve = Some(Arc::new(|_, _| Status::success()));
     let reg = registry_with(vec![p, r]);
-    let cfg = config(&reg, &profile("    permit:\n      enabled: [{name: Gate}]\n    reserve:\n      enabled: [{name: Res}]\n"));
+    let cfg = config(
+        &reg,
+        &profile("    permit:\n      enabled: [{name: Gate}]\n    reserve:\n      enabled: [{name: Res}]\n"),
+    );
     let cluster = nodes_yaml(1) + &pod_yaml("quick", "") + &pod_yaml("allowed", "") + &pod_yaml("slow", "");
     let file = kube_wasm_scheduler::sim::load::parse("c.yaml", &cluster).unwrap();
     let sim = kube_wasm_scheduler::sim::Simulation::new(&cfg, &reg, &file, &Default::default()).unwrap();
@@ -229,12 +248,19 @@ fn a_pre_bind_failure_unwinds_and_the_pod_is_retried() {
     let t = tries.clone();
     let mut pb = TestPlugin::new("Volumes", &l);
     pb.pre_bind = Some(Arc::new(move |_, _| {
-        if t.fetch_add(1, Ordering::SeqCst) == 0 { Status::error("volume not attached yet") } else { Status::success() }
+        if t.fetch_add(1, Ordering::SeqCst) == 0 {
+            Status::error("volume not attached yet")
+        } else {
+            Status::success()
+        }
     }));
     let mut res = TestPlugin::new("Res", &l);
     res.reserve = Some(Arc::new(|_, _| Status::success()));
     let reg = registry_with(vec![pb, res]);
-    let cfg = config(&reg, &profile("    preBind:\n      enabled: [{name: Volumes}]\n    reserve:\n      enabled: [{name: Res}]\n"));
+    let cfg = config(
+        &reg,
+        &profile("    preBind:\n      enabled: [{name: Volumes}]\n    reserve:\n      enabled: [{name: Res}]\n"),
+    );
     let r = simulate(&reg, &cfg, &(nodes_yaml(1) + &pod_yaml("p", "")), 0, &[]);
     assert_eq!(node_of(&r, "default/p").as_deref(), Some("n0"));
     assert_eq!(r.placements[0].attempts, 2);
@@ -251,7 +277,8 @@ fn bind_skip_passes_to_the_next_binder_and_post_bind_runs() {
     let mut pb = TestPlugin::new("After", &l);
     pb.post_bind = true;
     let reg = registry_with(vec![skip, pb]);
-    let yaml = profile("    postBind:\n      enabled: [{name: After}]\n").replace("enabled: [{name: DefaultBinder}]", "enabled: [{name: SkipBinder}, {name: DefaultBinder}]");
+    let yaml = profile("    postBind:\n      enabled: [{name: After}]\n")
+        .replace("enabled: [{name: DefaultBinder}]", "enabled: [{name: SkipBinder}, {name: DefaultBinder}]");
     let cfg = config(&reg, &yaml);
     let r = simulate(&reg, &cfg, &(nodes_yaml(1) + &pod_yaml("p", "")), 0, &[]);
     assert_eq!(node_of(&r, "default/p").as_deref(), Some("n0"));
@@ -266,12 +293,17 @@ fn a_bind_error_unwinds_and_the_pod_is_retried_with_backoff() {
     let t = tries.clone();
     let mut flaky = TestPlugin::new("Flaky", &l);
     flaky.bind = Some(Arc::new(move |_, _| {
-        if t.fetch_add(1, Ordering::SeqCst) == 0 { Status::error("apiserver said no") } else { Status::skip() }
+        if t.fetch_add(1, Ordering::SeqCst) == 0 {
+            Status::error("apiserver said no")
+        } else {
+            Status::skip()
+        }
     }));
     let mut res = TestPlugin::new("Res", &l);
     res.reserve = Some(Arc::new(|_, _| Status::success()));
     let reg = registry_with(vec![flaky, res]);
-    let yaml = profile("    reserve:\n      enabled: [{name: Res}]\n").replace("enabled: [{name: DefaultBinder}]", "enabled: [{name: Flaky}, {name: DefaultBinder}]");
+    let yaml = profile("    reserve:\n      enabled: [{name: Res}]\n")
+        .replace("enabled: [{name: DefaultBinder}]", "enabled: [{name: Flaky}, {name: DefaultBinder}]");
     let cfg = config(&reg, &yaml);
     let r = simulate(&reg, &cfg, &(nodes_yaml(1) + &pod_yaml("p", "")), 0, &[]);
     assert_eq!(node_of(&r, "default/p").as_deref(), Some("n0"));
@@ -282,7 +314,8 @@ fn a_bind_error_unwinds_and_the_pod_is_retried_with_backoff() {
 #[test]
 fn pre_enqueue_gates_keep_a_pod_out_of_the_queue() {
     let mut gate = TestPlugin::new("Gate", &log());
-    gate.pre_enqueue = Some(Arc::new(|p| if p.name == "gated" { Status::unresolvable("waiting") } else { Status::success() }));
+    gate.pre_enqueue =
+        Some(Arc::new(|p| if p.name == "gated" { Status::unresolvable("waiting") } else { Status::success() }));
     let reg = registry_with(vec![gate]);
     let cfg = config(&reg, &profile("    preEnqueue:\n      enabled: [{name: Gate}]\n"));
     let r = simulate(&reg, &cfg, &(nodes_yaml(1) + &pod_yaml("gated", "") + &pod_yaml("free", "")), 0, &[]);

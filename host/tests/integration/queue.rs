@@ -23,10 +23,13 @@ fn queue() -> SchedulingQueue {
 
 fn pod(name: &str, priority: i32) -> Arc<PodInfo> {
     Arc::new(
-        PodInfo::new(serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "default", "uid": name},
-            "spec": {"priority": priority, "containers": [{"name": "c"}]}
-        })).unwrap())
+        PodInfo::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"priority": priority, "containers": [{"name": "c"}]}
+            }))
+            .unwrap(),
+        )
         .unwrap(),
     )
 }

@@ -8,7 +8,11 @@ use crate::util::root;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler")).current_dir(root()).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Each example directory holds `profile.yaml` and `cluster.yaml` (and optionally `explain` naming pods).
@@ -33,7 +37,13 @@ fn golden_runs_of_every_example() {
     let mut failures = Vec::new();
     for name in ex {
         let dir = format!("examples/{name}");
-        let mut args = vec!["simulate".to_string(), "--cluster".into(), format!("{dir}/cluster.yaml"), "--seed".into(), "1".into()];
+        let mut args = vec![
+            "simulate".to_string(),
+            "--cluster".into(),
+            format!("{dir}/cluster.yaml"),
+            "--seed".into(),
+            "1".into(),
+        ];
         if Path::new(&root().join(&dir).join("profile.yaml")).exists() {
             args.extend(["--config".into(), format!("{dir}/profile.yaml")]);
         }
@@ -63,7 +73,10 @@ fn golden_runs_of_every_example() {
         let placements = v["placements"].as_array().unwrap();
         for p in placements {
             assert!(p["pod"].is_string() && p["message"].is_string() && (p["node"].is_string() || p["node"].is_null()));
-            let line = stdout.lines().find(|l| l.split_whitespace().next() == p["pod"].as_str()).unwrap_or_else(|| panic!("{name}: {p} not in table"));
+            let line = stdout
+                .lines()
+                .find(|l| l.split_whitespace().next() == p["pod"].as_str())
+                .unwrap_or_else(|| panic!("{name}: {p} not in table"));
             assert!(line.contains(p["node"].as_str().unwrap_or("<none>")), "{name}: {line} vs {p}");
         }
     }
@@ -72,7 +85,17 @@ fn golden_runs_of_every_example() {
 
 #[test]
 fn same_seed_same_result() {
-    let args = ["simulate", "--cluster", "examples/spreading/cluster.yaml", "--config", "examples/spreading/profile.yaml", "--seed", "42", "--output", "json"];
+    let args = [
+        "simulate",
+        "--cluster",
+        "examples/spreading/cluster.yaml",
+        "--config",
+        "examples/spreading/profile.yaml",
+        "--seed",
+        "42",
+        "--output",
+        "json",
+    ];
     let (_, a, _) = run(&args);
     let (_, b, _) = run(&args);
     assert_eq!(a, b);
@@ -92,6 +115,16 @@ fn a_pod_whose_claim_is_missing_or_unbound_gets_a_clear_reason() {
         + &claim("unbound", "pending-claim");
     let r = simulate(&reg, &cfg, &cluster, 0, &[]);
     assert_eq!(node_of(&r, "default/missing"), None);
-    assert!(message_of(&r, "default/missing").starts_with("0/2 nodes are available: persistentvolumeclaim \"nope\" not found."), "{}", message_of(&r, "default/missing"));
-    assert!(message_of(&r, "default/unbound").starts_with("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."), "{}", message_of(&r, "default/unbound"));
+    assert!(
+        message_of(&r, "default/missing")
+            .starts_with("0/2 nodes are available: persistentvolumeclaim \"nope\" not found."),
+        "{}",
+        message_of(&r, "default/missing")
+    );
+    assert!(
+        message_of(&r, "default/unbound")
+            .starts_with("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."),
+        "{}",
+        message_of(&r, "default/unbound")
+    );
 }

@@ -23,25 +23,33 @@ pub type CallLog = Arc<Mutex<Vec<String>>>;
 
 type FilterFn = dyn Fn(&PodInfo, &NodeInfo) -> Status + Send + Sync;
 type ScoreFn = dyn Fn(&PodInfo, &NodeInfo) -> Result<i64, Status> + Send + Sync;
+/// NormalizeScore's closure.
+type NormalizeFn = dyn Fn(&mut [NodeScore]) + Send + Sync;
+/// QueueSort's closure.
+type LessFn = dyn Fn(&QueuedPodInfo, &QueuedPodInfo) -> bool + Send + Sync;
+/// A closure of one pod (PreScore, PostFilter, PreEnqueue).
+type PodFn<R> = Option<Arc<dyn Fn(&PodInfo) -> R + Send + Sync>>;
+/// A closure of one pod and the node it is placed on (Reserve, Permit, PreBind, Bind).
+type PodNodeFn<R> = Option<Arc<dyn Fn(&PodInfo, &str) -> R + Send + Sync>>;
 
 /// A plugin whose behaviour at each point is a closure; points without a closure are not implemented.
 #[derive(Default, Clone)]
 pub struct TestPlugin {
     pub name: String,
     pub log: Option<CallLog>,
-    pub pre_filter: Option<Arc<dyn Fn(&PodInfo) -> (PreFilterResult, Status) + Send + Sync>>,
+    pub pre_filter: PodFn<(PreFilterResult, Status)>,
     pub filter: Option<Arc<FilterFn>>,
-    pub post_filter: Option<Arc<dyn Fn(&PodInfo) -> Status + Send + Sync>>,
-    pub pre_score: Option<Arc<dyn Fn(&PodInfo) -> Status + Send + Sync>>,
+    pub post_filter: PodFn<Status>,
+    pub pre_score: PodFn<Status>,
     pub score: Option<Arc<ScoreFn>>,
-    pub normalize: Option<Arc<dyn Fn(&mut [NodeScore]) + Send + Sync>>,
-    pub reserve: Option<Arc<dyn Fn(&PodInfo, &str) -> Status + Send + Sync>>,
-    pub permit: Option<Arc<dyn Fn(&PodInfo, &str) -> (Status, Duration) + Send + Sync>>,
-    pub pre_bind: Option<Arc<dyn Fn(&PodInfo, &str) -> Status + Send + Sync>>,
-    pub bind: Option<Arc<dyn Fn(&PodInfo, &str) -> Status + Send + Sync>>,
+    pub normalize: Option<Arc<NormalizeFn>>,
+    pub reserve: PodNodeFn<Status>,
+    pub permit: PodNodeFn<(Status, Duration)>,
+    pub pre_bind: PodNodeFn<Status>,
+    pub bind: PodNodeFn<Status>,
     pub post_bind: bool,
-    pub queue_sort: Option<Arc<dyn Fn(&QueuedPodInfo, &QueuedPodInfo) -> bool + Send + Sync>>,
-    pub pre_enqueue: Option<Arc<dyn Fn(&PodInfo) -> Status + Send + Sync>>,
+    pub queue_sort: Option<Arc<LessFn>>,
+    pub pre_enqueue: PodFn<Status>,
 }
 
 impl TestPlugin {
@@ -120,7 +128,13 @@ impl FilterPlugin for TestPlugin {
     }
 }
 impl PostFilterPlugin for TestPlugin {
-    fn post_filter(&self, _s: &CycleState, pod: &PodInfo, _f: &NodeToStatus, _h: &dyn PostFilterHandle) -> (Option<PostFilterResult>, Status) {
+    fn post_filter(
+        &self,
+        _s: &CycleState,
+        pod: &PodInfo,
+        _f: &NodeToStatus,
+        _h: &dyn PostFilterHandle,
+    ) -> (Option<PostFilterResult>, Status) {
         self.record("postFilter".into());
         (None, (self.post_filter.as_ref().unwrap())(pod))
     }
@@ -214,8 +228,13 @@ pub fn pod_yaml(name: &str, extra_spec: &str) -> String {
 /// Runs a simulation of `cluster` YAML with a configuration and registry.
 pub fn simulate(registry: &Registry, cfg: &SchedulerConfig, cluster: &str, seed: u64, explain: &[&str]) -> Report {
     let file: ClusterFile = sim::load::parse("cluster.yaml", cluster).unwrap_or_else(|e| panic!("{e}"));
-    let s = Simulation::new(cfg, registry, &file, &SimOptions { seed, explain: explain.iter().map(|s| s.to_string()).collect(), ..Default::default() })
-        .unwrap_or_else(|e| panic!("{e}"));
+    let s = Simulation::new(
+        cfg,
+        registry,
+        &file,
+        &SimOptions { seed, explain: explain.iter().map(|s| s.to_string()).collect(), ..Default::default() },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     s.run()
 }
 

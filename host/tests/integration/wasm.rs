@@ -19,7 +19,9 @@ pub fn guest(name: &str) -> PathBuf {
     p
 }
 
-fn registry_for(cfg_yaml: &str) -> (kube_wasm_scheduler::plugins::Registry, kube_wasm_scheduler::config::SchedulerConfig) {
+fn registry_for(
+    cfg_yaml: &str,
+) -> (kube_wasm_scheduler::plugins::Registry, kube_wasm_scheduler::config::SchedulerConfig) {
     let mut reg = registry_with(vec![]);
     let cfg = config(&reg, cfg_yaml);
     wasm::register_plugins(&mut reg, &cfg, std::path::Path::new("/"));
@@ -70,7 +72,10 @@ fn label_scenario(component: &str) {
     let r = s.run();
     assert_eq!(node_of(&r, "default/p1"), None, "{component}");
     let m = message_of(&r, "default/p1");
-    assert!(m.starts_with("0/2 nodes are available: 2 node(s) didn't have label priority.example.com."), "{component}: {m}");
+    assert!(
+        m.starts_with("0/2 nodes are available: 2 node(s) didn't have label priority.example.com."),
+        "{component}: {m}"
+    );
 
     // scheduler-1=10: the pending pod lands there, with no change to the pod.
     relabel(&s, "scheduler-1", "10");
@@ -121,12 +126,26 @@ fn seed_label_scenario_javascript() {
 fn qos_sort_guest_orders_guaranteed_first() {
     let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
         .current_dir(root())
-        .args(["simulate", "--config", "examples/wasm-qos-sort/profile.yaml", "--cluster", "examples/wasm-qos-sort/cluster.yaml", "--output", "json"])
+        .args([
+            "simulate",
+            "--config",
+            "examples/wasm-qos-sort/profile.yaml",
+            "--cluster",
+            "examples/wasm-qos-sort/cluster.yaml",
+            "--output",
+            "json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let bound: Vec<&str> = v["placements"].as_array().unwrap().iter().filter(|p| p["node"].is_string()).map(|p| p["pod"].as_str().unwrap()).collect();
+    let bound: Vec<&str> = v["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["node"].is_string())
+        .map(|p| p["pod"].as_str().unwrap())
+        .collect();
     assert_eq!(bound, ["default/guaranteed"], "the Guaranteed pod is scheduled first and takes the only slot");
     // The same cluster with the default PrioritySort: the first arrival (BestEffort) wins.
     let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
@@ -181,7 +200,13 @@ fn hot_reload_swaps_the_component_while_scheduling() {
     let (reg, cfg) = registry_for(&label_profile(&live, ""));
     let cluster = node_yaml("low", Some("10")) + &node_yaml("high", Some("90"));
     let file = sim::load::parse("c.yaml", &cluster).unwrap();
-    let s = Simulation::new(&cfg, &reg, &file, &SimOptions { reload_period: Some(Duration::from_millis(20)), ..Default::default() }).unwrap();
+    let s = Simulation::new(
+        &cfg,
+        &reg,
+        &file,
+        &SimOptions { reload_period: Some(Duration::from_millis(20)), ..Default::default() },
+    )
+    .unwrap();
     let fwk = s.scheduler().profiles.get("default-scheduler").unwrap().clone();
     let plugin = fwk.plugin("PriorityLabel").unwrap().clone();
     let before = wasm::engine::sha256_hex(&std::fs::read(&live).unwrap());
@@ -242,8 +267,16 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
     let cases: [(&str, &[u8], &str); 4] = [
         ("core.wasm", b"\0asm\x01\0\0\0", "not a WebAssembly component: a core WebAssembly module"),
         ("junk.wasm", b"hello", "not a WebAssembly component"),
-        ("foreign.wat", b"(component (import \"acme:net/socket@1.0.0\" (instance)))", "imports acme:net/socket@1.0.0, which this host does not offer"),
-        ("future.wat", b"(component (instance $i) (export \"kws:plugin/score@0.2.0\" (instance $i)))", "targets contract version 0.2.0"),
+        (
+            "foreign.wat",
+            b"(component (import \"acme:net/socket@1.0.0\" (instance)))",
+            "imports acme:net/socket@1.0.0, which this host does not offer",
+        ),
+        (
+            "future.wat",
+            b"(component (instance $i) (export \"kws:plugin/score@0.2.0\" (instance $i)))",
+            "targets contract version 0.2.0",
+        ),
     ];
     for (name, bytes, want) in cases {
         let f = dir.join(name);
@@ -289,14 +322,17 @@ fn hostile_guests_yield_errors_within_their_deadline_and_scheduling_goes_on() {
     for (mode, want) in cases {
         let (r, took) = hostile_run(mode, "Fail");
         for i in 0..3 {
-            assert_eq!(node_of(&r, &format!("default/good-{i}")).is_some(), true, "{mode}: other pods are scheduled");
+            assert!(node_of(&r, &format!("default/good-{i}")).is_some(), "{mode}: other pods are scheduled");
             assert_eq!(node_of(&r, &format!("default/bad-{i}")), None, "{mode}");
             let m = message_of(&r, &format!("default/bad-{i}"));
             assert!(m.contains(want), "{mode}: {m}");
         }
         // Every failed attempt is bounded by the deadline (the simulator retries with backoff a few times).
         let attempts: u32 = r.placements.iter().filter(|p| p.pod.starts_with("default/bad-")).map(|p| p.attempts).sum();
-        assert!(took < Duration::from_millis(400) * attempts.max(1) + Duration::from_secs(5), "{mode}: {took:?} for {attempts} attempts");
+        assert!(
+            took < Duration::from_millis(400) * attempts.max(1) + Duration::from_secs(5),
+            "{mode}: {took:?} for {attempts} attempts"
+        );
     }
 }
 
@@ -316,7 +352,10 @@ fn failure_policy_ignore_skips_a_failing_guest() {
     for mode in ["trap-filter", "trap-score", "loop"] {
         let (r, _) = hostile_run(mode, "Ignore");
         for i in 0..3 {
-            assert!(node_of(&r, &format!("default/bad-{i}")).is_some(), "{mode}: with Ignore the pod is scheduled without the plugin");
+            assert!(
+                node_of(&r, &format!("default/bad-{i}")).is_some(),
+                "{mode}: with Ignore the pod is scheduled without the plugin"
+            );
         }
     }
 }
@@ -331,7 +370,9 @@ fn a_configmap_style_symlink_swap_reloads_the_plugin() {
     std::fs::copy(guest("priority-label"), dir.join("..2026_01/plugin.wasm")).unwrap();
     std::os::unix::fs::symlink("..2026_01", dir.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/plugin.wasm", dir.join("plugin.wasm")).unwrap();
-    let args = wasm::WasmArgs::parse(&serde_json::json!({"component": dir.join("plugin.wasm")}), std::path::Path::new("/")).unwrap();
+    let args =
+        wasm::WasmArgs::parse(&serde_json::json!({"component": dir.join("plugin.wasm")}), std::path::Path::new("/"))
+            .unwrap();
     let p = wasm::WasmPlugin::load("PriorityLabel", args, 0).unwrap();
     let original = p.digest();
 
@@ -352,7 +393,11 @@ fn simulate_watch_runs_again_when_an_input_changes() {
     let dir = std::env::temp_dir().join(format!("kws-watch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cluster = dir.join("c.yaml");
-    std::fs::write(&cluster, node_yaml("scheduler-1", Some("10")) + &node_yaml("scheduler-2", None) + &pod_yaml("p", "")).unwrap();
+    std::fs::write(
+        &cluster,
+        node_yaml("scheduler-1", Some("10")) + &node_yaml("scheduler-2", None) + &pod_yaml("p", ""),
+    )
+    .unwrap();
     let profile = dir.join("p.yaml");
     std::fs::write(&profile, label_profile(&guest("priority-label"), "")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
@@ -374,7 +419,11 @@ fn simulate_watch_runs_again_when_an_input_changes() {
     assert!(placement().contains("scheduler-1"));
     // Relabel: scheduler-2 now outranks scheduler-1; the watcher runs the simulation again.
     std::thread::sleep(Duration::from_millis(50));
-    std::fs::write(&cluster, node_yaml("scheduler-1", Some("10")) + &node_yaml("scheduler-2", Some("50")) + &pod_yaml("p", "")).unwrap();
+    std::fs::write(
+        &cluster,
+        node_yaml("scheduler-1", Some("10")) + &node_yaml("scheduler-2", Some("50")) + &pod_yaml("p", ""),
+    )
+    .unwrap();
     let second = placement();
     let _ = child.kill();
     let _ = child.wait();
