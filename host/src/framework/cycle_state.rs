@@ -3,6 +3,9 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::any::Any;
+use std::sync::Arc;
+
+use super::schedule_one::Observer;
 
 /// A value stored in the cycle state. Cloning is needed because preemption evaluates "what if these pods were
 /// gone" on a copy of the state (upstream's `StateData.Clone`).
@@ -35,6 +38,9 @@ pub struct CycleState {
     pub skip_filter_plugins: FxHashSet<String>,
     /// Score plugins whose PreScore answered Skip.
     pub skip_score_plugins: FxHashSet<String>,
+    /// Where this cycle's plugin calls are timed (`scheduler_plugin_execution_duration_seconds`); set only on the
+    /// sampled share of cycles, since timing every call of every plugin costs more than the metric is worth.
+    pub plugin_timer: Option<Arc<dyn Observer>>,
 }
 
 impl Clone for CycleState {
@@ -43,6 +49,7 @@ impl Clone for CycleState {
             data: self.data.iter().map(|(k, v)| (k.clone(), (**v).clone_data())).collect(),
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
+            plugin_timer: self.plugin_timer.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ use thiserror::Error;
 use super::cycle_state::CycleState;
 use super::interface::*;
 use super::parallelize::Parallelizer;
+use super::schedule_one::Observer;
 use super::status::{Code, Status};
 use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
 use crate::cache::Snapshot;
@@ -476,8 +477,15 @@ impl Framework {
     ) -> (PreFilterResult, Status) {
         let mut result: PreFilterResult = None;
         let mut narrowing = Vec::new();
+        let timer = state.plugin_timer.clone();
         for e in &self.pre_filter {
-            let (r, s) = e.plugin.as_pre_filter().expect("registered at preFilter").pre_filter(state, pod, snapshot);
+            let (r, s) = timed(
+                &timer,
+                e,
+                "PreFilter",
+                |(_, s): &(PreFilterResult, Status)| s.code(),
+                || e.plugin.as_pre_filter().expect("registered at preFilter").pre_filter(state, pod, snapshot),
+            );
             if let Some(t) = trace.as_deref_mut() {
                 t.pre_filter.push((e.name.to_string(), if s.is_success() { "Success".into() } else { s.to_string() }));
             }
@@ -524,11 +532,14 @@ impl Framework {
         node: &NodeInfo,
         snapshot: &Snapshot,
     ) -> Status {
+        let timer = state.plugin_timer.clone();
         for e in &self.pre_filter {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
-            let s = e.plugin.as_pre_filter().expect("preFilter").add_pod(state, pod, add, node, snapshot);
+            let s = timed(&timer, e, "PreFilterExtensionAddPod", Status::code, || {
+                e.plugin.as_pre_filter().expect("preFilter").add_pod(state, pod, add, node, snapshot)
+            });
             if !s.is_success() {
                 return Status::error(format!("running AddPod on PreFilter plugin {:?}: {}", &*e.name, s.message()))
                     .with_plugin(&e.name);
@@ -546,11 +557,14 @@ impl Framework {
         node: &NodeInfo,
         snapshot: &Snapshot,
     ) -> Status {
+        let timer = state.plugin_timer.clone();
         for e in &self.pre_filter {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
-            let s = e.plugin.as_pre_filter().expect("preFilter").remove_pod(state, pod, remove, node, snapshot);
+            let s = timed(&timer, e, "PreFilterExtensionRemovePod", Status::code, || {
+                e.plugin.as_pre_filter().expect("preFilter").remove_pod(state, pod, remove, node, snapshot)
+            });
             if !s.is_success() {
                 return Status::error(format!("running RemovePod on PreFilter plugin {:?}: {}", &*e.name, s.message()))
                     .with_plugin(&e.name);
@@ -569,7 +583,9 @@ impl Framework {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
-            let s = e.plugin.as_filter().expect("registered at filter").filter(state, pod, node);
+            let s = timed(&state.plugin_timer, e, "Filter", Status::code, || {
+                e.plugin.as_filter().expect("registered at filter").filter(state, pod, node)
+            });
             if !s.is_success() {
                 return tag_filter_status(s, e);
             }
@@ -718,7 +734,11 @@ impl Framework {
             }
             let nodes: Vec<&NodeInfo> = plain.iter().map(|&i| chunk[i]).collect();
             out.clear();
+            let t0 = state.plugin_timer.as_ref().map(|_| Instant::now());
             e.plugin.as_filter().expect("registered at filter").filter_nodes(state, pod, &nodes, &mut out);
+            if let (Some(o), Some(t0)) = (&state.plugin_timer, t0) {
+                o.plugin_execution(&e.name, "Filter", batch_code(&out), t0.elapsed());
+            }
             if out.len() != nodes.len() {
                 let s = Status::error(format!(
                     "plugin {:?} returned {} filter results for {} nodes",
@@ -758,8 +778,18 @@ impl Framework {
         let mut result = None;
         let mut rejector: Option<Arc<str>> = None;
         for e in &self.post_filter {
-            let (r, s) =
-                e.plugin.as_post_filter().expect("registered at postFilter").post_filter(state, pod, filtered, handle);
+            let (r, s) = timed(
+                &state.plugin_timer,
+                e,
+                "PostFilter",
+                |(_, s): &(Option<PostFilterResult>, Status)| s.code(),
+                || {
+                    e.plugin
+                        .as_post_filter()
+                        .expect("registered at postFilter")
+                        .post_filter(state, pod, filtered, handle)
+                },
+            );
             if s.is_success() {
                 return (r, s);
             }
@@ -794,8 +824,11 @@ impl Framework {
         snapshot: &Snapshot,
         mut trace: Option<&mut CycleTrace>,
     ) -> Status {
+        let timer = state.plugin_timer.clone();
         for e in &self.pre_score {
-            let s = e.plugin.as_pre_score().expect("registered at preScore").pre_score(state, pod, nodes, snapshot);
+            let s = timed(&timer, e, "PreScore", Status::code, || {
+                e.plugin.as_pre_score().expect("registered at preScore").pre_score(state, pod, nodes, snapshot)
+            });
             if s.is_skip() {
                 state.skip_score_plugins.insert(e.name.to_string());
                 if let Some(t) = trace.as_deref_mut() {
@@ -829,7 +862,9 @@ impl Framework {
             let mut per_plugin = Vec::with_capacity(active.len());
             for e in &active {
                 let mut out = vec![0i64; chunk.len()];
-                let s = e.plugin.as_score().expect("registered at score").score_nodes(state, pod, chunk, &mut out);
+                let s = timed(&state.plugin_timer, e, "Score", Status::code, || {
+                    e.plugin.as_score().expect("registered at score").score_nodes(state, pod, chunk, &mut out)
+                });
                 if !s.is_success() {
                     return Err(Status::error(format!("running Score plugin {:?}: {}", &*e.name, s.message()))
                         .with_plugin(&e.name));
@@ -854,7 +889,10 @@ impl Framework {
             let sp = e.plugin.as_score().expect("registered at score");
             let mut list: Vec<NodeScore> =
                 nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
-            let s = sp.normalize_score(state, pod, &mut list);
+            // Only a plugin with a NormalizeScore of its own is timed there, as upstream.
+            let timer = if sp.has_normalize() { &state.plugin_timer } else { &None };
+            let s =
+                timed(timer, e, "ScoreExtensionNormalize", Status::code, || sp.normalize_score(state, pod, &mut list));
             if !s.is_success() {
                 return Err(Status::error(format!(
                     "running Normalize on Score plugin {:?}: {}",
@@ -894,8 +932,11 @@ impl Framework {
 
     /// Reserve: the first non-Success stops (the caller then runs Unreserve on every Reserve plugin).
     pub fn run_reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let timer = state.plugin_timer.clone();
         for e in &self.reserve {
-            let s = e.plugin.as_reserve().expect("registered at reserve").reserve(state, pod, node);
+            let s = timed(&timer, e, "Reserve", Status::code, || {
+                e.plugin.as_reserve().expect("registered at reserve").reserve(state, pod, node)
+            });
             if !s.is_success() {
                 if s.is_rejected() {
                     return s.with_plugin(&e.name);
@@ -909,8 +950,15 @@ impl Framework {
 
     /// Unreserve: every Reserve plugin, in reverse order.
     pub fn run_unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        let timer = state.plugin_timer.clone();
         for e in self.reserve.iter().rev() {
-            e.plugin.as_reserve().expect("registered at reserve").unreserve(state, pod, node);
+            timed(
+                &timer,
+                e,
+                "Unreserve",
+                |_| Code::Success,
+                || e.plugin.as_reserve().expect("registered at reserve").unreserve(state, pod, node),
+            );
         }
     }
 
@@ -918,8 +966,15 @@ impl Framework {
     /// and returns Wait.
     pub fn run_permit(&self, state: &mut CycleState, pod: &Arc<PodInfo>, node: &str) -> Status {
         let mut waits: HashMap<String, Instant> = HashMap::new();
+        let timer = state.plugin_timer.clone();
         for e in &self.permit {
-            let (s, timeout) = e.plugin.as_permit().expect("registered at permit").permit(state, pod, node);
+            let (s, timeout) = timed(
+                &timer,
+                e,
+                "Permit",
+                |(s, _): &(Status, Duration)| s.code(),
+                || e.plugin.as_permit().expect("registered at permit").permit(state, pod, node),
+            );
             if s.is_success() {
                 continue;
             }
@@ -961,8 +1016,11 @@ impl Framework {
 
     /// PreBind: the first non-Success stops.
     pub fn run_pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let timer = state.plugin_timer.clone();
         for e in &self.pre_bind {
-            let s = e.plugin.as_pre_bind().expect("registered at preBind").pre_bind(state, pod, node);
+            let s = timed(&timer, e, "PreBind", Status::code, || {
+                e.plugin.as_pre_bind().expect("registered at preBind").pre_bind(state, pod, node)
+            });
             if !s.is_success() {
                 return Status::error(format!("running PreBind plugin {:?}: {}", &*e.name, s.message()))
                     .with_plugin(&e.name);
@@ -973,8 +1031,11 @@ impl Framework {
 
     /// Bind: Skip passes to the next binder; the first other answer is final. All skipping is Skip.
     pub fn run_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let timer = state.plugin_timer.clone();
         for e in &self.bind {
-            let s = e.plugin.as_bind().expect("registered at bind").bind(state, pod, node);
+            let s = timed(&timer, e, "Bind", Status::code, || {
+                e.plugin.as_bind().expect("registered at bind").bind(state, pod, node)
+            });
             if s.is_skip() {
                 continue;
             }
@@ -989,9 +1050,42 @@ impl Framework {
 
     /// PostBind: informational, every plugin runs.
     pub fn run_post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        let timer = state.plugin_timer.clone();
         for e in &self.post_bind {
-            e.plugin.as_post_bind().expect("registered at postBind").post_bind(state, pod, node);
+            timed(
+                &timer,
+                e,
+                "PostBind",
+                |_| Code::Success,
+                || e.plugin.as_post_bind().expect("registered at postBind").post_bind(state, pod, node),
+            );
         }
+    }
+}
+
+/// Runs one plugin call; in a sampled cycle (`timer` set) also reports how long it took and the code `code` reads
+/// from its result (`scheduler_plugin_execution_duration_seconds`).
+fn timed<R>(
+    timer: &Option<Arc<dyn Observer>>,
+    e: &PluginEntry,
+    point: &'static str,
+    code: impl FnOnce(&R) -> Code,
+    call: impl FnOnce() -> R,
+) -> R {
+    let Some(o) = timer else { return call() };
+    let t0 = Instant::now();
+    let r = call();
+    o.plugin_execution(&e.name, point, code(&r), t0.elapsed());
+    r
+}
+
+/// The code a batch of Filter verdicts is reported under: Error if any node errs, else Success (rejections are a
+/// Filter plugin doing its job).
+fn batch_code(verdicts: &[Status]) -> Code {
+    if verdicts.iter().any(|s| s.code() == Code::Error) {
+        Code::Error
+    } else {
+        Code::Success
     }
 }
 

@@ -102,6 +102,10 @@ pub trait Observer: Send + Sync {
     fn preempted(&self, _victim: &PodInfo, _preemptor: &PodInfo, _node: &str) {}
     /// Time spent in an extension point (`scheduler_framework_extension_point_duration_seconds`).
     fn extension_point(&self, _profile: &str, _point: &'static str, _status: Code, _duration: Duration) {}
+    /// Time one plugin spent in one call at an extension point, in sampled cycles
+    /// (`scheduler_plugin_execution_duration_seconds`). Filter and Score are batched: one call covers a chunk of
+    /// nodes.
+    fn plugin_execution(&self, _plugin: &str, _point: &'static str, _status: Code, _duration: Duration) {}
 }
 
 /// An observer that ignores everything.
@@ -154,6 +158,9 @@ pub struct SchedulerOptions {
     pub self_events: bool,
     /// Record a `CycleTrace` for pods whose `ns/name` is listed.
     pub trace_pods: Vec<String>,
+    /// Share of scheduling cycles, in percent, whose plugin calls are timed for the observer's
+    /// `plugin_execution` (kube-scheduler samples 10%); 0 times none.
+    pub plugin_metrics_sample_percent: u32,
 }
 
 /// Everything the scheduling loop and the binding cycles share.
@@ -175,6 +182,15 @@ pub struct Scheduler {
     pub observer: Arc<dyn Observer>,
     options: SchedulerOptions,
     in_flight_bindings: AtomicU64,
+    /// Scheduling cycles started, for sampling plugin metrics evenly.
+    cycles_started: AtomicU64,
+}
+
+/// Whether cycle `n` (counting from 0) is among the `percent` of cycles whose plugin calls are timed: spread evenly
+/// (cycles 0, 10, 20, ... at 10%) rather than drawn at random, so runs repeat and the first cycle counts.
+fn sampled(n: u64, percent: u32) -> bool {
+    let p = u64::from(percent.min(100));
+    (n * p) % 100 < p
 }
 
 /// Nominated pods by node name, as the snapshot shares them.
@@ -214,6 +230,7 @@ impl Scheduler {
             observer,
             options,
             in_flight_bindings: AtomicU64::new(0),
+            cycles_started: AtomicU64::new(0),
         }
     }
 
@@ -241,6 +258,9 @@ impl Scheduler {
         }
         let start = Instant::now();
         let mut state = CycleState::new();
+        if self.sample_plugin_metrics() {
+            state.plugin_timer = Some(self.observer.clone());
+        }
         fwk.begin_cycle(&mut state);
         let mut trace = self.options.trace_pods.iter().any(|k| *k == pod.key()).then(CycleTrace::default);
 
@@ -295,6 +315,11 @@ impl Scheduler {
             }
         }
         true
+    }
+
+    /// Whether this cycle's plugin calls are timed (see [`sampled`]).
+    fn sample_plugin_metrics(&self) -> bool {
+        sampled(self.cycles_started.fetch_add(1, Ordering::Relaxed), self.options.plugin_metrics_sample_percent)
     }
 
     fn refresh_snapshot(&self, snapshot: &mut Snapshot) {
@@ -656,5 +681,22 @@ impl PostFilterHandle for Handle<'_> {
     }
     fn random(&self, n: usize) -> usize {
         self.rng.lock().expect("rng lock").below(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sampled;
+
+    #[test]
+    fn plugin_metrics_sample_the_given_share_of_cycles_evenly() {
+        let picked = |p| (0..1000u64).filter(|&n| sampled(n, p)).collect::<Vec<_>>();
+        assert_eq!(picked(10).len(), 100);
+        assert_eq!(&picked(10)[..3], [0, 10, 20]);
+        assert_eq!(picked(30).len(), 300);
+        assert!(picked(30).windows(2).all(|w| w[1] - w[0] <= 4), "spread, not bunched");
+        assert_eq!(picked(0).len(), 0);
+        assert_eq!(picked(100).len(), 1000);
+        assert_eq!(picked(250).len(), 1000, "capped at 100%");
     }
 }

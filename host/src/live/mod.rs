@@ -23,6 +23,10 @@ use crate::framework::{Scheduler, SchedulerOptions};
 use crate::plugins::{PluginContext, Registry};
 use crate::queue::SchedulingQueue;
 
+/// Share of cycles whose plugin calls are timed for `scheduler_plugin_execution_duration_seconds` (upstream's
+/// `pluginMetricsSamplePercent`).
+const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
+
 /// How long unschedulable pods wait before they are retried anyway (upstream `podMaxInUnschedulablePodsDuration`).
 const MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(5 * 60);
 
@@ -113,7 +117,13 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             cluster,
             Arc::new(RealClock::default()),
             metrics.clone(),
-            SchedulerOptions { seed: ctx.seed, async_binding: true, self_events: false, trace_pods: Vec::new() },
+            SchedulerOptions {
+                seed: ctx.seed,
+                async_binding: true,
+                self_events: false,
+                trace_pods: Vec::new(),
+                plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
+            },
         ));
         let live =
             Arc::new(Live { scheduler, metrics, synced: AtomicBool::new(false), running: AtomicBool::new(true) });

@@ -218,6 +218,8 @@ impl Simulation {
                 async_binding: false,
                 self_events: true,
                 trace_pods: opts.explain.clone(),
+                // The simulator reports no metrics.
+                plugin_metrics_sample_percent: 0,
             },
         ));
         Ok(Simulation { scheduler, clock, observer, cluster, ignored, nodes: cluster_file.nodes.len(), pending })

@@ -336,6 +336,14 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
         ["p1", "p2", "p3"].iter().all(|p| l.contains(&format!("Decision: e2e-label/{p} => "))).then_some(l)
     });
     assert!(log.contains("Decision: e2e-label/p1 => scheduler-1"), "{log}");
+    // The first cycle is among the sampled 10%: its Filter calls, native and Wasm, are timed per plugin.
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    for plugin in ["PriorityLabel", "NodeAffinity"] {
+        let series = format!(
+            "scheduler_plugin_execution_duration_seconds_count{{extension_point=\"Filter\",plugin=\"{plugin}\",status=\"Success\"}}"
+        );
+        assert!(metrics.lines().any(|l| l.starts_with(&series)), "{series} in:\n{metrics}");
+    }
 }
 
 /// Two replicas: only the leader binds; stopping it hands over within the lease duration; no pod bound twice.
