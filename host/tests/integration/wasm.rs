@@ -122,6 +122,49 @@ fn seed_label_scenario_javascript() {
     label_scenario("priority-label-js");
 }
 
+/// Places three pods on a 3,000-node cluster (one node labelled far above the rest) with the given parallelism;
+/// returns the placements and how many instances the Wasm plugin created.
+fn large_cluster_run(parallelism: u32) -> (Vec<Option<String>>, u64) {
+    // A name of its own, so the plugin can be told apart from other tests' in this process.
+    let name = format!("LargeClusterLabel{parallelism}");
+    let yaml = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: {parallelism}\npercentageOfNodesToScore: 100\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: {name}, weight: 5}}]\n  pluginConfig:\n  - name: {name}\n    args:\n      component: {}\n",
+        guest("priority-label").display()
+    );
+    let (reg, cfg) = registry_for(&yaml);
+    let mut cluster = String::new();
+    for i in 0..3000 {
+        let value = if i == 2345 { 5000 } else { i % 1000 };
+        cluster += &node_yaml(&format!("n-{i}"), Some(&value.to_string()));
+    }
+    for p in ["a", "b", "c"] {
+        cluster += &pod_yaml(p, "");
+    }
+    let file = sim::load::parse("c.yaml", &cluster).unwrap();
+    let s = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).unwrap();
+    let r = s.run();
+    let placed = ["a", "b", "c"].iter().map(|p| node_of(&r, &format!("default/{p}"))).collect();
+    use kube_wasm_scheduler::framework::Plugin as _;
+    let plugin = wasm::loaded_plugins().into_iter().find(|p| p.name() == name).expect("the plugin is loaded");
+    let instances = plugin.stats.instances.load(std::sync::atomic::Ordering::Relaxed);
+    (placed, instances)
+}
+
+#[test]
+fn parallel_filter_and_score_run_on_separate_instances_and_agree_with_one() {
+    // 3,000 nodes split into chunks of at least 1,024, one per thread: with two threads the guest's Filter and
+    // Score run on two instances at once (a pool, not one instance behind a lock), each with its own node table.
+    let (one, serial) = large_cluster_run(1);
+    let (two, parallel) = large_cluster_run(2);
+    let want = vec![Some("n-2345".to_string()); 3];
+    assert_eq!(one, want, "the node labelled 5000 wins every time");
+    assert_eq!(two, want, "the same decisions with the work split across instances");
+    assert_eq!(serial, 1, "one thread needs one instance");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        assert!(parallel >= 2, "two threads ran the guest on {parallel} instance(s)");
+    }
+}
+
 #[test]
 fn qos_sort_guest_orders_guaranteed_first() {
     let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
