@@ -281,9 +281,13 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
     assert_eq!(s.term(), Some(0), "SIGTERM exits 0:\n{}", s.log());
 }
 
-/// The seed's label scenario with the Wasm priority-label plugin, and random-score's PostBind log line.
+/// The seed's label scenario with the Wasm priority-label plugin, random-score's PostBind log line, and a hot
+/// reload of priority-label in the running scheduler.
 fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
     k.namespace("e2e-label");
+    // A copy the test may replace; the built guest stays as it is.
+    let plugin = work.join("priority-label.wasm");
+    std::fs::copy(guest("priority-label"), &plugin).unwrap();
     k.node("scheduler-1", json!({"e2e": "label"}));
     k.node("scheduler-2", json!({"e2e": "label"}));
     let profile = write_profile(
@@ -291,7 +295,7 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
         "label.yaml",
         &format!(
             "profiles:\n- schedulerName: label-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: PriorityLabel, weight: 5}}, {{name: RandomScore, weight: 0}}]\n    filter:\n      enabled: [{{name: NodeAffinity}}]\n  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n  - name: RandomScore\n    args:\n      component: {}\n",
-            guest("priority-label").display(),
+            plugin.display(),
             guest("random-score").display()
         ),
     );
@@ -344,6 +348,33 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
         );
         assert!(metrics.lines().any(|l| l.starts_with(&series)), "{series} in:\n{metrics}");
     }
+
+    // Hot reload: the file is replaced the way a deploy would (written aside, renamed over) by a build that
+    // inverts the score; the next decision follows it. Then a corrupt file is refused and the inverted build
+    // keeps serving.
+    let replace = |bytes: &[u8]| {
+        let aside = work.join("priority-label.wasm.new");
+        std::fs::write(&aside, bytes).unwrap();
+        std::fs::rename(&aside, &plugin).unwrap();
+    };
+    let counter = |name: &str| -> Option<u64> {
+        let (_, m) = http_get(port, "/metrics")?;
+        let line = m.lines().find(|l| l.starts_with(&format!("{name}{{plugin=\"PriorityLabel\"}} ")))?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    replace(&std::fs::read(guest("priority-label-inverted")).unwrap());
+    wait_until("reload", Duration::from_secs(60), || (counter("kws_wasm_plugin_reloads_total")? >= 1).then_some(()));
+    pod("p4");
+    assert_eq!(k.wait_bound("e2e-label", "p4"), "scheduler-2", "inverted: the lower label (20 < 30) wins");
+    replace(b"not a component");
+    wait_until("refused reload", Duration::from_secs(60), || {
+        (counter("kws_wasm_plugin_reload_failures_total")? >= 1).then_some(())
+    });
+    pod("p5");
+    assert_eq!(k.wait_bound("e2e-label", "p5"), "scheduler-2", "the inverted build keeps serving");
+    assert_eq!(counter("kws_wasm_plugin_reloads_total"), Some(1), "the corrupt file was not swapped in");
+    let log = s.log();
+    assert!(log.contains("wasm plugin reload refused"), "the refusal is in the log:\n{log}");
 }
 
 /// Two replicas: only the leader binds; stopping it hands over within the lease duration; no pod bound twice.
