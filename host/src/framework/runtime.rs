@@ -532,20 +532,9 @@ impl Framework {
         node: &NodeInfo,
         snapshot: &Snapshot,
     ) -> Status {
-        let timer = state.plugin_timer.clone();
-        for e in &self.pre_filter {
-            if state.skip_filter_plugins.contains(&*e.name) {
-                continue;
-            }
-            let s = timed(&timer, e, "PreFilterExtensionAddPod", Status::code, || {
-                e.plugin.as_pre_filter().expect("preFilter").add_pod(state, pod, add, node, snapshot)
-            });
-            if !s.is_success() {
-                return Status::error(format!("running AddPod on PreFilter plugin {:?}: {}", &*e.name, s.message()))
-                    .with_plugin(&e.name);
-            }
-        }
-        Status::success()
+        self.run_pre_filter_extension(state, "PreFilterExtensionAddPod", |p, state| {
+            p.add_pod(state, pod, add, node, snapshot)
+        })
     }
 
     /// Runs every PreFilter plugin's `remove_pod`; stops at the first error.
@@ -557,16 +546,28 @@ impl Framework {
         node: &NodeInfo,
         snapshot: &Snapshot,
     ) -> Status {
+        self.run_pre_filter_extension(state, "PreFilterExtensionRemovePod", |p, state| {
+            p.remove_pod(state, pod, remove, node, snapshot)
+        })
+    }
+
+    /// AddPod or RemovePod (`point`, upstream's metric name for it) on every PreFilter plugin not skipped this
+    /// cycle; stops at the first error.
+    fn run_pre_filter_extension(
+        &self,
+        state: &mut CycleState,
+        point: &'static str,
+        call: impl Fn(&dyn PreFilterPlugin, &mut CycleState) -> Status,
+    ) -> Status {
+        let which = point.strip_prefix("PreFilterExtension").unwrap_or(point);
         let timer = state.plugin_timer.clone();
         for e in &self.pre_filter {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
-            let s = timed(&timer, e, "PreFilterExtensionRemovePod", Status::code, || {
-                e.plugin.as_pre_filter().expect("preFilter").remove_pod(state, pod, remove, node, snapshot)
-            });
+            let s = timed(&timer, e, point, Status::code, || call(e.plugin.as_pre_filter().expect("preFilter"), state));
             if !s.is_success() {
-                return Status::error(format!("running RemovePod on PreFilter plugin {:?}: {}", &*e.name, s.message()))
+                return Status::error(format!("running {which} on PreFilter plugin {:?}: {}", &*e.name, s.message()))
                     .with_plugin(&e.name);
             }
         }
