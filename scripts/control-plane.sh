@@ -54,21 +54,24 @@ read_pids() {
 etcd_alive() { [[ -n "$ETCD_PID" ]] && alive "$ETCD_PID" "$DIR/etcd"; }
 apiserver_alive() { [[ -n "$APISERVER_PID" ]] && alive "$APISERVER_PID" "$DIR/certs"; }
 
+gone_within() {  # <pid> <marker> <tenths of a second>: wait until the process is gone; false if it is not
+  local i
+  for ((i = 0; i < $3; i++)); do
+    alive "$1" "$2" || return 0
+    sleep 0.1
+  done
+  ! alive "$1" "$2"
+}
+
 stop_one() {  # <name> <pid> <marker>
-  local name="$1" pid="$2" marker="$3" i
+  local name="$1" pid="$2" marker="$3"
   alive "$pid" "$marker" || return 0
   say "stopping $name (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    alive "$pid" "$marker" || return 0
-    sleep 0.1
-  done
+  gone_within "$pid" "$marker" 100 && return 0
   say "$name did not stop within 10 s, sending SIGKILL"
   kill -KILL "$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    alive "$pid" "$marker" || return 0
-    sleep 0.1
-  done
+  gone_within "$pid" "$marker" 50 && return 0
   say "warning: $name (pid $pid) is still there"
 }
 

@@ -20,11 +20,6 @@ impl CyclePod {
     pub(crate) fn on_first_read() -> Self {
         Self { pod: std::cell::OnceCell::new() }
     }
-
-    /// True once the pod has been fetched (or was given).
-    pub fn is_fetched(&self) -> bool {
-        self.pod.get().is_some()
-    }
 }
 
 impl From<Pod> for CyclePod {
