@@ -2,6 +2,7 @@
 //! profile runner that executes the cycle.
 
 pub mod cycle_state;
+pub mod extension_point;
 pub mod interface;
 pub mod labels;
 pub mod quantity;
@@ -9,6 +10,7 @@ pub mod status;
 pub mod types;
 
 pub use cycle_state::{CycleState, StateData};
+pub use extension_point::{ExtensionPoint, NUM_EXTENSION_POINTS};
 pub use interface::*;
 pub use status::{Code, Status};
 pub use types::{NodeInfo, PodInfo, QosClass, QueuedPodInfo, Resource};
