@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
-use kube_wasm_scheduler::cache::Snapshot;
+use kube_wasm_scheduler::framework::Snapshot;
 use kube_wasm_scheduler::config;
 use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::plugins::{in_tree_registry, Registry};
@@ -97,7 +97,7 @@ fn profile(wasm: bool) -> (Registry, config::SchedulerConfig) {
 /// both variants) schedules onto the same cluster; the pod's node still changes twice per call, and those changes
 /// still reach the guest.
 struct CycleBench {
-    sched: Arc<kube_wasm_scheduler::framework::schedule_one::Scheduler>,
+    sched: Arc<kube_wasm_scheduler::scheduler::Scheduler>,
     _sim: Simulation,
     template: PodInfo,
     n: u64,

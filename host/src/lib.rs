@@ -8,5 +8,6 @@ pub mod framework;
 pub mod live;
 pub mod plugins;
 pub mod queue;
+pub mod scheduler;
 pub mod sim;
 pub mod wasm;

@@ -1,14 +1,12 @@
 //! The scheduler cache: nodes, the pods on them (bound and assumed), and the snapshot each cycle works on.
 
-mod snapshot;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use thiserror::Error;
 
-pub use snapshot::{ClusterObjects, Snapshot};
+pub use crate::framework::snapshot::{ClusterObjects, Snapshot};
 
 use crate::framework::types::{ImageStateSummary, NodeInfo, PodInfo};
 

@@ -1,12 +1,17 @@
 //! The in-memory cluster: records what the scheduler writes (bindings, evictions, nominations, events) so the
-//! simulator, tests and benchmarks run the same code as the live scheduler with no API server.
+//! simulator, tests and benchmarks run the same code as the live scheduler with no API server. Like an API server
+//! with an informer, it reports what changes to the connected event handler, at once: objects the simulator
+//! adds, pods bound, pods deleted. Status patches (nominations, conditions) are recorded but not reported, as the
+//! queue takes no action on a pod's status-only update.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use super::{ClusterClient, ClusterError, PodEvent};
-use crate::framework::types::PodInfo;
+use k8s_openapi::api::core::v1::Node;
+
+use super::{ClusterClient, ClusterError, EventHandler, PodEvent};
+use crate::framework::{ClusterObjects, EventResource, PodInfo};
 
 /// A write the scheduler made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,9 +54,40 @@ pub struct MemoryCluster {
     /// Pods whose binding fails with a conflict (tests of the unwind path).
     pub fail_bind: Mutex<Vec<String>>,
     changes: AtomicUsize,
+    handler: RwLock<Option<Weak<dyn EventHandler>>>,
 }
 
 impl MemoryCluster {
+    /// Reports every later change to `handler` (held weakly: the scheduler owns this cluster, not the reverse).
+    pub fn connect(&self, handler: Weak<dyn EventHandler>) {
+        *self.handler.write().expect("handler lock") = Some(handler);
+    }
+
+    fn notify(&self, f: impl FnOnce(&dyn EventHandler)) {
+        let h = self.handler.read().expect("handler lock").as_ref().and_then(Weak::upgrade);
+        if let Some(h) = h {
+            f(&*h);
+        }
+    }
+
+    /// Adds or changes a node, as a user would through the API.
+    pub fn apply_node(&self, node: Node) {
+        self.notify(|h| h.node_applied(node));
+    }
+
+    /// Adds or changes a pod (bound or pending), as a user would through the API.
+    pub fn apply_pod(&self, pod: Arc<PodInfo>) {
+        if let Some(n) = pod.node_name() {
+            self.bound.lock().expect("bound lock").insert(pod.uid.clone(), n.to_string());
+        }
+        self.notify(|h| h.pod_applied(pod));
+    }
+
+    /// Replaces the objects other than pods and nodes.
+    pub fn set_objects(&self, objects: ClusterObjects) {
+        self.notify(|h| h.objects_changed(objects, EventResource::Other));
+    }
+
     /// Everything written so far, in order.
     pub fn writes(&self) -> Vec<Write> {
         self.writes.lock().expect("writes lock").clone()
@@ -91,12 +127,14 @@ impl ClusterClient for MemoryCluster {
         bound.insert(pod.uid.clone(), node.to_string());
         drop(bound);
         self.push(Write::Bind { pod: key, node: node.to_string() });
+        self.notify(|h| h.pod_applied(Arc::new(pod.with_node_name(node))));
         Ok(())
     }
 
     fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError> {
         self.bound.lock().expect("bound lock").remove(&pod.uid);
         self.push(Write::Delete { pod: pod.key(), preemptor: preemptor.key() });
+        self.notify(|h| h.pod_deleted(&pod.uid));
         Ok(())
     }
 

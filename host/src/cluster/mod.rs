@@ -1,55 +1,31 @@
-//! The cluster seam: what the scheduler needs from a cluster (binding, evictions, nominations, events). The
-//! framework never knows whether it runs on the in-memory simulator or on a real API server.
+//! The cluster seam: the writes the scheduler makes to a cluster (binding, evictions, nominations, events; the
+//! traits are the framework's) and the changes a cluster reports back (`EventHandler`). Two implementations:
+//! `kube` (a real API server: client writes and informers) and `memory` (the simulator's in-memory cluster).
 
 pub mod kube;
 pub mod memory;
 
-use thiserror::Error;
+pub use crate::framework::handle::{ClusterClient, ClusterError, PodEvent};
 
-use crate::framework::types::PodInfo;
 
-/// A cluster call that failed.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum ClusterError {
-    /// The object changed or is gone (HTTP 409/404): the pod is not bound, and must not be retried blindly.
-    #[error("conflict on {object}: {message}")]
-    Conflict {
-        /// The object, `kind ns/name`.
-        object: String,
-        /// What the server said.
-        message: String,
-    },
-    /// Anything else (network, server error).
-    #[error("cluster call on {object} failed: {message}")]
-    Other {
-        /// The object, `kind ns/name`.
-        object: String,
-        /// What went wrong.
-        message: String,
-    },
-}
+use std::sync::Arc;
 
-/// One scheduling event for a pod (`Scheduled`, `FailedScheduling`, `Preempted`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodEvent {
-    /// `Normal` or `Warning`.
-    pub type_: &'static str,
-    /// The reason, upstream's spelling.
-    pub reason: &'static str,
-    /// The human message.
-    pub message: String,
-    /// The profile's schedulerName (the reporting controller).
-    pub scheduler_name: String,
-}
+use k8s_openapi::api::core::v1::Node;
 
-/// The writes a scheduler makes to a cluster.
-pub trait ClusterClient: Send + Sync {
-    /// Binds the pod to the node (`pods/binding`).
-    fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError>;
-    /// Evicts a preemption victim.
-    fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError>;
-    /// Sets or clears `status.nominatedNodeName`.
-    fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError>;
-    /// Records an event on the pod and, for failures, the PodScheduled=False condition.
-    fn record(&self, pod: &PodInfo, event: PodEvent);
+use crate::framework::{ClusterObjects, EventResource, PodInfo};
+
+/// Where a cluster reports changes to its objects (upstream's informer event handlers). The live informers and
+/// the in-memory cluster report to the same handler — the scheduler's — so what a change does to the cache and
+/// the queue is written once, whichever cluster the scheduler runs on.
+pub trait EventHandler: Send + Sync {
+    /// A pod was added or changed (bound or pending, any scheduler's).
+    fn pod_applied(&self, pod: Arc<PodInfo>);
+    /// A pod was deleted.
+    fn pod_deleted(&self, uid: &str);
+    /// A node was added or changed.
+    fn node_applied(&self, node: Node);
+    /// A node was deleted.
+    fn node_deleted(&self, name: &str);
+    /// The objects other than pods and nodes changed; `resource` says which kind, for requeueing.
+    fn objects_changed(&self, objects: ClusterObjects, resource: EventResource);
 }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::framework::ExtensionPoint;
+
 pub use defaults::{default_plugins, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
 pub use duration::parse_go_duration;
 pub use types::*;
@@ -196,7 +198,7 @@ fn complete(
         }
         check_percentage(p.percentage_of_nodes_to_score, "").map_err(|m| err(at(".percentageOfNodesToScore"), m))?;
         let user = p.plugins.clone().unwrap_or_default();
-        for (point, set) in sets(&user) {
+        for (point, set) in user.sets() {
             let Some(set) = set else { continue };
             for (j, e) in set.enabled.iter().enumerate() {
                 let f = at(&format!(".plugins.{point}.enabled[{j}]"));
@@ -336,25 +338,6 @@ fn queue_sort_names(p: &Plugins) -> Vec<String> {
     v
 }
 
-/// The extension points of a `Plugins`, with their upstream field names.
-pub fn sets(p: &Plugins) -> [(&'static str, Option<&PluginSet>); 13] {
-    [
-        ("preEnqueue", p.pre_enqueue.as_ref()),
-        ("queueSort", p.queue_sort.as_ref()),
-        ("preFilter", p.pre_filter.as_ref()),
-        ("filter", p.filter.as_ref()),
-        ("postFilter", p.post_filter.as_ref()),
-        ("preScore", p.pre_score.as_ref()),
-        ("score", p.score.as_ref()),
-        ("reserve", p.reserve.as_ref()),
-        ("permit", p.permit.as_ref()),
-        ("preBind", p.pre_bind.as_ref()),
-        ("bind", p.bind.as_ref()),
-        ("postBind", p.post_bind.as_ref()),
-        ("multiPoint", p.multi_point.as_ref()),
-    ]
-}
-
 /// Upstream's `mergePlugins`: per point, the defaults not disabled (replaced in place by a user entry of the same
 /// name), then the user's other entries; the disabled lists are kept so multiPoint expansion can honour them.
 pub fn merge_plugins(defaults: &Plugins, user: &Plugins) -> Plugins {
@@ -388,19 +371,10 @@ pub fn merge_plugins(defaults: &Plugins, user: &Plugins) -> Plugins {
         enabled.extend(u.enabled.iter().enumerate().filter(|(i, _)| !replaced.contains(i)).map(|(_, p)| p.clone()));
         Some(PluginSet { enabled, disabled })
     }
-    Plugins {
-        pre_enqueue: merge(defaults.pre_enqueue.as_ref(), user.pre_enqueue.as_ref()),
-        queue_sort: merge(defaults.queue_sort.as_ref(), user.queue_sort.as_ref()),
-        pre_filter: merge(defaults.pre_filter.as_ref(), user.pre_filter.as_ref()),
-        filter: merge(defaults.filter.as_ref(), user.filter.as_ref()),
-        post_filter: merge(defaults.post_filter.as_ref(), user.post_filter.as_ref()),
-        pre_score: merge(defaults.pre_score.as_ref(), user.pre_score.as_ref()),
-        score: merge(defaults.score.as_ref(), user.score.as_ref()),
-        reserve: merge(defaults.reserve.as_ref(), user.reserve.as_ref()),
-        permit: merge(defaults.permit.as_ref(), user.permit.as_ref()),
-        pre_bind: merge(defaults.pre_bind.as_ref(), user.pre_bind.as_ref()),
-        bind: merge(defaults.bind.as_ref(), user.bind.as_ref()),
-        post_bind: merge(defaults.post_bind.as_ref(), user.post_bind.as_ref()),
-        multi_point: merge(defaults.multi_point.as_ref(), user.multi_point.as_ref()),
+    let mut merged = Plugins::default();
+    for point in ExtensionPoint::ALL {
+        *merged.get_mut(point) = merge(defaults.get(point), user.get(point));
     }
+    merged.multi_point = merge(defaults.multi_point.as_ref(), user.multi_point.as_ref());
+    merged
 }

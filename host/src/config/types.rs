@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::framework::ExtensionPoint;
+
 /// The API group and version this scheduler reads.
 pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 /// The kind.
@@ -86,6 +88,52 @@ pub struct Plugins {
     pub post_bind: Option<PluginSet>,
     /// Every extension point the plugin implements.
     pub multi_point: Option<PluginSet>,
+}
+
+/// Maps each extension point to its field once; `get`, `get_mut` and `sets` derive from it.
+macro_rules! plugin_sets {
+    ($($point:ident => $field:ident),+ $(,)?) => {
+        impl Plugins {
+            /// The set configured at an extension point.
+            pub fn get(&self, point: ExtensionPoint) -> Option<&PluginSet> {
+                match point {
+                    $(ExtensionPoint::$point => self.$field.as_ref(),)+
+                }
+            }
+
+            /// The set configured at an extension point, to replace it.
+            pub fn get_mut(&mut self, point: ExtensionPoint) -> &mut Option<PluginSet> {
+                match point {
+                    $(ExtensionPoint::$point => &mut self.$field,)+
+                }
+            }
+        }
+    };
+}
+
+plugin_sets!(
+    PreEnqueue => pre_enqueue,
+    QueueSort => queue_sort,
+    PreFilter => pre_filter,
+    Filter => filter,
+    PostFilter => post_filter,
+    PreScore => pre_score,
+    Score => score,
+    Reserve => reserve,
+    Permit => permit,
+    PreBind => pre_bind,
+    Bind => bind,
+    PostBind => post_bind,
+);
+
+impl Plugins {
+    /// Every set with its field name: the extension points in order, then `multiPoint`.
+    pub fn sets(&self) -> impl Iterator<Item = (&'static str, Option<&PluginSet>)> {
+        ExtensionPoint::ALL
+            .into_iter()
+            .map(|p| (p.config_name(), self.get(p)))
+            .chain([("multiPoint", self.multi_point.as_ref())])
+    }
 }
 
 /// Enabled and disabled plugins of one extension point.

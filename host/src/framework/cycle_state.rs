@@ -5,7 +5,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::any::Any;
 use std::sync::Arc;
 
-use super::schedule_one::Observer;
+use super::metrics::PluginMetrics;
 
 /// A value stored in the cycle state. Cloning is needed because preemption evaluates "what if these pods were
 /// gone" on a copy of the state (upstream's `StateData.Clone`).
@@ -40,7 +40,7 @@ pub struct CycleState {
     pub skip_score_plugins: FxHashSet<String>,
     /// Where this cycle's plugin calls are timed (`scheduler_plugin_execution_duration_seconds`); set only on the
     /// sampled share of cycles, since timing every call of every plugin costs more than the metric is worth.
-    pub plugin_timer: Option<Arc<dyn Observer>>,
+    pub plugin_timer: Option<Arc<dyn PluginMetrics>>,
 }
 
 impl Clone for CycleState {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::cycle_state::CycleState;
 use super::status::Status;
 use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
-use crate::cache::Snapshot;
+use super::snapshot::Snapshot;
 
 /// The highest score a Score plugin may give after NormalizeScore (upstream `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;

@@ -1,24 +1,33 @@
-//! The scheduling framework: extension-point traits, `Status`, `CycleState`, pod and node infos, and the
-//! profile runner that executes the cycle.
+//! The scheduling framework: the plugin API (extension-point traits, `Status`, `CycleState`, pod and node infos, the
+//! snapshot plugins read, the registry) and the runner of each extension point. It imports nothing that drives it:
+//! the scheduler, queue, cache and cluster sit above it.
 
 pub mod cycle_state;
+pub mod diagnosis;
 pub mod extension_point;
+pub mod handle;
 pub mod interface;
 pub mod labels;
-pub mod quantity;
-pub mod status;
-pub mod types;
-
-pub use cycle_state::{CycleState, StateData};
-pub use extension_point::{ExtensionPoint, NUM_EXTENSION_POINTS};
-pub use interface::*;
-pub use status::{Code, Status};
-pub use types::{NodeInfo, PodInfo, QosClass, QueuedPodInfo, Resource};
+pub mod metrics;
 pub mod parallelize;
+pub mod quantity;
+pub mod registry;
 pub mod rng;
 pub mod runtime;
+pub mod snapshot;
+pub mod status;
+pub mod trace;
+pub mod types;
+pub mod waiting_pods;
 
-pub use runtime::{Diagnosis, Framework, FrameworkError};
-pub mod schedule_one;
-
-pub use schedule_one::{AttemptResult, Observer, ProfileMap, Scheduler, SchedulerOptions};
+pub use cycle_state::{CycleState, StateData};
+pub use diagnosis::Diagnosis;
+pub use extension_point::{ExtensionPoint, NUM_EXTENSION_POINTS};
+pub use handle::{ClusterClient, ClusterError, PluginContext, PodEvent};
+pub use interface::*;
+pub use registry::Registry;
+pub use runtime::{Framework, FrameworkError};
+pub use snapshot::{ClusterObjects, Snapshot};
+pub use status::{Code, Status};
+pub use trace::CycleTrace;
+pub use types::{NodeInfo, PodInfo, QosClass, QueuedPodInfo, Resource};

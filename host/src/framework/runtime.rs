@@ -2,26 +2,25 @@
 //! (`framework/runtime/framework.go`). Each runner's doc states its short-circuit rule.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use super::cycle_state::CycleState;
+use super::extension_point::{ExtensionPoint, NUM_EXTENSION_POINTS};
+use super::handle::PluginContext;
 use super::interface::*;
+use super::metrics::PluginMetrics;
 use super::parallelize::Parallelizer;
-use super::schedule_one::Observer;
+use super::registry::Registry;
+use super::snapshot::Snapshot;
 use super::status::{Code, Status};
+use super::trace::{CycleTrace, PluginScoreTrace};
 use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
-use crate::cache::Snapshot;
-use crate::config::{PluginSet, Plugins, ProfileConfig};
-use crate::plugins::{PluginContext, Registry};
+use super::waiting_pods::{WaitingPod, WaitingPods};
+use crate::config::ProfileConfig;
 
-/// Upstream's floor for how many feasible nodes to look for before scoring.
-pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
-/// Upstream's floor for the adaptive percentage.
-pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
 /// The longest a Permit plugin may ask a pod to wait (upstream `maxTimeout`).
 pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
@@ -79,81 +78,6 @@ pub struct PluginEntry {
     pub weight: i64,
 }
 
-/// Why the nodes were rejected, for the `0/N nodes are available` message and for requeueing.
-#[derive(Debug, Default, Clone)]
-pub struct Diagnosis {
-    /// Rejected node → status.
-    pub node_to_status: NodeToStatus,
-    /// Plugins that rejected the pod somewhere.
-    pub unschedulable_plugins: HashSet<String>,
-    /// PreFilter's message when PreFilter rejected the pod.
-    pub pre_filter_msg: String,
-    /// PostFilter's message.
-    pub post_filter_msg: String,
-}
-
-/// Upstream's `FitError` message: `0/N nodes are available: <counted, sorted reasons>.` plus PostFilter's part.
-pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
-    let mut msg = format!("0/{num_all_nodes} nodes are available:");
-    if !d.pre_filter_msg.is_empty() {
-        msg.push_str(&format!(" {}.", d.pre_filter_msg));
-    } else {
-        let histogram = reason_histogram(d.node_to_status.values());
-        if !histogram.is_empty() {
-            msg.push_str(&format!(" {}.", histogram));
-        }
-    }
-    if !d.post_filter_msg.is_empty() {
-        msg.push_str(&format!(" {}.", d.post_filter_msg));
-    }
-    msg
-}
-
-/// Counts every reason over the statuses and returns `"<n> <reason>"` strings sorted and joined with ", ".
-pub fn reason_histogram<'a>(statuses: impl Iterator<Item = &'a Status>) -> String {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for s in statuses {
-        for r in s.reasons() {
-            *counts.entry(r.as_str()).or_insert(0) += 1;
-        }
-    }
-    let mut parts: Vec<String> = counts.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
-    parts.sort();
-    parts.join(", ")
-}
-
-/// Per-node verdicts and per-plugin scores of one cycle, recorded for `--explain`.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct CycleTrace {
-    /// PreFilter outcome per plugin: "Success", "Skip", or the rejection.
-    pub pre_filter: Vec<(String, String)>,
-    /// Nodes evaluated by Filter, in evaluation order, with their verdict ("feasible" or the rejecting status).
-    pub filter: Vec<(String, String)>,
-    /// Nodes not evaluated because enough feasible nodes were found first.
-    pub not_evaluated: usize,
-    /// Score plugins that ran: name, weight, and per node raw, normalized and weighted scores.
-    pub scores: Vec<PluginScoreTrace>,
-    /// Total score per node.
-    pub totals: Vec<(String, i64)>,
-    /// PreScore plugins that answered Skip.
-    pub pre_score_skipped: Vec<String>,
-    /// Set when the pod's nominated node was tried first and fit (the other nodes were not evaluated).
-    pub nominated_node: Option<String>,
-    /// What PostFilter (preemption) decided, when it ran.
-    pub post_filter: Option<String>,
-}
-
-/// One Score plugin's part in a cycle.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct PluginScoreTrace {
-    /// Plugin name.
-    pub plugin: String,
-    /// Weight.
-    pub weight: i64,
-    /// node → (raw, normalized, weighted).
-    pub nodes: Vec<(String, i64, i64, i64)>,
-}
-
 /// The total score of a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePluginScores {
@@ -163,111 +87,21 @@ pub struct NodePluginScores {
     pub total: i64,
 }
 
-/// A pod whose Permit answered Wait: plugins still to allow it, and the verdict once known.
-#[derive(Debug)]
-pub struct WaitingPod {
-    pod: Arc<PodInfo>,
-    pending: Mutex<HashMap<String, Instant>>,
-    verdict: Mutex<Option<Status>>,
-    signal: Condvar,
-}
-
-impl WaitingPod {
-    /// The waiting pod.
-    pub fn pod(&self) -> &Arc<PodInfo> {
-        &self.pod
-    }
-
-    /// A plugin allows the pod; when none is left pending the pod goes on to binding.
-    pub fn allow(&self, plugin: &str) {
-        let mut p = self.pending.lock().expect("waiting pod lock");
-        p.remove(plugin);
-        if p.is_empty() {
-            self.decide(Status::success());
-        }
-    }
-
-    /// A plugin rejects the pod.
-    pub fn reject(&self, plugin: &str, msg: &str) {
-        self.decide(Status::unschedulable(msg).with_plugin(&Arc::from(plugin)));
-    }
-
-    fn decide(&self, s: Status) {
-        let mut v = self.verdict.lock().expect("waiting pod lock");
-        if v.is_none() {
-            *v = Some(s);
-            self.signal.notify_all();
-        }
-    }
-
-    /// Blocks until allowed, rejected, or the earliest plugin timeout passes.
-    fn wait(&self) -> Status {
-        let mut v = self.verdict.lock().expect("waiting pod lock");
-        loop {
-            if let Some(s) = v.as_ref() {
-                return s.clone();
-            }
-            let deadline = self.pending.lock().expect("waiting pod lock").iter().map(|(n, d)| (*d, n.clone())).min();
-            let Some((deadline, plugin)) = deadline else { return Status::success() };
-            let now = Instant::now();
-            if now >= deadline {
-                return Status::unschedulable("rejected due to timeout after waiting at permit")
-                    .with_plugin(&Arc::from(plugin.as_str()));
-            }
-            v = self.signal.wait_timeout(v, deadline - now).expect("waiting pod lock").0;
-        }
-    }
-}
-
 /// The runner of one profile.
 pub struct Framework {
     profile_name: String,
-    pre_enqueue: Vec<PluginEntry>,
-    queue_sort: PluginEntry,
-    pre_filter: Vec<PluginEntry>,
-    filter: Vec<PluginEntry>,
-    post_filter: Vec<PluginEntry>,
-    pre_score: Vec<PluginEntry>,
-    score: Vec<PluginEntry>,
-    reserve: Vec<PluginEntry>,
-    permit: Vec<PluginEntry>,
-    pre_bind: Vec<PluginEntry>,
-    bind: Vec<PluginEntry>,
-    post_bind: Vec<PluginEntry>,
+    /// The plugins registered at each extension point, in order (indexed by `ExtensionPoint::index`).
+    points: [Vec<PluginEntry>; NUM_EXTENSION_POINTS],
     instances: BTreeMap<String, Arc<dyn Plugin>>,
     percentage_of_nodes_to_score: Option<i32>,
     parallelizer: Parallelizer,
-    next_start_node_index: AtomicUsize,
-    waiting: Mutex<HashMap<String, Arc<WaitingPod>>>,
+    waiting: WaitingPods,
 }
 
 impl std::fmt::Debug for Framework {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Framework").field("profile", &self.profile_name).finish()
     }
-}
-
-/// Whether a plugin implements one extension point.
-type Implements = fn(&dyn Plugin) -> bool;
-
-/// The extension points in upstream's order, with a test of whether a plugin implements each.
-const POINTS: &[(&str, Implements)] = &[
-    ("preEnqueue", |p| p.as_pre_enqueue().is_some()),
-    ("queueSort", |p| p.as_queue_sort().is_some()),
-    ("preFilter", |p| p.as_pre_filter().is_some()),
-    ("filter", |p| p.as_filter().is_some()),
-    ("postFilter", |p| p.as_post_filter().is_some()),
-    ("preScore", |p| p.as_pre_score().is_some()),
-    ("score", |p| p.as_score().is_some()),
-    ("reserve", |p| p.as_reserve().is_some()),
-    ("permit", |p| p.as_permit().is_some()),
-    ("preBind", |p| p.as_pre_bind().is_some()),
-    ("bind", |p| p.as_bind().is_some()),
-    ("postBind", |p| p.as_post_bind().is_some()),
-];
-
-fn point_set<'a>(p: &'a Plugins, point: &str) -> Option<&'a PluginSet> {
-    crate::config::sets(p).into_iter().find(|(n, _)| *n == point).and_then(|(_, s)| s)
 }
 
 impl Framework {
@@ -301,9 +135,11 @@ impl Framework {
         };
 
         let multi = profile.plugins.multi_point.clone().unwrap_or_default();
-        let mut per_point: HashMap<&'static str, Vec<PluginEntry>> = HashMap::new();
-        for (point, implements) in POINTS {
-            let set = point_set(&profile.plugins, point).cloned().unwrap_or_default();
+        let mut points: [Vec<PluginEntry>; NUM_EXTENSION_POINTS] = Default::default();
+        for ep in ExtensionPoint::ALL {
+            let point = ep.config_name();
+            let implements = |p: &dyn Plugin| ep.served_by(p);
+            let set = profile.plugins.get(ep).cloned().unwrap_or_default();
             let disabled: HashSet<&str> = set.disabled.iter().map(|p| p.name.as_str()).collect();
             let mut explicit: Vec<(String, Option<i32>)> = Vec::new();
             for e in &set.enabled {
@@ -360,23 +196,21 @@ impl Framework {
                     })
                 })
                 .collect::<Result<Vec<_>, FrameworkError>>()?;
-            per_point.insert(point, entries);
+            points[ep.index()] = entries;
         }
 
-        let mut take = |p: &str| per_point.remove(p).unwrap_or_default();
-        let queue_sort = take("queueSort");
+        let queue_sort = &points[ExtensionPoint::QueueSort.index()];
         if queue_sort.len() != 1 {
             return Err(FrameworkError::Invalid {
                 profile: pname.clone(),
                 message: format!(
                     "exactly one queueSort plugin is required, got {} ({})",
                     queue_sort.len(),
-                    names(&queue_sort)
+                    names(queue_sort)
                 ),
             });
         }
-        let bind = take("bind");
-        if bind.is_empty() {
+        if points[ExtensionPoint::Bind.index()].is_empty() {
             return Err(FrameworkError::Invalid {
                 profile: pname.clone(),
                 message: "at least one bind plugin is required".into(),
@@ -384,24 +218,17 @@ impl Framework {
         }
         Ok(Framework {
             profile_name: pname,
-            pre_enqueue: take("preEnqueue"),
-            queue_sort: queue_sort.into_iter().next().expect("one queue sort"),
-            pre_filter: take("preFilter"),
-            filter: take("filter"),
-            post_filter: take("postFilter"),
-            pre_score: take("preScore"),
-            score: take("score"),
-            reserve: take("reserve"),
-            permit: take("permit"),
-            pre_bind: take("preBind"),
-            bind,
-            post_bind: take("postBind"),
+            points,
             instances,
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score.or(global_percentage),
             parallelizer,
-            next_start_node_index: AtomicUsize::new(0),
-            waiting: Mutex::new(HashMap::new()),
+            waiting: WaitingPods::default(),
         })
+    }
+
+    /// The plugins registered at an extension point, in the order they run.
+    pub fn plugins_at(&self, point: ExtensionPoint) -> &[PluginEntry] {
+        &self.points[point.index()]
     }
 
     /// Lets every plugin prepare the cycle's state (see `Plugin::begin_cycle`).
@@ -421,23 +248,12 @@ impl Framework {
         &self.profile_name
     }
 
-    /// Plugin names per extension point (for `--explain` and logs).
+    /// Plugin names and weights per extension point (for `--explain` and logs).
     pub fn list_plugins(&self) -> Vec<(&'static str, Vec<(String, i64)>)> {
-        let l = |v: &[PluginEntry]| v.iter().map(|e| (e.name.to_string(), e.weight)).collect::<Vec<_>>();
-        vec![
-            ("preEnqueue", l(&self.pre_enqueue)),
-            ("queueSort", l(std::slice::from_ref(&self.queue_sort))),
-            ("preFilter", l(&self.pre_filter)),
-            ("filter", l(&self.filter)),
-            ("postFilter", l(&self.post_filter)),
-            ("preScore", l(&self.pre_score)),
-            ("score", l(&self.score)),
-            ("reserve", l(&self.reserve)),
-            ("permit", l(&self.permit)),
-            ("preBind", l(&self.pre_bind)),
-            ("bind", l(&self.bind)),
-            ("postBind", l(&self.post_bind)),
-        ]
+        ExtensionPoint::ALL
+            .into_iter()
+            .map(|p| (p.config_name(), self.plugins_at(p).iter().map(|e| (e.name.to_string(), e.weight)).collect()))
+            .collect()
     }
 
     /// Cluster events each plugin of this profile registered (for requeueing).
@@ -445,14 +261,24 @@ impl Framework {
         self.instances.iter().map(|(n, p)| (n.clone(), p.events_to_register())).collect()
     }
 
+    /// The profile's `percentageOfNodesToScore` (else the configuration's), if set.
+    pub fn percentage_of_nodes_to_score(&self) -> Option<i32> {
+        self.percentage_of_nodes_to_score
+    }
+
+    /// The parallelizer the Filter and Score runners use (and the node search sizes its rounds by).
+    pub fn parallelizer(&self) -> &Parallelizer {
+        &self.parallelizer
+    }
+
     /// True when a PostFilter plugin is enabled.
     pub fn has_post_filter(&self) -> bool {
-        !self.post_filter.is_empty()
+        !self.plugins_at(ExtensionPoint::PostFilter).is_empty()
     }
 
     /// PreEnqueue: the first plugin that does not answer Success keeps the pod out (its status, tagged).
     pub fn run_pre_enqueue(&self, pod: &PodInfo) -> Status {
-        for e in &self.pre_enqueue {
+        for e in self.plugins_at(ExtensionPoint::PreEnqueue) {
             let s = e.plugin.as_pre_enqueue().expect("registered at preEnqueue").pre_enqueue(pod);
             if !s.is_success() {
                 return s.with_plugin(&e.name);
@@ -463,7 +289,7 @@ impl Framework {
 
     /// QueueSort's order.
     pub fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
-        self.queue_sort.plugin.as_queue_sort().expect("registered at queueSort").less(a, b)
+        self.plugins_at(ExtensionPoint::QueueSort)[0].plugin.as_queue_sort().expect("registered at queueSort").less(a, b)
     }
 
     /// PreFilter: Skip marks the plugin's Filter as skipped; a rejection stops at once (tagged); an Error stops
@@ -478,11 +304,11 @@ impl Framework {
         let mut result: PreFilterResult = None;
         let mut narrowing = Vec::new();
         let timer = state.plugin_timer.clone();
-        for e in &self.pre_filter {
+        for e in self.plugins_at(ExtensionPoint::PreFilter) {
             let (r, s) = timed(
                 &timer,
                 e,
-                "PreFilter",
+                ExtensionPoint::PreFilter.metric_name(),
                 |(_, s): &(PreFilterResult, Status)| s.code(),
                 || e.plugin.as_pre_filter().expect("registered at preFilter").pre_filter(state, pod, snapshot),
             );
@@ -561,7 +387,7 @@ impl Framework {
     ) -> Status {
         let which = point.strip_prefix("PreFilterExtension").unwrap_or(point);
         let timer = state.plugin_timer.clone();
-        for e in &self.pre_filter {
+        for e in self.plugins_at(ExtensionPoint::PreFilter) {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
@@ -575,16 +401,16 @@ impl Framework {
     }
 
     fn active_filters(&self, state: &CycleState) -> Vec<&PluginEntry> {
-        self.filter.iter().filter(|e| !state.skip_filter_plugins.contains(&*e.name)).collect()
+        self.plugins_at(ExtensionPoint::Filter).iter().filter(|e| !state.skip_filter_plugins.contains(&*e.name)).collect()
     }
 
     /// Filter on one node: plugins in order, the first non-Success status is the node's verdict (tagged).
     pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        for e in &self.filter {
+        for e in self.plugins_at(ExtensionPoint::Filter) {
             if state.skip_filter_plugins.contains(&*e.name) {
                 continue;
             }
-            let s = timed(&state.plugin_timer, e, "Filter", Status::code, || {
+            let s = timed(&state.plugin_timer, e, ExtensionPoint::Filter.metric_name(), Status::code, || {
                 e.plugin.as_filter().expect("registered at filter").filter(state, pod, node)
             });
             if !s.is_success() {
@@ -629,94 +455,16 @@ impl Framework {
         self.run_filter_plugins(state, pod, node)
     }
 
-    /// How many feasible nodes to find before scoring (upstream `numFeasibleNodesToFind`): all of a small
-    /// cluster, else the configured percentage or the adaptive one (50% − nodes/125, at least 5%), at least 100.
-    pub fn num_feasible_nodes_to_find(&self, num_all_nodes: usize) -> usize {
-        let pct = self.percentage_of_nodes_to_score.unwrap_or(0);
-        if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND || pct >= 100 {
-            return num_all_nodes;
-        }
-        let mut adaptive = pct as i64;
-        if adaptive <= 0 {
-            adaptive = 50 - (num_all_nodes as i64) / 125;
-            if adaptive < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND as i64 {
-                adaptive = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND as i64;
-            }
-        }
-        let n = num_all_nodes * adaptive as usize / 100;
-        n.max(MIN_FEASIBLE_NODES_TO_FIND)
-    }
-
-    /// Filter across nodes: in parallel, in rounds, starting where the last cycle stopped, until enough feasible
-    /// nodes are found. Each plugin sees a whole chunk of nodes at once (one boundary crossing for a Wasm plugin).
-    /// Deterministic: the feasible set is the first `n` in rotated order. An Error status aborts the cycle.
-    pub fn find_nodes_that_pass_filters(
+    /// Filter on a chunk of nodes, one verdict per node in order: each plugin sees every node still feasible at
+    /// once (one boundary crossing for a Wasm plugin); nodes with nominated pods take the two-pass check.
+    pub fn run_filter_plugins_on_nodes(
         &self,
-        state: &CycleState,
-        pod: &PodInfo,
-        snapshot: &Snapshot,
-        nodes: &[Arc<NodeInfo>],
-        diagnosis: &mut Diagnosis,
-        mut trace: Option<&mut CycleTrace>,
-    ) -> Result<Vec<Arc<NodeInfo>>, Status> {
-        let n = nodes.len();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let to_find = self.num_feasible_nodes_to_find(n);
-        let start = self.next_start_node_index.load(Ordering::Relaxed) % n;
-        let filters = self.active_filters(state);
-        let has_nominated = !snapshot.nominated.is_empty();
-        let mut feasible: Vec<Arc<NodeInfo>> = Vec::with_capacity(to_find.min(n));
-        let mut processed = 0usize;
-        let mut evaluated = 0usize;
-        while evaluated < n && feasible.len() < to_find {
-            let need = to_find - feasible.len();
-            let round =
-                if evaluated == 0 { need } else { need.max(self.parallelizer.threads() * 32) }.min(n - evaluated);
-            let batch: Vec<&NodeInfo> = (evaluated..evaluated + round).map(|i| &*nodes[(start + i) % n]).collect();
-            let verdicts: Vec<Vec<Status>> = self
-                .parallelizer
-                .map_chunks(&batch, |_, chunk| self.filter_chunk(&filters, state, pod, snapshot, chunk, has_nominated));
-            for (i, s) in verdicts.into_iter().flatten().enumerate() {
-                let pos = evaluated + i;
-                let node = &nodes[(start + pos) % n];
-                if feasible.len() >= to_find {
-                    break;
-                }
-                processed = pos + 1;
-                if let Some(t) = trace.as_deref_mut() {
-                    t.filter.push((node.name.clone(), if s.is_success() { "feasible".into() } else { s.to_string() }));
-                }
-                if s.is_success() {
-                    feasible.push(node.clone());
-                } else if s.code() == Code::Error {
-                    return Err(s);
-                } else {
-                    if let Some(p) = s.plugin() {
-                        diagnosis.unschedulable_plugins.insert(p.to_string());
-                    }
-                    diagnosis.node_to_status.insert(node.name.clone(), s);
-                }
-            }
-            evaluated += round;
-        }
-        if let Some(t) = trace {
-            t.not_evaluated = n - processed;
-        }
-        self.next_start_node_index.store((start + processed) % n, Ordering::Relaxed);
-        Ok(feasible)
-    }
-
-    fn filter_chunk(
-        &self,
-        filters: &[&PluginEntry],
         state: &CycleState,
         pod: &PodInfo,
         snapshot: &Snapshot,
         chunk: &[&NodeInfo],
-        has_nominated: bool,
     ) -> Vec<Status> {
+        let has_nominated = !snapshot.nominated.is_empty();
         // Built fresh rather than cloned from one: a Status clone per node showed in whole-cycle profiles.
         let mut verdicts: Vec<Status> = chunk.iter().map(|_| Status::success()).collect();
         // Nodes with nominated pods need the two-pass check; the rest go through the batched pipeline.
@@ -729,7 +477,7 @@ impl Framework {
             }
         }
         let mut out = Vec::with_capacity(plain.len());
-        for e in filters {
+        for e in self.active_filters(state) {
             if plain.is_empty() {
                 break;
             }
@@ -738,7 +486,7 @@ impl Framework {
             let t0 = state.plugin_timer.as_ref().map(|_| Instant::now());
             e.plugin.as_filter().expect("registered at filter").filter_nodes(state, pod, &nodes, &mut out);
             if let (Some(o), Some(t0)) = (&state.plugin_timer, t0) {
-                o.plugin_execution(&e.name, "Filter", batch_code(&out), t0.elapsed());
+                o.plugin_execution(&e.name, ExtensionPoint::Filter.metric_name(), batch_code(&out), t0.elapsed());
             }
             if out.len() != nodes.len() {
                 let s = Status::error(format!(
@@ -778,11 +526,11 @@ impl Framework {
         let mut reasons = Vec::new();
         let mut result = None;
         let mut rejector: Option<Arc<str>> = None;
-        for e in &self.post_filter {
+        for e in self.plugins_at(ExtensionPoint::PostFilter) {
             let (r, s) = timed(
                 &state.plugin_timer,
                 e,
-                "PostFilter",
+                ExtensionPoint::PostFilter.metric_name(),
                 |(_, s): &(Option<PostFilterResult>, Status)| s.code(),
                 || {
                     e.plugin
@@ -826,8 +574,8 @@ impl Framework {
         mut trace: Option<&mut CycleTrace>,
     ) -> Status {
         let timer = state.plugin_timer.clone();
-        for e in &self.pre_score {
-            let s = timed(&timer, e, "PreScore", Status::code, || {
+        for e in self.plugins_at(ExtensionPoint::PreScore) {
+            let s = timed(&timer, e, ExtensionPoint::PreScore.metric_name(), Status::code, || {
                 e.plugin.as_pre_score().expect("registered at preScore").pre_score(state, pod, nodes, snapshot)
             });
             if s.is_skip() {
@@ -855,7 +603,7 @@ impl Framework {
         trace: Option<&mut CycleTrace>,
     ) -> Result<Vec<NodePluginScores>, Status> {
         let active: Vec<&PluginEntry> =
-            self.score.iter().filter(|e| !state.skip_score_plugins.contains(&*e.name)).collect();
+            self.plugins_at(ExtensionPoint::Score).iter().filter(|e| !state.skip_score_plugins.contains(&*e.name)).collect();
         let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &**n).collect();
         // raw[p][i]: plugin p's score of node i.
         let mut raw: Vec<Vec<i64>> = vec![vec![0; nodes.len()]; active.len()];
@@ -863,7 +611,7 @@ impl Framework {
             let mut per_plugin = Vec::with_capacity(active.len());
             for e in &active {
                 let mut out = vec![0i64; chunk.len()];
-                let s = timed(&state.plugin_timer, e, "Score", Status::code, || {
+                let s = timed(&state.plugin_timer, e, ExtensionPoint::Score.metric_name(), Status::code, || {
                     e.plugin.as_score().expect("registered at score").score_nodes(state, pod, chunk, &mut out)
                 });
                 if !s.is_success() {
@@ -934,8 +682,8 @@ impl Framework {
     /// Reserve: the first non-Success stops (the caller then runs Unreserve on every Reserve plugin).
     pub fn run_reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let timer = state.plugin_timer.clone();
-        for e in &self.reserve {
-            let s = timed(&timer, e, "Reserve", Status::code, || {
+        for e in self.plugins_at(ExtensionPoint::Reserve) {
+            let s = timed(&timer, e, ExtensionPoint::Reserve.metric_name(), Status::code, || {
                 e.plugin.as_reserve().expect("registered at reserve").reserve(state, pod, node)
             });
             if !s.is_success() {
@@ -952,7 +700,7 @@ impl Framework {
     /// Unreserve: every Reserve plugin, in reverse order.
     pub fn run_unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
         let timer = state.plugin_timer.clone();
-        for e in self.reserve.iter().rev() {
+        for e in self.plugins_at(ExtensionPoint::Reserve).iter().rev() {
             timed(
                 &timer,
                 e,
@@ -968,11 +716,11 @@ impl Framework {
     pub fn run_permit(&self, state: &mut CycleState, pod: &Arc<PodInfo>, node: &str) -> Status {
         let mut waits: HashMap<String, Instant> = HashMap::new();
         let timer = state.plugin_timer.clone();
-        for e in &self.permit {
+        for e in self.plugins_at(ExtensionPoint::Permit) {
             let (s, timeout) = timed(
                 &timer,
                 e,
-                "Permit",
+                ExtensionPoint::Permit.metric_name(),
                 |(s, _): &(Status, Duration)| s.code(),
                 || e.plugin.as_permit().expect("registered at permit").permit(state, pod, node),
             );
@@ -992,34 +740,25 @@ impl Framework {
         if waits.is_empty() {
             return Status::success();
         }
-        let wp = Arc::new(WaitingPod {
-            pod: pod.clone(),
-            pending: Mutex::new(waits),
-            verdict: Mutex::new(None),
-            signal: Condvar::new(),
-        });
-        self.waiting.lock().expect("waiting lock").insert(pod.uid.clone(), wp);
+        self.waiting.park(pod.clone(), waits);
         Status::code_only(Code::Wait)
     }
 
     /// A pod parked at Permit, for plugins (or tests) to allow or reject.
     pub fn get_waiting_pod(&self, uid: &str) -> Option<Arc<WaitingPod>> {
-        self.waiting.lock().expect("waiting lock").get(uid).cloned()
+        self.waiting.get(uid)
     }
 
     /// Blocks the binding cycle until the waiting pod is allowed, rejected or times out.
     pub fn wait_on_permit(&self, pod: &PodInfo) -> Status {
-        let Some(wp) = self.get_waiting_pod(&pod.uid) else { return Status::success() };
-        let s = wp.wait();
-        self.waiting.lock().expect("waiting lock").remove(&pod.uid);
-        s
+        self.waiting.wait(&pod.uid)
     }
 
     /// PreBind: the first non-Success stops.
     pub fn run_pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let timer = state.plugin_timer.clone();
-        for e in &self.pre_bind {
-            let s = timed(&timer, e, "PreBind", Status::code, || {
+        for e in self.plugins_at(ExtensionPoint::PreBind) {
+            let s = timed(&timer, e, ExtensionPoint::PreBind.metric_name(), Status::code, || {
                 e.plugin.as_pre_bind().expect("registered at preBind").pre_bind(state, pod, node)
             });
             if !s.is_success() {
@@ -1033,8 +772,8 @@ impl Framework {
     /// Bind: Skip passes to the next binder; the first other answer is final. All skipping is Skip.
     pub fn run_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let timer = state.plugin_timer.clone();
-        for e in &self.bind {
-            let s = timed(&timer, e, "Bind", Status::code, || {
+        for e in self.plugins_at(ExtensionPoint::Bind) {
+            let s = timed(&timer, e, ExtensionPoint::Bind.metric_name(), Status::code, || {
                 e.plugin.as_bind().expect("registered at bind").bind(state, pod, node)
             });
             if s.is_skip() {
@@ -1052,11 +791,11 @@ impl Framework {
     /// PostBind: informational, every plugin runs.
     pub fn run_post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
         let timer = state.plugin_timer.clone();
-        for e in &self.post_bind {
+        for e in self.plugins_at(ExtensionPoint::PostBind) {
             timed(
                 &timer,
                 e,
-                "PostBind",
+                ExtensionPoint::PostBind.metric_name(),
                 |_| Code::Success,
                 || e.plugin.as_post_bind().expect("registered at postBind").post_bind(state, pod, node),
             );
@@ -1067,7 +806,7 @@ impl Framework {
 /// Runs one plugin call; in a sampled cycle (`timer` set) also reports how long it took and the code `code` reads
 /// from its result (`scheduler_plugin_execution_duration_seconds`).
 fn timed<R>(
-    timer: &Option<Arc<dyn Observer>>,
+    timer: &Option<Arc<dyn PluginMetrics>>,
     e: &PluginEntry,
     point: &'static str,
     code: impl FnOnce(&R) -> Code,

@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::framework::runtime::CycleTrace;
-use crate::framework::schedule_one::{AttemptResult, Observer};
+use crate::framework::metrics::PluginMetrics;
+use crate::framework::CycleTrace;
+use crate::scheduler::{AttemptResult, Observer};
 use crate::framework::{Code, PodInfo};
 use crate::queue::QueueName;
 
@@ -80,6 +81,20 @@ pub struct Metrics {
     inner: Mutex<Inner>,
 }
 
+impl PluginMetrics for Metrics {
+    fn plugin_execution(&self, plugin: &str, point: &'static str, status: Code, d: Duration) {
+        let mut m = self.inner.lock().expect("metrics lock");
+        if !m.plugins.contains_key(plugin) {
+            m.plugins.insert(plugin.to_string(), BTreeMap::new());
+        }
+        let per_point = m.plugins.get_mut(plugin).expect("inserted above");
+        per_point
+            .entry((point, status.as_str()))
+            .or_insert_with(|| Histogram::with(PLUGIN_BUCKETS))
+            .observe(d.as_secs_f64());
+    }
+}
+
 impl Observer for Metrics {
     fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
         let mut m = self.inner.lock().expect("metrics lock");
@@ -106,17 +121,6 @@ impl Observer for Metrics {
             .observe(d.as_secs_f64());
     }
 
-    fn plugin_execution(&self, plugin: &str, point: &'static str, status: Code, d: Duration) {
-        let mut m = self.inner.lock().expect("metrics lock");
-        if !m.plugins.contains_key(plugin) {
-            m.plugins.insert(plugin.to_string(), BTreeMap::new());
-        }
-        let per_point = m.plugins.get_mut(plugin).expect("inserted above");
-        per_point
-            .entry((point, status.as_str()))
-            .or_insert_with(|| Histogram::with(PLUGIN_BUCKETS))
-            .observe(d.as_secs_f64());
-    }
 }
 
 impl Metrics {

@@ -2,7 +2,6 @@
 //! cycles, binding cycles run on their own threads, a Lease elects the leader, and `/healthz` `/livez` `/readyz`
 //! `/metrics` answer on HTTP. SIGTERM stops taking pods, lets binding cycles finish, releases the lease, exits 0.
 
-mod informers;
 mod leader;
 pub mod metrics;
 
@@ -16,12 +15,11 @@ use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cache::Cache;
-use crate::cluster::kube::KubeCluster;
+use crate::cluster::kube::{informers, KubeCluster};
 use crate::config::{LeaderElection, SchedulerConfig};
-use crate::framework::schedule_one::RealClock;
-use crate::framework::{Scheduler, SchedulerOptions};
-use crate::plugins::{PluginContext, Registry};
+use crate::framework::{PluginContext, Registry};
 use crate::queue::SchedulingQueue;
+use crate::scheduler::{build_profiles, RealClock, Scheduler, SchedulerOptions};
 
 /// Share of cycles whose plugin calls are timed for `scheduler_plugin_execution_duration_seconds` (upstream's
 /// `pluginMetricsSamplePercent`).
@@ -89,7 +87,7 @@ async fn client(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<kube::Clien
 pub(crate) struct Live {
     pub scheduler: Arc<Scheduler>,
     pub metrics: Arc<metrics::Metrics>,
-    pub synced: AtomicBool,
+    pub synced: Arc<AtomicBool>,
     pub running: AtomicBool,
 }
 
@@ -104,7 +102,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         let ctx =
             PluginContext { cluster: cluster.clone(), seed: rand_seed(), reload_period: Some(Duration::from_secs(2)) };
         let profiles = Arc::new(
-            crate::sim::build_profiles(&cfg, &registry, &ctx)
+            build_profiles(&cfg, &registry, &ctx)
                 .map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?,
         );
         let names = profiles.names();
@@ -120,13 +118,12 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             SchedulerOptions {
                 seed: ctx.seed,
                 async_binding: true,
-                self_events: false,
                 trace_pods: Vec::new(),
                 plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             },
         ));
         let live =
-            Arc::new(Live { scheduler, metrics, synced: AtomicBool::new(false), running: AtomicBool::new(true) });
+            Arc::new(Live { scheduler, metrics, synced: Arc::default(), running: AtomicBool::new(true) });
 
         let listener = tokio::net::TcpListener::bind(opts.serve)
             .await
@@ -143,7 +140,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             tracing::info!(identity = %opts.identity, lease = %opts.leader_election.resource_name, "became leader");
         }
 
-        informers::start(client.clone(), live.clone(), &names);
+        informers::start(client.clone(), live.scheduler.clone(), live.synced.clone());
         let loop_live = live.clone();
         let loop_thread = std::thread::Builder::new()
             .name("scheduling".into())

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::cache::Snapshot;
 use crate::framework::labels::Selector;
-use crate::framework::runtime::reason_histogram;
+use crate::framework::diagnosis::reason_histogram;
 use crate::framework::{
     ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
     PostFilterResult, Status,

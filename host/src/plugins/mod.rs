@@ -1,12 +1,10 @@
 //! Native plugins, one file each, and the registry that builds them by name.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
-
-use crate::cluster::ClusterClient;
 use crate::framework::Plugin;
+pub use crate::framework::handle::PluginContext;
+pub use crate::framework::registry::{decode_args, PluginFactory, Registry};
 
 pub mod default_binder;
 pub mod default_preemption;
@@ -26,69 +24,6 @@ pub mod taint_toleration;
 #[cfg(test)]
 pub mod testutil;
 pub mod volume_binding;
-
-/// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, and whether
-/// plugin files are watched for replacement.
-#[derive(Clone)]
-pub struct PluginContext {
-    /// The cluster writes (binding, evictions, nominations, events).
-    pub cluster: Arc<dyn ClusterClient>,
-    /// Seed for plugins' random sources (the simulator's `--seed`).
-    pub seed: u64,
-    /// When set, Wasm plugins poll their component file this often and swap in a changed one.
-    pub reload_period: Option<std::time::Duration>,
-}
-
-impl PluginContext {
-    /// A context on a cluster, seed 0, no file watching.
-    pub fn new(cluster: Arc<dyn ClusterClient>) -> PluginContext {
-        PluginContext { cluster, seed: 0, reload_period: None }
-    }
-}
-
-/// Builds a plugin from its `pluginConfig` args (JSON; `None` when the profile gives none).
-pub type PluginFactory =
-    Arc<dyn Fn(Option<&serde_json::Value>, &PluginContext) -> Result<Arc<dyn Plugin>, String> + Send + Sync>;
-
-/// Plugin name → factory. Refuses a second plugin of the same name.
-#[derive(Clone, Default)]
-pub struct Registry {
-    factories: BTreeMap<String, PluginFactory>,
-}
-
-impl Registry {
-    /// An empty registry.
-    pub fn new() -> Registry {
-        Registry::default()
-    }
-
-    /// Adds a factory; a name that is already registered is an error.
-    pub fn register(&mut self, name: &str, factory: PluginFactory) -> Result<(), String> {
-        if self.factories.contains_key(name) {
-            return Err(format!("plugin {name:?} is registered twice"));
-        }
-        self.factories.insert(name.to_string(), factory);
-        Ok(())
-    }
-
-    /// The factory for a name.
-    pub fn get(&self, name: &str) -> Option<&PluginFactory> {
-        self.factories.get(name)
-    }
-
-    /// All registered names, sorted (shown in "unknown plugin" errors).
-    pub fn names(&self) -> Vec<&str> {
-        self.factories.keys().map(String::as_str).collect()
-    }
-}
-
-/// Decodes a plugin's args into its typed args struct; absent args give the defaults. Unknown fields are errors.
-pub fn decode_args<T: DeserializeOwned + Default>(args: Option<&serde_json::Value>) -> Result<T, String> {
-    match args {
-        None | Some(serde_json::Value::Null) => Ok(T::default()),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| e.to_string()),
-    }
-}
 
 /// Registers a plugin type whose constructor takes (args, context).
 macro_rules! register {

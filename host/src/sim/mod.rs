@@ -13,15 +13,12 @@ use serde::Serialize;
 
 use crate::cache::Cache;
 use crate::cluster::memory::MemoryCluster;
+use crate::cluster::EventHandler;
 use crate::config::SchedulerConfig;
-use crate::framework::parallelize::Parallelizer;
-use crate::framework::runtime::CycleTrace;
-use crate::framework::schedule_one::{Clock, VirtualClock};
-use crate::framework::{
-    AttemptResult, Framework, FrameworkError, Observer, PodInfo, ProfileMap, Scheduler, SchedulerOptions,
-};
-use crate::plugins::{PluginContext, Registry};
+use crate::framework::metrics::PluginMetrics;
+use crate::framework::{CycleTrace, FrameworkError, PluginContext, PodInfo, Registry};
 use crate::queue::SchedulingQueue;
+use crate::scheduler::{build_profiles, AttemptResult, Clock, Observer, Scheduler, SchedulerOptions, VirtualClock};
 
 pub use load::{ClusterFile, ClusterFileError};
 pub use report::{render_explain, render_table};
@@ -100,6 +97,8 @@ struct Collector {
 #[derive(Default)]
 struct SimObserver(Mutex<Collector>);
 
+impl PluginMetrics for SimObserver {}
+
 impl Observer for SimObserver {
     fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, _d: Duration, trace: Option<CycleTrace>) {
         let mut c = self.0.lock().expect("collector lock");
@@ -140,21 +139,6 @@ pub struct SimOptions {
     pub reload_period: Option<Duration>,
 }
 
-/// Builds the frameworks of every profile.
-pub fn build_profiles(
-    config: &SchedulerConfig,
-    registry: &Registry,
-    ctx: &PluginContext,
-) -> Result<ProfileMap, FrameworkError> {
-    let par = Parallelizer::new(config.parallelism);
-    let fws = config
-        .profiles
-        .iter()
-        .map(|p| Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone()))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ProfileMap::new(fws))
-}
-
 /// A simulation ready to run.
 pub struct Simulation {
     scheduler: Arc<Scheduler>,
@@ -178,21 +162,39 @@ impl Simulation {
         let cluster = Arc::new(MemoryCluster::default());
         let ctx = PluginContext { cluster: cluster.clone(), seed: opts.seed, reload_period: opts.reload_period };
         let profiles = Arc::new(build_profiles(config, registry, &ctx)?);
-        let mut cache = Cache::new();
-        for n in &cluster_file.nodes {
-            cache.add_node(n.clone()).expect("nodes were validated when loaded");
-        }
-        for p in &cluster_file.bound_pods {
-            cache.add_pod(Arc::new(p.clone())).expect("bound pods are unique and on known nodes");
-        }
-        cache.set_objects(cluster_file.objects.clone());
         let clock = Arc::new(VirtualClock::default());
-        let mut queue = SchedulingQueue::new(
+        let queue = SchedulingQueue::new(
             profiles.clone(),
             &profiles.names(),
             config.pod_initial_backoff,
             config.pod_max_backoff,
         );
+        let observer = Arc::new(SimObserver::default());
+        let scheduler = Arc::new(Scheduler::new(
+            profiles.clone(),
+            queue,
+            Cache::new(),
+            cluster.clone(),
+            clock.clone(),
+            observer.clone(),
+            SchedulerOptions {
+                seed: opts.seed,
+                async_binding: false,
+                trace_pods: opts.explain.clone(),
+                // The simulator reports no metrics.
+                plugin_metrics_sample_percent: 0,
+            },
+        ));
+        // The file reaches the scheduler as the live one sees a cluster: through its event handlers.
+        let handler: Arc<dyn EventHandler> = scheduler.clone();
+        cluster.connect(Arc::downgrade(&handler));
+        for n in &cluster_file.nodes {
+            cluster.apply_node(n.clone());
+        }
+        for p in &cluster_file.bound_pods {
+            cluster.apply_pod(Arc::new(p.clone()));
+        }
+        cluster.set_objects(cluster_file.objects.clone());
         let mut ignored = Vec::new();
         let mut pending = 0;
         for p in &cluster_file.pending_pods {
@@ -202,26 +204,9 @@ impl Simulation {
             }
             // File order is arrival order.
             clock.advance(Duration::from_micros(1));
-            queue.add(Arc::new(p.clone()), clock.now());
+            cluster.apply_pod(Arc::new(p.clone()));
             pending += 1;
         }
-        let observer = Arc::new(SimObserver::default());
-        let scheduler = Arc::new(Scheduler::new(
-            profiles,
-            queue,
-            cache,
-            cluster.clone(),
-            clock.clone(),
-            observer.clone(),
-            SchedulerOptions {
-                seed: opts.seed,
-                async_binding: false,
-                self_events: true,
-                trace_pods: opts.explain.clone(),
-                // The simulator reports no metrics.
-                plugin_metrics_sample_percent: 0,
-            },
-        ));
         Ok(Simulation { scheduler, clock, observer, cluster, ignored, nodes: cluster_file.nodes.len(), pending })
     }
 

@@ -7,7 +7,7 @@ use kube_wasm_scheduler::cluster::memory::MemoryCluster;
 use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::plugins::PluginContext;
 use kube_wasm_scheduler::queue::{QueueName, SchedulingQueue};
-use kube_wasm_scheduler::sim::build_profiles;
+use kube_wasm_scheduler::scheduler::build_profiles;
 
 use crate::util::*;
 

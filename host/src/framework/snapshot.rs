@@ -8,8 +8,8 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::framework::labels::Labels;
-use crate::framework::types::{NodeInfo, PodInfo};
+use super::labels::Labels;
+use super::types::{NodeInfo, PodInfo};
 
 /// Cluster objects other than pods and nodes that plugins read. Replaced as a whole when one changes (rare).
 #[derive(Debug, Clone, Default)]

@@ -1,6 +1,7 @@
 //! The cluster seam on a real API server (kube-rs): binding through `pods/binding`, preemption evictions,
 //! `status.nominatedNodeName`, events.k8s.io events reported by the profile's schedulerName, and the PodScheduled
-//! condition. Calls come from scheduler threads and block on the tokio runtime that owns the client.
+//! condition. Calls come from scheduler threads and block on the tokio runtime that owns the client. The
+//! informers (`informers`) report the cluster's changes to the scheduler's event handlers.
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -10,6 +11,8 @@ use kube::Client;
 
 use super::{ClusterClient, ClusterError, PodEvent};
 use crate::framework::types::PodInfo;
+
+pub mod informers;
 
 /// The API server as a cluster.
 #[derive(Clone)]
@@ -134,7 +137,7 @@ impl ClusterClient for KubeCluster {
         }
         if failed {
             let reason = if event.message.starts_with("0/")
-                || event.message == crate::framework::schedule_one::NO_NODES_AVAILABLE
+                || event.message == crate::framework::diagnosis::NO_NODES_AVAILABLE
             {
                 "Unschedulable"
             } else {

@@ -3,188 +3,19 @@
 //! assume → Reserve → Permit → [binding cycle: WaitOnPermit → PreBind → Bind → PostBind]. Any failure after
 //! assume unwinds with Unreserve (reverse order), forgets the pod and requeues it with backoff.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::cycle_state::CycleState;
-use super::interface::{action, ClusterEvent, EventResource, PostFilterHandle, PostFilterResult};
-use super::rng::Rng;
-use super::runtime::{fit_error_message, CycleTrace, Diagnosis, Framework, NodePluginScores};
-use super::status::{Code, Status};
-use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
-use crate::cache::{Cache, Snapshot};
-use crate::cluster::{ClusterClient, PodEvent};
-use crate::queue::{Profiles, SchedulingQueue};
-
-/// The message when the cluster has no nodes at all (upstream `ErrNoNodesAvailable`).
-pub const NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";
-
-/// The scheduler's clock, in nanoseconds. The simulator uses a virtual one so backoffs cost no real time.
-pub trait Clock: Send + Sync {
-    /// Now.
-    fn now(&self) -> u64;
-}
-
-/// Wall-clock time since the scheduler started.
-#[derive(Debug)]
-pub struct RealClock(Instant);
-
-impl Default for RealClock {
-    fn default() -> Self {
-        RealClock(Instant::now())
-    }
-}
-
-impl Clock for RealClock {
-    fn now(&self) -> u64 {
-        self.0.elapsed().as_nanos() as u64
-    }
-}
-
-/// A clock that moves only when told to.
-#[derive(Debug, Default)]
-pub struct VirtualClock(AtomicU64);
-
-impl VirtualClock {
-    /// Moves the clock forward by `d`.
-    pub fn advance(&self, d: Duration) {
-        self.0.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
-    }
-    /// Moves the clock to `t` if that is later.
-    pub fn advance_to(&self, t: u64) {
-        self.0.fetch_max(t, Ordering::SeqCst);
-    }
-}
-
-impl Clock for VirtualClock {
-    fn now(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-/// How an attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttemptResult {
-    /// Bound to the node.
-    Scheduled(String),
-    /// No node fits; the message is upstream's `0/N nodes are available: ...`.
-    Unschedulable(String),
-    /// An Error status (plugin failure, bind failure).
-    Error(String),
-}
-
-impl AttemptResult {
-    /// Upstream's `result` label for `scheduler_schedule_attempts_total`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            AttemptResult::Scheduled(_) => "scheduled",
-            AttemptResult::Unschedulable(_) => "unschedulable",
-            AttemptResult::Error(_) => "error",
-        }
-    }
-}
-
-/// Receives what happens, for the simulator's report, metrics and logs.
-pub trait Observer: Send + Sync {
-    /// An attempt ended (after binding, for scheduled pods).
-    fn attempt(
-        &self,
-        _profile: &str,
-        _pod: &PodInfo,
-        _result: &AttemptResult,
-        _duration: Duration,
-        _trace: Option<CycleTrace>,
-    ) {
-    }
-    /// A pod was evicted to make room for `preemptor` on `node`.
-    fn preempted(&self, _victim: &PodInfo, _preemptor: &PodInfo, _node: &str) {}
-    /// Time spent in an extension point (`scheduler_framework_extension_point_duration_seconds`).
-    fn extension_point(&self, _profile: &str, _point: &'static str, _status: Code, _duration: Duration) {}
-    /// Time one plugin spent in one call at an extension point, in sampled cycles
-    /// (`scheduler_plugin_execution_duration_seconds`). Filter and Score are batched: one call covers a chunk of
-    /// nodes.
-    fn plugin_execution(&self, _plugin: &str, _point: &'static str, _status: Code, _duration: Duration) {}
-}
-
-/// An observer that ignores everything.
-#[derive(Debug, Default)]
-pub struct NoopObserver;
-impl Observer for NoopObserver {}
-
-/// Profiles by schedulerName.
-pub struct ProfileMap {
-    map: HashMap<String, Arc<Framework>>,
-    first: Arc<Framework>,
-}
-
-impl ProfileMap {
-    /// Builds the map; `frameworks` must not be empty.
-    pub fn new(frameworks: Vec<Framework>) -> ProfileMap {
-        let frameworks: Vec<Arc<Framework>> = frameworks.into_iter().map(Arc::new).collect();
-        let first = frameworks.first().expect("at least one profile").clone();
-        ProfileMap { map: frameworks.into_iter().map(|f| (f.profile_name().to_string(), f)).collect(), first }
-    }
-
-    /// The framework for a schedulerName.
-    pub fn get(&self, name: &str) -> Option<&Arc<Framework>> {
-        self.map.get(name)
-    }
-
-    /// Profile names.
-    pub fn names(&self) -> Vec<String> {
-        self.map.keys().cloned().collect()
-    }
-}
-
-impl Profiles for ProfileMap {
-    fn framework(&self, scheduler_name: &str) -> Option<&Framework> {
-        self.map.get(scheduler_name).map(|f| &**f)
-    }
-    fn first(&self) -> &Framework {
-        &self.first
-    }
-}
-
-/// Options of a scheduler instance.
-#[derive(Debug, Clone, Default)]
-pub struct SchedulerOptions {
-    /// Seed of the tie-breaking and candidate-sampling generator.
-    pub seed: u64,
-    /// Run binding cycles on their own threads (live) instead of inline (simulator: deterministic).
-    pub async_binding: bool,
-    /// Raise cluster events for the scheduler's own binds and evictions (simulator: no informer does it).
-    pub self_events: bool,
-    /// Record a `CycleTrace` for pods whose `ns/name` is listed.
-    pub trace_pods: Vec<String>,
-    /// Share of scheduling cycles, in percent, whose plugin calls are timed for the observer's
-    /// `plugin_execution` (kube-scheduler samples 10%); 0 times none.
-    pub plugin_metrics_sample_percent: u32,
-}
-
-/// Everything the scheduling loop and the binding cycles share.
-pub struct Scheduler {
-    /// Profiles.
-    pub profiles: Arc<ProfileMap>,
-    /// The queue.
-    pub queue: Mutex<SchedulingQueue>,
-    /// The cache.
-    pub cache: Mutex<Cache>,
-    snapshot: Mutex<Snapshot>,
-    nominated_seen: Mutex<Option<NominatedPods>>,
-    /// The cluster writes.
-    pub cluster: Arc<dyn ClusterClient>,
-    rng: Mutex<Rng>,
-    /// The clock.
-    pub clock: Arc<dyn Clock>,
-    /// The observer.
-    pub observer: Arc<dyn Observer>,
-    options: SchedulerOptions,
-    in_flight_bindings: AtomicU64,
-    /// Scheduling cycles started, for sampling plugin metrics evenly.
-    cycles_started: AtomicU64,
-}
+use super::observer::AttemptResult;
+use super::Scheduler;
+use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
+use crate::framework::rng::Rng;
+use crate::framework::runtime::NodePluginScores;
+use crate::framework::{
+    action, ClusterEvent, Code, CycleState, CycleTrace, Diagnosis, EventResource, ExtensionPoint, Framework, NodeInfo,
+    PodEvent, PodInfo, PostFilterHandle, PostFilterResult, QueuedPodInfo, Snapshot, Status,
+};
 
 /// Whether cycle `n` (counting from 0) is among the `percent` of cycles whose plugin calls are timed: spread evenly
 /// (cycles 0, 10, 20, ... at 10%) rather than drawn at random, so runs repeat and the first cycle counts.
@@ -192,9 +23,6 @@ fn sampled(n: u64, percent: u32) -> bool {
     let p = u64::from(percent.min(100));
     (n * p) % 100 < p
 }
-
-/// Nominated pods by node name, as the snapshot shares them.
-type NominatedPods = Arc<HashMap<String, Vec<Arc<PodInfo>>>>;
 
 enum ScheduleError {
     NoNodes,
@@ -207,38 +35,32 @@ struct ScheduleResult {
     host: String,
 }
 
+/// One pod's attempt from pop to its end: what the scheduling cycle hands the binding cycle, and what every way
+/// out of either (bound, unwound, failed) needs.
+struct Attempt {
+    /// The pod's profile.
+    fwk: Arc<Framework>,
+    /// The cycle's state, kept through binding.
+    state: CycleState,
+    /// The pod as the queue handed it out.
+    qpi: QueuedPodInfo,
+    /// The scheduling cycle it was popped in (a failure compares it with the queue's last move request).
+    cycle: u64,
+    /// When the attempt started (`scheduler_scheduling_attempt_duration_seconds`).
+    start: Instant,
+    /// The explain trace, when this pod is traced.
+    trace: Option<CycleTrace>,
+}
+
+/// The pod placed in the cache on its node while the binding cycle runs.
+struct Assumed {
+    /// The pod with its node name set.
+    pod: Arc<PodInfo>,
+    /// The node.
+    host: String,
+}
+
 impl Scheduler {
-    /// A scheduler over the given profiles, cache and cluster.
-    pub fn new(
-        profiles: Arc<ProfileMap>,
-        queue: SchedulingQueue,
-        cache: Cache,
-        cluster: Arc<dyn ClusterClient>,
-        clock: Arc<dyn Clock>,
-        observer: Arc<dyn Observer>,
-        options: SchedulerOptions,
-    ) -> Scheduler {
-        Scheduler {
-            profiles,
-            queue: Mutex::new(queue),
-            cache: Mutex::new(cache),
-            snapshot: Mutex::new(Snapshot::default()),
-            nominated_seen: Mutex::new(None),
-            cluster,
-            rng: Mutex::new(Rng::new(options.seed)),
-            clock,
-            observer,
-            options,
-            in_flight_bindings: AtomicU64::new(0),
-            cycles_started: AtomicU64::new(0),
-        }
-    }
-
-    /// Binding cycles still running.
-    pub fn bindings_in_flight(&self) -> u64 {
-        self.in_flight_bindings.load(Ordering::SeqCst)
-    }
-
     /// Pops one pod and runs its scheduling cycle (and, unless binding is asynchronous, its binding cycle).
     /// Returns false when activeQ is empty.
     pub fn schedule_one(self: &Arc<Self>) -> bool {
@@ -262,37 +84,42 @@ impl Scheduler {
             state.plugin_timer = Some(self.observer.clone());
         }
         fwk.begin_cycle(&mut state);
-        let mut trace = self.options.trace_pods.iter().any(|k| *k == pod.key()).then(CycleTrace::default);
+        let trace = self.options.trace_pods.iter().any(|k| *k == pod.key()).then(CycleTrace::default);
+        let mut a = Attempt { fwk, state, qpi, cycle, start, trace };
 
         let mut snapshot = self.snapshot.lock().expect("snapshot lock");
         self.refresh_snapshot(&mut snapshot);
-        let result = self.schedule_pod(&fwk, &mut state, &pod, &snapshot, trace.as_mut());
+        let result = self.schedule_pod(&a.fwk, &mut a.state, &pod, &snapshot, a.trace.as_mut());
         match result {
             Ok(r) => {
                 drop(snapshot);
-                self.assume_and_bind(fwk, state, qpi, r.host, cycle, start, trace);
+                self.assume_and_bind(a, r.host);
             }
             Err(ScheduleError::Status(s)) => {
                 drop(snapshot);
-                self.fail(&fwk, qpi, cycle, s, Default::default(), start, trace);
+                self.fail(a, s, Vec::new());
             }
             Err(ScheduleError::NoNodes) => {
                 drop(snapshot);
-                let s = Status::unschedulable(NO_NODES_AVAILABLE);
-                self.fail(&fwk, qpi, cycle, s, Default::default(), start, trace);
+                self.fail(a, Status::unschedulable(NO_NODES_AVAILABLE), Vec::new());
             }
             Err(ScheduleError::Fit { mut diagnosis, num_all_nodes }) => {
-                if fwk.has_post_filter() {
+                if a.fwk.has_post_filter() {
                     let t0 = Instant::now();
-                    let handle = Handle { fwk: &fwk, snapshot: &snapshot, rng: &self.rng };
-                    let (r, s) = fwk.run_post_filter(&state, &pod, &diagnosis.node_to_status, &handle);
-                    self.observer.extension_point(fwk.profile_name(), "PostFilter", s.code(), t0.elapsed());
+                    let handle = Handle { fwk: &a.fwk, snapshot: &snapshot, rng: &self.rng };
+                    let (r, s) = a.fwk.run_post_filter(&a.state, &pod, &diagnosis.node_to_status, &handle);
+                    self.observer.extension_point(
+                        a.fwk.profile_name(),
+                        ExtensionPoint::PostFilter.metric_name(),
+                        s.code(),
+                        t0.elapsed(),
+                    );
                     if s.code() == Code::Error {
                         tracing::error!(pod = %pod.key(), status = %s, "PostFilter failed");
                     } else if !s.is_success() {
                         diagnosis.post_filter_msg = s.message();
                     }
-                    if let Some(t) = trace.as_mut() {
+                    if let Some(t) = a.trace.as_mut() {
                         t.post_filter = Some(match (&r, s.is_success()) {
                             (Some(r), true) => format!(
                                 "nominated {}, evicting [{}]",
@@ -310,8 +137,7 @@ impl Scheduler {
                     drop(snapshot);
                 }
                 let msg = fit_error_message(num_all_nodes, &diagnosis);
-                let s = Status::unschedulable(msg);
-                self.fail(&fwk, qpi, cycle, s, diagnosis.unschedulable_plugins.into_iter().collect(), start, trace);
+                self.fail(a, Status::unschedulable(msg), diagnosis.unschedulable_plugins.into_iter().collect());
             }
         }
         true
@@ -359,10 +185,13 @@ impl Scheduler {
         }
         let num_all_nodes = snapshot.len();
         let mut diagnosis = Diagnosis::default();
+        let observe = |point: ExtensionPoint, code: Code, t0: Instant| {
+            self.observer.extension_point(fwk.profile_name(), point.metric_name(), code, t0.elapsed())
+        };
 
         let t0 = Instant::now();
         let (pre_result, s) = fwk.run_pre_filter(state, pod, snapshot, trace.as_deref_mut());
-        self.observer.extension_point(fwk.profile_name(), "PreFilter", s.code(), t0.elapsed());
+        observe(ExtensionPoint::PreFilter, s.code(), t0);
         if !s.is_success() {
             if !s.is_rejected() {
                 return Err(ScheduleError::Status(s));
@@ -411,10 +240,10 @@ impl Scheduler {
             }
         };
         let t0 = Instant::now();
-        let feasible = fwk
-            .find_nodes_that_pass_filters(state, pod, snapshot, nodes, &mut diagnosis, trace.as_deref_mut())
+        let feasible = self
+            .find_nodes_that_pass_filters(fwk, state, pod, snapshot, nodes, &mut diagnosis, trace.as_deref_mut())
             .map_err(ScheduleError::Status)?;
-        self.observer.extension_point(fwk.profile_name(), "Filter", Code::Success, t0.elapsed());
+        observe(ExtensionPoint::Filter, Code::Success, t0);
         if feasible.is_empty() {
             return Err(ScheduleError::Fit { diagnosis: Box::new(diagnosis), num_all_nodes });
         }
@@ -424,13 +253,13 @@ impl Scheduler {
 
         let t0 = Instant::now();
         let s = fwk.run_pre_score(state, pod, &feasible, snapshot, trace.as_deref_mut());
-        self.observer.extension_point(fwk.profile_name(), "PreScore", s.code(), t0.elapsed());
+        observe(ExtensionPoint::PreScore, s.code(), t0);
         if !s.is_success() {
             return Err(ScheduleError::Status(s));
         }
         let t0 = Instant::now();
         let scores = fwk.run_score_plugins(state, pod, &feasible, trace).map_err(ScheduleError::Status)?;
-        self.observer.extension_point(fwk.profile_name(), "Score", Code::Success, t0.elapsed());
+        observe(ExtensionPoint::Score, Code::Success, t0);
         Ok(ScheduleResult { host: feasible[self.select_host(&scores)].name.clone() })
     }
 
@@ -453,7 +282,8 @@ impl Scheduler {
         scores[best].index
     }
 
-    /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`.
+    /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`. The victims' deletion reaches
+    /// the cache and the queue the way every deletion does: as a cluster event, through the event handlers.
     fn apply_preemption(&self, pod: &Arc<PodInfo>, r: PostFilterResult) {
         let Some(node) = r.nominated_node_name.clone().filter(|n| !n.is_empty()) else { return };
         for v in &r.victims {
@@ -471,9 +301,6 @@ impl Scheduler {
                 },
             );
             self.observer.preempted(v, pod, &node);
-            if self.options.self_events {
-                let _ = self.cache.lock().expect("cache lock").remove_pod(&v.uid);
-            }
         }
         let mut q = self.queue.lock().expect("queue lock");
         // Lower-priority pods nominated to the same node lose their nomination.
@@ -486,44 +313,30 @@ impl Scheduler {
         q.add_nominated(pod.clone(), node.clone());
         drop(q);
         let _ = self.cluster.set_nominated_node(pod, Some(&node));
-        if self.options.self_events && !r.victims.is_empty() {
-            let now = self.clock.now();
-            self.queue
-                .lock()
-                .expect("queue lock")
-                .on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), now);
-        }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn assume_and_bind(
-        self: &Arc<Self>,
-        fwk: Arc<Framework>,
-        mut state: CycleState,
-        qpi: QueuedPodInfo,
-        host: String,
-        cycle: u64,
-        start: Instant,
-        trace: Option<CycleTrace>,
-    ) {
-        let assumed = Arc::new(qpi.pod_info.with_node_name(&host));
-        if let Err(e) = self.cache.lock().expect("cache lock").assume_pod(assumed.clone(), &host) {
-            self.fail(&fwk, qpi, cycle, Status::error(e.to_string()), Vec::new(), start, trace);
+    /// Assumes the pod on its node, runs Reserve and Permit, then the binding cycle: on its own thread when
+    /// binding is asynchronous or Permit asked the pod to wait, inline otherwise.
+    fn assume_and_bind(self: &Arc<Self>, mut a: Attempt, host: String) {
+        let pod = Arc::new(a.qpi.pod_info.with_node_name(&host));
+        if let Err(e) = self.cache.lock().expect("cache lock").assume_pod(pod.clone(), &host) {
+            self.fail(a, Status::error(e.to_string()), Vec::new());
             return;
         }
-        let s = fwk.run_reserve(&mut state, &assumed, &host);
+        let assumed = Assumed { pod, host };
+        let s = a.fwk.run_reserve(&mut a.state, &assumed.pod, &assumed.host);
         if !s.is_success() {
-            self.unwind(&fwk, &mut state, &assumed, &host, qpi, cycle, s, start, trace);
+            self.unwind(a, &assumed, s);
             return;
         }
-        let s = fwk.run_permit(&mut state, &assumed, &host);
+        let s = a.fwk.run_permit(&mut a.state, &assumed.pod, &assumed.host);
         if !s.is_success() && s.code() != Code::Wait {
-            self.unwind(&fwk, &mut state, &assumed, &host, qpi, cycle, s, start, trace);
+            self.unwind(a, &assumed, s);
             return;
         }
         // The pod is no longer nominated anywhere: it has a node.
-        if self.queue.lock().expect("queue lock").nominated_node(&assumed.uid).is_some() {
-            self.queue.lock().expect("queue lock").delete_nominated(&assumed.uid);
+        if self.queue.lock().expect("queue lock").nominated_node(&assumed.pod.uid).is_some() {
+            self.queue.lock().expect("queue lock").delete_nominated(&assumed.pod.uid);
         }
         self.in_flight_bindings.fetch_add(1, Ordering::SeqCst);
         let waits = s.code() == Code::Wait;
@@ -531,102 +344,66 @@ impl Scheduler {
             let me = self.clone();
             std::thread::Builder::new()
                 .name("binding".into())
-                .spawn(move || me.binding_cycle(fwk, state, qpi, assumed, host, cycle, start, trace))
+                .spawn(move || me.binding_cycle(a, assumed))
                 .expect("spawn binding thread");
         } else {
-            self.binding_cycle(fwk, state, qpi, assumed, host, cycle, start, trace);
+            self.binding_cycle(a, assumed);
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn binding_cycle(
-        &self,
-        fwk: Arc<Framework>,
-        mut state: CycleState,
-        qpi: QueuedPodInfo,
-        assumed: Arc<PodInfo>,
-        host: String,
-        cycle: u64,
-        start: Instant,
-        trace: Option<CycleTrace>,
-    ) {
-        let mut s = fwk.wait_on_permit(&assumed);
+    /// WaitOnPermit → PreBind → Bind → PostBind; any failure unwinds.
+    fn binding_cycle(&self, mut a: Attempt, assumed: Assumed) {
+        let (pod, host) = (&assumed.pod, assumed.host.as_str());
+        let mut s = a.fwk.wait_on_permit(pod);
         if s.is_success() {
-            s = fwk.run_pre_bind(&mut state, &assumed, &host);
+            s = a.fwk.run_pre_bind(&mut a.state, pod, host);
         }
         if s.is_success() {
-            s = fwk.run_bind(&mut state, &assumed, &host);
+            s = a.fwk.run_bind(&mut a.state, pod, host);
             if s.is_skip() {
-                s = Status::error(format!("no bind plugin bound pod {}", assumed.key()));
+                s = Status::error(format!("no bind plugin bound pod {}", pod.key()));
             }
         }
         if !s.is_success() {
-            self.unwind(&fwk, &mut state, &assumed, &host, qpi, cycle, s, start, trace);
+            self.unwind(a, &assumed, s);
             self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        self.cache.lock().expect("cache lock").finish_binding(&assumed.uid);
-        self.queue.lock().expect("queue lock").done(&assumed.uid);
+        self.cache.lock().expect("cache lock").finish_binding(&pod.uid);
+        self.queue.lock().expect("queue lock").done(&pod.uid);
         self.cluster.record(
-            &assumed,
+            pod,
             PodEvent {
                 type_: "Normal",
                 reason: "Scheduled",
-                message: format!("Successfully assigned {} to {}", assumed.key(), host),
-                scheduler_name: fwk.profile_name().to_string(),
+                message: format!("Successfully assigned {} to {}", pod.key(), host),
+                scheduler_name: a.fwk.profile_name().to_string(),
             },
         );
-        fwk.run_post_bind(&mut state, &assumed, &host);
-        self.observer.attempt(fwk.profile_name(), &assumed, &AttemptResult::Scheduled(host), start.elapsed(), trace);
-        if self.options.self_events {
-            let now = self.clock.now();
-            self.queue
-                .lock()
-                .expect("queue lock")
-                .on_event(ClusterEvent::new(EventResource::AssignedPod, action::ADD), now);
-        }
+        a.fwk.run_post_bind(&mut a.state, pod, host);
+        let result = AttemptResult::Scheduled(host.to_string());
+        self.observer.attempt(a.fwk.profile_name(), pod, &result, a.start.elapsed(), a.trace);
         self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Upstream's unwinding after assume: Unreserve in reverse order, forget the assumed pod, requeue it, and
-    /// only then tell the queue that room was freed — leaving the pod itself out, or its own failure would count
-    /// as a cluster change and send it straight back to backoff.
-    #[allow(clippy::too_many_arguments)]
-    fn unwind(
-        &self,
-        fwk: &Framework,
-        state: &mut CycleState,
-        assumed: &PodInfo,
-        host: &str,
-        qpi: QueuedPodInfo,
-        cycle: u64,
-        s: Status,
-        start: Instant,
-        trace: Option<CycleTrace>,
-    ) {
-        fwk.run_unreserve(state, assumed, host);
-        let _ = self.cache.lock().expect("cache lock").forget_pod(&assumed.uid);
+    /// only then tell the queue that room was freed (forgetting an assumed pod counts as an assigned pod's
+    /// deletion) — leaving the pod itself out, or its own failure would send it straight back to backoff.
+    fn unwind(&self, mut a: Attempt, assumed: &Assumed, s: Status) {
+        a.fwk.run_unreserve(&mut a.state, &assumed.pod, &assumed.host);
+        let forgotten = self.cache.lock().expect("cache lock").forget_pod(&assumed.pod.uid).is_ok();
         let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
-        self.fail(fwk, qpi, cycle, s, plugins, start, trace);
-        if self.options.self_events {
+        self.fail(a, s, plugins);
+        if forgotten {
             let now = self.clock.now();
             let event = ClusterEvent::new(EventResource::AssignedPod, action::DELETE);
-            self.queue.lock().expect("queue lock").on_event_except(event, now, &assumed.uid);
+            self.queue.lock().expect("queue lock").on_event_except(event, now, &assumed.pod.uid);
         }
     }
 
     /// Upstream `handleSchedulingFailure`: event, condition, and back into the queue.
-    #[allow(clippy::too_many_arguments)]
-    fn fail(
-        &self,
-        fwk: &Framework,
-        mut qpi: QueuedPodInfo,
-        cycle: u64,
-        s: Status,
-        plugins: Vec<String>,
-        start: Instant,
-        trace: Option<CycleTrace>,
-    ) {
+    fn fail(&self, a: Attempt, s: Status, plugins: Vec<String>) {
+        let Attempt { fwk, mut qpi, cycle, start, trace, .. } = a;
         let pod = qpi.pod_info.clone();
         let error = s.code() == Code::Error;
         let message = if s.message().is_empty() { s.code().as_str().to_string() } else { s.message() };

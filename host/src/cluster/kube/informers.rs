@@ -1,0 +1,178 @@
+//! Watches (reflects) Pods, Nodes and the objects plugins read, and reports every change to the scheduler's event
+//! handlers, as upstream's informers do. The objects other than pods and nodes are kept in kube-runtime reflector
+//! stores, so a change hands the handler shared references to the current objects rather than copies.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::cluster::EventHandler;
+use crate::framework::{ClusterObjects, EventResource, PodInfo};
+
+/// Pods and nodes must both be listed before the scheduler is ready.
+const SYNCED_ALL: u8 = 0b11;
+
+/// The reflector stores of the objects other than pods and nodes.
+#[derive(Clone)]
+struct ObjectStores {
+    namespaces: Store<Namespace>,
+    pdbs: Store<PodDisruptionBudget>,
+    services: Store<Service>,
+    replica_sets: Store<ReplicaSet>,
+    stateful_sets: Store<StatefulSet>,
+    rcs: Store<ReplicationController>,
+    pvcs: Store<PersistentVolumeClaim>,
+    pvs: Store<PersistentVolume>,
+}
+
+impl ObjectStores {
+    /// The objects as they stand, for the cache.
+    fn objects(&self) -> ClusterObjects {
+        fn all<K: Clone + Resource + 'static>(s: &Store<K>) -> Vec<K>
+        where
+            K::DynamicType: Eq + Hash + Clone,
+        {
+            s.state().iter().map(|o| (**o).clone()).collect()
+        }
+        fn by_key<K: Clone + Resource + 'static>(s: &Store<K>) -> std::collections::HashMap<String, K>
+        where
+            K::DynamicType: Eq + Hash + Clone,
+        {
+            s.state().iter().map(|o| (key(&**o), (**o).clone())).collect()
+        }
+        ClusterObjects {
+            namespaces: self.namespaces.state().iter().map(|n| (n.name_any(), n.labels().clone())).collect(),
+            pdbs: all(&self.pdbs),
+            services: all(&self.services),
+            replica_sets: all(&self.replica_sets),
+            stateful_sets: all(&self.stateful_sets),
+            replication_controllers: all(&self.rcs),
+            pvcs: by_key(&self.pvcs),
+            pvs: by_key(&self.pvs),
+        }
+    }
+}
+
+fn key<K: Resource>(o: &K) -> String {
+    match o.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", o.name_any()),
+        None => o.name_any(),
+    }
+}
+
+/// Starts every watch on the current tokio runtime; `synced` is set once pods and nodes have been listed.
+pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicBool>) {
+    let listed = Arc::new(AtomicU8::new(0));
+    let mark = move |bit: u8| {
+        let (listed, synced) = (listed.clone(), synced.clone());
+        move || {
+            if listed.fetch_or(bit, Ordering::SeqCst) | bit == SYNCED_ALL && !synced.swap(true, Ordering::SeqCst) {
+                tracing::info!("caches synced");
+            }
+        }
+    };
+    {
+        let (h, done) = (handler.clone(), mark(0b01));
+        watch(Api::<Pod>::all(client.clone()), move |ev| match ev {
+            Event::Apply(p) | Event::InitApply(p) => {
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                match PodInfo::new(p) {
+                    Ok(info) => h.pod_applied(Arc::new(info)),
+                    Err(e) => tracing::warn!(uid = %uid, error = %e, "ignoring pod"),
+                }
+            }
+            Event::Delete(p) => h.pod_deleted(p.metadata.uid.as_deref().unwrap_or_default()),
+            Event::InitDone => done(),
+            Event::Init => {}
+        });
+    }
+    {
+        let (h, done) = (handler.clone(), mark(0b10));
+        watch(Api::<Node>::all(client.clone()), move |ev| match ev {
+            Event::Apply(n) | Event::InitApply(n) => h.node_applied(n),
+            Event::Delete(n) => h.node_deleted(&n.name_any()),
+            Event::InitDone => done(),
+            Event::Init => {}
+        });
+    }
+    let (namespaces, namespaces_w) = reflector::store();
+    let (pdbs, pdbs_w) = reflector::store();
+    let (services, services_w) = reflector::store();
+    let (replica_sets, replica_sets_w) = reflector::store();
+    let (stateful_sets, stateful_sets_w) = reflector::store();
+    let (rcs, rcs_w) = reflector::store();
+    let (pvcs, pvcs_w) = reflector::store();
+    let (pvs, pvs_w) = reflector::store();
+    let stores = ObjectStores { namespaces, pdbs, services, replica_sets, stateful_sets, rcs, pvcs, pvs };
+    macro_rules! object_watch {
+        ($ty:ty, $writer:expr, $resource:expr) => {{
+            let (h, stores) = (handler.clone(), stores.clone());
+            reflect(Api::<$ty>::all(client.clone()), $writer, move |ev| match ev {
+                // The store has applied the event; during the initial list it swaps in the whole list at InitDone.
+                Event::Apply(_) | Event::Delete(_) | Event::InitDone => h.objects_changed(stores.objects(), $resource),
+                Event::Init | Event::InitApply(_) => {}
+            });
+        }};
+    }
+    object_watch!(Namespace, namespaces_w, EventResource::Other);
+    object_watch!(PodDisruptionBudget, pdbs_w, EventResource::Other);
+    object_watch!(Service, services_w, EventResource::Other);
+    object_watch!(ReplicaSet, replica_sets_w, EventResource::Other);
+    object_watch!(StatefulSet, stateful_sets_w, EventResource::Other);
+    object_watch!(ReplicationController, rcs_w, EventResource::Other);
+    object_watch!(PersistentVolumeClaim, pvcs_w, EventResource::Volume);
+    object_watch!(PersistentVolume, pvs_w, EventResource::Volume);
+}
+
+/// Runs a watcher forever (it retries with backoff on errors), handing every event to `f`.
+fn watch<K, F>(api: Api<K>, f: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+    F: FnMut(Event<K>) + Send + 'static,
+{
+    drive(watcher::watcher(api, watcher::Config::default()).default_backoff(), f);
+}
+
+/// Like `watch`, keeping `writer`'s store up to date before `f` sees each event.
+fn reflect<K, F>(api: Api<K>, writer: reflector::store::Writer<K>, f: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    F: FnMut(Event<K>) + Send + 'static,
+{
+    drive(watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(writer), f);
+}
+
+/// Polls a watch stream on the runtime for as long as the process runs.
+fn drive<K, S, F>(stream: S, mut f: F)
+where
+    K: Resource + 'static,
+    K::DynamicType: Default,
+    S: futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    F: FnMut(Event<K>) + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => f(ev),
+                Err(e) => tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch error; retrying"),
+            }
+        }
+    });
+}

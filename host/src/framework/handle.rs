@@ -1,0 +1,74 @@
+//! What a plugin may use besides its args (upstream's `framework.Handle`): the writes it may make to the cluster
+//! (binding, evictions, nominations, events), the run's seed, and whether plugin files are watched. The framework
+//! defines these; `cluster/` implements them for a real API server and for the in-memory simulator.
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use super::types::PodInfo;
+
+/// A cluster call that failed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ClusterError {
+    /// The object changed or is gone (HTTP 409/404): the pod is not bound, and must not be retried blindly.
+    #[error("conflict on {object}: {message}")]
+    Conflict {
+        /// The object, `kind ns/name`.
+        object: String,
+        /// What the server said.
+        message: String,
+    },
+    /// Anything else (network, server error).
+    #[error("cluster call on {object} failed: {message}")]
+    Other {
+        /// The object, `kind ns/name`.
+        object: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One scheduling event for a pod (`Scheduled`, `FailedScheduling`, `Preempted`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEvent {
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    /// The reason, upstream's spelling.
+    pub reason: &'static str,
+    /// The human message.
+    pub message: String,
+    /// The profile's schedulerName (the reporting controller).
+    pub scheduler_name: String,
+}
+
+/// The writes a scheduler makes to a cluster.
+pub trait ClusterClient: Send + Sync {
+    /// Binds the pod to the node (`pods/binding`).
+    fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError>;
+    /// Evicts a preemption victim.
+    fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError>;
+    /// Sets or clears `status.nominatedNodeName`.
+    fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError>;
+    /// Records an event on the pod and, for failures, the PodScheduled=False condition.
+    fn record(&self, pod: &PodInfo, event: PodEvent);
+}
+
+/// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, and whether
+/// plugin files are watched for replacement.
+#[derive(Clone)]
+pub struct PluginContext {
+    /// The cluster writes (binding, evictions, nominations, events).
+    pub cluster: Arc<dyn ClusterClient>,
+    /// Seed for plugins' random sources (the simulator's `--seed`).
+    pub seed: u64,
+    /// When set, Wasm plugins poll their component file this often and swap in a changed one.
+    pub reload_period: Option<std::time::Duration>,
+}
+
+impl PluginContext {
+    /// A context on a cluster, seed 0, no file watching.
+    pub fn new(cluster: Arc<dyn ClusterClient>) -> PluginContext {
+        PluginContext { cluster, seed: 0, reload_period: None }
+    }
+}

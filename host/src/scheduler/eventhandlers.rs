@@ -1,0 +1,100 @@
+//! The one place where a cluster change becomes cache and queue updates (upstream's `eventhandlers.go`). The live
+//! informers and the simulator's in-memory cluster both call these handlers.
+//!
+//! Lock order: the cache is updated first and its lock released, then the queue is told; no handler holds both.
+//! A pod's requests must be in (or out of) the cache before pods it may help are requeued, or a pod moved by the
+//! event could be scheduled against the old cache.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+
+use super::Scheduler;
+use crate::cluster::EventHandler;
+use crate::framework::{action, ClusterEvent, ClusterObjects, EventResource, PodInfo};
+
+impl EventHandler for Scheduler {
+    fn pod_applied(&self, pod: Arc<PodInfo>) {
+        let assigned = pod.node_name().is_some_and(|n| !n.is_empty());
+        let terminal = matches!(pod.pod.status.as_ref().and_then(|st| st.phase.as_deref()), Some("Succeeded" | "Failed"));
+        if assigned && terminal {
+            // A finished pod frees its node as a deleted one does.
+            self.pod_deleted(&pod.uid);
+            return;
+        }
+        if assigned {
+            self.assigned_pod_applied(pod);
+        } else {
+            self.pending_pod_applied(pod);
+        }
+    }
+
+    fn pod_deleted(&self, uid: &str) {
+        let removed = self.cache.lock().expect("cache lock").remove_pod(uid).is_ok();
+        let now = self.clock.now();
+        let mut q = self.queue.lock().expect("queue lock");
+        q.delete(uid);
+        if removed {
+            q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), now);
+        }
+    }
+
+    fn node_applied(&self, node: Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let event = {
+            let mut cache = self.cache.lock().expect("cache lock");
+            let existed = cache.node(&name).is_some();
+            if let Err(e) = cache.add_node(node) {
+                tracing::warn!(node = %name, error = %e, "ignoring node");
+                return;
+            }
+            ClusterEvent::new(EventResource::Node, if existed { action::UPDATE } else { action::ADD })
+        };
+        let now = self.clock.now();
+        self.queue.lock().expect("queue lock").on_event(event, now);
+    }
+
+    fn node_deleted(&self, name: &str) {
+        self.cache.lock().expect("cache lock").remove_node(name);
+        let now = self.clock.now();
+        self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(EventResource::Node, action::DELETE), now);
+    }
+
+    fn objects_changed(&self, objects: ClusterObjects, resource: EventResource) {
+        self.cache.lock().expect("cache lock").set_objects(objects);
+        let now = self.clock.now();
+        self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(resource, action::ALL), now);
+    }
+}
+
+impl Scheduler {
+    /// A bound pod: into the cache (confirming our own assumed copy once the binding is seen), out of the queue.
+    fn assigned_pod_applied(&self, pod: Arc<PodInfo>) {
+        let event = {
+            let mut cache = self.cache.lock().expect("cache lock");
+            let known_bound = cache.contains_pod(&pod.uid) && !cache.is_assumed(&pod.uid);
+            let r = if known_bound { cache.update_pod(pod.clone()) } else { cache.add_pod(pod.clone()) };
+            if let Err(e) = r {
+                tracing::debug!(pod = %pod.key(), error = %e, "cache update");
+            }
+            ClusterEvent::new(EventResource::AssignedPod, if known_bound { action::UPDATE } else { action::ADD })
+        };
+        let now = self.clock.now();
+        let mut q = self.queue.lock().expect("queue lock");
+        q.delete(&pod.uid);
+        q.on_event(event, now);
+    }
+
+    /// A pending pod: queued (or updated in the queue) when one of our profiles schedules it.
+    fn pending_pod_applied(&self, pod: Arc<PodInfo>) {
+        if self.profiles.get(pod.scheduler_name()).is_none() || pod.pod.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        // Assumed (binding in flight): the binding has not been seen yet.
+        if self.cache.lock().expect("cache lock").contains_pod(&pod.uid) {
+            return;
+        }
+        let now = self.clock.now();
+        self.queue.lock().expect("queue lock").update(pod, now);
+    }
+}

@@ -1,0 +1,102 @@
+//! The scheduler (upstream's `pkg/scheduler`): the loop's shared state, the scheduling and binding cycles of one
+//! pod (`schedule_one`), the node search, the profiles, the clock, what it reports (`Observer`), and the event
+//! handlers through which every cluster change reaches the cache and the queue. It drives the framework's runners
+//! and never knows whether the cluster is a real API server or the simulator's in-memory one.
+
+mod clock;
+mod eventhandlers;
+mod node_search;
+mod observer;
+mod profile;
+mod schedule_one;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub use clock::{Clock, RealClock, VirtualClock};
+pub use node_search::{num_feasible_nodes_to_find, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, MIN_FEASIBLE_NODES_TO_FIND};
+pub use observer::{AttemptResult, NoopObserver, Observer};
+pub use profile::{build_profiles, ProfileMap};
+
+use crate::cache::Cache;
+use crate::framework::rng::Rng;
+use crate::framework::{ClusterClient, PodInfo, Snapshot};
+use crate::queue::SchedulingQueue;
+
+/// Options of a scheduler instance.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulerOptions {
+    /// Seed of the tie-breaking and candidate-sampling generator.
+    pub seed: u64,
+    /// Run binding cycles on their own threads (live) instead of inline (simulator: deterministic).
+    pub async_binding: bool,
+    /// Record a `CycleTrace` for pods whose `ns/name` is listed.
+    pub trace_pods: Vec<String>,
+    /// Share of scheduling cycles, in percent, whose plugin calls are timed for the observer's
+    /// `plugin_execution` (kube-scheduler samples 10%); 0 times none.
+    pub plugin_metrics_sample_percent: u32,
+}
+
+/// Nominated pods by node name, as the snapshot shares them.
+type NominatedPods = Arc<HashMap<String, Vec<Arc<PodInfo>>>>;
+
+/// Everything the scheduling loop, the binding cycles and the event handlers share. Locks are taken one at a
+/// time, cache before queue where an operation needs both in turn (see `eventhandlers`).
+pub struct Scheduler {
+    /// Profiles.
+    pub profiles: Arc<ProfileMap>,
+    /// The queue.
+    pub queue: Mutex<SchedulingQueue>,
+    /// The cache.
+    pub cache: Mutex<Cache>,
+    snapshot: Mutex<Snapshot>,
+    nominated_seen: Mutex<Option<NominatedPods>>,
+    /// The cluster writes.
+    pub cluster: Arc<dyn ClusterClient>,
+    rng: Mutex<Rng>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// The observer.
+    pub observer: Arc<dyn Observer>,
+    options: SchedulerOptions,
+    in_flight_bindings: AtomicU64,
+    /// Scheduling cycles started, for sampling plugin metrics evenly.
+    cycles_started: AtomicU64,
+    /// Where the next node search starts, shared by all profiles as upstream's `nextStartNodeIndex`.
+    next_start_node_index: AtomicUsize,
+}
+
+impl Scheduler {
+    /// A scheduler over the given profiles, cache and cluster.
+    pub fn new(
+        profiles: Arc<ProfileMap>,
+        queue: SchedulingQueue,
+        cache: Cache,
+        cluster: Arc<dyn ClusterClient>,
+        clock: Arc<dyn Clock>,
+        observer: Arc<dyn Observer>,
+        options: SchedulerOptions,
+    ) -> Scheduler {
+        Scheduler {
+            profiles,
+            queue: Mutex::new(queue),
+            cache: Mutex::new(cache),
+            snapshot: Mutex::new(Snapshot::default()),
+            nominated_seen: Mutex::new(None),
+            cluster,
+            rng: Mutex::new(Rng::new(options.seed)),
+            clock,
+            observer,
+            options,
+            in_flight_bindings: AtomicU64::new(0),
+            cycles_started: AtomicU64::new(0),
+            next_start_node_index: AtomicUsize::new(0),
+        }
+    }
+
+    /// Binding cycles still running.
+    pub fn bindings_in_flight(&self) -> u64 {
+        self.in_flight_bindings.load(Ordering::SeqCst)
+    }
+}
