@@ -10,9 +10,10 @@ use crate::cache::Snapshot;
 use crate::framework::{
     ClusterEvent, CycleState, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
+use crate::plugins::helper::{aggregate, invalid};
 use crate::plugins::node_resources_fit::{
-    aggregate, allocatable_requested, compile_resources, default_resources, invalid, pod_request, pod_request_list,
-    ResourceSpec, ScoredResource,
+    allocatable_requested, compile_resources, default_resources, pod_request, pod_request_list, ResourceSpec,
+    ScoredResource,
 };
 use crate::plugins::{decode_args, PluginContext};
 

@@ -5,7 +5,6 @@
 //! The resource-allocation scoring pieces (`ResourceSpec`, `ScoredResource`, the request/allocatable lookups) are
 //! shared with NodeResourcesBalancedAllocation, as upstream shares `resource_allocation.go`.
 
-use std::fmt::Display;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -16,6 +15,7 @@ use crate::framework::{
     action, ClusterEvent, Code, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
+use crate::plugins::helper::{aggregate, invalid};
 use crate::plugins::{decode_args, PluginContext};
 
 /// The plugin's name in profiles.
@@ -129,21 +129,7 @@ pub struct NodeResourcesFitArgs {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Validation helpers (upstream field-path error style).
-
-/// `path: Invalid value: value: detail`, as upstream's `field.Invalid`.
-pub(crate) fn invalid(path: &str, value: impl Display, detail: &str) -> String {
-    format!("{path}: Invalid value: {value}: {detail}")
-}
-
-/// Joins several errors as upstream's aggregate does (`[a, b]`; one error alone is bare).
-pub(crate) fn aggregate(errs: Vec<String>) -> Result<(), String> {
-    match errs.len() {
-        0 => Ok(()),
-        1 => Err(errs.into_iter().next().unwrap_or_default()),
-        _ => Err(format!("[{}]", errs.join(", "))),
-    }
-}
+// Resource names.
 
 /// Checks a qualified name (`[prefix/]name`, as label keys and resource names); returns the detail of the error.
 fn qualified_name_error(s: &str) -> Option<&'static str> {

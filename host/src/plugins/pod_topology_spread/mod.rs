@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use serde::Deserialize;
 
 use crate::framework::{action, ClusterEvent, EventResource, Plugin};
+use crate::plugins::helper::{aggregate, invalid};
 use crate::plugins::{decode_args, PluginContext};
 
 use common::{DO_NOT_SCHEDULE, SCHEDULE_ANYWAY};
@@ -93,17 +94,17 @@ fn validate_args(args: &PodTopologySpreadArgs) -> Result<(), String> {
     if dt != SYSTEM_DEFAULTING && dt != LIST_DEFAULTING {
         errs.push(format!("defaultingType: Unsupported value: {dt:?}: supported values: \"List\", \"System\""));
     } else if dt == SYSTEM_DEFAULTING && !args.default_constraints.is_empty() {
-        errs.push(format!("defaultingType: Invalid value: {dt:?}: when .defaultConstraints are not empty"));
+        errs.push(invalid("defaultingType", format!("{dt:?}"), "when .defaultConstraints are not empty"));
     }
     for (i, c) in args.default_constraints.iter().enumerate() {
         let p = format!("defaultConstraints[{i}]");
         if c.max_skew <= 0 {
-            errs.push(format!("{p}.maxSkew: Invalid value: {}: not in valid range (0, inf)", c.max_skew));
+            errs.push(invalid(&format!("{p}.maxSkew"), c.max_skew, "not in valid range (0, inf)"));
         }
         if c.topology_key.is_empty() {
             errs.push(format!("{p}.topologyKey: Required value: can not be empty"));
         } else if let Err(e) = validate_label_name(&c.topology_key) {
-            errs.push(format!("{p}.topologyKey: Invalid value: {:?}: {e}", c.topology_key));
+            errs.push(invalid(&format!("{p}.topologyKey"), format!("{:?}", c.topology_key), &e));
         }
         match c.when_unsatisfiable.as_str() {
             "" => errs.push(format!("{p}.whenUnsatisfiable: Required value: can not be empty")),
@@ -127,11 +128,7 @@ fn validate_args(args: &PodTopologySpreadArgs) -> Result<(), String> {
             ));
         }
     }
-    match errs.len() {
-        0 => Ok(()),
-        1 => Err(errs.remove(0)),
-        _ => Err(format!("[{}]", errs.join(", "))),
-    }
+    aggregate(errs)
 }
 
 /// Checks a qualified label name (`[prefix/]name`), as the API server does.
