@@ -16,8 +16,7 @@ pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
-pub mod node_resources_balanced_allocation;
-pub mod node_resources_fit;
+pub mod node_resources;
 pub mod node_unschedulable;
 pub mod pod_topology_spread;
 pub mod priority_sort;
@@ -26,6 +25,10 @@ pub mod taint_toleration;
 #[cfg(test)]
 pub mod testutil;
 pub mod volume_binding;
+
+/// The flat paths of the two node-resources plugins, one file each in `node_resources/` as in upstream's
+/// `noderesources` package, kept so that code naming a plugin by its module needs no change.
+pub use node_resources::{balanced_allocation as node_resources_balanced_allocation, fit as node_resources_fit};
 
 /// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, and whether
 /// plugin files are watched for replacement.
