@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::PodTopologySpread;
 use crate::cache::ClusterObjects;
@@ -127,9 +128,9 @@ fn default_selector(pod: &PodInfo, objects: &ClusterObjects) -> Vec<Requirement>
     let same = |ns: &Option<String>, name: &Option<String>| {
         ns.as_deref().unwrap_or("default") == pod.namespace && name.as_deref() == Some(owner.name.as_str())
     };
-    let extend_with = |mut reqs: Vec<Requirement>,
-                       sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
-        if let Ok(Selector::All(more)) = Selector::from_label_selector(sel) {
+    // The Services' requirements, then those of the controller's selector when the controller is found.
+    let extend_with = |mut reqs: Vec<Requirement>, sel: Option<&LabelSelector>| {
+        if let Some(Ok(Selector::All(more))) = sel.map(Selector::from_label_selector) {
             reqs.extend(more);
         }
         reqs
@@ -145,24 +146,24 @@ fn default_selector(pod: &PodInfo, objects: &ClusterObjects) -> Vec<Requirement>
             }
             to_reqs(&set)
         }
-        ("apps/v1", "ReplicaSet") => {
-            match objects.replica_sets.iter().find(|r| same(&r.metadata.namespace, &r.metadata.name)) {
-                Some(rs) => match rs.spec.as_ref() {
-                    Some(spec) => extend_with(to_reqs(&set), &spec.selector),
-                    None => to_reqs(&set),
-                },
-                None => to_reqs(&set),
-            }
-        }
-        ("apps/v1", "StatefulSet") => {
-            match objects.stateful_sets.iter().find(|s| same(&s.metadata.namespace, &s.metadata.name)) {
-                Some(ss) => match ss.spec.as_ref() {
-                    Some(spec) => extend_with(to_reqs(&set), &spec.selector),
-                    None => to_reqs(&set),
-                },
-                None => to_reqs(&set),
-            }
-        }
+        ("apps/v1", "ReplicaSet") => extend_with(
+            to_reqs(&set),
+            objects
+                .replica_sets
+                .iter()
+                .find(|r| same(&r.metadata.namespace, &r.metadata.name))
+                .and_then(|r| r.spec.as_ref())
+                .map(|spec| &spec.selector),
+        ),
+        ("apps/v1", "StatefulSet") => extend_with(
+            to_reqs(&set),
+            objects
+                .stateful_sets
+                .iter()
+                .find(|s| same(&s.metadata.namespace, &s.metadata.name))
+                .and_then(|s| s.spec.as_ref())
+                .map(|spec| &spec.selector),
+        ),
         _ => to_reqs(&set),
     }
 }
