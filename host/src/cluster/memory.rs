@@ -127,7 +127,9 @@ impl ClusterClient for MemoryCluster {
         bound.insert(pod.uid.clone(), node.to_string());
         drop(bound);
         self.push(Write::Bind { pod: key, node: node.to_string() });
-        self.notify(|h| h.pod_applied(Arc::new(pod.with_node_name(node))));
+        // The binder hands over the assumed copy, which already names the node.
+        let bound = if pod.node_name() == Some(node) { pod.clone() } else { pod.with_node_name(node) };
+        self.notify(|h| h.pod_applied(Arc::new(bound)));
         Ok(())
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::cluster::ClusterClient;
 use crate::framework::{BindPlugin, ClusterEvent, CycleState, Plugin, PodInfo, Status};
-use crate::plugins::PluginContext;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "DefaultBinder";

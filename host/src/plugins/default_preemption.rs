@@ -14,14 +14,15 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 
-use crate::cache::Snapshot;
+use crate::framework::Snapshot;
 use crate::framework::labels::Selector;
 use crate::framework::diagnosis::reason_histogram;
 use crate::framework::{
     ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
     PostFilterResult, Status,
 };
-use crate::plugins::{decode_args, PluginContext};
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "DefaultPreemption";
@@ -452,7 +453,7 @@ fn pick_one_node_for_preemption(candidates: &[Candidate]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::ClusterObjects;
+    use crate::framework::ClusterObjects;
     use crate::plugins::testutil::{ctx, node_with_pods, pod};
     use serde_json::json;
     use std::cell::RefCell;

@@ -1,6 +1,22 @@
 //! Helpers shared by several native plugins.
 
+use std::fmt::Display;
+
 use crate::framework::{NodeScore, Status, MAX_NODE_SCORE};
+
+/// `path: Invalid value: value: detail`, as upstream's `field.Invalid`: args errors name the field they are about.
+pub(crate) fn invalid(path: &str, value: impl Display, detail: &str) -> String {
+    format!("{path}: Invalid value: {value}: {detail}")
+}
+
+/// Joins several args errors as upstream's aggregate does (`[a, b]`; one error alone is bare).
+pub(crate) fn aggregate(errs: Vec<String>) -> Result<(), String> {
+    match errs.len() {
+        0 => Ok(()),
+        1 => Err(errs.into_iter().next().unwrap_or_default()),
+        _ => Err(format!("[{}]", errs.join(", "))),
+    }
+}
 
 /// Scales scores into [0, `max_priority`] by the highest score (upstream `DefaultNormalizeScore`); with `reverse`
 /// the lowest raw score gets the highest normalized one. All zero stays zero (or all max when reversed).

@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::cache::Snapshot;
+use crate::framework::Snapshot;
 use crate::framework::labels::Labels;
 use crate::framework::types::{AffinityTerm, WeightedAffinityTerm};
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
-use crate::plugins::{decode_args, PluginContext};
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "InterPodAffinity";
@@ -431,7 +432,7 @@ impl Plugin for InterPodAffinity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::ClusterObjects;
+    use crate::framework::ClusterObjects;
     use crate::framework::Code;
     use crate::plugins::testutil::{ctx, node, node_with_pods, pod};
     use serde_json::{json, Value};

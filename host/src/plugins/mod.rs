@@ -1,4 +1,5 @@
-//! Native plugins, one file each, and the registry that builds them by name.
+//! Native plugins, one file each (a plugin family with shared code is a folder, as upstream's), and the registry
+//! of them all.
 
 use std::sync::Arc;
 
@@ -14,8 +15,7 @@ pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
-pub mod node_resources_balanced_allocation;
-pub mod node_resources_fit;
+pub mod node_resources;
 pub mod node_unschedulable;
 pub mod pod_topology_spread;
 pub mod priority_sort;
@@ -47,11 +47,11 @@ pub fn in_tree_registry() -> Registry {
     register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
     register!(r, default_preemption::NAME, default_preemption::DefaultPreemption::new);
     register!(r, pod_topology_spread::NAME, pod_topology_spread::PodTopologySpread::new);
-    register!(r, node_resources_fit::NAME, node_resources_fit::NodeResourcesFit::new);
+    register!(r, node_resources::fit::NAME, node_resources::fit::NodeResourcesFit::new);
     register!(
         r,
-        node_resources_balanced_allocation::NAME,
-        node_resources_balanced_allocation::NodeResourcesBalancedAllocation::new
+        node_resources::balanced_allocation::NAME,
+        node_resources::balanced_allocation::NodeResourcesBalancedAllocation::new
     );
     register!(r, image_locality::NAME, image_locality::ImageLocality::new);
     register!(r, node_ports::NAME, node_ports::NodePorts::new);

@@ -3,7 +3,7 @@
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, Status,
 };
-use crate::plugins::PluginContext;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeName";

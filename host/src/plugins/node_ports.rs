@@ -4,13 +4,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Container;
 
-use crate::cache::Snapshot;
+use crate::framework::Snapshot;
 use crate::framework::types::HostPort;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, Status,
 };
-use crate::plugins::PluginContext;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodePorts";

@@ -5,7 +5,7 @@ use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, Status,
 };
 use crate::plugins::taint_toleration::{toleration_tolerates, EFFECT_NO_SCHEDULE};
-use crate::plugins::PluginContext;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeUnschedulable";

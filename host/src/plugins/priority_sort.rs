@@ -1,7 +1,7 @@
 //! PrioritySort: the default queue order. Higher priority first; equal priorities in the order they were queued.
 
 use crate::framework::{ClusterEvent, Plugin, QueueSortPlugin, QueuedPodInfo};
-use crate::plugins::PluginContext;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "PrioritySort";

@@ -4,12 +4,13 @@
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
-use crate::cache::Snapshot;
+use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreScorePlugin, ScorePlugin, Status,
 };
-use crate::plugins::{helper, PluginContext};
+use crate::framework::PluginContext;
+use crate::plugins::helper;
 use std::sync::Arc;
 
 /// The plugin's name in profiles.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::cluster::memory::MemoryCluster;
 use crate::framework::{NodeInfo, PodInfo};
-use crate::plugins::PluginContext;
+use crate::framework::PluginContext;
 
 /// A `PodInfo` from a Pod in JSON (`metadata.name` is enough).
 pub fn pod(v: serde_json::Value) -> PodInfo {

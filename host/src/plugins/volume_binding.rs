@@ -15,14 +15,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Volume};
 
-use crate::cache::Snapshot;
+use crate::framework::Snapshot;
 use crate::framework::labels::CompiledNodeSelector;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, Status,
 };
 use crate::plugins::node_affinity::compile_node_selector_lenient;
-use crate::plugins::PluginContext;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "VolumeBinding";
@@ -187,7 +187,7 @@ impl FilterPlugin for VolumeBinding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::ClusterObjects;
+    use crate::framework::ClusterObjects;
     use crate::framework::Code;
     use crate::plugins::testutil::{ctx, node, pod};
     use k8s_openapi::api::core::v1::PersistentVolume;

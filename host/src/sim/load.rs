@@ -14,7 +14,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use crate::cache::ClusterObjects;
+use crate::framework::ClusterObjects;
 use crate::framework::PodInfo;
 
 /// The kinds the simulator reads.

@@ -5,7 +5,8 @@ use std::process::Command;
 use kube_wasm_scheduler::config;
 use kube_wasm_scheduler::framework::parallelize::Parallelizer;
 use kube_wasm_scheduler::framework::Framework;
-use kube_wasm_scheduler::plugins::{in_tree_registry, PluginContext};
+use kube_wasm_scheduler::framework::PluginContext;
+use kube_wasm_scheduler::plugins::in_tree_registry;
 
 use crate::util::*;
 

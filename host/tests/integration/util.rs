@@ -10,7 +10,8 @@ use std::time::Duration;
 use kube_wasm_scheduler::framework::Snapshot;
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
 use kube_wasm_scheduler::framework::*;
-use kube_wasm_scheduler::plugins::{in_tree_registry, Registry};
+use kube_wasm_scheduler::framework::Registry;
+use kube_wasm_scheduler::plugins::in_tree_registry;
 use kube_wasm_scheduler::sim::{self, ClusterFile, Report, SimOptions, Simulation};
 
 /// The repository root.

@@ -21,7 +21,7 @@ pub fn guest(name: &str) -> PathBuf {
 
 fn registry_for(
     cfg_yaml: &str,
-) -> (kube_wasm_scheduler::plugins::Registry, kube_wasm_scheduler::config::SchedulerConfig) {
+) -> (kube_wasm_scheduler::framework::Registry, kube_wasm_scheduler::config::SchedulerConfig) {
     let mut reg = registry_with(vec![]);
     let cfg = config(&reg, cfg_yaml);
     wasm::register_plugins(&mut reg, &cfg, std::path::Path::new("/"));

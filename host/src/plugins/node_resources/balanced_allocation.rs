@@ -1,20 +1,19 @@
-//! NodeResourcesBalancedAllocation: favours nodes whose resource utilizations (with the pod placed) are close to
-//! each other. Score = (1 - standard deviation of the utilization fractions) × 100, as upstream. Plain requests are
+//! NodeResourcesBalancedAllocation, as upstream's `noderesources/balanced_allocation.go`: favours nodes whose
+//! resource utilizations (with the pod placed) are close to each other. Score = (1 - standard deviation of the utilization fractions) × 100, as upstream. Plain requests are
 //! used (not the non-zero defaults), and best-effort pods (requesting none of the scored resources) are skipped.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::cache::Snapshot;
+use super::resource_allocation::{default_resources, ResourceAllocationScorer, ResourceSpec};
+use crate::framework::Snapshot;
 use crate::framework::{
     ClusterEvent, CycleState, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
-use crate::plugins::node_resources_fit::{
-    aggregate, allocatable_requested, compile_resources, default_resources, invalid, pod_request, pod_request_list,
-    ResourceSpec, ScoredResource,
-};
-use crate::plugins::{decode_args, PluginContext};
+use crate::plugins::helper::{aggregate, invalid};
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -34,16 +33,13 @@ pub struct NodeResourcesBalancedAllocationArgs {
     _kind: Option<String>,
 }
 
-/// PreScore data: the pod's requests of the scored resources, in order.
-#[derive(Debug, Clone)]
-struct PreScoreState(Arc<Vec<i64>>);
-
 /// The NodeResourcesBalancedAllocation plugin.
 #[derive(Debug)]
 pub struct NodeResourcesBalancedAllocation {
-    resources: Vec<ScoredResource>,
+    scorer: ResourceAllocationScorer,
 }
 
+/// Validates the defaulted args (upstream `ValidateNodeResourcesBalancedAllocationArgs`).
 fn validate_args(args: &NodeResourcesBalancedAllocationArgs) -> Result<(), String> {
     let mut errs = Vec::new();
     for (i, r) in args.resources.iter().enumerate() {
@@ -74,38 +70,37 @@ impl NodeResourcesBalancedAllocation {
             }
         }
         validate_args(&args).map_err(|e| format!("{NAME} args: {e}"))?;
-        Ok(NodeResourcesBalancedAllocation { resources: compile_resources(&args.resources) })
+        // Plain requests: best-effort pods are skipped, not counted at the defaults.
+        Ok(NodeResourcesBalancedAllocation {
+            scorer: ResourceAllocationScorer::new(&args.resources, true, PRE_SCORE_STATE_KEY),
+        })
     }
 
-    /// The utilization fraction (capped at 1) of resource `i`, or None when the node does not offer it.
-    fn fraction(&self, node: &NodeInfo, i: usize, pod_req: i64) -> Option<f64> {
-        let (alloc, req) = allocatable_requested(node, &self.resources[i], pod_req, true);
-        (alloc != 0).then(|| (req as f64 / alloc as f64).min(1.0))
+    /// The utilization fractions (each capped at 1) of the scored resources the node offers.
+    fn fractions<'a>(&'a self, node: &'a NodeInfo, pod_requests: &'a [i64]) -> impl Iterator<Item = f64> + 'a {
+        self.scorer.allocations(node, pod_requests).map(|(_, alloc, req)| (req as f64 / alloc as f64).min(1.0))
     }
 
     /// Upstream's balanced score, computed without allocating: a first pass for the count and mean, a second for
-    /// the variance when more than two resources take part.
-    fn score_with(&self, node: &NodeInfo, pod_req: impl Fn(usize) -> i64) -> i64 {
+    /// the variance when more than two resources take part. A pod requesting none of the resources scores 0, as
+    /// upstream's Score does when PreScore (which skips such pods) did not run.
+    fn score_with(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
+        if pod_requests.iter().all(|&r| r == 0) {
+            return 0;
+        }
         let (mut n, mut total, mut first) = (0usize, 0.0f64, [0.0f64; 2]);
-        for i in 0..self.resources.len() {
-            if let Some(f) = self.fraction(node, i, pod_req(i)) {
-                if n < 2 {
-                    first[n] = f;
-                }
-                total += f;
-                n += 1;
+        for f in self.fractions(node, pod_requests) {
+            if n < 2 {
+                first[n] = f;
             }
+            total += f;
+            n += 1;
         }
         let std = match n {
             2 => ((first[0] - first[1]) / 2.0).abs(),
             n if n > 2 => {
                 let mean = total / n as f64;
-                let mut sum = 0.0f64;
-                for i in 0..self.resources.len() {
-                    if let Some(f) = self.fraction(node, i, pod_req(i)) {
-                        sum += (f - mean) * (f - mean);
-                    }
-                }
+                let sum = self.fractions(node, pod_requests).fold(0.0f64, |sum, f| sum + (f - mean) * (f - mean));
                 (sum / n as f64).sqrt()
             }
             _ => 0.0,
@@ -133,12 +128,12 @@ impl PreScorePlugin for NodeResourcesBalancedAllocation {
         _nodes: &[Arc<NodeInfo>],
         _snapshot: &Snapshot,
     ) -> Status {
-        let reqs = pod_request_list(pod, &self.resources, false);
+        let reqs = self.scorer.pod_requests(pod);
         if reqs.iter().all(|&r| r == 0) {
             // Best-effort pods would all pile onto the same node; upstream skips them.
             return Status::skip();
         }
-        state.write(PRE_SCORE_STATE_KEY, PreScoreState(Arc::new(reqs)));
+        self.scorer.write_pre_score(state, reqs);
         Status::success()
     }
 }
@@ -146,33 +141,11 @@ impl PreScorePlugin for NodeResourcesBalancedAllocation {
 impl ScorePlugin for NodeResourcesBalancedAllocation {
     /// Reads the cycle state once per batch, not once per node.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
-        let Some(PreScoreState(reqs)) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
-            for (n, o) in nodes.iter().zip(out.iter_mut()) {
-                match self.score(state, pod, n) {
-                    Ok(s) => *o = s,
-                    Err(st) => return st,
-                }
-            }
-            return Status::success();
-        };
-        for (n, o) in nodes.iter().zip(out.iter_mut()) {
-            *o = self.score_with(n, |i| reqs[i]);
-        }
-        Status::success()
+        self.scorer.score_nodes(state, pod, nodes, out, |n, reqs| self.score_with(n, reqs))
     }
 
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        Ok(match state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) {
-            Some(PreScoreState(reqs)) => self.score_with(node, |i| reqs[i]),
-            None => {
-                // PreScore did not run: compute in place, scoring best-effort pods 0 as upstream.
-                let req = |i: usize| pod_request(pod, &self.resources[i], false);
-                if (0..self.resources.len()).all(|i| req(i) == 0) {
-                    return Ok(0);
-                }
-                self.score_with(node, req)
-            }
-        })
+        Ok(self.score_with(node, &self.scorer.requests(state, pod)))
     }
 }
 
@@ -306,9 +279,9 @@ mod tests {
     #[test]
     fn args() {
         let pl = NodeResourcesBalancedAllocation::new(None, &ctx()).unwrap();
-        assert_eq!(pl.resources.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cpu", "memory"]);
+        assert_eq!(pl.scorer.resources.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cpu", "memory"]);
         let pl = plugin(json!({"resources": [{"name": "cpu"}, {"name": "example.com/gpu", "weight": 1}]}));
-        assert_eq!(pl.resources.len(), 2);
+        assert_eq!(pl.scorer.resources.len(), 2);
         let errs: Vec<(Value, &str)> = vec![
             (json!({"resources": [{"name": "cpu", "weight": 2}]}), "resources[0].weight: Invalid value: 2: must be 1"),
             (

@@ -1,22 +1,27 @@
-//! NodeResourcesFit: a pod fits a node only when the node's free allocatable covers the pod's requests (and a pod
-//! slot is left); feasible nodes are scored by one of three strategies over a weighted list of resources
-//! (LeastAllocated, MostAllocated, RequestedToCapacityRatio), as upstream's `noderesources` package.
-//!
-//! The resource-allocation scoring pieces (`ResourceSpec`, `ScoredResource`, the request/allocatable lookups) are
-//! shared with NodeResourcesBalancedAllocation, as upstream shares `resource_allocation.go`.
+//! NodeResourcesFit, as upstream's `noderesources/fit.go`: a pod fits a node only when the node's free
+//! allocatable covers the pod's requests (and a pod slot is left); feasible nodes are scored by one of three
+//! strategies over a weighted list of resources (LeastAllocated, MostAllocated, RequestedToCapacityRatio), through
+//! the resource-allocation scorer it shares with NodeResourcesBalancedAllocation.
 
-use std::fmt::Display;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::cache::Snapshot;
-use crate::framework::types::{CPU, EPHEMERAL_STORAGE, MEMORY};
+use super::resource_allocation::{
+    least_requested_score, most_requested_score, requested_to_capacity_ratio_score, ResourceAllocationScorer,
+    MAX_UTILIZATION,
+};
+use super::{is_extended_resource_name, qualified_name_error};
+use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, Code, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
-use crate::plugins::{decode_args, PluginContext};
+use crate::plugins::helper::{aggregate, invalid};
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
+
+pub use super::resource_allocation::{default_resources, ResourceSpec};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeResourcesFit";
@@ -45,33 +50,8 @@ pub const REQUESTED_TO_CAPACITY_RATIO: &str = "RequestedToCapacityRatio";
 
 /// Highest score a RequestedToCapacityRatio shape point may give (upstream `MaxCustomPriorityScore`).
 pub const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
-/// Highest utilization of a shape point, in percent.
-const MAX_UTILIZATION: i64 = 100;
 /// Highest resource weight.
 const MAX_WEIGHT: i64 = 100;
-
-/// A resource and its weight in scoring.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ResourceSpec {
-    /// Resource name (`cpu`, `memory`, `ephemeral-storage`, an extended resource, a hugepage size ...).
-    pub name: String,
-    /// Weight; 0 or absent means 1 (upstream defaulting).
-    #[serde(default)]
-    pub weight: i64,
-}
-
-impl ResourceSpec {
-    /// A resource with a weight.
-    pub fn new(name: &str, weight: i64) -> ResourceSpec {
-        ResourceSpec { name: name.to_string(), weight }
-    }
-}
-
-/// The default scored resources: cpu and memory, weight 1 each.
-pub fn default_resources() -> Vec<ResourceSpec> {
-    vec![ResourceSpec::new(CPU, 1), ResourceSpec::new(MEMORY, 1)]
-}
 
 /// One point of the RequestedToCapacityRatio shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -128,205 +108,6 @@ pub struct NodeResourcesFitArgs {
     _kind: Option<String>,
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Validation helpers (upstream field-path error style).
-
-/// `path: Invalid value: value: detail`, as upstream's `field.Invalid`.
-pub(crate) fn invalid(path: &str, value: impl Display, detail: &str) -> String {
-    format!("{path}: Invalid value: {value}: {detail}")
-}
-
-/// Joins several errors as upstream's aggregate does (`[a, b]`; one error alone is bare).
-pub(crate) fn aggregate(errs: Vec<String>) -> Result<(), String> {
-    match errs.len() {
-        0 => Ok(()),
-        1 => Err(errs.into_iter().next().unwrap_or_default()),
-        _ => Err(format!("[{}]", errs.join(", "))),
-    }
-}
-
-/// Checks a qualified name (`[prefix/]name`, as label keys and resource names); returns the detail of the error.
-fn qualified_name_error(s: &str) -> Option<&'static str> {
-    let name_ok = |n: &str| {
-        let b = n.as_bytes();
-        !b.is_empty()
-            && b.len() <= 63
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-    };
-    let prefix_ok = |p: &str| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|l| {
-                let b = l.as_bytes();
-                !b.is_empty()
-                    && b.len() <= 63
-                    && b[0].is_ascii_alphanumeric()
-                    && b[b.len() - 1].is_ascii_alphanumeric()
-                    && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-            })
-    };
-    match s.split_once('/') {
-        Some((p, n)) => {
-            if !prefix_ok(p) {
-                Some("prefix part must be a lowercase RFC 1123 subdomain")
-            } else if !name_ok(n) {
-                Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)")
-            } else {
-                None
-            }
-        }
-        None if name_ok(s) => None,
-        None => Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)"),
-    }
-}
-
-/// Upstream's `IsExtendedResourceName`: a domain-qualified name outside `kubernetes.io/` (and not a quota name).
-pub(crate) fn is_extended_resource_name(name: &str) -> bool {
-    name.contains('/')
-        && !name.contains("kubernetes.io/")
-        && !name.starts_with("requests.")
-        && qualified_name_error(&format!("requests.{name}")).is_none()
-}
-
-/// Upstream's `IsScalarResourceName`: extended, hugepages, prefixed native or attachable-volume resources.
-pub(crate) fn is_scalar_resource_name(name: &str) -> bool {
-    name.starts_with("hugepages-")
-        || name.starts_with("attachable-volumes-")
-        || (name.contains('/') && name.contains("kubernetes.io/"))
-        || is_extended_resource_name(name)
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Resource-allocation scoring shared with NodeResourcesBalancedAllocation.
-
-/// Where a scored resource is read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ResourceKind {
-    /// `cpu`.
-    Cpu,
-    /// `memory`.
-    Memory,
-    /// `ephemeral-storage`.
-    EphemeralStorage,
-    /// Anything else: looked up by name in the scalar resources.
-    Named,
-}
-
-/// A scored resource compiled once at construction.
-#[derive(Debug, Clone)]
-pub(crate) struct ScoredResource {
-    /// Resource name.
-    pub name: String,
-    /// Weight (1–100).
-    pub weight: i64,
-    /// Where to read it.
-    pub kind: ResourceKind,
-    /// A scalar resource is left out of scoring when the pod does not request it.
-    pub scalar: bool,
-}
-
-/// Compiles the (defaulted, validated) resource specs.
-pub(crate) fn compile_resources(specs: &[ResourceSpec]) -> Vec<ScoredResource> {
-    specs
-        .iter()
-        .map(|s| {
-            let kind = match s.name.as_str() {
-                CPU => ResourceKind::Cpu,
-                MEMORY => ResourceKind::Memory,
-                EPHEMERAL_STORAGE => ResourceKind::EphemeralStorage,
-                _ => ResourceKind::Named,
-            };
-            ScoredResource { name: s.name.clone(), weight: s.weight, kind, scalar: is_scalar_resource_name(&s.name) }
-        })
-        .collect()
-}
-
-/// The pod's request of a scored resource: with `non_zero`, cpu and memory count the defaults for containers that
-/// set none (upstream's `NonMissingContainerRequests`), otherwise the plain requests.
-pub(crate) fn pod_request(pod: &PodInfo, r: &ScoredResource, non_zero: bool) -> i64 {
-    match r.kind {
-        ResourceKind::Cpu if non_zero => pod.non_zero_milli_cpu,
-        ResourceKind::Cpu => pod.requests.milli_cpu,
-        ResourceKind::Memory if non_zero => pod.non_zero_memory,
-        ResourceKind::Memory => pod.requests.memory,
-        ResourceKind::EphemeralStorage => pod.requests.ephemeral_storage,
-        ResourceKind::Named => pod.requests.scalar.get(r.name.as_str()).copied().unwrap_or(0),
-    }
-}
-
-/// The pod's requests of all scored resources, in order.
-pub(crate) fn pod_request_list(pod: &PodInfo, resources: &[ScoredResource], non_zero: bool) -> Vec<i64> {
-    resources.iter().map(|r| pod_request(pod, r, non_zero)).collect()
-}
-
-/// `(allocatable, requested on the node including the pod)` for a scored resource, or `(0, 0)` when it does not
-/// take part (a scalar resource the pod does not request, or a resource the node does not offer). With
-/// `use_requested` cpu and memory use the node's plain requests, otherwise its non-zero requests.
-pub(crate) fn allocatable_requested(
-    node: &NodeInfo,
-    r: &ScoredResource,
-    pod_request: i64,
-    use_requested: bool,
-) -> (i64, i64) {
-    if pod_request == 0 && r.scalar {
-        return (0, 0);
-    }
-    let used = if use_requested { &node.requested } else { &node.non_zero_requested };
-    match r.kind {
-        ResourceKind::Cpu => (node.allocatable.milli_cpu, used.milli_cpu + pod_request),
-        ResourceKind::Memory => (node.allocatable.memory, used.memory + pod_request),
-        ResourceKind::EphemeralStorage => {
-            (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage + pod_request)
-        }
-        ResourceKind::Named => match node.allocatable.scalar.get(r.name.as_str()) {
-            Some(&a) => (a, node.requested.scalar.get(r.name.as_str()).copied().unwrap_or(0) + pod_request),
-            None => (0, 0),
-        },
-    }
-}
-
-/// `(capacity - requested) * 100 / capacity`, 0 when over capacity (upstream `leastRequestedScore`).
-pub(crate) fn least_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
-        return 0;
-    }
-    ((capacity - requested) as i128 * MAX_NODE_SCORE as i128 / capacity as i128) as i64
-}
-
-/// `requested * 100 / capacity`, requested capped at capacity (upstream `mostRequestedScore`).
-pub(crate) fn most_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 {
-        return 0;
-    }
-    let requested = requested.min(capacity);
-    (requested as i128 * MAX_NODE_SCORE as i128 / capacity as i128) as i64
-}
-
-/// Upstream's `BuildBrokenLinearFunction` over `(utilization, score)` points with increasing utilization.
-pub(crate) fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
-    for (i, &(u, s)) in shape.iter().enumerate() {
-        if p <= u {
-            if i == 0 {
-                return s;
-            }
-            let (pu, ps) = shape[i - 1];
-            return ps + (s - ps) * (p - pu) / (u - pu);
-        }
-    }
-    shape.last().map(|&(_, s)| s).unwrap_or(0)
-}
-
-/// RequestedToCapacityRatio's per-resource score: the shape at the utilization in percent (100 when over capacity).
-pub(crate) fn requested_to_capacity_ratio_score(shape: &[(i64, i64)], requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
-        return broken_linear(shape, MAX_UTILIZATION);
-    }
-    let utilization = (requested as i128 * MAX_UTILIZATION as i128 / capacity as i128) as i64;
-    broken_linear(shape, utilization)
-}
-
 /// The compiled scoring strategy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Strategy {
@@ -335,9 +116,6 @@ enum Strategy {
     /// The shape with scores scaled to 0–100.
     RequestedToCapacityRatio(Vec<(i64, i64)>),
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// The plugin.
 
 /// The pod's requests, computed once in PreFilter.
 #[derive(Debug)]
@@ -353,16 +131,12 @@ struct PodRequests {
 #[derive(Debug, Clone)]
 struct PreFilterState(Arc<PodRequests>);
 
-/// PreScore data: the pod's (non-zero) requests of the scored resources, in order.
-#[derive(Debug, Clone)]
-struct PreScoreState(Arc<Vec<i64>>);
-
 /// The NodeResourcesFit plugin.
 #[derive(Debug)]
 pub struct NodeResourcesFit {
     ignored_resources: Vec<String>,
     ignored_resource_groups: Vec<String>,
-    resources: Vec<ScoredResource>,
+    scorer: ResourceAllocationScorer,
     strategy: Strategy,
 }
 
@@ -484,11 +258,13 @@ impl NodeResourcesFit {
         Ok(NodeResourcesFit {
             ignored_resources: args.ignored_resources,
             ignored_resource_groups: args.ignored_resource_groups,
-            resources: compile_resources(&s.resources),
+            // Non-zero requests: a pod that sets none still takes room on the node it lands on.
+            scorer: ResourceAllocationScorer::new(&s.resources, false, PRE_SCORE_STATE_KEY),
             strategy,
         })
     }
 
+    /// Only extended resources can be ignored, by name or by group (the part before `/`), as upstream.
     fn is_ignored(&self, name: &str) -> bool {
         if !is_extended_resource_name(name) {
             return false;
@@ -497,6 +273,7 @@ impl NodeResourcesFit {
         self.ignored_resources.iter().any(|r| r == name) || self.ignored_resource_groups.iter().any(|g| g == group)
     }
 
+    /// The pod's requests Filter checks: scalar resources the pod does not request or the args ignore left out.
     fn compute_requests(&self, pod: &PodInfo) -> PodRequests {
         let r = &pod.requests;
         let scalars = r
@@ -508,14 +285,10 @@ impl NodeResourcesFit {
         PodRequests { milli_cpu: r.milli_cpu, memory: r.memory, ephemeral_storage: r.ephemeral_storage, scalars }
     }
 
-    /// The weighted score of `node`, with the pod's request of resource `i` given by `pod_req(i)`.
-    fn score_with(&self, node: &NodeInfo, pod_req: impl Fn(usize) -> i64) -> i64 {
+    /// The weighted score of `node` given the pod's requests of the scored resources.
+    fn score_with(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
         let (mut node_score, mut weight_sum) = (0i64, 0i64);
-        for (i, r) in self.resources.iter().enumerate() {
-            let (alloc, req) = allocatable_requested(node, r, pod_req(i), false);
-            if alloc == 0 {
-                continue;
-            }
+        for (r, alloc, req) in self.scorer.allocations(node, pod_requests) {
             let s = match &self.strategy {
                 Strategy::LeastAllocated => least_requested_score(req, alloc),
                 Strategy::MostAllocated => most_requested_score(req, alloc),
@@ -620,32 +393,19 @@ impl PreScorePlugin for NodeResourcesFit {
         _nodes: &[Arc<NodeInfo>],
         _snapshot: &Snapshot,
     ) -> Status {
-        state.write(PRE_SCORE_STATE_KEY, PreScoreState(Arc::new(pod_request_list(pod, &self.resources, true))));
+        self.scorer.write_pre_score(state, self.scorer.pod_requests(pod));
         Status::success()
     }
 }
 
 impl ScorePlugin for NodeResourcesFit {
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        Ok(match state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) {
-            Some(PreScoreState(reqs)) => self.score_with(node, |i| reqs[i]),
-            // PreScore did not run: compute the requests in place, as upstream does.
-            None => self.score_with(node, |i| pod_request(pod, &self.resources[i], true)),
-        })
+        Ok(self.score_with(node, &self.scorer.requests(state, pod)))
     }
 
     /// Reads the cycle state once per batch, not once per node.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
-        let Some(PreScoreState(reqs)) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
-            for (n, o) in nodes.iter().zip(out.iter_mut()) {
-                *o = self.score_with(n, |i| pod_request(pod, &self.resources[i], true));
-            }
-            return Status::success();
-        };
-        for (n, o) in nodes.iter().zip(out.iter_mut()) {
-            *o = self.score_with(n, |i| reqs[i]);
-        }
-        Status::success()
+        self.scorer.score_nodes(state, pod, nodes, out, |n, reqs| self.score_with(n, reqs))
     }
 }
 
@@ -995,21 +755,13 @@ mod tests {
     }
 
     #[test]
-    fn broken_linear_function() {
-        let shape = [(10, 10), (50, 100), (100, 0)];
-        for (p, want) in [(0, 10), (10, 10), (30, 55), (50, 100), (75, 50), (100, 0), (120, 0)] {
-            assert_eq!(broken_linear(&shape, p), want, "p={p}");
-        }
-    }
-
-    #[test]
     fn args_defaults_and_validation() {
-        let ok = |v: Value| NodeResourcesFit::new(Some(&v), &ctx()).map(|p| (p.resources, p.strategy));
+        let ok = |v: Value| NodeResourcesFit::new(Some(&v), &ctx()).map(|p| (p.scorer.resources, p.strategy));
         // Defaults: LeastAllocated over cpu and memory, weight 1.
         let (res, strat) = ok(json!({})).unwrap();
         assert_eq!(strat, Strategy::LeastAllocated);
         assert_eq!(res.iter().map(|r| (r.name.as_str(), r.weight)).collect::<Vec<_>>(), [("cpu", 1), ("memory", 1)]);
-        let (_, strat) = NodeResourcesFit::new(None, &ctx()).map(|p| (p.resources, p.strategy)).unwrap();
+        let (_, strat) = NodeResourcesFit::new(None, &ctx()).map(|p| (p.scorer.resources, p.strategy)).unwrap();
         assert_eq!(strat, Strategy::LeastAllocated);
         // Weight 0 defaults to 1; empty resources default to cpu/memory.
         let (res, strat) =
@@ -1061,18 +813,6 @@ mod tests {
             err.contains("[scoringStrategy.type") && err.contains(", scoringStrategy.resources[0].weight"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn resource_name_classes() {
-        assert!(is_extended_resource_name("example.com/aaa"));
-        assert!(!is_extended_resource_name("kubernetes.io/something"));
-        assert!(!is_extended_resource_name("cpu"));
-        assert!(!is_extended_resource_name("hugepages-2Mi"));
-        assert!(is_scalar_resource_name("hugepages-2Mi"));
-        assert!(is_scalar_resource_name("subdomain.kubernetes.io/something"));
-        assert!(is_scalar_resource_name("attachable-volumes-aws-ebs"));
-        assert!(!is_scalar_resource_name("pods"));
     }
 
     #[test]
