@@ -11,25 +11,26 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use super::labels::Labels;
 use super::types::{NodeInfo, PodInfo};
 
-/// Cluster objects other than pods and nodes that plugins read. Replaced as a whole when one changes (rare).
+/// Cluster objects other than pods and nodes that plugins read. Replaced as a whole when one changes (rare); the
+/// objects are shared, so a new set costs a reference per object, not a copy.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
     /// Namespace name → labels (for namespace selectors in affinity terms).
     pub namespaces: HashMap<String, Labels>,
     /// PodDisruptionBudgets (preemption respects them).
-    pub pdbs: Vec<PodDisruptionBudget>,
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     /// Services (default topology spreading selects pods by them).
-    pub services: Vec<Service>,
+    pub services: Vec<Arc<Service>>,
     /// ReplicaSets (default topology spreading).
-    pub replica_sets: Vec<ReplicaSet>,
+    pub replica_sets: Vec<Arc<ReplicaSet>>,
     /// StatefulSets (default topology spreading).
-    pub stateful_sets: Vec<StatefulSet>,
+    pub stateful_sets: Vec<Arc<StatefulSet>>,
     /// ReplicationControllers (default topology spreading).
-    pub replication_controllers: Vec<ReplicationController>,
+    pub replication_controllers: Vec<Arc<ReplicationController>>,
     /// PersistentVolumeClaims by `namespace/name`.
-    pub pvcs: HashMap<String, PersistentVolumeClaim>,
+    pub pvcs: HashMap<String, Arc<PersistentVolumeClaim>>,
     /// PersistentVolumes by name.
-    pub pvs: HashMap<String, PersistentVolume>,
+    pub pvs: HashMap<String, Arc<PersistentVolume>>,
 }
 
 /// The nodes and objects one cycle sees.

@@ -193,13 +193,13 @@ mod tests {
     use k8s_openapi::api::core::v1::PersistentVolume;
     use serde_json::{json, Value};
 
-    fn pvc(name: &str, extra: Value) -> (String, PersistentVolumeClaim) {
+    fn pvc(name: &str, extra: Value) -> (String, Arc<PersistentVolumeClaim>) {
         let mut v = json!({"metadata": {"name": name, "namespace": "default"}, "spec": {}});
         merge(&mut v, extra);
         (format!("default/{name}"), serde_json::from_value(v).unwrap())
     }
 
-    fn pv(name: &str, spec: Value) -> (String, PersistentVolume) {
+    fn pv(name: &str, spec: Value) -> (String, Arc<PersistentVolume>) {
         (name.to_string(), serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap())
     }
 

@@ -3,6 +3,7 @@
 //! ReplicationControllers, PersistentVolumeClaims, PersistentVolumes, and `List`s of them.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -164,7 +165,7 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             "PodDisruptionBudget" => {
                 let mut p: PodDisruptionBudget = decode!(PodDisruptionBudget);
                 p.metadata.namespace = Some(ns_eff);
-                out.objects.pdbs.push(p);
+                out.objects.pdbs.push(Arc::new(p));
             }
             "Namespace" => {
                 let n: Namespace = decode!(Namespace);
@@ -173,30 +174,30 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             "Service" => {
                 let mut s: Service = decode!(Service);
                 s.metadata.namespace = Some(ns_eff);
-                out.objects.services.push(s);
+                out.objects.services.push(Arc::new(s));
             }
             "ReplicaSet" => {
                 let mut s: ReplicaSet = decode!(ReplicaSet);
                 s.metadata.namespace = Some(ns_eff);
-                out.objects.replica_sets.push(s);
+                out.objects.replica_sets.push(Arc::new(s));
             }
             "StatefulSet" => {
                 let mut s: StatefulSet = decode!(StatefulSet);
                 s.metadata.namespace = Some(ns_eff);
-                out.objects.stateful_sets.push(s);
+                out.objects.stateful_sets.push(Arc::new(s));
             }
             "ReplicationController" => {
                 let mut s: ReplicationController = decode!(ReplicationController);
                 s.metadata.namespace = Some(ns_eff);
-                out.objects.replication_controllers.push(s);
+                out.objects.replication_controllers.push(Arc::new(s));
             }
             "PersistentVolumeClaim" => {
                 let mut s: PersistentVolumeClaim = decode!(PersistentVolumeClaim);
                 s.metadata.namespace = Some(ns_eff.clone());
-                out.objects.pvcs.insert(format!("{ns_eff}/{name}"), s);
+                out.objects.pvcs.insert(format!("{ns_eff}/{name}"), Arc::new(s));
             }
             "PersistentVolume" => {
-                out.objects.pvs.insert(name, decode!(PersistentVolume));
+                out.objects.pvs.insert(name, Arc::new(decode!(PersistentVolume)));
             }
             _ => unreachable!("kinds checked above"),
         }

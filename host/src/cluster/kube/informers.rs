@@ -2,6 +2,7 @@
 //! handlers, as upstream's informers do. The objects other than pods and nodes are kept in kube-runtime reflector
 //! stores, so a change hands the handler shared references to the current objects rather than copies.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -42,25 +43,19 @@ struct ObjectStores {
 impl ObjectStores {
     /// The objects as they stand, for the cache.
     fn objects(&self) -> ClusterObjects {
-        fn all<K: Clone + Resource + 'static>(s: &Store<K>) -> Vec<K>
+        fn by_key<K: Clone + Resource + 'static>(s: &Store<K>) -> HashMap<String, Arc<K>>
         where
             K::DynamicType: Eq + Hash + Clone,
         {
-            s.state().iter().map(|o| (**o).clone()).collect()
-        }
-        fn by_key<K: Clone + Resource + 'static>(s: &Store<K>) -> std::collections::HashMap<String, K>
-        where
-            K::DynamicType: Eq + Hash + Clone,
-        {
-            s.state().iter().map(|o| (key(&**o), (**o).clone())).collect()
+            s.state().into_iter().map(|o| (key(&*o), o)).collect()
         }
         ClusterObjects {
             namespaces: self.namespaces.state().iter().map(|n| (n.name_any(), n.labels().clone())).collect(),
-            pdbs: all(&self.pdbs),
-            services: all(&self.services),
-            replica_sets: all(&self.replica_sets),
-            stateful_sets: all(&self.stateful_sets),
-            replication_controllers: all(&self.rcs),
+            pdbs: self.pdbs.state(),
+            services: self.services.state(),
+            replica_sets: self.replica_sets.state(),
+            stateful_sets: self.stateful_sets.state(),
+            replication_controllers: self.rcs.state(),
             pvcs: by_key(&self.pvcs),
             pvs: by_key(&self.pvs),
         }
