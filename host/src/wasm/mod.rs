@@ -1,11 +1,15 @@
 //! The WebAssembly boundary: components implementing the `kws:plugin@0.1.0` contract (`wit/`) served at the
 //! extension points they export, sandboxed (deadline, memory cap, no ambient authority) and hot-reloadable.
 
+mod adapters;
 mod args;
 pub mod bindings;
 mod convert;
 pub mod engine;
+mod host;
+mod instance;
 mod plugin;
+mod reload;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -127,7 +131,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
 
 /// `plugin check`: loads a file the way the scheduler would and describes it.
 pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
-    let (component, _) = plugin::load_component(path, None)?;
+    let (component, _) = reload::load_component(path, None)?;
     let info = describe(&component)?;
     // Linking proves every import is really satisfied (WASI versions included).
     WasmPlugin::load(
