@@ -1,7 +1,7 @@
 //! Guest instances: each with its own `Store` (memory cap, epoch deadline, captured output), pooled per version of
 //! the component and entered by one call at a time. A call that traps or overruns its deadline loses its instance
-//! and becomes an `Error` status naming the plugin and the point; the guest's output is flushed to the log after
-//! every call.
+//! and becomes a [`Failed`] that the failure table resolves; the guest's output is flushed to the log after every
+//! call.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +17,7 @@ use super::bindings::exports::kws::plugin as ex;
 use super::bindings::kws::plugin::types as wit;
 use super::convert;
 use super::engine::{first_line, WasmEngine};
+use super::failure::{self, Call, Failed};
 use super::host::{linker_for, GuestCycleState, HostState};
 use super::{ComponentInfo, WasmError, WasmPlugin};
 use crate::framework::{NodeInfo, PodInfo, Status};
@@ -238,18 +239,23 @@ impl WasmPlugin {
         })
     }
 
-    /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded.
+    /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded. A
+    /// failure comes back with what the failure table makes of it for `call` under this plugin's policy.
     pub(super) fn call<R>(
         &self,
         ctx: &CycleCtx,
-        point: &'static str,
+        call: Call,
         f: impl FnOnce(&WasmPlugin, &Loaded, &mut GuestInstance) -> Result<R, CallError>,
-    ) -> Result<R, Status> {
+    ) -> Result<R, Failed> {
+        let failed = |e| Failed {
+            error: self.fail_status(call, e),
+            fallback: failure::fallback(call, self.args.failure_policy),
+        };
         let loaded = &ctx.loaded;
         let taken = loaded.pool.lock().expect("pool lock").pop();
         let mut inst = match taken {
             Some(i) => i,
-            None => self.new_instance(loaded).map_err(|e| self.fail_status(point, CallError::Trap(first_line(&e))))?,
+            None => self.new_instance(loaded).map_err(|e| failed(CallError::Trap(first_line(&e))))?,
         };
         inst.store.data_mut().cycle = Some(ctx.data.clone());
         inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
@@ -268,13 +274,13 @@ impl WasmPlugin {
                 if matches!(e, CallError::Invalid(_)) {
                     loaded.pool.lock().expect("pool lock").push(inst);
                 }
-                Err(self.fail_status(point, e))
+                Err(failed(e))
             }
         }
     }
 
-    /// The Error status of a failed call, naming the plugin and the point; counted and logged here, once.
-    pub(super) fn fail_status(&self, point: &'static str, e: CallError) -> Status {
+    /// The Error status of a failed call, naming the plugin and the call; counted and logged here, once.
+    pub(super) fn fail_status(&self, call: Call, e: CallError) -> Status {
         let what = match e {
             CallError::Timeout => {
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
@@ -286,6 +292,7 @@ impl WasmPlugin {
             }
             CallError::Invalid(m) => m,
         };
+        let point = call.name();
         let msg = format!("wasm plugin {:?} at {point}: {what}", &*self.name);
         tracing::warn!(plugin = &*self.name, point, "{msg}");
         Status::error(msg).with_plugin(&self.name)

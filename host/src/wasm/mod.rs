@@ -6,6 +6,7 @@ mod args;
 pub mod bindings;
 mod convert;
 pub mod engine;
+mod failure;
 mod host;
 mod instance;
 mod plugin;
