@@ -13,13 +13,23 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 /// Default memory cap of one guest instance.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
 
-/// What a guest failure does to the pod.
+/// What a failed guest call answers in the plugin's place (one table, by extension point: `wasm/failure.rs`).
+///
+/// A failure is a call that trapped (the memory cap included), ran past its deadline, could not get an instance,
+/// or answered Filter verdicts or NormalizeScore scores that are not one per node. A status the guest returns
+/// itself is its answer, whatever the policy; so is, for now, a Score answer with the wrong number of scores,
+/// which is an Error under both policies. QueueSort falls back to arrival order under both policies: a sort
+/// cannot reject a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 pub enum FailurePolicy {
-    /// A trap, timeout or invalid result is an Error status: the pod's attempt fails (upstream semantics).
+    /// The Error status naming the plugin and the point: the pod's attempt fails (upstream semantics). Filter
+    /// gives it for every node of the batch; Permit asks for no wait.
     #[default]
     Fail,
-    /// The plugin is skipped for that call: Filter passes, Score gives 0, other points succeed.
+    /// The plugin is left out of that call: PreFilter and PreScore answer Skip (its Filter or Score then sits out
+    /// the cycle), PostFilter Unschedulable with no message, Score and NormalizeScore give every node 0, and every
+    /// other call succeeds (PreEnqueue, AddPod and RemovePod, Filter for every node, Reserve, Permit with no wait,
+    /// PreBind, Bind).
     Ignore,
 }
 

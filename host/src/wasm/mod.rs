@@ -1,11 +1,16 @@
 //! The WebAssembly boundary: components implementing the `kws:plugin@0.1.0` contract (`wit/`) served at the
 //! extension points they export, sandboxed (deadline, memory cap, no ambient authority) and hot-reloadable.
 
+mod adapters;
 mod args;
 pub mod bindings;
 mod convert;
 pub mod engine;
+mod failure;
+mod host;
+mod instance;
 mod plugin;
+mod reload;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,29 +21,13 @@ use wasmtime::component::Component;
 pub use args::{FailurePolicy, WasmArgs};
 pub use plugin::{loaded_plugins, WasmPlugin, WasmStats};
 
-use crate::framework::Plugin;
+use crate::framework::{ExtensionPoint, Plugin};
 use crate::plugins::Registry;
 
 /// The contract version this host offers.
 pub const CONTRACT_VERSION: &str = "0.1.0";
 /// The contract's package.
 pub const CONTRACT_PACKAGE: &str = "kws:plugin";
-
-/// Contract interface → the extension point it serves.
-pub const POINT_INTERFACES: &[(&str, &str)] = &[
-    ("pre-enqueue", "PreEnqueue"),
-    ("queue-sort", "QueueSort"),
-    ("pre-filter", "PreFilter"),
-    ("filter", "Filter"),
-    ("post-filter", "PostFilter"),
-    ("pre-score", "PreScore"),
-    ("score", "Score"),
-    ("reserve", "Reserve"),
-    ("permit", "Permit"),
-    ("pre-bind", "PreBind"),
-    ("bind", "Bind"),
-    ("post-bind", "PostBind"),
-];
 
 /// A component that cannot be used.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -101,6 +90,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
     let engine = engine::WasmEngine::shared().engine();
     let ty = component.component_type();
     let mut info = ComponentInfo::default();
+    let mut points = Vec::new();
     for (name, _) in ty.exports(engine) {
         let Some((pkg, iface, version)) = split_name(name) else { continue };
         if pkg != CONTRACT_PACKAGE {
@@ -113,9 +103,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
         }
         info.contract_version = version.to_string();
         info.exports.push(name.to_string());
-        if let Some((_, point)) = POINT_INTERFACES.iter().find(|(i, _)| *i == iface) {
-            info.points.push(point);
-        }
+        points.extend(ExtensionPoint::from_wit_interface(iface));
     }
     for (name, _) in ty.imports(engine) {
         info.imports.push(name.to_string());
@@ -130,19 +118,21 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
             _ => return Err(WasmError::UnsupportedImport(name.to_string())),
         }
     }
+    // In upstream's order, whatever order the component lists its exports in.
+    points.sort();
+    info.points = points.into_iter().map(ExtensionPoint::metric_name).collect();
     if info.points.is_empty() {
         return Err(WasmError::Contract(format!(
             "it exports no {CONTRACT_PACKAGE}@{CONTRACT_VERSION} extension point (exports: {})",
             ty.exports(engine).map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(", ")
         )));
     }
-    info.points.sort_by_key(|p| POINT_INTERFACES.iter().position(|(_, q)| q == p));
     Ok(info)
 }
 
 /// `plugin check`: loads a file the way the scheduler would and describes it.
 pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
-    let (component, _) = plugin::load_component(path, None)?;
+    let (component, _) = reload::load_component(path, None)?;
     let info = describe(&component)?;
     // Linking proves every import is really satisfied (WASI versions included).
     WasmPlugin::load(

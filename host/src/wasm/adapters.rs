@@ -1,0 +1,337 @@
+//! `WasmPlugin` behind the framework's traits, one impl per extension point, so the runner cannot tell it from a
+//! native plugin. Each adapter converts its arguments, makes its guest calls and converts the answer; a failed
+//! call answers what the failure table (`failure`) says, never a fallback of the adapter's own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bindings::kws::plugin::types as wit;
+use super::convert;
+use super::failure::{Call, Failed};
+use super::instance::{cached_guest, guest, trap, CallError, CycleCtx, GuestInstance, Loaded};
+use super::WasmPlugin;
+use crate::cache::Snapshot;
+use crate::framework::ExtensionPoint as P;
+use crate::framework::*;
+
+impl Plugin for WasmPlugin {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn begin_cycle(&self, state: &mut CycleState) {
+        state.write(self.state_key.clone(), CycleCtx::new(self.current()));
+    }
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        self.current().idx.pre_enqueue.as_ref().map(|_| self as _)
+    }
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        self.current().idx.queue_sort.as_ref().map(|_| self as _)
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        self.current().idx.pre_filter.as_ref().map(|_| self as _)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        self.current().idx.filter.as_ref().map(|_| self as _)
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        self.current().idx.post_filter.as_ref().map(|_| self as _)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        self.current().idx.pre_score.as_ref().map(|_| self as _)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        self.current().idx.score.as_ref().map(|_| self as _)
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        self.current().idx.reserve.as_ref().map(|_| self as _)
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        self.current().idx.permit.as_ref().map(|_| self as _)
+    }
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        self.current().idx.pre_bind.as_ref().map(|_| self as _)
+    }
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        self.current().idx.bind.as_ref().map(|_| self as _)
+    }
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        self.current().idx.post_bind.as_ref().map(|_| self as _)
+    }
+}
+
+impl PreEnqueuePlugin for WasmPlugin {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        let p = convert::pod(pod);
+        let r = self.call(&self.ctx(None), P::PreEnqueue.into(), |_, l, i| {
+            Ok(convert::status(guest!(l, i, pre_enqueue).call_pre_enqueue(&mut i.store, &p).map_err(trap)?))
+        });
+        r.unwrap_or_else(Failed::status)
+    }
+}
+
+impl QueueSortPlugin for WasmPlugin {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        let (qa, qb) = (convert::queued_pod(a), convert::queued_pod(b));
+        let r = self.call(&self.ctx(None), P::QueueSort.into(), |_, l, i| {
+            guest!(l, i, queue_sort).call_less(&mut i.store, &qa, &qb).map_err(trap)
+        });
+        r.unwrap_or_else(|failed| {
+            // The table's only answer for QueueSort, under either policy.
+            debug_assert!(failed.keeps_arrival_order(), "{:?}", failed.fallback);
+            a.timestamp < b.timestamp
+        })
+    }
+}
+
+impl PreFilterPlugin for WasmPlugin {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _snapshot: &Snapshot) -> (PreFilterResult, Status) {
+        let p = convert::pod(pod);
+        let r = self.call(&self.ctx(Some(state)), P::PreFilter.into(), |_, l, i| {
+            let r = guest!(l, i, pre_filter).call_pre_filter(&mut i.store, &p).map_err(trap)?;
+            Ok((r.node_names.map(|v| v.into_iter().collect()), convert::status(r.status)))
+        });
+        r.unwrap_or_else(|failed| (None, failed.status()))
+    }
+
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        add: &Arc<PodInfo>,
+        node: &NodeInfo,
+        _s: &Snapshot,
+    ) -> Status {
+        self.what_if(state, pod, add, node, true)
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+        _s: &Snapshot,
+    ) -> Status {
+        self.what_if(state, pod, remove, node, false)
+    }
+}
+
+impl WasmPlugin {
+    /// AddPod (`add`) or RemovePod of `other` on `node`, for a preemption what-if.
+    fn what_if(&self, state: &CycleState, pod: &PodInfo, other: &PodInfo, node: &NodeInfo, add: bool) -> Status {
+        let (p, o) = (convert::pod(pod), convert::pod(other));
+        let r = self.call(&self.ctx(Some(state)), if add { Call::AddPod } else { Call::RemovePod }, |me, l, i| {
+            let slot = me.sync(l, i, &[node])?[0];
+            let g = guest!(l, i, pre_filter);
+            let s = if add {
+                g.call_add_pod(&mut i.store, &p, &o, slot)
+            } else {
+                g.call_remove_pod(&mut i.store, &p, &o, slot)
+            };
+            Ok(convert::status(s.map_err(trap)?))
+        });
+        r.unwrap_or_else(Failed::status)
+    }
+}
+
+impl FilterPlugin for WasmPlugin {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let mut out = Vec::with_capacity(1);
+        self.filter_nodes(state, pod, &[node], &mut out);
+        out.pop().unwrap_or_else(Status::success)
+    }
+
+    /// One crossing per batch: the nodes that changed, then the slots.
+    fn filter_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut Vec<Status>) {
+        let ctx = self.ctx(Some(state));
+        let r = self.call(&ctx, P::Filter.into(), |me, l, i| {
+            me.begin(&ctx, pod, l, i)?;
+            let slots = me.sync(l, i, nodes)?;
+            let answer = cached_guest!(l, i, filter).call_filter(&mut i.store, &slots).map_err(trap)?;
+            convert::filter_verdicts(answer, nodes.len(), out).map_err(CallError::Invalid)
+        });
+        if let Err(failed) = r {
+            // The one answer stands for every node of the batch.
+            let s = failed.status();
+            out.extend(nodes.iter().map(|_| s.clone()));
+        }
+    }
+}
+
+impl PostFilterPlugin for WasmPlugin {
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        filtered: &NodeToStatus,
+        handle: &dyn PostFilterHandle,
+    ) -> (Option<PostFilterResult>, Status) {
+        let p = convert::pod(pod);
+        let nodes: Vec<&NodeInfo> = filtered.keys().filter_map(|n| handle.snapshot().get(n).map(|a| &**a)).collect();
+        let r = self.call(&self.ctx(Some(state)), P::PostFilter.into(), |me, l, i| {
+            let slots = me.sync(l, i, &nodes)?;
+            let rejected: Vec<(u32, wit::Status)> =
+                slots.iter().zip(&nodes).map(|(s, n)| (*s, convert::status_to_wit(&filtered[&n.name]))).collect();
+            let r = guest!(l, i, post_filter).call_post_filter(&mut i.store, &p, &rejected).map_err(trap)?;
+            Ok((
+                r.nominated_node.map(|n| PostFilterResult { nominated_node_name: Some(n), victims: Vec::new() }),
+                convert::status(r.status),
+            ))
+        });
+        r.unwrap_or_else(|failed| (None, failed.status()))
+    }
+}
+
+impl PreScorePlugin for WasmPlugin {
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>], _s: &Snapshot) -> Status {
+        let p = convert::pod(pod);
+        let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &**n).collect();
+        let r = self.call(&self.ctx(Some(state)), P::PreScore.into(), |me, l, i| {
+            let slots = me.sync(l, i, &refs)?;
+            Ok(convert::status(guest!(l, i, pre_score).call_pre_score(&mut i.store, &p, &slots).map_err(trap)?))
+        });
+        r.unwrap_or_else(Failed::status)
+    }
+}
+
+impl ScorePlugin for WasmPlugin {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let mut out = [0i64];
+        let s = self.score_nodes(state, pod, &[node], &mut out);
+        if s.is_success() {
+            Ok(out[0])
+        } else {
+            Err(s)
+        }
+    }
+
+    /// One crossing per batch: the nodes that changed, then the slots.
+    fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
+        let ctx = self.ctx(Some(state));
+        let r = self.call(&ctx, P::Score.into(), |me, l, i| {
+            me.begin(&ctx, pod, l, i)?;
+            let slots = me.sync(l, i, nodes)?;
+            let scores = cached_guest!(l, i, score).call_score(&mut i.store, &slots).map_err(trap)?;
+            Ok(scores.map(|v| if v.len() == nodes.len() { Ok(v) } else { Err(v.len()) }))
+        });
+        match r {
+            Ok(Ok(Ok(v))) => {
+                out.copy_from_slice(&v);
+                Status::success()
+            }
+            // Checked after the call, so outside the failure policy: an Error under either policy.
+            Ok(Ok(Err(n))) => self.fail_status(
+                P::Score.into(),
+                CallError::Invalid(format!("returned {n} scores for {} nodes", nodes.len())),
+            ),
+            // The guest's own Error status (e.g. a bad label value) fails the pod's attempt, as upstream.
+            Ok(Err(s)) => convert::status(s).with_plugin(&self.name),
+            Err(failed) => {
+                if failed.zeroes_scores() {
+                    out.fill(0);
+                }
+                failed.status()
+            }
+        }
+    }
+
+    fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
+        let ctx = self.ctx(Some(state));
+        let slots: Vec<u32> = scores.iter().map(|s| s.id).collect();
+        let raw: Vec<i64> = scores.iter().map(|s| s.score).collect();
+        let r = self.call(&ctx, Call::NormalizeScore, |me, l, i| {
+            me.begin(&ctx, pod, l, i)?;
+            let r = cached_guest!(l, i, score).call_normalize_score(&mut i.store, &slots, &raw).map_err(trap)?;
+            match r {
+                Ok(v) if v.len() == raw.len() => Ok(Ok(v)),
+                Ok(v) => {
+                    Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), raw.len())))
+                }
+                Err(s) => Ok(Err(s)),
+            }
+        });
+        match r {
+            Ok(Ok(v)) => {
+                for (s, n) in scores.iter_mut().zip(v) {
+                    s.score = n;
+                }
+                Status::success()
+            }
+            Ok(Err(s)) => convert::status(s).with_plugin(&self.name),
+            Err(failed) => {
+                if failed.zeroes_scores() {
+                    scores.iter_mut().for_each(|s| s.score = 0);
+                }
+                failed.status()
+            }
+        }
+    }
+
+    fn has_normalize(&self) -> bool {
+        true
+    }
+}
+
+impl WasmPlugin {
+    /// A call at a point whose guest function takes the pod and the chosen node and answers a status.
+    fn at_node(
+        &self,
+        state: Option<&CycleState>,
+        call: Call,
+        pod: &PodInfo,
+        f: impl FnOnce(&Loaded, &mut GuestInstance, &wit::Pod) -> Result<Status, CallError>,
+    ) -> Status {
+        let p = convert::pod(pod);
+        self.call(&self.ctx(state), call, |_, l, i| f(l, i, &p)).unwrap_or_else(Failed::status)
+    }
+}
+
+impl ReservePlugin for WasmPlugin {
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        self.at_node(Some(state), P::Reserve.into(), pod, |l, i, p| {
+            Ok(convert::status(guest!(l, i, reserve).call_reserve(&mut i.store, p, node).map_err(trap)?))
+        })
+    }
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        self.at_node(Some(state), Call::Unreserve, pod, |l, i, p| {
+            guest!(l, i, reserve).call_unreserve(&mut i.store, p, node).map_err(trap)?;
+            Ok(Status::success())
+        });
+    }
+}
+
+impl PermitPlugin for WasmPlugin {
+    fn permit(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> (Status, Duration) {
+        let p = convert::pod(pod);
+        let r = self.call(&self.ctx(Some(state)), P::Permit.into(), |_, l, i| {
+            let r = guest!(l, i, permit).call_permit(&mut i.store, &p, node).map_err(trap)?;
+            Ok((convert::status(r.status), Duration::from_millis(r.timeout_ms)))
+        });
+        r.unwrap_or_else(|failed| (failed.status(), Duration::ZERO))
+    }
+}
+
+impl PreBindPlugin for WasmPlugin {
+    fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        self.at_node(Some(state), P::PreBind.into(), pod, |l, i, p| {
+            Ok(convert::status(guest!(l, i, pre_bind).call_pre_bind(&mut i.store, p, node).map_err(trap)?))
+        })
+    }
+}
+
+impl BindPlugin for WasmPlugin {
+    fn bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        self.at_node(Some(state), P::Bind.into(), pod, |l, i, p| {
+            Ok(convert::status(guest!(l, i, bind).call_bind(&mut i.store, p, node).map_err(trap)?))
+        })
+    }
+}
+
+impl PostBindPlugin for WasmPlugin {
+    fn post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        self.at_node(Some(state), P::PostBind.into(), pod, |l, i, p| {
+            guest!(l, i, post_bind).call_post_bind(&mut i.store, p, node).map_err(trap)?;
+            Ok(Status::success())
+        });
+    }
+}

@@ -1,0 +1,179 @@
+//! The failure policy (`failurePolicy` in a Wasm plugin's args), after upstream's webhook `failurePolicy`: what a
+//! guest call that failed answers in the plugin's place. [`fallback`] is the one table, by extension point and
+//! policy; every adapter applies a failure through [`Failed`], so no adapter decides its own fallback.
+//!
+//! A failure here is a call that trapped (memory cap included), overran its deadline, could not get an instance,
+//! or answered something the host cannot use (Filter verdicts or NormalizeScore scores not one per node). A
+//! status the guest returns itself, even an Error, is its answer, not a failure; nor, today, is a Score answer
+//! with the wrong number of scores, which is an Error under either policy.
+
+use super::args::FailurePolicy;
+use crate::framework::{ExtensionPoint, Status};
+
+/// A guest function the host calls: an extension point's own, or one that upstream hangs off a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// The point's own function (`pre-filter`, `score`, `reserve`, ...).
+    Point(ExtensionPoint),
+    /// PreFilter's AddPod: a preemption what-if with one more pod on a node.
+    AddPod,
+    /// PreFilter's RemovePod: a preemption what-if with one pod fewer on a node.
+    RemovePod,
+    /// Score's NormalizeScore.
+    NormalizeScore,
+    /// Reserve's Unreserve, whose answer the framework does not read.
+    Unreserve,
+}
+
+impl Call {
+    /// Its name in messages and logs: upstream's metric name for it (`PreFilter`, `NormalizeScore`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Call::Point(point) => point.metric_name(),
+            Call::AddPod => "PreFilter.AddPod",
+            Call::RemovePod => "PreFilter.RemovePod",
+            Call::NormalizeScore => "NormalizeScore",
+            Call::Unreserve => "Unreserve",
+        }
+    }
+}
+
+impl From<ExtensionPoint> for Call {
+    fn from(point: ExtensionPoint) -> Call {
+        Call::Point(point)
+    }
+}
+
+/// What a failed call answers in the plugin's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fallback {
+    /// The Error status naming the plugin and the call, so the pod's attempt fails (upstream's semantics for a
+    /// failing plugin). Filter gives it for every node, Permit with no wait, PreFilter and PostFilter with no
+    /// result.
+    Error,
+    /// Success: the plugin is left out of this decision. Filter passes every node, Permit allows at once.
+    Success,
+    /// Success with every node scored 0, so the plugin does not tip the ranking.
+    ZeroScores,
+    /// Skip: the plugin also sits out the point this one prepares (its Filter after PreFilter, its Score after
+    /// PreScore).
+    Skip,
+    /// Unschedulable with no message: PostFilter made no node available.
+    Unschedulable,
+    /// Arrival order, as QueueSort's fallback under either policy: a sort cannot reject a pod, and the queue must
+    /// stay ordered.
+    ArrivalOrder,
+}
+
+/// The failure table: what a failed `call` answers under `policy`.
+pub(crate) fn fallback(call: Call, policy: FailurePolicy) -> Fallback {
+    use ExtensionPoint as P;
+    match (policy, call) {
+        (_, Call::Point(P::QueueSort)) => Fallback::ArrivalOrder,
+        (FailurePolicy::Fail, _) => Fallback::Error,
+        (FailurePolicy::Ignore, Call::Point(P::PreFilter | P::PreScore)) => Fallback::Skip,
+        (FailurePolicy::Ignore, Call::Point(P::PostFilter)) => Fallback::Unschedulable,
+        (FailurePolicy::Ignore, Call::Point(P::Score) | Call::NormalizeScore) => Fallback::ZeroScores,
+        (
+            FailurePolicy::Ignore,
+            Call::Point(P::PreEnqueue | P::Filter | P::Reserve | P::Permit | P::PreBind | P::Bind | P::PostBind)
+            | Call::AddPod
+            | Call::RemovePod
+            | Call::Unreserve,
+        ) => Fallback::Success,
+    }
+}
+
+/// A failed call: its Error status (already counted and logged) and what the table makes of it.
+#[derive(Debug, Clone)]
+pub(crate) struct Failed {
+    /// The Error status naming the plugin, the call and what went wrong.
+    pub(crate) error: Status,
+    /// The table's answer for the call under the plugin's policy.
+    pub(crate) fallback: Fallback,
+}
+
+impl Failed {
+    /// The status the plugin answers instead (for QueueSort, which answers no status, Success).
+    pub(crate) fn status(self) -> Status {
+        match self.fallback {
+            Fallback::Error => self.error,
+            Fallback::Success | Fallback::ZeroScores | Fallback::ArrivalOrder => Status::success(),
+            Fallback::Skip => Status::skip(),
+            Fallback::Unschedulable => Status::unschedulable(""),
+        }
+    }
+
+    /// True when the plugin's scores become 0.
+    pub(crate) fn zeroes_scores(&self) -> bool {
+        self.fallback == Fallback::ZeroScores
+    }
+
+    /// True when a comparison falls back to arrival order.
+    pub(crate) fn keeps_arrival_order(&self) -> bool {
+        self.fallback == Fallback::ArrivalOrder
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Code;
+    use ExtensionPoint as P;
+
+    #[test]
+    fn the_table_by_call_and_policy() {
+        use Fallback::*;
+        let rows = [
+            (Call::Point(P::PreEnqueue), Error, Success),
+            (Call::Point(P::QueueSort), ArrivalOrder, ArrivalOrder),
+            (Call::Point(P::PreFilter), Error, Skip),
+            (Call::AddPod, Error, Success),
+            (Call::RemovePod, Error, Success),
+            (Call::Point(P::Filter), Error, Success),
+            (Call::Point(P::PostFilter), Error, Unschedulable),
+            (Call::Point(P::PreScore), Error, Skip),
+            (Call::Point(P::Score), Error, ZeroScores),
+            (Call::NormalizeScore, Error, ZeroScores),
+            (Call::Point(P::Reserve), Error, Success),
+            (Call::Unreserve, Error, Success),
+            (Call::Point(P::Permit), Error, Success),
+            (Call::Point(P::PreBind), Error, Success),
+            (Call::Point(P::Bind), Error, Success),
+            (Call::Point(P::PostBind), Error, Success),
+        ];
+        for (call, fail, ignore) in rows {
+            assert_eq!(fallback(call, FailurePolicy::Fail), fail, "{call:?} Fail");
+            assert_eq!(fallback(call, FailurePolicy::Ignore), ignore, "{call:?} Ignore");
+        }
+        // Every point's own function has a row.
+        for point in ExtensionPoint::ALL {
+            assert!(rows.iter().any(|(c, _, _)| *c == Call::Point(point)), "{point}");
+        }
+    }
+
+    #[test]
+    fn statuses_a_failure_answers() {
+        let failed = |fallback| Failed { error: Status::error("boom"), fallback };
+        for (fallback, code, message) in [
+            (Fallback::Error, Code::Error, "boom"),
+            (Fallback::Success, Code::Success, ""),
+            (Fallback::ZeroScores, Code::Success, ""),
+            (Fallback::Skip, Code::Skip, ""),
+            (Fallback::Unschedulable, Code::Unschedulable, ""),
+            (Fallback::ArrivalOrder, Code::Success, ""),
+        ] {
+            let s = failed(fallback).status();
+            assert_eq!((s.code(), s.message()), (code, message.to_string()), "{fallback:?}");
+        }
+    }
+
+    #[test]
+    fn call_names_are_upstream_s() {
+        assert_eq!(Call::from(P::PreFilter).name(), "PreFilter");
+        assert_eq!(Call::AddPod.name(), "PreFilter.AddPod");
+        assert_eq!(Call::RemovePod.name(), "PreFilter.RemovePod");
+        assert_eq!(Call::NormalizeScore.name(), "NormalizeScore");
+        assert_eq!(Call::Unreserve.name(), "Unreserve");
+    }
+}

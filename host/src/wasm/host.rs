@@ -1,0 +1,91 @@
+//! What a guest may reach: the `kws:plugin/host` imports (log, config, random, clock, cycle state, cycle pod) and
+//! a WASI context with no files, network or environment. One `HostState` lives in each instance's `Store`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::StoreLimits;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::kws::plugin::{host, types as wit};
+use super::engine::{first_line, WasmEngine};
+use super::{ComponentInfo, WasmError};
+use crate::framework::rng::Rng;
+
+/// A plugin's private cycle state (`host.cycle-state-write` / `-read`), shared by the instances of one cycle.
+pub(super) type GuestCycleState = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
+/// The data of one instance's `Store`: its name (for logs), its config, a random source, this cycle's state, its
+/// limits and its captured output.
+pub(crate) struct HostState {
+    pub(super) plugin: Arc<str>,
+    pub(super) config: Arc<str>,
+    pub(super) rng: Arc<Mutex<Rng>>,
+    /// Set for the length of one call: the instances of a cycle share it.
+    pub(super) cycle: Option<GuestCycleState>,
+    /// The cycle's pod during Filter, Score and NormalizeScore calls (`host.cycle-pod`).
+    pub(super) pod: Option<Arc<wit::Pod>>,
+    pub(super) limits: StoreLimits,
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    pub(super) stdout: MemoryOutputPipe,
+    pub(super) stderr: MemoryOutputPipe,
+    /// Bytes of stdout and stderr already logged: the pipes keep everything written since the instance began.
+    pub(super) printed: (usize, usize),
+}
+
+impl host::Host for HostState {
+    fn log(&mut self, level: host::Level, message: String) {
+        let plugin = &*self.plugin;
+        match level {
+            host::Level::Debug => tracing::debug!(plugin, "{message}"),
+            host::Level::Info => tracing::info!(plugin, "{message}"),
+            host::Level::Warn => tracing::warn!(plugin, "{message}"),
+            host::Level::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+    fn config(&mut self) -> String {
+        self.config.to_string()
+    }
+    fn random(&mut self) -> u64 {
+        self.rng.lock().expect("rng lock").next_u64()
+    }
+    fn now_ns(&mut self) -> u64 {
+        SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    }
+    fn cycle_state_write(&mut self, key: String, value: Vec<u8>) {
+        if let Some(c) = &self.cycle {
+            c.lock().expect("cycle state lock").insert(key, value);
+        }
+    }
+    fn cycle_state_read(&mut self, key: String) -> Option<Vec<u8>> {
+        self.cycle.as_ref().and_then(|c| c.lock().expect("cycle state lock").get(&key).cloned())
+    }
+    fn cycle_pod(&mut self) -> Option<wit::Pod> {
+        self.pod.as_deref().cloned()
+    }
+}
+
+impl wit::Host for HostState {}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A linker offering the contract's host imports, and WASI only to a component that imports it.
+pub(super) fn linker_for(info: &ComponentInfo) -> Result<Linker<HostState>, WasmError> {
+    let engine = WasmEngine::shared().engine();
+    let mut linker: Linker<HostState> = Linker::new(engine);
+    super::bindings::SchedulerPlugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+        .map_err(|e| WasmError::Link(first_line(&e)))?;
+    if info.imports_wasi {
+        // Only for components that import WASI; the context they get has no files, network or environment.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| WasmError::Link(first_line(&e)))?;
+    }
+    Ok(linker)
+}

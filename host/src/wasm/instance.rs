@@ -1,0 +1,378 @@
+//! Guest instances: each with its own `Store` (memory cap, epoch deadline, captured output), pooled per version of
+//! the component and entered by one call at a time. A call that traps or overruns its deadline loses its instance
+//! and becomes a [`Failed`] that the failure table resolves; the guest's output is flushed to the log after every
+//! call.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wasmtime::component::{Component, Instance, InstancePre, ResourceTable};
+use wasmtime::{Store, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::bindings::exports::kws::plugin as ex;
+use super::bindings::kws::plugin::types as wit;
+use super::convert;
+use super::engine::{first_line, WasmEngine};
+use super::failure::{self, Call, Failed};
+use super::host::{linker_for, GuestCycleState, HostState};
+use super::{ComponentInfo, WasmError, WasmPlugin};
+use crate::framework::{NodeInfo, PodInfo, Status};
+
+/// Extra deadline per node sent to a guest's node table.
+const SYNC_BUDGET_PER_NODE: Duration = Duration::from_millis(1);
+/// The most a node table load may take.
+const MAX_SYNC_BUDGET: Duration = Duration::from_secs(10);
+
+/// Guest output kept per call before it is flushed to the log.
+const OUTPUT_CAPACITY: usize = 64 * 1024;
+
+/// The cycle's pod in contract form, with the UID it was converted from.
+type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
+
+/// Export lookups of one component, resolved once.
+#[derive(Default)]
+pub(super) struct Indices {
+    pub(super) nodes: Option<ex::nodes::GuestIndices>,
+    pub(super) cycle: Option<ex::cycle::GuestIndices>,
+    pub(super) pre_enqueue: Option<ex::pre_enqueue::GuestIndices>,
+    pub(super) queue_sort: Option<ex::queue_sort::GuestIndices>,
+    pub(super) pre_filter: Option<ex::pre_filter::GuestIndices>,
+    pub(super) filter: Option<ex::filter::GuestIndices>,
+    pub(super) post_filter: Option<ex::post_filter::GuestIndices>,
+    pub(super) pre_score: Option<ex::pre_score::GuestIndices>,
+    pub(super) score: Option<ex::score::GuestIndices>,
+    pub(super) reserve: Option<ex::reserve::GuestIndices>,
+    pub(super) permit: Option<ex::permit::GuestIndices>,
+    pub(super) pre_bind: Option<ex::pre_bind::GuestIndices>,
+    pub(super) bind: Option<ex::bind::GuestIndices>,
+    pub(super) post_bind: Option<ex::post_bind::GuestIndices>,
+}
+
+/// One instance: its store, its copy of the node table's generations, and the hot exports, looked up (and
+/// type-checked) once rather than on every call.
+pub(super) struct GuestInstance {
+    pub(super) store: Store<HostState>,
+    pub(super) instance: Instance,
+    /// Node generation last sent, by slot (`u64::MAX`: never sent).
+    synced: Vec<u64>,
+    /// The cycle (`CycleCtx::id`) whose pod this instance holds (0: none).
+    cycle_id: u64,
+    pub(super) cycle: Option<ex::cycle::Guest>,
+    pub(super) filter: Option<ex::filter::Guest>,
+    pub(super) score: Option<ex::score::Guest>,
+    pub(super) nodes: Option<ex::nodes::Guest>,
+}
+
+/// One version of the component, with its instance pool.
+pub(crate) struct Loaded {
+    /// SHA-256 of the file.
+    pub digest: String,
+    pre: InstancePre<HostState>,
+    pub(super) idx: Indices,
+    pool: Mutex<Vec<GuestInstance>>,
+    /// What the component exports and imports.
+    pub info: ComponentInfo,
+}
+
+impl Loaded {
+    /// Links a compiled component and checks that the exports a node-level point relies on are there.
+    pub(super) fn new(component: Component, digest: String) -> Result<Loaded, WasmError> {
+        let info = super::describe(&component)?;
+        let linker = linker_for(&info)?;
+        let pre = linker.instantiate_pre(&component).map_err(|e| WasmError::Link(first_line(&e)))?;
+        let idx = Indices {
+            nodes: ex::nodes::GuestIndices::new(&pre).ok(),
+            cycle: ex::cycle::GuestIndices::new(&pre).ok(),
+            pre_enqueue: ex::pre_enqueue::GuestIndices::new(&pre).ok(),
+            queue_sort: ex::queue_sort::GuestIndices::new(&pre).ok(),
+            pre_filter: ex::pre_filter::GuestIndices::new(&pre).ok(),
+            filter: ex::filter::GuestIndices::new(&pre).ok(),
+            post_filter: ex::post_filter::GuestIndices::new(&pre).ok(),
+            pre_score: ex::pre_score::GuestIndices::new(&pre).ok(),
+            score: ex::score::GuestIndices::new(&pre).ok(),
+            reserve: ex::reserve::GuestIndices::new(&pre).ok(),
+            permit: ex::permit::GuestIndices::new(&pre).ok(),
+            pre_bind: ex::pre_bind::GuestIndices::new(&pre).ok(),
+            bind: ex::bind::GuestIndices::new(&pre).ok(),
+            post_bind: ex::post_bind::GuestIndices::new(&pre).ok(),
+        };
+        if (idx.filter.is_some()
+            || idx.score.is_some()
+            || idx.pre_score.is_some()
+            || idx.pre_filter.is_some()
+            || idx.post_filter.is_some())
+            && idx.nodes.is_none()
+        {
+            return Err(WasmError::Contract(
+                "it exports a node-level point (filter, score, ...) but not kws:plugin/nodes".into(),
+            ));
+        }
+        if (idx.filter.is_some() || idx.score.is_some()) && idx.cycle.is_none() {
+            return Err(WasmError::Contract("it exports filter or score but not kws:plugin/cycle".into()));
+        }
+        Ok(Loaded { digest, pre, idx, pool: Mutex::new(Vec::new()), info })
+    }
+
+    /// The extension points it serves (upstream names).
+    pub(super) fn points(&self) -> Vec<&'static str> {
+        self.info.points.clone()
+    }
+}
+
+/// Data a cycle keeps for each Wasm plugin: the version it started with, its private cycle state, and the cycle's
+/// pod in contract form (converted once per cycle for `host.cycle-pod`, not for each of Filter, Score and
+/// NormalizeScore).
+#[derive(Clone)]
+pub(super) struct CycleCtx {
+    /// Unique in the process: an instance that has been handed this cycle's pod remembers it.
+    id: u64,
+    loaded: Arc<Loaded>,
+    data: GuestCycleState,
+    pod: CachedPod,
+}
+
+impl CycleCtx {
+    /// A new cycle on version `loaded`.
+    pub(super) fn new(loaded: Arc<Loaded>) -> CycleCtx {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        CycleCtx { id, loaded, data: Arc::new(Mutex::new(HashMap::new())), pod: Arc::new(Mutex::new(None)) }
+    }
+
+    /// `pod` in contract form, converted on first use in this cycle.
+    fn pod(&self, pod: &PodInfo) -> Arc<wit::Pod> {
+        let mut cached = self.pod.lock().expect("cycle pod lock");
+        match &*cached {
+            Some((uid, p)) if *uid == pod.uid => p.clone(),
+            _ => {
+                let p = Arc::new(convert::pod(pod));
+                *cached = Some((pod.uid.clone(), p.clone()));
+                p
+            }
+        }
+    }
+}
+
+/// An export of an instance, looked up now.
+macro_rules! guest {
+    ($loaded:expr, $inst:expr, $field:ident) => {
+        $loaded
+            .idx
+            .$field
+            .as_ref()
+            .expect("registered only at exported points")
+            .load(&mut $inst.store, &$inst.instance)
+            .map_err(trap)?
+    };
+}
+pub(super) use guest;
+
+/// A hot export of an instance, looked up on the instance's first call.
+macro_rules! cached_guest {
+    ($loaded:expr, $inst:expr, $field:ident) => {{
+        if $inst.$field.is_none() {
+            $inst.$field = Some(guest!($loaded, $inst, $field));
+        }
+        $inst.$field.as_ref().expect("looked up above")
+    }};
+}
+pub(super) use cached_guest;
+
+/// Why a guest call failed.
+pub(super) enum CallError {
+    /// It ran past its deadline.
+    Timeout,
+    /// It trapped, or no instance could be made.
+    Trap(String),
+    /// Its answer cannot be used.
+    Invalid(String),
+}
+
+/// A wasmtime error from a guest call, as a timeout (the epoch deadline interrupted it) or a trap.
+pub(super) fn trap(e: wasmtime::Error) -> CallError {
+    if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        CallError::Timeout
+    } else {
+        CallError::Trap(first_line(&e))
+    }
+}
+
+impl WasmPlugin {
+    fn new_instance(&self, loaded: &Loaded) -> wasmtime::Result<GuestInstance> {
+        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let state = HostState {
+            plugin: self.name.clone(),
+            config: Arc::from(self.args.config_json.as_str()),
+            rng: self.rng.clone(),
+            cycle: None,
+            pod: None,
+            limits: StoreLimitsBuilder::new()
+                .memory_size(self.args.memory_limit as usize)
+                .trap_on_grow_failure(true)
+                .build(),
+            wasi,
+            table: ResourceTable::new(),
+            stdout,
+            stderr,
+            printed: (0, 0),
+        };
+        let mut store = Store::new(WasmEngine::shared().engine(), state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        let instance = loaded.pre.instantiate(&mut store)?;
+        self.stats.instances.fetch_add(1, Ordering::Relaxed);
+        Ok(GuestInstance {
+            store,
+            instance,
+            synced: Vec::new(),
+            cycle_id: 0,
+            cycle: None,
+            filter: None,
+            score: None,
+            nodes: None,
+        })
+    }
+
+    /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded. A
+    /// failure comes back with what the failure table makes of it for `call` under this plugin's policy.
+    pub(super) fn call<R>(
+        &self,
+        ctx: &CycleCtx,
+        call: Call,
+        f: impl FnOnce(&WasmPlugin, &Loaded, &mut GuestInstance) -> Result<R, CallError>,
+    ) -> Result<R, Failed> {
+        let failed = |e| Failed {
+            error: self.fail_status(call, e),
+            fallback: failure::fallback(call, self.args.failure_policy),
+        };
+        let loaded = &ctx.loaded;
+        let taken = loaded.pool.lock().expect("pool lock").pop();
+        let mut inst = match taken {
+            Some(i) => i,
+            None => self.new_instance(loaded).map_err(|e| failed(CallError::Trap(first_line(&e))))?,
+        };
+        inst.store.data_mut().cycle = Some(ctx.data.clone());
+        inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        let r = f(self, loaded, &mut inst);
+        let data = inst.store.data_mut();
+        data.cycle = None;
+        data.pod = None;
+        self.flush_output(&mut inst);
+        match r {
+            Ok(v) => {
+                loaded.pool.lock().expect("pool lock").push(inst);
+                Ok(v)
+            }
+            Err(e) => {
+                // A guest that trapped or overran may hold broken state: drop the instance.
+                if matches!(e, CallError::Invalid(_)) {
+                    loaded.pool.lock().expect("pool lock").push(inst);
+                }
+                Err(failed(e))
+            }
+        }
+    }
+
+    /// The Error status of a failed call, naming the plugin and the call; counted and logged here, once.
+    pub(super) fn fail_status(&self, call: Call, e: CallError) -> Status {
+        let what = match e {
+            CallError::Timeout => {
+                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                format!("timed out after {:?}", self.args.timeout)
+            }
+            CallError::Trap(m) => {
+                self.stats.traps.fetch_add(1, Ordering::Relaxed);
+                format!("trapped: {m}")
+            }
+            CallError::Invalid(m) => m,
+        };
+        let point = call.name();
+        let msg = format!("wasm plugin {:?} at {point}: {what}", &*self.name);
+        tracing::warn!(plugin = &*self.name, point, "{msg}");
+        Status::error(msg).with_plugin(&self.name)
+    }
+
+    fn flush_output(&self, inst: &mut GuestInstance) {
+        let data = inst.store.data_mut();
+        for (pipe, seen, stream) in
+            [(&data.stdout, &mut data.printed.0, "stdout"), (&data.stderr, &mut data.printed.1, "stderr")]
+        {
+            let bytes = pipe.contents();
+            if bytes.len() > *seen {
+                for line in String::from_utf8_lossy(&bytes[*seen..]).lines() {
+                    tracing::info!(plugin = &*data.plugin, stream, "{line}");
+                }
+                *seen = bytes.len();
+            }
+        }
+    }
+
+    /// Slots (node ids) for the nodes, and the changes this instance has not seen yet.
+    fn slots_and_changes(&self, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> (Vec<u32>, Vec<wit::NodeChange>) {
+        let mut slots = Vec::with_capacity(nodes.len());
+        let mut changes = Vec::new();
+        for n in nodes {
+            let slot = n.id;
+            slots.push(slot);
+            let i = slot as usize;
+            if inst.synced.len() <= i {
+                inst.synced.resize(i + 1, u64::MAX);
+            }
+            // Generation 0 marks a node changed outside the cache (a what-if copy): always send it.
+            if n.generation == 0 || inst.synced[i] != n.generation {
+                changes.push(wit::NodeChange::Upsert((slot, convert::node(n))));
+                inst.synced[i] = n.generation;
+            }
+        }
+        (slots, changes)
+    }
+
+    /// Makes the cycle's pod available to `host.cycle-pod` for this call, and tells the instance a new cycle began
+    /// (`cycle.begin`) unless it was already told. The pod crosses only if the guest asks for it.
+    pub(super) fn begin(
+        &self,
+        ctx: &CycleCtx,
+        pod: &PodInfo,
+        loaded: &Loaded,
+        inst: &mut GuestInstance,
+    ) -> Result<(), CallError> {
+        inst.store.data_mut().pod = Some(ctx.pod(pod));
+        if inst.cycle_id != ctx.id {
+            cached_guest!(loaded, inst, cycle).call_begin(&mut inst.store).map_err(trap)?;
+            inst.cycle_id = ctx.id;
+        }
+        Ok(())
+    }
+
+    /// Sends the instance the nodes it has not seen at their current generation; returns the nodes' slots.
+    pub(super) fn sync(
+        &self,
+        loaded: &Loaded,
+        inst: &mut GuestInstance,
+        nodes: &[&NodeInfo],
+    ) -> Result<Vec<u32>, CallError> {
+        let (slots, changes) = self.slots_and_changes(inst, nodes);
+        if !changes.is_empty() {
+            // Present whenever a node point is: checked at load.
+            let guest = cached_guest!(loaded, inst, nodes).clone();
+            // Loading a table is proportional to the nodes sent (a fresh instance gets the whole cluster): it has
+            // its own budget, and the call that follows gets the plugin's full deadline.
+            let budget = (self.args.timeout + SYNC_BUDGET_PER_NODE * changes.len() as u32).min(MAX_SYNC_BUDGET);
+            inst.store.set_epoch_deadline(WasmEngine::ticks_for(budget));
+            let r = guest.call_apply(&mut inst.store, &changes);
+            inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+            if let Err(e) = r {
+                // The table is in an unknown state: resend everything next time.
+                inst.synced.clear();
+                return Err(trap(e));
+            }
+        }
+        Ok(slots)
+    }
+}
