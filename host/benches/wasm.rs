@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
-use kube_wasm_scheduler::framework::Snapshot;
 use kube_wasm_scheduler::config;
-use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::framework::Registry;
+use kube_wasm_scheduler::framework::Snapshot;
+use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::plugins::in_tree_registry;
 use kube_wasm_scheduler::sim::{generate, SimOptions, Simulation};
 use kube_wasm_scheduler::wasm::{self, WasmArgs, WasmPlugin};

@@ -9,8 +9,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
-use kube_wasm_scheduler::live::{LiveError, LiveOptions};
 use kube_wasm_scheduler::framework::Registry;
+use kube_wasm_scheduler::live::{LiveError, LiveOptions};
 use kube_wasm_scheduler::plugins::in_tree_registry;
 use kube_wasm_scheduler::sim::{self, render_explain, render_table, SimOptions, Simulation};
 use kube_wasm_scheduler::wasm;

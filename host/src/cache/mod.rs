@@ -6,9 +6,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use thiserror::Error;
 
-pub use crate::framework::snapshot::{ClusterObjects, Snapshot};
-
 use crate::framework::types::{ImageStateSummary, NodeInfo, PodInfo};
+use crate::framework::{ClusterObjects, Snapshot};
 
 /// Node generations are unique across caches in the process, so a Wasm guest's node table never mistakes one
 /// node state for another.

@@ -7,7 +7,6 @@ pub mod memory;
 
 pub use crate::framework::handle::{ClusterClient, ClusterError, PodEvent};
 
-
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;

@@ -51,4 +51,3 @@ pub fn reason_histogram<'a>(statuses: impl Iterator<Item = &'a Status>) -> Strin
     parts.sort();
     parts.join(", ")
 }
-

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cycle_state::CycleState;
+use super::snapshot::Snapshot;
 use super::status::Status;
 use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
-use super::snapshot::Snapshot;
 
 /// The highest score a Score plugin may give after NormalizeScore (upstream `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;

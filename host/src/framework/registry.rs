@@ -52,4 +52,3 @@ pub fn decode_args<T: DeserializeOwned + Default>(args: Option<&serde_json::Valu
         Some(v) => serde_json::from_value(v.clone()).map_err(|e| e.to_string()),
     }
 }
-

@@ -289,7 +289,11 @@ impl Framework {
 
     /// QueueSort's order.
     pub fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
-        self.plugins_at(ExtensionPoint::QueueSort)[0].plugin.as_queue_sort().expect("registered at queueSort").less(a, b)
+        self.plugins_at(ExtensionPoint::QueueSort)[0]
+            .plugin
+            .as_queue_sort()
+            .expect("registered at queueSort")
+            .less(a, b)
     }
 
     /// PreFilter: Skip marks the plugin's Filter as skipped; a rejection stops at once (tagged); an Error stops
@@ -401,7 +405,10 @@ impl Framework {
     }
 
     fn active_filters(&self, state: &CycleState) -> Vec<&PluginEntry> {
-        self.plugins_at(ExtensionPoint::Filter).iter().filter(|e| !state.skip_filter_plugins.contains(&*e.name)).collect()
+        self.plugins_at(ExtensionPoint::Filter)
+            .iter()
+            .filter(|e| !state.skip_filter_plugins.contains(&*e.name))
+            .collect()
     }
 
     /// Filter on one node: plugins in order, the first non-Success status is the node's verdict (tagged).
@@ -602,8 +609,11 @@ impl Framework {
         nodes: &[Arc<NodeInfo>],
         trace: Option<&mut CycleTrace>,
     ) -> Result<Vec<NodePluginScores>, Status> {
-        let active: Vec<&PluginEntry> =
-            self.plugins_at(ExtensionPoint::Score).iter().filter(|e| !state.skip_score_plugins.contains(&*e.name)).collect();
+        let active: Vec<&PluginEntry> = self
+            .plugins_at(ExtensionPoint::Score)
+            .iter()
+            .filter(|e| !state.skip_score_plugins.contains(&*e.name))
+            .collect();
         let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &**n).collect();
         // raw[p][i]: plugin p's score of node i.
         let mut raw: Vec<Vec<i64>> = vec![vec![0; nodes.len()]; active.len()];

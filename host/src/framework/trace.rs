@@ -32,4 +32,3 @@ pub struct PluginScoreTrace {
     /// node → (raw, normalized, weighted).
     pub nodes: Vec<(String, i64, i64, i64)>,
 }
-

@@ -68,7 +68,6 @@ impl WaitingPod {
     }
 }
 
-
 /// The pods of one profile waiting at Permit, by UID.
 #[derive(Debug, Default)]
 pub struct WaitingPods(Mutex<HashMap<String, Arc<WaitingPod>>>);

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::framework::metrics::PluginMetrics;
 use crate::framework::CycleTrace;
-use crate::scheduler::{AttemptResult, Observer};
 use crate::framework::{Code, PodInfo};
 use crate::queue::QueueName;
+use crate::scheduler::{AttemptResult, Observer};
 
 /// Upper bounds of a histogram's buckets: `count` bounds from `start`, each `factor` times the last.
 type Buckets = (f64, f64, i32);
@@ -120,7 +120,6 @@ impl Observer for Metrics {
             .or_default()
             .observe(d.as_secs_f64());
     }
-
 }
 
 impl Metrics {

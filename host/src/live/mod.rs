@@ -102,8 +102,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         let ctx =
             PluginContext { cluster: cluster.clone(), seed: rand_seed(), reload_period: Some(Duration::from_secs(2)) };
         let profiles = Arc::new(
-            build_profiles(&cfg, &registry, &ctx)
-                .map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?,
+            build_profiles(&cfg, &registry, &ctx).map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?,
         );
         let names = profiles.names();
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff);
@@ -122,8 +121,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
                 plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             },
         ));
-        let live =
-            Arc::new(Live { scheduler, metrics, synced: Arc::default(), running: AtomicBool::new(true) });
+        let live = Arc::new(Live { scheduler, metrics, synced: Arc::default(), running: AtomicBool::new(true) });
 
         let listener = tokio::net::TcpListener::bind(opts.serve)
             .await

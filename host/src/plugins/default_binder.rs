@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use crate::cluster::ClusterClient;
-use crate::framework::{BindPlugin, ClusterEvent, CycleState, Plugin, PodInfo, Status};
 use crate::framework::PluginContext;
+use crate::framework::{BindPlugin, ClusterEvent, CycleState, Plugin, PodInfo, Status};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "DefaultBinder";

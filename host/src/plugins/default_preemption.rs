@@ -14,15 +14,15 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 
-use crate::framework::Snapshot;
-use crate::framework::labels::Selector;
 use crate::framework::diagnosis::reason_histogram;
+use crate::framework::labels::Selector;
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
+use crate::framework::Snapshot;
 use crate::framework::{
     ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
     PostFilterResult, Status,
 };
-use crate::framework::registry::decode_args;
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "DefaultPreemption";

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Container;
 
+use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     ClusterEvent, CycleState, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "ImageLocality";

@@ -9,15 +9,15 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::framework::Snapshot;
 use crate::framework::labels::Labels;
+use crate::framework::registry::decode_args;
 use crate::framework::types::{AffinityTerm, WeightedAffinityTerm};
+use crate::framework::PluginContext;
+use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
-use crate::framework::registry::decode_args;
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "InterPodAffinity";

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::framework::Plugin;
-pub use crate::framework::handle::PluginContext;
-pub use crate::framework::registry::{decode_args, PluginFactory, Registry};
+use crate::framework::{Plugin, Registry};
 
 pub mod default_binder;
 pub mod default_preemption;

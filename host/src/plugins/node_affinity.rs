@@ -11,14 +11,14 @@ use k8s_openapi::api::core::v1::PreferredSchedulingTerm;
 use k8s_openapi::api::core::v1::{NodeAffinity as NodeAffinitySpec, NodeSelector, NodeSelectorTerm, Pod};
 use serde::Deserialize;
 
-use crate::framework::Snapshot;
 use crate::framework::labels::{CompiledNodeSelector, CompiledNodeSelectorTerm, Labels};
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
+use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status,
 };
-use crate::framework::registry::decode_args;
-use crate::framework::PluginContext;
 use crate::plugins::helper;
 
 /// The plugin's name in profiles.

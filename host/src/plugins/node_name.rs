@@ -1,9 +1,9 @@
 //! NodeName: a pod that names its node (`spec.nodeName`) fits only that node.
 
+use crate::framework::PluginContext;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, Status,
 };
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeName";

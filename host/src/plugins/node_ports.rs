@@ -4,13 +4,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Container;
 
-use crate::framework::Snapshot;
 use crate::framework::types::HostPort;
+use crate::framework::PluginContext;
+use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, Status,
 };
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodePorts";

@@ -1,11 +1,11 @@
 //! NodeUnschedulable: a node marked `spec.unschedulable` (cordoned) takes only pods that tolerate the
 //! `node.kubernetes.io/unschedulable:NoSchedule` taint.
 
+use crate::framework::PluginContext;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, Status,
 };
 use crate::plugins::taint_toleration::{toleration_tolerates, EFFECT_NO_SCHEDULE};
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeUnschedulable";

@@ -1,7 +1,7 @@
 //! PrioritySort: the default queue order. Higher priority first; equal priorities in the order they were queued.
 
-use crate::framework::{ClusterEvent, Plugin, QueueSortPlugin, QueuedPodInfo};
 use crate::framework::PluginContext;
+use crate::framework::{ClusterEvent, Plugin, QueueSortPlugin, QueuedPodInfo};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "PrioritySort";

@@ -1,7 +1,7 @@
 //! SchedulingGates: a pod with `spec.schedulingGates` stays out of the active queue until every gate is removed.
 
-use crate::framework::{action, ClusterEvent, EventResource, Plugin, PodInfo, PreEnqueuePlugin, Status};
 use crate::framework::PluginContext;
+use crate::framework::{action, ClusterEvent, EventResource, Plugin, PodInfo, PreEnqueuePlugin, Status};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "SchedulingGates";

@@ -4,12 +4,12 @@
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
+use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreScorePlugin, ScorePlugin, Status,
 };
-use crate::framework::PluginContext;
 use crate::plugins::helper;
 use std::sync::Arc;
 

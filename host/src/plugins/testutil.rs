@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use crate::cluster::memory::MemoryCluster;
-use crate::framework::{NodeInfo, PodInfo};
 use crate::framework::PluginContext;
+use crate::framework::{NodeInfo, PodInfo};
 
 /// A `PodInfo` from a Pod in JSON (`metadata.name` is enough).
 pub fn pod(v: serde_json::Value) -> PodInfo {

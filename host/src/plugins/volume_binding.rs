@@ -15,14 +15,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Volume};
 
-use crate::framework::Snapshot;
 use crate::framework::labels::CompiledNodeSelector;
+use crate::framework::PluginContext;
+use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, Status,
 };
 use crate::plugins::node_affinity::compile_node_selector_lenient;
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "VolumeBinding";

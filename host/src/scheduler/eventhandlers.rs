@@ -16,7 +16,8 @@ use crate::framework::{action, ClusterEvent, ClusterObjects, EventResource, PodI
 impl EventHandler for Scheduler {
     fn pod_applied(&self, pod: Arc<PodInfo>) {
         let assigned = pod.node_name().is_some_and(|n| !n.is_empty());
-        let terminal = matches!(pod.pod.status.as_ref().and_then(|st| st.phase.as_deref()), Some("Succeeded" | "Failed"));
+        let terminal =
+            matches!(pod.pod.status.as_ref().and_then(|st| st.phase.as_deref()), Some("Succeeded" | "Failed"));
         if assigned && terminal {
             // A finished pod frees its node as a deleted one does.
             self.pod_deleted(&pod.uid);

@@ -3,8 +3,8 @@
 //! ReplicationControllers, PersistentVolumeClaims, PersistentVolumes, and `List`s of them.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::path::Path;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{

@@ -10,8 +10,8 @@ use super::convert;
 use super::failure::{Call, Failed};
 use super::instance::{cached_guest, guest, trap, CallError, CycleCtx, GuestInstance, Loaded};
 use super::WasmPlugin;
-use crate::cache::Snapshot;
 use crate::framework::ExtensionPoint as P;
+use crate::framework::Snapshot;
 use crate::framework::*;
 
 impl Plugin for WasmPlugin {

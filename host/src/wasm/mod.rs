@@ -21,8 +21,8 @@ use wasmtime::component::Component;
 pub use args::{FailurePolicy, WasmArgs};
 pub use plugin::{loaded_plugins, WasmPlugin, WasmStats};
 
+use crate::framework::Registry;
 use crate::framework::{ExtensionPoint, Plugin};
-use crate::plugins::Registry;
 
 /// The contract version this host offers.
 pub const CONTRACT_VERSION: &str = "0.1.0";

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_wasm_scheduler::cluster::memory::MemoryCluster;
-use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::framework::PluginContext;
+use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::queue::{QueueName, SchedulingQueue};
 use kube_wasm_scheduler::scheduler::build_profiles;
 

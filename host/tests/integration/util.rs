@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube_wasm_scheduler::framework::Snapshot;
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
-use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::framework::Registry;
+use kube_wasm_scheduler::framework::Snapshot;
+use kube_wasm_scheduler::framework::*;
 use kube_wasm_scheduler::plugins::in_tree_registry;
 use kube_wasm_scheduler::sim::{self, ClusterFile, Report, SimOptions, Simulation};
 

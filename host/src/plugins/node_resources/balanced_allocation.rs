@@ -7,13 +7,13 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::resource_allocation::{default_resources, ResourceAllocationScorer, ResourceSpec};
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     ClusterEvent, CycleState, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
 use crate::plugins::helper::{aggregate, invalid};
-use crate::framework::registry::decode_args;
-use crate::framework::PluginContext;
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";

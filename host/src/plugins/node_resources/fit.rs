@@ -12,14 +12,14 @@ use super::resource_allocation::{
     MAX_UTILIZATION,
 };
 use super::{is_extended_resource_name, qualified_name_error};
+use crate::framework::registry::decode_args;
+use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, Code, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
 use crate::plugins::helper::{aggregate, invalid};
-use crate::framework::registry::decode_args;
-use crate::framework::PluginContext;
 
 pub use super::resource_allocation::{default_resources, ResourceSpec};
 

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::PodTopologySpread;
-use crate::framework::ClusterObjects;
 use crate::framework::labels::{Labels, Requirement, Selector};
+use crate::framework::ClusterObjects;
 use crate::framework::{NodeInfo, PodInfo, Status};
 use crate::plugins::taint_toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 

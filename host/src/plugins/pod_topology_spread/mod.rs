@@ -9,10 +9,10 @@
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use serde::Deserialize;
 
-use crate::framework::{action, ClusterEvent, EventResource, Plugin};
-use crate::plugins::helper::{aggregate, invalid};
 use crate::framework::registry::decode_args;
 use crate::framework::PluginContext;
+use crate::framework::{action, ClusterEvent, EventResource, Plugin};
+use crate::plugins::helper::{aggregate, invalid};
 
 use common::{DO_NOT_SCHEDULE, SCHEDULE_ANYWAY};
 
