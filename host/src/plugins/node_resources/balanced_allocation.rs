@@ -76,9 +76,10 @@ impl NodeResourcesBalancedAllocation {
         })
     }
 
-    /// The utilization fractions (each capped at 1) of the scored resources the node offers.
-    fn fractions<'a>(&'a self, node: &'a NodeInfo, pod_requests: &'a [i64]) -> impl Iterator<Item = f64> + 'a {
-        self.scorer.allocations(node, pod_requests).map(|(_, alloc, req)| (req as f64 / alloc as f64).min(1.0))
+    /// Calls `f` with the utilization fraction (capped at 1) of each scored resource the node offers.
+    #[inline]
+    fn for_each_fraction(&self, node: &NodeInfo, pod_requests: &[i64], mut f: impl FnMut(f64)) {
+        self.scorer.for_each_allocation(node, pod_requests, |_, alloc, req| f((req as f64 / alloc as f64).min(1.0)));
     }
 
     /// Upstream's balanced score, computed without allocating: a first pass for the count and mean, a second for
@@ -89,18 +90,19 @@ impl NodeResourcesBalancedAllocation {
             return 0;
         }
         let (mut n, mut total, mut first) = (0usize, 0.0f64, [0.0f64; 2]);
-        for f in self.fractions(node, pod_requests) {
+        self.for_each_fraction(node, pod_requests, |f| {
             if n < 2 {
                 first[n] = f;
             }
             total += f;
             n += 1;
-        }
+        });
         let std = match n {
             2 => ((first[0] - first[1]) / 2.0).abs(),
             n if n > 2 => {
                 let mean = total / n as f64;
-                let sum = self.fractions(node, pod_requests).fold(0.0f64, |sum, f| sum + (f - mean) * (f - mean));
+                let mut sum = 0.0f64;
+                self.for_each_fraction(node, pod_requests, |f| sum += (f - mean) * (f - mean));
                 (sum / n as f64).sqrt()
             }
             _ => 0.0,

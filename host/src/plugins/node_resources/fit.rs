@@ -288,21 +288,21 @@ impl NodeResourcesFit {
     /// The weighted score of `node` given the pod's requests of the scored resources.
     fn score_with(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
         let (mut node_score, mut weight_sum) = (0i64, 0i64);
-        for (r, alloc, req) in self.scorer.allocations(node, pod_requests) {
+        self.scorer.for_each_allocation(node, pod_requests, |r, alloc, req| {
             let s = match &self.strategy {
                 Strategy::LeastAllocated => least_requested_score(req, alloc),
                 Strategy::MostAllocated => most_requested_score(req, alloc),
                 Strategy::RequestedToCapacityRatio(shape) => {
                     let s = requested_to_capacity_ratio_score(shape, req, alloc);
                     if s <= 0 {
-                        continue;
+                        return;
                     }
                     s
                 }
             };
             node_score += s * r.weight;
             weight_sum += r.weight;
-        }
+        });
         if weight_sum == 0 {
             return 0;
         }

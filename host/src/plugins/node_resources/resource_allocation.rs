@@ -162,20 +162,28 @@ impl ResourceAllocationScorer {
     /// `(resource, allocatable, requested on the node including the pod)` for each scored resource that takes
     /// part on `node`: a scalar resource the pod does not request, or a resource the node does not offer, is left
     /// out, as upstream's `score` leaves out resources whose allocatable is 0.
-    pub fn allocations<'a>(
-        &'a self,
-        node: &'a NodeInfo,
-        pod_requests: &'a [i64],
-    ) -> impl Iterator<Item = (&'a ScoredResource, i64, i64)> + 'a {
-        self.resources.iter().zip(pod_requests).filter_map(move |(r, &req)| {
+    ///
+    /// A plain loop over a callback rather than an iterator chain: this runs for every node in every cycle, and
+    /// the chain's closures were not inlined (a tenth of a whole cycle's instructions went to them).
+    #[inline]
+    pub fn for_each_allocation(
+        &self,
+        node: &NodeInfo,
+        pod_requests: &[i64],
+        mut f: impl FnMut(&ScoredResource, i64, i64),
+    ) {
+        for (r, &req) in self.resources.iter().zip(pod_requests) {
             let (alloc, requested) = self.allocatable_requested(node, r, req);
-            (alloc != 0).then_some((r, alloc, requested))
-        })
+            if alloc != 0 {
+                f(r, alloc, requested);
+            }
+        }
     }
 
     /// Upstream's `calculateResourceAllocatableRequest`: `(allocatable, requested including the pod)`, `(0, 0)`
     /// when the resource does not take part. Without `use_requested`, the node's cpu and memory are its non-zero
     /// requests.
+    #[inline]
     fn allocatable_requested(&self, node: &NodeInfo, r: &ScoredResource, pod_request: i64) -> (i64, i64) {
         if pod_request == 0 && r.scalar {
             return (0, 0);
