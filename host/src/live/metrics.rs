@@ -1,10 +1,17 @@
-//! Metrics with kube-scheduler's names and labels, plus the Wasm plugins' counters, in Prometheus text format.
+//! kube-scheduler's metrics (`pkg/scheduler/metrics/metrics.go`, v1.34) with upstream's names, types, labels,
+//! buckets and stability-tagged help, plus the Wasm plugins' counters, in Prometheus text format (0.0.4) through
+//! the `prometheus` client crate.
+//!
+//! Families fed as things happen live in a [`Registry`]; families upstream keeps as gauges of the scheduler's
+//! state (pending pods) are read when `/metrics` is scraped and encoded beside them.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::Duration;
+
+use prometheus::proto::{self, MetricFamily, MetricType};
+use prometheus::{exponential_buckets, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use thiserror::Error;
 
 use crate::framework::metrics::PluginMetrics;
 use crate::framework::CycleTrace;
@@ -12,95 +19,134 @@ use crate::framework::{Code, PodInfo};
 use crate::queue::QueueName;
 use crate::scheduler::{AttemptResult, Observer};
 
-/// Upper bounds of a histogram's buckets: `count` bounds from `start`, each `factor` times the last.
-type Buckets = (f64, f64, i32);
+/// The metric families could not be created or registered (a bug: they are constants).
+#[derive(Debug, Error)]
+pub enum MetricsError {
+    /// The client crate refused a family (bad name, labels or buckets, or a duplicate).
+    #[error("metric family {name}: {source}")]
+    Family {
+        /// The family's name.
+        name: &'static str,
+        /// Why.
+        #[source]
+        source: prometheus::Error,
+    },
+}
 
-/// Upstream's buckets for attempt and extension-point latency: from 1 ms, doubling, 15 buckets.
-const CYCLE_BUCKETS: Buckets = (0.001, 2.0, 15);
+/// Upstream's `ExponentialBuckets(start, factor, count)`.
+type Buckets = (f64, f64, usize);
 
-/// Upstream's buckets for one plugin call: from 10 µs, ×1.5, 20 buckets.
+/// `scheduling_attempt_duration_seconds`: from 1 ms, doubling, 15 buckets.
+const ATTEMPT_BUCKETS: Buckets = (0.001, 2.0, 15);
+/// `framework_extension_point_duration_seconds`: from 0.1 ms, doubling, 12 buckets.
+const EXTENSION_POINT_BUCKETS: Buckets = (0.0001, 2.0, 12);
+/// `plugin_execution_duration_seconds`: from 10 µs, ×1.5, 20 buckets.
 const PLUGIN_BUCKETS: Buckets = (0.00001, 1.5, 20);
 
-fn bounds((start, factor, count): Buckets) -> impl Iterator<Item = f64> {
-    (0..count).map(move |i| start * factor.powi(i))
+/// A counter family; `labels` in the order values are passed.
+fn counter_vec(r: &Registry, name: &'static str, help: &str, labels: &[&str]) -> Result<IntCounterVec, MetricsError> {
+    let family = |source| MetricsError::Family { name, source };
+    let c = IntCounterVec::new(Opts::new(name, help), labels).map_err(family)?;
+    r.register(Box::new(c.clone())).map_err(family)?;
+    Ok(c)
 }
 
-struct Histogram {
-    buckets: Buckets,
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram::with(CYCLE_BUCKETS)
-    }
-}
-
-impl Histogram {
-    fn with(buckets: Buckets) -> Self {
-        Histogram { buckets, counts: vec![0; buckets.2 as usize], sum: 0.0, count: 0 }
-    }
-
-    fn observe(&mut self, v: f64) {
-        for (i, le) in bounds(self.buckets).enumerate() {
-            if v <= le {
-                self.counts[i] += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        for (i, le) in bounds(self.buckets).enumerate() {
-            let c = self.counts.get(i).copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {c}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
-    }
-}
-
-#[derive(Default)]
-struct Inner {
-    attempts: BTreeMap<(String, String), u64>,
-    attempt_duration: BTreeMap<(String, String), Histogram>,
-    extension_points: BTreeMap<(String, String, String), Histogram>,
-    /// By plugin, then (extension point, status): looked up by `&str`, so an observation allocates only the first
-    /// time a plugin is seen (a sampled preemption cycle can time tens of thousands of Filter calls).
-    plugins: BTreeMap<String, BTreeMap<(&'static str, &'static str), Histogram>>,
-    preemption_victims: u64,
+/// A histogram family with upstream's exponential buckets; `labels` in the order values are passed.
+fn histogram_vec(
+    r: &Registry,
+    name: &'static str,
+    help: &str,
+    (start, factor, count): Buckets,
+    labels: &[&str],
+) -> Result<HistogramVec, MetricsError> {
+    let family = |source| MetricsError::Family { name, source };
+    let buckets = exponential_buckets(start, factor, count).map_err(family)?;
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).map_err(family)?;
+    r.register(Box::new(h.clone())).map_err(family)?;
+    Ok(h)
 }
 
 /// Collects what the scheduler reports and renders it for `/metrics`.
-#[derive(Default)]
+///
+/// Label values are hashed by the client crate as one concatenated string, so in every family the labels with
+/// values from a fixed vocabulary (result, extension point, status) are passed first and the free-form one
+/// (profile, plugin name) last: two different label sets can then never concatenate alike.
 pub struct Metrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    /// `scheduler_schedule_attempts_total{result,profile}`.
+    schedule_attempts: IntCounterVec,
+    /// `scheduler_scheduling_attempt_duration_seconds{result,profile}`.
+    attempt_duration: HistogramVec,
+    /// `scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}`.
+    extension_point_duration: HistogramVec,
+    /// `scheduler_plugin_execution_duration_seconds{extension_point,status,plugin}` (sampled cycles; Filter and
+    /// Score are timed per batch of nodes, with status Error if any node's is).
+    plugin_execution_duration: HistogramVec,
+    /// `scheduler_preemption_victims`, until it becomes upstream's histogram.
+    preemption_victims: IntCounterVec,
+}
+
+impl Metrics {
+    /// Creates and registers every family.
+    pub fn new() -> Result<Metrics, MetricsError> {
+        let r = Registry::new();
+        Ok(Metrics {
+            schedule_attempts: counter_vec(
+                &r,
+                "scheduler_schedule_attempts_total",
+                "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+                &["result", "profile"],
+            )?,
+            attempt_duration: histogram_vec(
+                &r,
+                "scheduler_scheduling_attempt_duration_seconds",
+                "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+                ATTEMPT_BUCKETS,
+                &["result", "profile"],
+            )?,
+            extension_point_duration: histogram_vec(
+                &r,
+                "scheduler_framework_extension_point_duration_seconds",
+                "[STABLE] Latency for running all plugins of a specific extension point.",
+                EXTENSION_POINT_BUCKETS,
+                &["extension_point", "status", "profile"],
+            )?,
+            plugin_execution_duration: histogram_vec(
+                &r,
+                "scheduler_plugin_execution_duration_seconds",
+                "[ALPHA] Duration for running a plugin at a specific extension point.",
+                PLUGIN_BUCKETS,
+                &["extension_point", "status", "plugin"],
+            )?,
+            preemption_victims: counter_vec(
+                &r,
+                "scheduler_preemption_victims",
+                "Number of selected preemption victims.",
+                &[],
+            )?,
+            registry: r,
+        })
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        // The families are constants; the unit tests register them all.
+        Metrics::new().expect("scheduler metric families register")
+    }
 }
 
 impl PluginMetrics for Metrics {
     fn plugin_execution(&self, plugin: &str, point: &'static str, status: Code, d: Duration) {
-        let mut m = self.inner.lock().expect("metrics lock");
-        if !m.plugins.contains_key(plugin) {
-            m.plugins.insert(plugin.to_string(), BTreeMap::new());
-        }
-        let per_point = m.plugins.get_mut(plugin).expect("inserted above");
-        per_point
-            .entry((point, status.as_str()))
-            .or_insert_with(|| Histogram::with(PLUGIN_BUCKETS))
-            .observe(d.as_secs_f64());
+        self.plugin_execution_duration.with_label_values(&[point, status.as_str(), plugin]).observe(d.as_secs_f64());
     }
 }
 
 impl Observer for Metrics {
     fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
-        let mut m = self.inner.lock().expect("metrics lock");
-        let key = (result.label().to_string(), profile.to_string());
-        *m.attempts.entry(key.clone()).or_insert(0) += 1;
-        m.attempt_duration.entry(key).or_default().observe(d.as_secs_f64());
+        let labels = [result.label(), profile];
+        self.schedule_attempts.with_label_values(&labels).inc();
+        self.attempt_duration.with_label_values(&labels).observe(d.as_secs_f64());
         match result {
             AttemptResult::Scheduled(node) => tracing::info!(pod = %pod.key(), node = %node, profile, "scheduled"),
             AttemptResult::Unschedulable(msg) => tracing::info!(pod = %pod.key(), profile, "unschedulable: {msg}"),
@@ -109,86 +155,113 @@ impl Observer for Metrics {
     }
 
     fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
-        self.inner.lock().expect("metrics lock").preemption_victims += 1;
+        self.preemption_victims.with_label_values(&[] as &[&str]).inc();
         tracing::info!(victim = %victim.key(), preemptor = %preemptor.key(), node, "preempted");
     }
 
     fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {
-        let mut m = self.inner.lock().expect("metrics lock");
-        m.extension_points
-            .entry((point.to_string(), status.as_str().to_string(), profile.to_string()))
-            .or_default()
-            .observe(d.as_secs_f64());
+        self.extension_point_duration.with_label_values(&[point, status.as_str(), profile]).observe(d.as_secs_f64());
     }
+}
+
+/// One sample of a family read at scrape time: its labels and its value.
+type Sample = (Vec<(&'static str, String)>, f64);
+
+/// A counter or gauge family built from values read at scrape time (Go's const metrics).
+fn scraped(name: &str, help: &str, kind: MetricType, samples: Vec<Sample>) -> MetricFamily {
+    let metrics = samples
+        .into_iter()
+        .map(|(labels, value)| {
+            let mut m = proto::Metric::default();
+            m.set_label(
+                labels
+                    .into_iter()
+                    .map(|(n, v)| {
+                        let mut l = proto::LabelPair::default();
+                        l.set_name(n.to_string());
+                        l.set_value(v);
+                        l
+                    })
+                    .collect(),
+            );
+            if kind == MetricType::COUNTER {
+                let mut c = proto::Counter::default();
+                c.set_value(value);
+                m.set_counter(c);
+            } else {
+                let mut g = proto::Gauge::default();
+                g.set_value(value);
+                m.set_gauge(g);
+            }
+            m
+        })
+        .collect();
+    let mut f = MetricFamily::default();
+    f.set_name(name.to_string());
+    f.set_help(help.to_string());
+    f.set_field_type(kind);
+    f.set_metric(metrics);
+    f
+}
+
+/// `scheduler_pending_pods{queue}`, every queue present even when empty.
+fn pending_pods(pending: &HashMap<QueueName, usize>) -> MetricFamily {
+    let samples = [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated]
+        .into_iter()
+        .map(|q| (vec![("queue", q.as_str().to_string())], pending.get(&q).copied().unwrap_or(0) as f64))
+        .collect();
+    scraped(
+        "scheduler_pending_pods",
+        "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+        MetricType::GAUGE,
+        samples,
+    )
+}
+
+/// The Wasm plugins' counters (`kws_wasm_plugin_*_total{plugin}`).
+fn wasm_plugins() -> Vec<MetricFamily> {
+    type Get = fn(&crate::wasm::WasmStats) -> u64;
+    let plugins = crate::wasm::loaded_plugins();
+    let families: [(&str, &str, Get); 5] = [
+        ("kws_wasm_plugin_loads_total", "Wasm plugin versions loaded.", |s| s.loads.load(Ordering::Relaxed)),
+        ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
+        ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
+            s.reload_failures.load(Ordering::Relaxed)
+        }),
+        ("kws_wasm_plugin_traps_total", "Wasm plugin calls that trapped.", |s| s.traps.load(Ordering::Relaxed)),
+        ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| {
+            s.timeouts.load(Ordering::Relaxed)
+        }),
+    ];
+    families
+        .into_iter()
+        .map(|(name, help, get)| {
+            let samples = plugins
+                .iter()
+                .map(|p| (vec![("plugin", crate::framework::Plugin::name(&**p).to_string())], get(&p.stats) as f64))
+                .collect();
+            scraped(name, help, MetricType::COUNTER, samples)
+        })
+        .collect()
 }
 
 impl Metrics {
     /// Prometheus text exposition, with the queue's pending pods given by the caller.
-    pub fn render(&self, pending: &std::collections::HashMap<QueueName, usize>) -> String {
-        let m = self.inner.lock().expect("metrics lock");
+    pub fn render(&self, pending: &HashMap<QueueName, usize>) -> String {
+        let mut extra = wasm_plugins();
+        extra.push(pending_pods(pending));
+        self.encode(extra)
+    }
+
+    /// The registered families and `extra` (read at scrape time), sorted by name as the Go client writes them.
+    fn encode(&self, extra: Vec<MetricFamily>) -> String {
+        let mut families = self.registry.gather();
+        // Families without samples are left out, as the registry leaves out its own.
+        families.extend(extra.into_iter().filter(|f| !f.get_metric().is_empty()));
+        families.sort_by(|a, b| a.name().cmp(b.name()));
         let mut out = String::new();
-        out.push_str("# HELP scheduler_schedule_attempts_total Number of attempts to schedule pods, by the result.\n# TYPE scheduler_schedule_attempts_total counter\n");
-        for ((result, profile), n) in &m.attempts {
-            let _ = writeln!(out, "scheduler_schedule_attempts_total{{profile=\"{profile}\",result=\"{result}\"}} {n}");
-        }
-        out.push_str("# HELP scheduler_scheduling_attempt_duration_seconds Scheduling attempt latency in seconds.\n# TYPE scheduler_scheduling_attempt_duration_seconds histogram\n");
-        for ((result, profile), h) in &m.attempt_duration {
-            h.render(
-                &mut out,
-                "scheduler_scheduling_attempt_duration_seconds",
-                &format!("profile=\"{profile}\",result=\"{result}\""),
-            );
-        }
-        out.push_str("# HELP scheduler_framework_extension_point_duration_seconds Latency for running all plugins of a specific extension point.\n# TYPE scheduler_framework_extension_point_duration_seconds histogram\n");
-        for ((point, status, profile), h) in &m.extension_points {
-            h.render(
-                &mut out,
-                "scheduler_framework_extension_point_duration_seconds",
-                &format!("extension_point=\"{point}\",profile=\"{profile}\",status=\"{status}\""),
-            );
-        }
-        out.push_str("# HELP scheduler_plugin_execution_duration_seconds Duration for running a plugin at a specific extension point (sampled cycles; Filter and Score per batch of nodes, status Error if any node's is).\n# TYPE scheduler_plugin_execution_duration_seconds histogram\n");
-        for (plugin, per_point) in &m.plugins {
-            for ((point, status), h) in per_point {
-                h.render(
-                    &mut out,
-                    "scheduler_plugin_execution_duration_seconds",
-                    &format!("extension_point=\"{point}\",plugin=\"{plugin}\",status=\"{status}\""),
-                );
-            }
-        }
-        out.push_str("# HELP scheduler_pending_pods Number of pending pods, by the queue type.\n# TYPE scheduler_pending_pods gauge\n");
-        for q in [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated] {
-            let _ = writeln!(
-                out,
-                "scheduler_pending_pods{{queue=\"{}\"}} {}",
-                q.as_str(),
-                pending.get(&q).copied().unwrap_or(0)
-            );
-        }
-        out.push_str("# HELP scheduler_preemption_victims Number of selected preemption victims.\n# TYPE scheduler_preemption_victims counter\n");
-        let _ = writeln!(out, "scheduler_preemption_victims {}", m.preemption_victims);
-        let plugins = crate::wasm::loaded_plugins();
-        for (name, help, get) in [
-            (
-                "kws_wasm_plugin_loads_total",
-                "Wasm plugin versions loaded.",
-                (|s: &crate::wasm::WasmStats| s.loads.load(Ordering::Relaxed)) as fn(&crate::wasm::WasmStats) -> u64,
-            ),
-            ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
-            ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
-                s.reload_failures.load(Ordering::Relaxed)
-            }),
-            ("kws_wasm_plugin_traps_total", "Wasm plugin calls that trapped.", |s| s.traps.load(Ordering::Relaxed)),
-            ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| {
-                s.timeouts.load(Ordering::Relaxed)
-            }),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for p in &plugins {
-                let _ =
-                    writeln!(out, "{name}{{plugin=\"{}\"}} {}", crate::framework::Plugin::name(&**p), get(&p.stats));
-            }
+        if let Err(e) = TextEncoder::new().encode_utf8(&families, &mut out) {
+            tracing::warn!(error = %e, "encoding metrics");
         }
         out
     }
