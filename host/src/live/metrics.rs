@@ -2,22 +2,35 @@
 //! buckets and stability-tagged help, plus the Wasm plugins' counters, in Prometheus text format (0.0.4) through
 //! the `prometheus` client crate.
 //!
-//! Families fed as things happen live in a [`Registry`]; families upstream keeps as gauges of the scheduler's
-//! state (pending pods) are read when `/metrics` is scraped and encoded beside them.
+//! Families fed as things happen live in a [`Registry`]; the gauges upstream keeps of the scheduler's state
+//! (pending pods, cache size, unschedulable pods, binding goroutines) are read from the scheduler when `/metrics`
+//! is scraped ([`SchedulerState`]) and encoded beside them, which gives the same numbers without a hook on every
+//! change.
+//!
+//! Left out of v1.34's list: `scheduler_event_handling_duration_seconds` and `scheduler_plugin_evaluation_total`
+//! (not fed yet: the second needs a count on every plugin call of every cycle, not only sampled ones),
+//! `scheduler_queueing_hint_execution_duration_seconds` and `scheduler_inflight_events` (the queue has no queueing
+//! hints), `scheduler_preemption_goroutines_*` (preemption is synchronous), the `scheduler_*async_api_call*`
+//! families (API calls are not dispatched asynchronously), `scheduler_goroutines` for operations other than
+//! binding (Filter and Score run on a thread pool, not goroutines), the volume binder's families (no VolumeBinding
+//! plugin) and component-base's process, Go runtime and REST client families.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus::proto::{self, MetricFamily, MetricType};
-use prometheus::{exponential_buckets, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+};
 use thiserror::Error;
 
 use crate::framework::metrics::PluginMetrics;
 use crate::framework::CycleTrace;
 use crate::framework::{Code, PodInfo};
-use crate::queue::QueueName;
-use crate::scheduler::{AttemptResult, Observer};
+use crate::queue::{QueueName, QueueObserver};
+use crate::scheduler::{AttemptResult, Observer, Scheduler};
 
 /// The metric families could not be created or registered (a bug: they are constants).
 #[derive(Debug, Error)]
@@ -36,95 +49,172 @@ pub enum MetricsError {
 /// Upstream's `ExponentialBuckets(start, factor, count)`.
 type Buckets = (f64, f64, usize);
 
-/// `scheduling_attempt_duration_seconds`: from 1 ms, doubling, 15 buckets.
-const ATTEMPT_BUCKETS: Buckets = (0.001, 2.0, 15);
+/// Attempt, algorithm and permit-wait latency: from 1 ms, doubling, 15 buckets.
+const LATENCY_BUCKETS: Buckets = (0.001, 2.0, 15);
 /// `framework_extension_point_duration_seconds`: from 0.1 ms, doubling, 12 buckets.
 const EXTENSION_POINT_BUCKETS: Buckets = (0.0001, 2.0, 12);
 /// `plugin_execution_duration_seconds`: from 10 µs, ×1.5, 20 buckets.
 const PLUGIN_BUCKETS: Buckets = (0.00001, 1.5, 20);
+/// `preemption_victims`: 1 to 64, doubling (more than 64 victims is rare enough for one bucket).
+const VICTIM_BUCKETS: Buckets = (1.0, 2.0, 7);
+/// `pod_scheduling_sli_duration_seconds`: from 10 ms, doubling, 20 buckets (the last from about 88 minutes).
+const SLI_BUCKETS: Buckets = (0.01, 2.0, 20);
+/// `pod_scheduling_attempts`: 1 to 16, doubling.
+const ATTEMPTS_BUCKETS: Buckets = (1.0, 2.0, 5);
 
-/// A counter family; `labels` in the order values are passed.
-fn counter_vec(r: &Registry, name: &'static str, help: &str, labels: &[&str]) -> Result<IntCounterVec, MetricsError> {
-    let family = |source| MetricsError::Family { name, source };
-    let c = IntCounterVec::new(Opts::new(name, help), labels).map_err(family)?;
-    r.register(Box::new(c.clone())).map_err(family)?;
-    Ok(c)
+/// Upstream caps the `attempts` label of the SLI histogram here, so its cardinality stays bounded.
+const MAX_ATTEMPTS_LABEL: u32 = 15;
+
+/// Registers families in one registry, naming the family in any error.
+struct Families<'a>(&'a Registry);
+
+impl Families<'_> {
+    fn register<C: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        name: &'static str,
+        made: prometheus::Result<C>,
+    ) -> Result<C, MetricsError> {
+        let family = |source| MetricsError::Family { name, source };
+        let c = made.map_err(family)?;
+        self.0.register(Box::new(c.clone())).map_err(family)?;
+        Ok(c)
+    }
+
+    fn counter(&self, name: &'static str, help: &str) -> Result<IntCounter, MetricsError> {
+        self.register(name, IntCounter::new(name, help))
+    }
+
+    /// `labels` in the order values are passed (see [`Metrics`] on that order).
+    fn counter_vec(&self, name: &'static str, help: &str, labels: &[&str]) -> Result<IntCounterVec, MetricsError> {
+        self.register(name, IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn histogram_opts(
+        name: &'static str,
+        help: &str,
+        (start, factor, count): Buckets,
+    ) -> prometheus::Result<HistogramOpts> {
+        Ok(HistogramOpts::new(name, help).buckets(exponential_buckets(start, factor, count)?))
+    }
+
+    fn histogram(&self, name: &'static str, help: &str, buckets: Buckets) -> Result<Histogram, MetricsError> {
+        self.register(name, Self::histogram_opts(name, help, buckets).and_then(Histogram::with_opts))
+    }
+
+    fn histogram_vec(
+        &self,
+        name: &'static str,
+        help: &str,
+        buckets: Buckets,
+        labels: &[&str],
+    ) -> Result<HistogramVec, MetricsError> {
+        self.register(name, Self::histogram_opts(name, help, buckets).and_then(|o| HistogramVec::new(o, labels)))
+    }
 }
 
-/// A histogram family with upstream's exponential buckets; `labels` in the order values are passed.
-fn histogram_vec(
-    r: &Registry,
-    name: &'static str,
-    help: &str,
-    (start, factor, count): Buckets,
-    labels: &[&str],
-) -> Result<HistogramVec, MetricsError> {
-    let family = |source| MetricsError::Family { name, source };
-    let buckets = exponential_buckets(start, factor, count).map_err(family)?;
-    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).map_err(family)?;
-    r.register(Box::new(h.clone())).map_err(family)?;
-    Ok(h)
-}
-
-/// Collects what the scheduler reports and renders it for `/metrics`.
+/// Collects what the scheduler and its queue report, and renders it with the scheduler's state for `/metrics`.
 ///
-/// Label values are hashed by the client crate as one concatenated string, so in every family the labels with
-/// values from a fixed vocabulary (result, extension point, status) are passed first and the free-form one
-/// (profile, plugin name) last: two different label sets can then never concatenate alike.
+/// The client crate keys a family's series by a hash of its label values written one after another, so every
+/// family here takes the labels with values from a fixed vocabulary (result, extension point, status, queue,
+/// event) first and the one free-form value (profile or plugin name) last: two different label sets can then
+/// never run together into the same string. The text output orders labels by name either way.
 pub struct Metrics {
     registry: Registry,
     /// `scheduler_schedule_attempts_total{result,profile}`.
     schedule_attempts: IntCounterVec,
     /// `scheduler_scheduling_attempt_duration_seconds{result,profile}`.
     attempt_duration: HistogramVec,
+    /// `scheduler_scheduling_algorithm_duration_seconds`.
+    algorithm_duration: Histogram,
     /// `scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}`.
     extension_point_duration: HistogramVec,
-    /// `scheduler_plugin_execution_duration_seconds{extension_point,status,plugin}` (sampled cycles; Filter and
-    /// Score are timed per batch of nodes, with status Error if any node's is).
+    /// `scheduler_plugin_execution_duration_seconds{extension_point,status,plugin}`, in sampled cycles; Filter and
+    /// Score are timed per batch of nodes, with status Error if any node's is.
     plugin_execution_duration: HistogramVec,
-    /// `scheduler_preemption_victims`, until it becomes upstream's histogram.
-    preemption_victims: IntCounterVec,
+    /// `scheduler_preemption_attempts_total`.
+    preemption_attempts: IntCounter,
+    /// `scheduler_preemption_victims`.
+    preemption_victims: Histogram,
+    /// `scheduler_pod_scheduling_sli_duration_seconds{attempts}`.
+    pod_scheduling_sli_duration: HistogramVec,
+    /// `scheduler_pod_scheduling_attempts`.
+    pod_scheduling_attempts: Histogram,
+    /// `scheduler_queue_incoming_pods_total{queue,event}`.
+    queue_incoming_pods: IntCounterVec,
+    /// `scheduler_permit_wait_duration_seconds{result}`.
+    permit_wait_duration: HistogramVec,
+    /// (plugin, profile) pairs ever seen in `scheduler_unschedulable_pods`: upstream's gauge keeps a series at 0
+    /// once its pods are gone, so this one does too.
+    unschedulable_seen: Mutex<BTreeSet<(String, String)>>,
 }
 
 impl Metrics {
-    /// Creates and registers every family.
+    /// Creates and registers every family fed as things happen.
     pub fn new() -> Result<Metrics, MetricsError> {
-        let r = Registry::new();
+        let registry = Registry::new();
+        let f = Families(&registry);
         Ok(Metrics {
-            schedule_attempts: counter_vec(
-                &r,
+            schedule_attempts: f.counter_vec(
                 "scheduler_schedule_attempts_total",
                 "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
                 &["result", "profile"],
             )?,
-            attempt_duration: histogram_vec(
-                &r,
+            attempt_duration: f.histogram_vec(
                 "scheduler_scheduling_attempt_duration_seconds",
                 "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
-                ATTEMPT_BUCKETS,
+                LATENCY_BUCKETS,
                 &["result", "profile"],
             )?,
-            extension_point_duration: histogram_vec(
-                &r,
+            algorithm_duration: f.histogram(
+                "scheduler_scheduling_algorithm_duration_seconds",
+                "[ALPHA] Scheduling algorithm latency in seconds",
+                LATENCY_BUCKETS,
+            )?,
+            extension_point_duration: f.histogram_vec(
                 "scheduler_framework_extension_point_duration_seconds",
                 "[STABLE] Latency for running all plugins of a specific extension point.",
                 EXTENSION_POINT_BUCKETS,
                 &["extension_point", "status", "profile"],
             )?,
-            plugin_execution_duration: histogram_vec(
-                &r,
+            plugin_execution_duration: f.histogram_vec(
                 "scheduler_plugin_execution_duration_seconds",
                 "[ALPHA] Duration for running a plugin at a specific extension point.",
                 PLUGIN_BUCKETS,
                 &["extension_point", "status", "plugin"],
             )?,
-            preemption_victims: counter_vec(
-                &r,
-                "scheduler_preemption_victims",
-                "Number of selected preemption victims.",
-                &[],
+            preemption_attempts: f.counter(
+                "scheduler_preemption_attempts_total",
+                "[STABLE] Total preemption attempts in the cluster till now",
             )?,
-            registry: r,
+            preemption_victims: f.histogram(
+                "scheduler_preemption_victims",
+                "[STABLE] Number of selected preemption victims",
+                VICTIM_BUCKETS,
+            )?,
+            pod_scheduling_sli_duration: f.histogram_vec(
+                "scheduler_pod_scheduling_sli_duration_seconds",
+                "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.",
+                SLI_BUCKETS,
+                &["attempts"],
+            )?,
+            pod_scheduling_attempts: f.histogram(
+                "scheduler_pod_scheduling_attempts",
+                "[STABLE] Number of attempts to successfully schedule a pod.",
+                ATTEMPTS_BUCKETS,
+            )?,
+            queue_incoming_pods: f.counter_vec(
+                "scheduler_queue_incoming_pods_total",
+                "[STABLE] Number of pods added to scheduling queues by event and queue type.",
+                &["queue", "event"],
+            )?,
+            permit_wait_duration: f.histogram_vec(
+                "scheduler_permit_wait_duration_seconds",
+                "[ALPHA] Duration of waiting on permit.",
+                LATENCY_BUCKETS,
+                &["result"],
+            )?,
+            unschedulable_seen: Mutex::default(),
+            registry,
         })
     }
 }
@@ -155,19 +245,85 @@ impl Observer for Metrics {
     }
 
     fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
-        self.preemption_victims.with_label_values(&[] as &[&str]).inc();
         tracing::info!(victim = %victim.key(), preemptor = %preemptor.key(), node, "preempted");
     }
 
     fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {
         self.extension_point_duration.with_label_values(&[point, status.as_str(), profile]).observe(d.as_secs_f64());
     }
+
+    fn scheduling_algorithm(&self, d: Duration) {
+        self.algorithm_duration.observe(d.as_secs_f64());
+    }
+
+    fn preemption_attempt(&self, victims: Option<usize>) {
+        self.preemption_attempts.inc();
+        if let Some(n) = victims {
+            self.preemption_victims.observe(n as f64);
+        }
+    }
+
+    fn permit_wait(&self, result: Code, d: Duration) {
+        self.permit_wait_duration.with_label_values(&[result.as_str()]).observe(d.as_secs_f64());
+    }
+
+    fn pod_scheduled(&self, attempts: u32, since_queued: Option<Duration>) {
+        self.pod_scheduling_attempts.observe(f64::from(attempts));
+        if let Some(d) = since_queued {
+            let label =
+                if attempts >= MAX_ATTEMPTS_LABEL { format!("{MAX_ATTEMPTS_LABEL}+") } else { attempts.to_string() };
+            self.pod_scheduling_sli_duration.with_label_values(&[label]).observe(d.as_secs_f64());
+        }
+    }
+}
+
+impl QueueObserver for Metrics {
+    fn incoming(&self, queue: QueueName, event: &'static str) {
+        // Upstream keeps gated pods in unschedulablePods, and labels their arrival so.
+        let queue = match queue {
+            QueueName::Gated => QueueName::Unschedulable,
+            q => q,
+        };
+        self.queue_incoming_pods.with_label_values(&[queue.as_str(), event]).inc();
+    }
+}
+
+/// What upstream exports as gauges of the scheduler's state, read when `/metrics` is scraped.
+#[derive(Debug, Default, Clone)]
+pub struct SchedulerState {
+    /// Pending pods per queue (`scheduler_pending_pods{queue}`).
+    pub pending: HashMap<QueueName, usize>,
+    /// Waiting pods per (plugin that rejected or gated them, profile) (`scheduler_unschedulable_pods`).
+    pub unschedulable: BTreeMap<(String, String), usize>,
+    /// Nodes in the cache (`scheduler_cache_size{type="nodes"}`).
+    pub nodes: usize,
+    /// Pods in the cache, assumed ones included (`scheduler_cache_size{type="pods"}`).
+    pub pods: usize,
+    /// Assumed pods in the cache (`scheduler_cache_size{type="assumed_pods"}`).
+    pub assumed_pods: usize,
+    /// Binding cycles running, each on its own thread (`scheduler_goroutines{operation="binding"}`).
+    pub bindings: u64,
+}
+
+impl SchedulerState {
+    /// Reads the state, taking the queue's lock and then the cache's, one at a time.
+    pub fn read(s: &Scheduler) -> SchedulerState {
+        let (pending, unschedulable) = {
+            let q = s.queue.lock().expect("queue lock");
+            (q.pending(), q.unschedulable_plugins())
+        };
+        let (nodes, pods, assumed_pods) = {
+            let c = s.cache.lock().expect("cache lock");
+            (c.node_count(), c.pod_count(), c.assumed_pod_count())
+        };
+        SchedulerState { pending, unschedulable, nodes, pods, assumed_pods, bindings: s.bindings_in_flight() }
+    }
 }
 
 /// One sample of a family read at scrape time: its labels and its value.
 type Sample = (Vec<(&'static str, String)>, f64);
 
-/// A counter or gauge family built from values read at scrape time (Go's const metrics).
+/// A counter or gauge family built from values read at scrape time (the Go client's const metrics).
 fn scraped(name: &str, help: &str, kind: MetricType, samples: Vec<Sample>) -> MetricFamily {
     let metrics = samples
         .into_iter()
@@ -204,18 +360,54 @@ fn scraped(name: &str, help: &str, kind: MetricType, samples: Vec<Sample>) -> Me
     f
 }
 
-/// `scheduler_pending_pods{queue}`, every queue present even when empty.
-fn pending_pods(pending: &HashMap<QueueName, usize>) -> MetricFamily {
-    let samples = [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated]
-        .into_iter()
-        .map(|q| (vec![("queue", q.as_str().to_string())], pending.get(&q).copied().unwrap_or(0) as f64))
-        .collect();
-    scraped(
-        "scheduler_pending_pods",
-        "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
-        MetricType::GAUGE,
-        samples,
-    )
+impl SchedulerState {
+    /// The state's gauge families.
+    fn families(&self, unschedulable_seen: &Mutex<BTreeSet<(String, String)>>) -> Vec<MetricFamily> {
+        let pending = [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated]
+            .into_iter()
+            .map(|q| (vec![("queue", q.as_str().to_string())], self.pending.get(&q).copied().unwrap_or(0) as f64))
+            .collect();
+        let cache = [("assumed_pods", self.assumed_pods), ("nodes", self.nodes), ("pods", self.pods)]
+            .into_iter()
+            .map(|(t, n)| (vec![("type", t.to_string())], n as f64))
+            .collect();
+        let unschedulable = {
+            let mut seen = unschedulable_seen.lock().expect("metrics lock");
+            seen.extend(self.unschedulable.keys().cloned());
+            seen.iter()
+                .map(|key| {
+                    let n = self.unschedulable.get(key).copied().unwrap_or(0);
+                    (vec![("plugin", key.0.clone()), ("profile", key.1.clone())], n as f64)
+                })
+                .collect()
+        };
+        vec![
+            scraped(
+                "scheduler_pending_pods",
+                "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+                MetricType::GAUGE,
+                pending,
+            ),
+            scraped(
+                "scheduler_cache_size",
+                "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+                MetricType::GAUGE,
+                cache,
+            ),
+            scraped(
+                "scheduler_unschedulable_pods",
+                "[ALPHA] The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have meaning only when broken down by plugin.",
+                MetricType::GAUGE,
+                unschedulable,
+            ),
+            scraped(
+                "scheduler_goroutines",
+                "[ALPHA] Number of running goroutines split by the work they do such as binding.",
+                MetricType::GAUGE,
+                vec![(vec![("operation", "binding".to_string())], self.bindings as f64)],
+            ),
+        ]
+    }
 }
 
 /// The Wasm plugins' counters (`kws_wasm_plugin_*_total{plugin}`).
@@ -246,18 +438,18 @@ fn wasm_plugins() -> Vec<MetricFamily> {
 }
 
 impl Metrics {
-    /// Prometheus text exposition, with the queue's pending pods given by the caller.
-    pub fn render(&self, pending: &HashMap<QueueName, usize>) -> String {
-        let mut extra = wasm_plugins();
-        extra.push(pending_pods(pending));
-        self.encode(extra)
+    /// Prometheus text exposition of everything, the scheduler's state read now.
+    pub fn render(&self, scheduler: &Scheduler) -> String {
+        self.render_state(&SchedulerState::read(scheduler))
     }
 
-    /// The registered families and `extra` (read at scrape time), sorted by name as the Go client writes them.
-    fn encode(&self, extra: Vec<MetricFamily>) -> String {
+    /// Prometheus text exposition of everything, with the scheduler's state given.
+    pub fn render_state(&self, state: &SchedulerState) -> String {
         let mut families = self.registry.gather();
         // Families without samples are left out, as the registry leaves out its own.
-        families.extend(extra.into_iter().filter(|f| !f.get_metric().is_empty()));
+        let scraped = state.families(&self.unschedulable_seen).into_iter().chain(wasm_plugins());
+        families.extend(scraped.filter(|f| !f.get_metric().is_empty()));
+        // Sorted by name, as the Go client writes them.
         families.sort_by(|a, b| a.name().cmp(b.name()));
         let mut out = String::new();
         if let Err(e) = TextEncoder::new().encode_utf8(&families, &mut out) {
@@ -271,13 +463,177 @@ impl Metrics {
 mod tests {
     use super::*;
 
+    /// Every family of kube-scheduler v1.34 exported here, with upstream's type.
+    const UPSTREAM_TYPES: [(&str, &str); 15] = [
+        ("scheduler_schedule_attempts_total", "counter"),
+        ("scheduler_scheduling_attempt_duration_seconds", "histogram"),
+        ("scheduler_scheduling_algorithm_duration_seconds", "histogram"),
+        ("scheduler_framework_extension_point_duration_seconds", "histogram"),
+        ("scheduler_plugin_execution_duration_seconds", "histogram"),
+        ("scheduler_preemption_attempts_total", "counter"),
+        ("scheduler_preemption_victims", "histogram"),
+        ("scheduler_pod_scheduling_sli_duration_seconds", "histogram"),
+        ("scheduler_pod_scheduling_attempts", "histogram"),
+        ("scheduler_queue_incoming_pods_total", "counter"),
+        ("scheduler_permit_wait_duration_seconds", "histogram"),
+        ("scheduler_pending_pods", "gauge"),
+        ("scheduler_cache_size", "gauge"),
+        ("scheduler_unschedulable_pods", "gauge"),
+        ("scheduler_goroutines", "gauge"),
+    ];
+
+    /// Each histogram with upstream's `ExponentialBuckets(start, factor, count)`.
+    const UPSTREAM_BUCKETS: [(&str, Buckets); 8] = [
+        ("scheduler_scheduling_attempt_duration_seconds", (0.001, 2.0, 15)),
+        ("scheduler_scheduling_algorithm_duration_seconds", (0.001, 2.0, 15)),
+        ("scheduler_framework_extension_point_duration_seconds", (0.0001, 2.0, 12)),
+        ("scheduler_plugin_execution_duration_seconds", (0.00001, 1.5, 20)),
+        ("scheduler_preemption_victims", (1.0, 2.0, 7)),
+        ("scheduler_pod_scheduling_sli_duration_seconds", (0.01, 2.0, 20)),
+        ("scheduler_pod_scheduling_attempts", (1.0, 2.0, 5)),
+        ("scheduler_permit_wait_duration_seconds", (0.001, 2.0, 15)),
+    ];
+
+    fn pod(name: &str) -> PodInfo {
+        PodInfo::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"containers": [{"name": "c"}]}
+            }))
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// Metrics fed once through every hook, and the scheduler's state they render with.
+    fn fed() -> (Metrics, SchedulerState) {
+        let m = Metrics::default();
+        let ms = Duration::from_millis;
+        let scheduled = AttemptResult::Scheduled("n1".into());
+        m.attempt("default-scheduler", &pod("a"), &scheduled, ms(3), None);
+        m.attempt("default-scheduler", &pod("b"), &AttemptResult::Unschedulable("0/1 nodes".into()), ms(1), None);
+        m.scheduling_algorithm(ms(2));
+        m.extension_point("default-scheduler", "Filter", Code::Success, ms(1));
+        m.plugin_execution("NodeAffinity", "Filter", Code::Success, ms(1));
+        m.preemption_attempt(None);
+        m.preemption_attempt(Some(3));
+        m.permit_wait(Code::Success, ms(40));
+        m.pod_scheduled(2, Some(ms(1500)));
+        m.pod_scheduled(20, Some(Duration::from_secs(90)));
+        m.incoming(QueueName::Active, crate::queue::event::UNSCHEDULED_POD_ADD);
+        m.incoming(QueueName::Gated, crate::queue::event::UNSCHEDULED_POD_ADD);
+        m.incoming(QueueName::Backoff, "NodeAdd");
+        let state = SchedulerState {
+            pending: HashMap::from([(QueueName::Active, 4), (QueueName::Unschedulable, 2)]),
+            unschedulable: BTreeMap::from([(("NodeAffinity".into(), "default-scheduler".into()), 2)]),
+            nodes: 5,
+            pods: 7,
+            assumed_pods: 1,
+            bindings: 3,
+        };
+        (m, state)
+    }
+
+    #[test]
+    fn every_family_renders_with_upstreams_name_and_type() {
+        let (m, state) = fed();
+        let out = m.render_state(&state);
+        for (name, kind) in UPSTREAM_TYPES {
+            assert!(out.contains(&format!("\n# TYPE {name} {kind}\n")), "{name} {kind} missing:\n{out}");
+        }
+        for name in ["kws_wasm_plugin_loads_total", "kws_wasm_plugin_reloads_total"] {
+            // No Wasm plugin is loaded in this test: the family has no series and is left out, as upstream's are.
+            assert!(!out.contains(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn histograms_have_upstreams_buckets() {
+        let (m, state) = fed();
+        let out = m.render_state(&state);
+        for (name, (start, factor, count)) in UPSTREAM_BUCKETS {
+            // The first series' bounds, in order (every series of a family shares them).
+            let bucket = format!("{name}_bucket{{");
+            let mut series = out.lines().filter(|l| l.starts_with(&bucket));
+            // `le` comes last in a bucket's labels (and `profile=` also ends in `le=`).
+            let split_le = |l: &str| {
+                let at = l.rfind("le=\"").unwrap();
+                (l[..at].to_string(), l[at + 4..].split('"').next().unwrap().to_string())
+            };
+            let first = series.next().unwrap_or_else(|| panic!("{name} has no series"));
+            let labels = split_le(first).0;
+            let bounds: Vec<String> = std::iter::once(first)
+                .chain(series.take_while(|l| split_le(l).0 == labels))
+                .map(|l| split_le(l).1)
+                .collect();
+            // Upstream's `ExponentialBuckets`: each bound the previous times the factor, then +Inf.
+            let mut want: Vec<f64> = Vec::new();
+            let mut next = start;
+            for _ in 0..count {
+                want.push(next);
+                next *= factor;
+            }
+            assert_eq!(bounds.len(), count + 1, "{name}: {bounds:?}");
+            assert_eq!(bounds[count], "+Inf", "{name}");
+            for (got, want) in bounds.iter().zip(&want) {
+                let got: f64 = got.parse().unwrap();
+                assert!((got - want).abs() <= want * 1e-12, "{name}: bound {got}, upstream {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn labels_are_upstreams() {
+        let (m, state) = fed();
+        let out = m.render_state(&state);
+        for line in [
+            r#"scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1"#,
+            r#"scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1"#,
+            r#"scheduler_scheduling_attempt_duration_seconds_count{profile="default-scheduler",result="scheduled"} 1"#,
+            "scheduler_scheduling_algorithm_duration_seconds_count 1",
+            r#"scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter",profile="default-scheduler",status="Success"} 1"#,
+            r#"scheduler_plugin_execution_duration_seconds_count{extension_point="Filter",plugin="NodeAffinity",status="Success"} 1"#,
+            "scheduler_preemption_attempts_total 2",
+            "scheduler_preemption_victims_count 1",
+            r#"scheduler_preemption_victims_bucket{le="2"} 0"#,
+            r#"scheduler_preemption_victims_bucket{le="4"} 1"#,
+            r#"scheduler_permit_wait_duration_seconds_count{result="Success"} 1"#,
+            r#"scheduler_pod_scheduling_sli_duration_seconds_count{attempts="2"} 1"#,
+            r#"scheduler_pod_scheduling_sli_duration_seconds_count{attempts="15+"} 1"#,
+            "scheduler_pod_scheduling_attempts_count 2",
+            r#"scheduler_pod_scheduling_attempts_bucket{le="2"} 1"#,
+            r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="active"} 1"#,
+            r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="unschedulable"} 1"#,
+            r#"scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 1"#,
+            r#"scheduler_pending_pods{queue="active"} 4"#,
+            r#"scheduler_pending_pods{queue="gated"} 0"#,
+            r#"scheduler_cache_size{type="assumed_pods"} 1"#,
+            r#"scheduler_cache_size{type="nodes"} 5"#,
+            r#"scheduler_cache_size{type="pods"} 7"#,
+            r#"scheduler_unschedulable_pods{plugin="NodeAffinity",profile="default-scheduler"} 2"#,
+            r#"scheduler_goroutines{operation="binding"} 3"#,
+        ] {
+            assert!(out.lines().any(|l| l == line), "missing {line}:\n{out}");
+        }
+        assert!(out.contains("# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts"), "{out}");
+    }
+
+    #[test]
+    fn unschedulable_pods_keep_a_series_at_zero_once_its_pods_are_gone() {
+        let (m, state) = fed();
+        m.render_state(&state);
+        let out = m.render_state(&SchedulerState::default());
+        let line = r#"scheduler_unschedulable_pods{plugin="NodeAffinity",profile="default-scheduler"} 0"#;
+        assert!(out.lines().any(|l| l == line), "{out}");
+    }
+
     #[test]
     fn plugin_durations_render_with_upstream_names_labels_and_buckets() {
         let m = Metrics::default();
         m.plugin_execution("PriorityLabel", "Filter", Code::Success, Duration::from_micros(20));
         m.plugin_execution("PriorityLabel", "Filter", Code::Success, Duration::from_millis(3));
         m.plugin_execution("NodeAffinity", "Score", Code::Error, Duration::from_micros(5));
-        let out = m.render(&Default::default());
+        let out = m.render_state(&SchedulerState::default());
         let series = |labels: &str, suffix: &str| -> Vec<String> {
             let prefix = format!("scheduler_plugin_execution_duration_seconds_{suffix}{{{labels}");
             out.lines().filter(|l| l.starts_with(&prefix)).map(str::to_string).collect()
