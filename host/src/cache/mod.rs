@@ -113,6 +113,16 @@ impl Cache {
         self.nodes.len()
     }
 
+    /// Number of pods, assumed ones included (upstream's `scheduler_cache_size{type="pods"}`).
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Number of assumed pods, not yet confirmed bound (`scheduler_cache_size{type="assumed_pods"}`).
+    pub fn assumed_pod_count(&self) -> usize {
+        self.pods.values().filter(|p| p.assumed).count()
+    }
+
     /// Adds a bound pod, or confirms an assumed one (the informer saw the binding).
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
         let Some(node) = pod.node_name().map(str::to_string) else {

@@ -70,6 +70,34 @@ impl ClusterEvent {
         self.resource == e.resource && self.actions & e.actions != 0
     }
 
+    /// Upstream's `Label()` for logs and metrics: the resource then the action, as `NodeAdd`, `AssignedPodDelete`
+    /// or `UnschedulablePodUpdate`. Every mix of update bits is `Update`, and several actions at once `All`;
+    /// volume events (PersistentVolumes and their claims alike) read `PersistentVolume`, other objects `*`.
+    pub fn label(&self) -> &'static str {
+        use EventResource::*;
+        const LABELS: [[&str; 4]; 5] = [
+            ["AssignedPodAdd", "AssignedPodDelete", "AssignedPodUpdate", "AssignedPodAll"],
+            ["UnschedulablePodAdd", "UnschedulablePodDelete", "UnschedulablePodUpdate", "UnschedulablePodAll"],
+            ["NodeAdd", "NodeDelete", "NodeUpdate", "NodeAll"],
+            ["PersistentVolumeAdd", "PersistentVolumeDelete", "PersistentVolumeUpdate", "PersistentVolumeAll"],
+            ["*Add", "*Delete", "*Update", "*All"],
+        ];
+        let resource = match self.resource {
+            AssignedPod => 0,
+            UnscheduledPod => 1,
+            Node => 2,
+            Volume => 3,
+            Other => 4,
+        };
+        let act = match self.actions {
+            action::ADD => 0,
+            action::DELETE => 1,
+            a if a & !action::UPDATE == 0 => 2,
+            _ => 3,
+        };
+        LABELS[resource][act]
+    }
+
     /// Interest in every event.
     pub fn all() -> Vec<ClusterEvent> {
         use EventResource::*;

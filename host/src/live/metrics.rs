@@ -1,106 +1,242 @@
-//! Metrics with kube-scheduler's names and labels, plus the Wasm plugins' counters, in Prometheus text format.
+//! kube-scheduler's metrics (`pkg/scheduler/metrics/metrics.go`, v1.34) with upstream's names, types, labels,
+//! buckets and stability-tagged help, plus the Wasm plugins' counters, in Prometheus text format (0.0.4) through
+//! the `prometheus` client crate.
+//!
+//! Families fed as things happen live in a [`Registry`]; the gauges upstream keeps of the scheduler's state
+//! (pending pods, cache size, unschedulable pods, binding goroutines) are read from the scheduler when `/metrics`
+//! is scraped ([`SchedulerState`]) and encoded beside them, which gives the same numbers without a hook on every
+//! change.
+//!
+//! Left out of v1.34's list: `scheduler_event_handling_duration_seconds` and `scheduler_plugin_evaluation_total`
+//! (not fed yet: the second needs a count on every plugin call of every cycle, not only sampled ones),
+//! `scheduler_queueing_hint_execution_duration_seconds` and `scheduler_inflight_events` (the queue has no queueing
+//! hints), `scheduler_preemption_goroutines_*` (preemption is synchronous), the `scheduler_*async_api_call*`
+//! families (API calls are not dispatched asynchronously), `scheduler_goroutines` for operations other than
+//! binding (Filter and Score run on a thread pool, not goroutines), the volume binder's families (no VolumeBinding
+//! plugin) and component-base's process, Go runtime and REST client families.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use prometheus::proto::{self, MetricFamily, MetricType};
+use prometheus::{
+    exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+};
+use thiserror::Error;
+
 use crate::framework::metrics::PluginMetrics;
 use crate::framework::CycleTrace;
 use crate::framework::{Code, PodInfo};
-use crate::queue::QueueName;
-use crate::scheduler::{AttemptResult, Observer};
+use crate::queue::{QueueName, QueueObserver};
+use crate::scheduler::{AttemptResult, Observer, Scheduler};
 
-/// Upper bounds of a histogram's buckets: `count` bounds from `start`, each `factor` times the last.
-type Buckets = (f64, f64, i32);
+/// The metric families could not be created or registered (a bug: they are constants).
+#[derive(Debug, Error)]
+pub enum MetricsError {
+    /// The client crate refused a family (bad name, labels or buckets, or a duplicate).
+    #[error("metric family {name}: {source}")]
+    Family {
+        /// The family's name.
+        name: &'static str,
+        /// Why.
+        #[source]
+        source: prometheus::Error,
+    },
+}
 
-/// Upstream's buckets for attempt and extension-point latency: from 1 ms, doubling, 15 buckets.
-const CYCLE_BUCKETS: Buckets = (0.001, 2.0, 15);
+/// Upstream's `ExponentialBuckets(start, factor, count)`.
+type Buckets = (f64, f64, usize);
 
-/// Upstream's buckets for one plugin call: from 10 µs, ×1.5, 20 buckets.
+/// Attempt, algorithm and permit-wait latency: from 1 ms, doubling, 15 buckets.
+const LATENCY_BUCKETS: Buckets = (0.001, 2.0, 15);
+/// `framework_extension_point_duration_seconds`: from 0.1 ms, doubling, 12 buckets.
+const EXTENSION_POINT_BUCKETS: Buckets = (0.0001, 2.0, 12);
+/// `plugin_execution_duration_seconds`: from 10 µs, ×1.5, 20 buckets.
 const PLUGIN_BUCKETS: Buckets = (0.00001, 1.5, 20);
+/// `preemption_victims`: 1 to 64, doubling (more than 64 victims is rare enough for one bucket).
+const VICTIM_BUCKETS: Buckets = (1.0, 2.0, 7);
+/// `pod_scheduling_sli_duration_seconds`: from 10 ms, doubling, 20 buckets (the last from about 88 minutes).
+const SLI_BUCKETS: Buckets = (0.01, 2.0, 20);
+/// `pod_scheduling_attempts`: 1 to 16, doubling.
+const ATTEMPTS_BUCKETS: Buckets = (1.0, 2.0, 5);
 
-fn bounds((start, factor, count): Buckets) -> impl Iterator<Item = f64> {
-    (0..count).map(move |i| start * factor.powi(i))
-}
+/// Upstream caps the `attempts` label of the SLI histogram here, so its cardinality stays bounded.
+const MAX_ATTEMPTS_LABEL: u32 = 15;
 
-struct Histogram {
-    buckets: Buckets,
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
+/// Registers families in one registry, naming the family in any error.
+struct Families<'a>(&'a Registry);
 
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram::with(CYCLE_BUCKETS)
+impl Families<'_> {
+    fn register<C: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        name: &'static str,
+        made: prometheus::Result<C>,
+    ) -> Result<C, MetricsError> {
+        let family = |source| MetricsError::Family { name, source };
+        let c = made.map_err(family)?;
+        self.0.register(Box::new(c.clone())).map_err(family)?;
+        Ok(c)
+    }
+
+    fn counter(&self, name: &'static str, help: &str) -> Result<IntCounter, MetricsError> {
+        self.register(name, IntCounter::new(name, help))
+    }
+
+    /// `labels` in the order values are passed (see [`Metrics`] on that order).
+    fn counter_vec(&self, name: &'static str, help: &str, labels: &[&str]) -> Result<IntCounterVec, MetricsError> {
+        self.register(name, IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn histogram_opts(
+        name: &'static str,
+        help: &str,
+        (start, factor, count): Buckets,
+    ) -> prometheus::Result<HistogramOpts> {
+        Ok(HistogramOpts::new(name, help).buckets(exponential_buckets(start, factor, count)?))
+    }
+
+    fn histogram(&self, name: &'static str, help: &str, buckets: Buckets) -> Result<Histogram, MetricsError> {
+        self.register(name, Self::histogram_opts(name, help, buckets).and_then(Histogram::with_opts))
+    }
+
+    fn histogram_vec(
+        &self,
+        name: &'static str,
+        help: &str,
+        buckets: Buckets,
+        labels: &[&str],
+    ) -> Result<HistogramVec, MetricsError> {
+        self.register(name, Self::histogram_opts(name, help, buckets).and_then(|o| HistogramVec::new(o, labels)))
     }
 }
 
-impl Histogram {
-    fn with(buckets: Buckets) -> Self {
-        Histogram { buckets, counts: vec![0; buckets.2 as usize], sum: 0.0, count: 0 }
-    }
-
-    fn observe(&mut self, v: f64) {
-        for (i, le) in bounds(self.buckets).enumerate() {
-            if v <= le {
-                self.counts[i] += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        for (i, le) in bounds(self.buckets).enumerate() {
-            let c = self.counts.get(i).copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {c}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
-    }
-}
-
-#[derive(Default)]
-struct Inner {
-    attempts: BTreeMap<(String, String), u64>,
-    attempt_duration: BTreeMap<(String, String), Histogram>,
-    extension_points: BTreeMap<(String, String, String), Histogram>,
-    /// By plugin, then (extension point, status): looked up by `&str`, so an observation allocates only the first
-    /// time a plugin is seen (a sampled preemption cycle can time tens of thousands of Filter calls).
-    plugins: BTreeMap<String, BTreeMap<(&'static str, &'static str), Histogram>>,
-    preemption_victims: u64,
-}
-
-/// Collects what the scheduler reports and renders it for `/metrics`.
-#[derive(Default)]
+/// Collects what the scheduler and its queue report, and renders it with the scheduler's state for `/metrics`.
+///
+/// The client crate keys a family's series by a hash of its label values written one after another, so every
+/// family here takes the labels with values from a fixed vocabulary (result, extension point, status, queue,
+/// event) first and the one free-form value (profile or plugin name) last: two different label sets can then
+/// never run together into the same string. The text output orders labels by name either way.
 pub struct Metrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    /// `scheduler_schedule_attempts_total{result,profile}`.
+    schedule_attempts: IntCounterVec,
+    /// `scheduler_scheduling_attempt_duration_seconds{result,profile}`.
+    attempt_duration: HistogramVec,
+    /// `scheduler_scheduling_algorithm_duration_seconds`.
+    algorithm_duration: Histogram,
+    /// `scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}`.
+    extension_point_duration: HistogramVec,
+    /// `scheduler_plugin_execution_duration_seconds{extension_point,status,plugin}`, in sampled cycles; Filter and
+    /// Score are timed per batch of nodes, with status Error if any node's is.
+    plugin_execution_duration: HistogramVec,
+    /// `scheduler_preemption_attempts_total`.
+    preemption_attempts: IntCounter,
+    /// `scheduler_preemption_victims`.
+    preemption_victims: Histogram,
+    /// `scheduler_pod_scheduling_sli_duration_seconds{attempts}`.
+    pod_scheduling_sli_duration: HistogramVec,
+    /// `scheduler_pod_scheduling_attempts`.
+    pod_scheduling_attempts: Histogram,
+    /// `scheduler_queue_incoming_pods_total{queue,event}`.
+    queue_incoming_pods: IntCounterVec,
+    /// `scheduler_permit_wait_duration_seconds{result}`.
+    permit_wait_duration: HistogramVec,
+    /// (plugin, profile) pairs ever seen in `scheduler_unschedulable_pods`: upstream's gauge keeps a series at 0
+    /// once its pods are gone, so this one does too.
+    unschedulable_seen: Mutex<BTreeSet<(String, String)>>,
+}
+
+impl Metrics {
+    /// Creates and registers every family fed as things happen.
+    pub fn new() -> Result<Metrics, MetricsError> {
+        let registry = Registry::new();
+        let f = Families(&registry);
+        Ok(Metrics {
+            schedule_attempts: f.counter_vec(
+                "scheduler_schedule_attempts_total",
+                "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+                &["result", "profile"],
+            )?,
+            attempt_duration: f.histogram_vec(
+                "scheduler_scheduling_attempt_duration_seconds",
+                "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+                LATENCY_BUCKETS,
+                &["result", "profile"],
+            )?,
+            algorithm_duration: f.histogram(
+                "scheduler_scheduling_algorithm_duration_seconds",
+                "[ALPHA] Scheduling algorithm latency in seconds",
+                LATENCY_BUCKETS,
+            )?,
+            extension_point_duration: f.histogram_vec(
+                "scheduler_framework_extension_point_duration_seconds",
+                "[STABLE] Latency for running all plugins of a specific extension point.",
+                EXTENSION_POINT_BUCKETS,
+                &["extension_point", "status", "profile"],
+            )?,
+            plugin_execution_duration: f.histogram_vec(
+                "scheduler_plugin_execution_duration_seconds",
+                "[ALPHA] Duration for running a plugin at a specific extension point.",
+                PLUGIN_BUCKETS,
+                &["extension_point", "status", "plugin"],
+            )?,
+            preemption_attempts: f.counter(
+                "scheduler_preemption_attempts_total",
+                "[STABLE] Total preemption attempts in the cluster till now",
+            )?,
+            preemption_victims: f.histogram(
+                "scheduler_preemption_victims",
+                "[STABLE] Number of selected preemption victims",
+                VICTIM_BUCKETS,
+            )?,
+            pod_scheduling_sli_duration: f.histogram_vec(
+                "scheduler_pod_scheduling_sli_duration_seconds",
+                "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.",
+                SLI_BUCKETS,
+                &["attempts"],
+            )?,
+            pod_scheduling_attempts: f.histogram(
+                "scheduler_pod_scheduling_attempts",
+                "[STABLE] Number of attempts to successfully schedule a pod.",
+                ATTEMPTS_BUCKETS,
+            )?,
+            queue_incoming_pods: f.counter_vec(
+                "scheduler_queue_incoming_pods_total",
+                "[STABLE] Number of pods added to scheduling queues by event and queue type.",
+                &["queue", "event"],
+            )?,
+            permit_wait_duration: f.histogram_vec(
+                "scheduler_permit_wait_duration_seconds",
+                "[ALPHA] Duration of waiting on permit.",
+                LATENCY_BUCKETS,
+                &["result"],
+            )?,
+            unschedulable_seen: Mutex::default(),
+            registry,
+        })
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        // The families are constants; the unit tests register them all.
+        Metrics::new().expect("scheduler metric families register")
+    }
 }
 
 impl PluginMetrics for Metrics {
     fn plugin_execution(&self, plugin: &str, point: &'static str, status: Code, d: Duration) {
-        let mut m = self.inner.lock().expect("metrics lock");
-        if !m.plugins.contains_key(plugin) {
-            m.plugins.insert(plugin.to_string(), BTreeMap::new());
-        }
-        let per_point = m.plugins.get_mut(plugin).expect("inserted above");
-        per_point
-            .entry((point, status.as_str()))
-            .or_insert_with(|| Histogram::with(PLUGIN_BUCKETS))
-            .observe(d.as_secs_f64());
+        self.plugin_execution_duration.with_label_values(&[point, status.as_str(), plugin]).observe(d.as_secs_f64());
     }
 }
 
 impl Observer for Metrics {
     fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
-        let mut m = self.inner.lock().expect("metrics lock");
-        let key = (result.label().to_string(), profile.to_string());
-        *m.attempts.entry(key.clone()).or_insert(0) += 1;
-        m.attempt_duration.entry(key).or_default().observe(d.as_secs_f64());
+        let labels = [result.label(), profile];
+        self.schedule_attempts.with_label_values(&labels).inc();
+        self.attempt_duration.with_label_values(&labels).observe(d.as_secs_f64());
         match result {
             AttemptResult::Scheduled(node) => tracing::info!(pod = %pod.key(), node = %node, profile, "scheduled"),
             AttemptResult::Unschedulable(msg) => tracing::info!(pod = %pod.key(), profile, "unschedulable: {msg}"),
@@ -109,86 +245,215 @@ impl Observer for Metrics {
     }
 
     fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
-        self.inner.lock().expect("metrics lock").preemption_victims += 1;
         tracing::info!(victim = %victim.key(), preemptor = %preemptor.key(), node, "preempted");
     }
 
     fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {
-        let mut m = self.inner.lock().expect("metrics lock");
-        m.extension_points
-            .entry((point.to_string(), status.as_str().to_string(), profile.to_string()))
-            .or_default()
-            .observe(d.as_secs_f64());
+        self.extension_point_duration.with_label_values(&[point, status.as_str(), profile]).observe(d.as_secs_f64());
+    }
+
+    fn scheduling_algorithm(&self, d: Duration) {
+        self.algorithm_duration.observe(d.as_secs_f64());
+    }
+
+    fn preemption_attempt(&self, victims: Option<usize>) {
+        self.preemption_attempts.inc();
+        if let Some(n) = victims {
+            self.preemption_victims.observe(n as f64);
+        }
+    }
+
+    fn permit_wait(&self, result: Code, d: Duration) {
+        self.permit_wait_duration.with_label_values(&[result.as_str()]).observe(d.as_secs_f64());
+    }
+
+    fn pod_scheduled(&self, attempts: u32, since_queued: Option<Duration>) {
+        self.pod_scheduling_attempts.observe(f64::from(attempts));
+        if let Some(d) = since_queued {
+            let label =
+                if attempts >= MAX_ATTEMPTS_LABEL { format!("{MAX_ATTEMPTS_LABEL}+") } else { attempts.to_string() };
+            self.pod_scheduling_sli_duration.with_label_values(&[label]).observe(d.as_secs_f64());
+        }
     }
 }
 
-impl Metrics {
-    /// Prometheus text exposition, with the queue's pending pods given by the caller.
-    pub fn render(&self, pending: &std::collections::HashMap<QueueName, usize>) -> String {
-        let m = self.inner.lock().expect("metrics lock");
-        let mut out = String::new();
-        out.push_str("# HELP scheduler_schedule_attempts_total Number of attempts to schedule pods, by the result.\n# TYPE scheduler_schedule_attempts_total counter\n");
-        for ((result, profile), n) in &m.attempts {
-            let _ = writeln!(out, "scheduler_schedule_attempts_total{{profile=\"{profile}\",result=\"{result}\"}} {n}");
-        }
-        out.push_str("# HELP scheduler_scheduling_attempt_duration_seconds Scheduling attempt latency in seconds.\n# TYPE scheduler_scheduling_attempt_duration_seconds histogram\n");
-        for ((result, profile), h) in &m.attempt_duration {
-            h.render(
-                &mut out,
-                "scheduler_scheduling_attempt_duration_seconds",
-                &format!("profile=\"{profile}\",result=\"{result}\""),
+impl QueueObserver for Metrics {
+    fn incoming(&self, queue: QueueName, event: &'static str) {
+        // Upstream keeps gated pods in unschedulablePods, and labels their arrival so.
+        let queue = match queue {
+            QueueName::Gated => QueueName::Unschedulable,
+            q => q,
+        };
+        self.queue_incoming_pods.with_label_values(&[queue.as_str(), event]).inc();
+    }
+}
+
+/// What upstream exports as gauges of the scheduler's state, read when `/metrics` is scraped.
+#[derive(Debug, Default, Clone)]
+pub struct SchedulerState {
+    /// Pending pods per queue (`scheduler_pending_pods{queue}`).
+    pub pending: HashMap<QueueName, usize>,
+    /// Waiting pods per (plugin that rejected or gated them, profile) (`scheduler_unschedulable_pods`).
+    pub unschedulable: BTreeMap<(String, String), usize>,
+    /// Nodes in the cache (`scheduler_cache_size{type="nodes"}`).
+    pub nodes: usize,
+    /// Pods in the cache, assumed ones included (`scheduler_cache_size{type="pods"}`).
+    pub pods: usize,
+    /// Assumed pods in the cache (`scheduler_cache_size{type="assumed_pods"}`).
+    pub assumed_pods: usize,
+    /// Binding cycles running, each on its own thread (`scheduler_goroutines{operation="binding"}`).
+    pub bindings: u64,
+}
+
+impl SchedulerState {
+    /// Reads the state, taking the queue's lock and then the cache's, one at a time.
+    pub fn read(s: &Scheduler) -> SchedulerState {
+        let (pending, unschedulable) = {
+            let q = s.queue.lock().expect("queue lock");
+            (q.pending(), q.unschedulable_plugins())
+        };
+        let (nodes, pods, assumed_pods) = {
+            let c = s.cache.lock().expect("cache lock");
+            (c.node_count(), c.pod_count(), c.assumed_pod_count())
+        };
+        SchedulerState { pending, unschedulable, nodes, pods, assumed_pods, bindings: s.bindings_in_flight() }
+    }
+}
+
+/// One sample of a family read at scrape time: its labels and its value.
+type Sample = (Vec<(&'static str, String)>, f64);
+
+/// A counter or gauge family built from values read at scrape time (the Go client's const metrics).
+fn scraped(name: &str, help: &str, kind: MetricType, samples: Vec<Sample>) -> MetricFamily {
+    let metrics = samples
+        .into_iter()
+        .map(|(labels, value)| {
+            let mut m = proto::Metric::default();
+            m.set_label(
+                labels
+                    .into_iter()
+                    .map(|(n, v)| {
+                        let mut l = proto::LabelPair::default();
+                        l.set_name(n.to_string());
+                        l.set_value(v);
+                        l
+                    })
+                    .collect(),
             );
-        }
-        out.push_str("# HELP scheduler_framework_extension_point_duration_seconds Latency for running all plugins of a specific extension point.\n# TYPE scheduler_framework_extension_point_duration_seconds histogram\n");
-        for ((point, status, profile), h) in &m.extension_points {
-            h.render(
-                &mut out,
-                "scheduler_framework_extension_point_duration_seconds",
-                &format!("extension_point=\"{point}\",profile=\"{profile}\",status=\"{status}\""),
-            );
-        }
-        out.push_str("# HELP scheduler_plugin_execution_duration_seconds Duration for running a plugin at a specific extension point (sampled cycles; Filter and Score per batch of nodes, status Error if any node's is).\n# TYPE scheduler_plugin_execution_duration_seconds histogram\n");
-        for (plugin, per_point) in &m.plugins {
-            for ((point, status), h) in per_point {
-                h.render(
-                    &mut out,
-                    "scheduler_plugin_execution_duration_seconds",
-                    &format!("extension_point=\"{point}\",plugin=\"{plugin}\",status=\"{status}\""),
-                );
+            if kind == MetricType::COUNTER {
+                let mut c = proto::Counter::default();
+                c.set_value(value);
+                m.set_counter(c);
+            } else {
+                let mut g = proto::Gauge::default();
+                g.set_value(value);
+                m.set_gauge(g);
             }
-        }
-        out.push_str("# HELP scheduler_pending_pods Number of pending pods, by the queue type.\n# TYPE scheduler_pending_pods gauge\n");
-        for q in [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated] {
-            let _ = writeln!(
-                out,
-                "scheduler_pending_pods{{queue=\"{}\"}} {}",
-                q.as_str(),
-                pending.get(&q).copied().unwrap_or(0)
-            );
-        }
-        out.push_str("# HELP scheduler_preemption_victims Number of selected preemption victims.\n# TYPE scheduler_preemption_victims counter\n");
-        let _ = writeln!(out, "scheduler_preemption_victims {}", m.preemption_victims);
-        let plugins = crate::wasm::loaded_plugins();
-        for (name, help, get) in [
-            (
-                "kws_wasm_plugin_loads_total",
-                "Wasm plugin versions loaded.",
-                (|s: &crate::wasm::WasmStats| s.loads.load(Ordering::Relaxed)) as fn(&crate::wasm::WasmStats) -> u64,
+            m
+        })
+        .collect();
+    let mut f = MetricFamily::default();
+    f.set_name(name.to_string());
+    f.set_help(help.to_string());
+    f.set_field_type(kind);
+    f.set_metric(metrics);
+    f
+}
+
+impl SchedulerState {
+    /// The state's gauge families.
+    fn families(&self, unschedulable_seen: &Mutex<BTreeSet<(String, String)>>) -> Vec<MetricFamily> {
+        let pending = [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated]
+            .into_iter()
+            .map(|q| (vec![("queue", q.as_str().to_string())], self.pending.get(&q).copied().unwrap_or(0) as f64))
+            .collect();
+        let cache = [("assumed_pods", self.assumed_pods), ("nodes", self.nodes), ("pods", self.pods)]
+            .into_iter()
+            .map(|(t, n)| (vec![("type", t.to_string())], n as f64))
+            .collect();
+        let unschedulable = {
+            let mut seen = unschedulable_seen.lock().expect("metrics lock");
+            seen.extend(self.unschedulable.keys().cloned());
+            seen.iter()
+                .map(|key| {
+                    let n = self.unschedulable.get(key).copied().unwrap_or(0);
+                    (vec![("plugin", key.0.clone()), ("profile", key.1.clone())], n as f64)
+                })
+                .collect()
+        };
+        vec![
+            scraped(
+                "scheduler_pending_pods",
+                "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+                MetricType::GAUGE,
+                pending,
             ),
-            ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
-            ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
-                s.reload_failures.load(Ordering::Relaxed)
-            }),
-            ("kws_wasm_plugin_traps_total", "Wasm plugin calls that trapped.", |s| s.traps.load(Ordering::Relaxed)),
-            ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| {
-                s.timeouts.load(Ordering::Relaxed)
-            }),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for p in &plugins {
-                let _ =
-                    writeln!(out, "{name}{{plugin=\"{}\"}} {}", crate::framework::Plugin::name(&**p), get(&p.stats));
-            }
+            scraped(
+                "scheduler_cache_size",
+                "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+                MetricType::GAUGE,
+                cache,
+            ),
+            scraped(
+                "scheduler_unschedulable_pods",
+                "[ALPHA] The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have meaning only when broken down by plugin.",
+                MetricType::GAUGE,
+                unschedulable,
+            ),
+            scraped(
+                "scheduler_goroutines",
+                "[ALPHA] Number of running goroutines split by the work they do such as binding.",
+                MetricType::GAUGE,
+                vec![(vec![("operation", "binding".to_string())], self.bindings as f64)],
+            ),
+        ]
+    }
+}
+
+/// The Wasm plugins' counters (`kws_wasm_plugin_*_total{plugin}`).
+fn wasm_plugins() -> Vec<MetricFamily> {
+    type Get = fn(&crate::wasm::WasmStats) -> u64;
+    let plugins = crate::wasm::loaded_plugins();
+    let families: [(&str, &str, Get); 5] = [
+        ("kws_wasm_plugin_loads_total", "Wasm plugin versions loaded.", |s| s.loads.load(Ordering::Relaxed)),
+        ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
+        ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
+            s.reload_failures.load(Ordering::Relaxed)
+        }),
+        ("kws_wasm_plugin_traps_total", "Wasm plugin calls that trapped.", |s| s.traps.load(Ordering::Relaxed)),
+        ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| {
+            s.timeouts.load(Ordering::Relaxed)
+        }),
+    ];
+    families
+        .into_iter()
+        .map(|(name, help, get)| {
+            let samples = plugins
+                .iter()
+                .map(|p| (vec![("plugin", crate::framework::Plugin::name(&**p).to_string())], get(&p.stats) as f64))
+                .collect();
+            scraped(name, help, MetricType::COUNTER, samples)
+        })
+        .collect()
+}
+
+impl Metrics {
+    /// Prometheus text exposition of everything, the scheduler's state read now.
+    pub fn render(&self, scheduler: &Scheduler) -> String {
+        self.render_state(&SchedulerState::read(scheduler))
+    }
+
+    /// Prometheus text exposition of everything, with the scheduler's state given.
+    pub fn render_state(&self, state: &SchedulerState) -> String {
+        let mut families = self.registry.gather();
+        // Families without samples are left out, as the registry leaves out its own.
+        let scraped = state.families(&self.unschedulable_seen).into_iter().chain(wasm_plugins());
+        families.extend(scraped.filter(|f| !f.get_metric().is_empty()));
+        // Sorted by name, as the Go client writes them.
+        families.sort_by(|a, b| a.name().cmp(b.name()));
+        let mut out = String::new();
+        if let Err(e) = TextEncoder::new().encode_utf8(&families, &mut out) {
+            tracing::warn!(error = %e, "encoding metrics");
         }
         out
     }
@@ -198,13 +463,177 @@ impl Metrics {
 mod tests {
     use super::*;
 
+    /// Every family of kube-scheduler v1.34 exported here, with upstream's type.
+    const UPSTREAM_TYPES: [(&str, &str); 15] = [
+        ("scheduler_schedule_attempts_total", "counter"),
+        ("scheduler_scheduling_attempt_duration_seconds", "histogram"),
+        ("scheduler_scheduling_algorithm_duration_seconds", "histogram"),
+        ("scheduler_framework_extension_point_duration_seconds", "histogram"),
+        ("scheduler_plugin_execution_duration_seconds", "histogram"),
+        ("scheduler_preemption_attempts_total", "counter"),
+        ("scheduler_preemption_victims", "histogram"),
+        ("scheduler_pod_scheduling_sli_duration_seconds", "histogram"),
+        ("scheduler_pod_scheduling_attempts", "histogram"),
+        ("scheduler_queue_incoming_pods_total", "counter"),
+        ("scheduler_permit_wait_duration_seconds", "histogram"),
+        ("scheduler_pending_pods", "gauge"),
+        ("scheduler_cache_size", "gauge"),
+        ("scheduler_unschedulable_pods", "gauge"),
+        ("scheduler_goroutines", "gauge"),
+    ];
+
+    /// Each histogram with upstream's `ExponentialBuckets(start, factor, count)`.
+    const UPSTREAM_BUCKETS: [(&str, Buckets); 8] = [
+        ("scheduler_scheduling_attempt_duration_seconds", (0.001, 2.0, 15)),
+        ("scheduler_scheduling_algorithm_duration_seconds", (0.001, 2.0, 15)),
+        ("scheduler_framework_extension_point_duration_seconds", (0.0001, 2.0, 12)),
+        ("scheduler_plugin_execution_duration_seconds", (0.00001, 1.5, 20)),
+        ("scheduler_preemption_victims", (1.0, 2.0, 7)),
+        ("scheduler_pod_scheduling_sli_duration_seconds", (0.01, 2.0, 20)),
+        ("scheduler_pod_scheduling_attempts", (1.0, 2.0, 5)),
+        ("scheduler_permit_wait_duration_seconds", (0.001, 2.0, 15)),
+    ];
+
+    fn pod(name: &str) -> PodInfo {
+        PodInfo::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"containers": [{"name": "c"}]}
+            }))
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// Metrics fed once through every hook, and the scheduler's state they render with.
+    fn fed() -> (Metrics, SchedulerState) {
+        let m = Metrics::default();
+        let ms = Duration::from_millis;
+        let scheduled = AttemptResult::Scheduled("n1".into());
+        m.attempt("default-scheduler", &pod("a"), &scheduled, ms(3), None);
+        m.attempt("default-scheduler", &pod("b"), &AttemptResult::Unschedulable("0/1 nodes".into()), ms(1), None);
+        m.scheduling_algorithm(ms(2));
+        m.extension_point("default-scheduler", "Filter", Code::Success, ms(1));
+        m.plugin_execution("NodeAffinity", "Filter", Code::Success, ms(1));
+        m.preemption_attempt(None);
+        m.preemption_attempt(Some(3));
+        m.permit_wait(Code::Success, ms(40));
+        m.pod_scheduled(2, Some(ms(1500)));
+        m.pod_scheduled(20, Some(Duration::from_secs(90)));
+        m.incoming(QueueName::Active, crate::queue::event::UNSCHEDULED_POD_ADD);
+        m.incoming(QueueName::Gated, crate::queue::event::UNSCHEDULED_POD_ADD);
+        m.incoming(QueueName::Backoff, "NodeAdd");
+        let state = SchedulerState {
+            pending: HashMap::from([(QueueName::Active, 4), (QueueName::Unschedulable, 2)]),
+            unschedulable: BTreeMap::from([(("NodeAffinity".into(), "default-scheduler".into()), 2)]),
+            nodes: 5,
+            pods: 7,
+            assumed_pods: 1,
+            bindings: 3,
+        };
+        (m, state)
+    }
+
+    #[test]
+    fn every_family_renders_with_upstreams_name_and_type() {
+        let (m, state) = fed();
+        let out = m.render_state(&state);
+        for (name, kind) in UPSTREAM_TYPES {
+            assert!(out.contains(&format!("\n# TYPE {name} {kind}\n")), "{name} {kind} missing:\n{out}");
+        }
+        for name in ["kws_wasm_plugin_loads_total", "kws_wasm_plugin_reloads_total"] {
+            // No Wasm plugin is loaded in this test: the family has no series and is left out, as upstream's are.
+            assert!(!out.contains(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn histograms_have_upstreams_buckets() {
+        let (m, state) = fed();
+        let out = m.render_state(&state);
+        for (name, (start, factor, count)) in UPSTREAM_BUCKETS {
+            // The first series' bounds, in order (every series of a family shares them).
+            let bucket = format!("{name}_bucket{{");
+            let mut series = out.lines().filter(|l| l.starts_with(&bucket));
+            // `le` comes last in a bucket's labels (and `profile=` also ends in `le=`).
+            let split_le = |l: &str| {
+                let at = l.rfind("le=\"").unwrap();
+                (l[..at].to_string(), l[at + 4..].split('"').next().unwrap().to_string())
+            };
+            let first = series.next().unwrap_or_else(|| panic!("{name} has no series"));
+            let labels = split_le(first).0;
+            let bounds: Vec<String> = std::iter::once(first)
+                .chain(series.take_while(|l| split_le(l).0 == labels))
+                .map(|l| split_le(l).1)
+                .collect();
+            // Upstream's `ExponentialBuckets`: each bound the previous times the factor, then +Inf.
+            let mut want: Vec<f64> = Vec::new();
+            let mut next = start;
+            for _ in 0..count {
+                want.push(next);
+                next *= factor;
+            }
+            assert_eq!(bounds.len(), count + 1, "{name}: {bounds:?}");
+            assert_eq!(bounds[count], "+Inf", "{name}");
+            for (got, want) in bounds.iter().zip(&want) {
+                let got: f64 = got.parse().unwrap();
+                assert!((got - want).abs() <= want * 1e-12, "{name}: bound {got}, upstream {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn labels_are_upstreams() {
+        let (m, state) = fed();
+        let out = m.render_state(&state);
+        for line in [
+            r#"scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1"#,
+            r#"scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1"#,
+            r#"scheduler_scheduling_attempt_duration_seconds_count{profile="default-scheduler",result="scheduled"} 1"#,
+            "scheduler_scheduling_algorithm_duration_seconds_count 1",
+            r#"scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter",profile="default-scheduler",status="Success"} 1"#,
+            r#"scheduler_plugin_execution_duration_seconds_count{extension_point="Filter",plugin="NodeAffinity",status="Success"} 1"#,
+            "scheduler_preemption_attempts_total 2",
+            "scheduler_preemption_victims_count 1",
+            r#"scheduler_preemption_victims_bucket{le="2"} 0"#,
+            r#"scheduler_preemption_victims_bucket{le="4"} 1"#,
+            r#"scheduler_permit_wait_duration_seconds_count{result="Success"} 1"#,
+            r#"scheduler_pod_scheduling_sli_duration_seconds_count{attempts="2"} 1"#,
+            r#"scheduler_pod_scheduling_sli_duration_seconds_count{attempts="15+"} 1"#,
+            "scheduler_pod_scheduling_attempts_count 2",
+            r#"scheduler_pod_scheduling_attempts_bucket{le="2"} 1"#,
+            r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="active"} 1"#,
+            r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="unschedulable"} 1"#,
+            r#"scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 1"#,
+            r#"scheduler_pending_pods{queue="active"} 4"#,
+            r#"scheduler_pending_pods{queue="gated"} 0"#,
+            r#"scheduler_cache_size{type="assumed_pods"} 1"#,
+            r#"scheduler_cache_size{type="nodes"} 5"#,
+            r#"scheduler_cache_size{type="pods"} 7"#,
+            r#"scheduler_unschedulable_pods{plugin="NodeAffinity",profile="default-scheduler"} 2"#,
+            r#"scheduler_goroutines{operation="binding"} 3"#,
+        ] {
+            assert!(out.lines().any(|l| l == line), "missing {line}:\n{out}");
+        }
+        assert!(out.contains("# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts"), "{out}");
+    }
+
+    #[test]
+    fn unschedulable_pods_keep_a_series_at_zero_once_its_pods_are_gone() {
+        let (m, state) = fed();
+        m.render_state(&state);
+        let out = m.render_state(&SchedulerState::default());
+        let line = r#"scheduler_unschedulable_pods{plugin="NodeAffinity",profile="default-scheduler"} 0"#;
+        assert!(out.lines().any(|l| l == line), "{out}");
+    }
+
     #[test]
     fn plugin_durations_render_with_upstream_names_labels_and_buckets() {
         let m = Metrics::default();
         m.plugin_execution("PriorityLabel", "Filter", Code::Success, Duration::from_micros(20));
         m.plugin_execution("PriorityLabel", "Filter", Code::Success, Duration::from_millis(3));
         m.plugin_execution("NodeAffinity", "Score", Code::Error, Duration::from_micros(5));
-        let out = m.render(&Default::default());
+        let out = m.render_state(&SchedulerState::default());
         let series = |labels: &str, suffix: &str| -> Vec<String> {
             let prefix = format!("scheduler_plugin_execution_duration_seconds_{suffix}{{{labels}");
             out.lines().filter(|l| l.starts_with(&prefix)).map(str::to_string).collect()

@@ -105,8 +105,9 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             build_profiles(&cfg, &registry, &ctx).map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?,
         );
         let names = profiles.names();
-        let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff);
         let metrics = Arc::new(metrics::Metrics::default());
+        let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff)
+            .with_observer(metrics.clone());
         let scheduler = Arc::new(Scheduler::new(
             profiles,
             queue,
@@ -221,10 +222,7 @@ async fn serve(listener: tokio::net::TcpListener, live: Arc<Live>) {
                 "/healthz" | "/livez" => (200, "ok".to_string(), "text/plain"),
                 "/readyz" if live.synced.load(Ordering::SeqCst) => (200, "ok".to_string(), "text/plain"),
                 "/readyz" => (503, "caches not synced".to_string(), "text/plain"),
-                "/metrics" => {
-                    let pending = live.scheduler.queue.lock().expect("queue lock").pending();
-                    (200, live.metrics.render(&pending), "text/plain; version=0.0.4")
-                }
+                "/metrics" => (200, live.metrics.render(&live.scheduler), "text/plain; version=0.0.4"),
                 _ => (404, "not found".to_string(), "text/plain"),
             };
             let reason = match code {

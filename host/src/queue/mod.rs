@@ -2,6 +2,9 @@
 //! unschedulable pods (and gated ones) waiting for a cluster event, and the pods nominated to nodes.
 //!
 //! Time is passed in (nanoseconds on the scheduler's clock) so the simulator can run on a virtual clock.
+//!
+//! Each pod's arrival in a part of the queue is told to an optional [`QueueObserver`] with upstream's event label
+//! (`scheduler_queue_incoming_pods_total{queue,event}`); the queue itself knows nothing of metrics.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -32,6 +35,28 @@ impl QueueName {
             QueueName::Gated => "gated",
         }
     }
+}
+
+/// Upstream's labels of the queue's own events (`pkg/scheduler/framework/events.go`); cluster events use
+/// [`ClusterEvent::label`].
+pub mod event {
+    /// A new pending pod was added (`EventUnscheduledPodAdd`).
+    pub const UNSCHEDULED_POD_ADD: &str = "UnschedulablePodAdd";
+    /// A pending pod's object changed (`EventUnscheduledPodUpdate`).
+    pub const UNSCHEDULED_POD_UPDATE: &str = "UnschedulablePodUpdate";
+    /// An attempt failed and the pod was put back.
+    pub const SCHEDULE_ATTEMPT_FAILURE: &str = "ScheduleAttemptFailure";
+    /// The pod's backoff ended.
+    pub const BACKOFF_COMPLETE: &str = "BackoffComplete";
+    /// The pod waited in unschedulable longer than the periodic flush allows.
+    pub const UNSCHEDULABLE_TIMEOUT: &str = "UnschedulableTimeout";
+}
+
+/// Told when a pod enters a part of the queue (upstream's `scheduler_queue_incoming_pods_total`). Called under the
+/// queue's lock: an implementation only counts.
+pub trait QueueObserver: Send + Sync {
+    /// A pod entered `queue` because of `event` (an [`event`] label or a cluster event's).
+    fn incoming(&self, queue: QueueName, event: &'static str);
 }
 
 /// The profiles, as the queue needs them: PreEnqueue, QueueSort, and the events each plugin registered.
@@ -71,6 +96,7 @@ pub struct SchedulingQueue {
     /// bring them back).
     in_flight: HashSet<String>,
     deleted_in_flight: HashSet<String>,
+    observer: Option<Arc<dyn QueueObserver>>,
 }
 
 impl SchedulingQueue {
@@ -99,6 +125,19 @@ impl SchedulingQueue {
             waiting: HashSet::new(),
             in_flight: HashSet::new(),
             deleted_in_flight: HashSet::new(),
+            observer: None,
+        }
+    }
+
+    /// The queue, telling `observer` of every pod that enters one of its parts.
+    pub fn with_observer(mut self, observer: Arc<dyn QueueObserver>) -> SchedulingQueue {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn incoming(&self, queue: QueueName, event: &'static str) {
+        if let Some(o) = &self.observer {
+            o.incoming(queue, event);
         }
     }
 
@@ -111,22 +150,26 @@ impl SchedulingQueue {
             self.add_nominated(pod.clone(), n.to_string());
         }
         let info = QueuedPodInfo::new(pod, now);
-        self.enqueue_gated_or_active(info, now);
+        let queue = self.enqueue_gated_or_active(info, now);
+        self.incoming(queue, event::UNSCHEDULED_POD_ADD);
     }
 
-    fn enqueue_gated_or_active(&mut self, mut info: QueuedPodInfo, now: u64) {
+    /// Runs PreEnqueue and puts the pod in Gated or activeQ; returns which.
+    fn enqueue_gated_or_active(&mut self, mut info: QueuedPodInfo, now: u64) -> QueueName {
         let uid = info.pod_info.uid.clone();
         let gate = self.profiles.framework(info.pod_info.scheduler_name()).map(|f| f.run_pre_enqueue(&info.pod_info));
         match gate {
             Some(s) if !s.is_success() => {
                 info.gated_by = s.plugin().map(str::to_string);
                 self.put(uid, Entry { info, queue: QueueName::Gated, backoff_until: now });
+                QueueName::Gated
             }
             _ => {
                 info.gated_by = None;
                 info.timestamp = now;
                 self.put(uid.clone(), Entry { info, queue: QueueName::Active, backoff_until: now });
                 self.heap_push(uid);
+                QueueName::Active
             }
         }
     }
@@ -161,8 +204,10 @@ impl SchedulingQueue {
         let until = now + self.backoff_duration(info.attempts).as_nanos() as u64;
         if backoff_only || self.move_request_cycle >= pod_cycle {
             self.push_backoff(info, until);
+            self.incoming(QueueName::Backoff, event::SCHEDULE_ATTEMPT_FAILURE);
         } else {
             self.put(uid, Entry { info, queue: QueueName::Unschedulable, backoff_until: until });
+            self.incoming(QueueName::Unschedulable, event::SCHEDULE_ATTEMPT_FAILURE);
         }
     }
 
@@ -195,6 +240,7 @@ impl SchedulingQueue {
             if let Some(e) = self.entries.get_mut(&uid) {
                 e.queue = QueueName::Active;
                 self.heap_push(uid);
+                self.incoming(QueueName::Active, event::BACKOFF_COMPLETE);
             }
         }
     }
@@ -217,7 +263,7 @@ impl SchedulingQueue {
             .collect();
         old.sort();
         for uid in old {
-            self.requeue(&uid, now);
+            self.requeue(&uid, now, event::UNSCHEDULABLE_TIMEOUT);
         }
     }
 
@@ -243,7 +289,7 @@ impl SchedulingQueue {
         candidates.sort_by_key(|u| (self.entries[*u].info.timestamp, (*u).clone()));
         let candidates: Vec<String> = candidates.into_iter().cloned().collect();
         for uid in candidates {
-            self.requeue(&uid, now);
+            self.requeue(&uid, now, event.label());
         }
     }
 
@@ -257,14 +303,25 @@ impl SchedulingQueue {
             .any(|p| per_plugin.get(p).is_none_or(|evs| evs.iter().any(|r| r.covers(event))))
     }
 
-    fn requeue(&mut self, uid: &str, now: u64) {
+    /// Moves a waiting pod on because of `event`: a gated one through PreEnqueue again, an unschedulable one to
+    /// backoffQ or activeQ.
+    fn requeue(&mut self, uid: &str, now: u64, event: &'static str) {
         let Some(e) = self.take(uid) else { return };
         match e.queue {
-            QueueName::Gated => self.enqueue_gated_or_active(e.info, now),
-            QueueName::Unschedulable if e.backoff_until > now => self.push_backoff(e.info, e.backoff_until),
+            QueueName::Gated => {
+                // Still gated is no arrival (upstream leaves it where it was).
+                if self.enqueue_gated_or_active(e.info, now) == QueueName::Active {
+                    self.incoming(QueueName::Active, event);
+                }
+            }
+            QueueName::Unschedulable if e.backoff_until > now => {
+                self.push_backoff(e.info, e.backoff_until);
+                self.incoming(QueueName::Backoff, event);
+            }
             QueueName::Unschedulable => {
                 self.put(uid.to_string(), Entry { queue: QueueName::Active, ..e });
                 self.heap_push(uid.to_string());
+                self.incoming(QueueName::Active, event);
             }
             _ => {
                 self.put(uid.to_string(), e);
@@ -279,10 +336,10 @@ impl SchedulingQueue {
             Some(e) => {
                 e.info.pod_info = pod;
                 if e.queue == QueueName::Gated {
-                    self.requeue(&uid, now);
+                    self.requeue(&uid, now, event::UNSCHEDULED_POD_UPDATE);
                 } else if e.queue == QueueName::Unschedulable {
                     // The pod itself changed: it may fit now.
-                    self.requeue(&uid, now);
+                    self.requeue(&uid, now, event::UNSCHEDULED_POD_UPDATE);
                 }
             }
             None => self.add(pod, now),
@@ -324,6 +381,20 @@ impl SchedulingQueue {
             *m.entry(e.queue).or_insert(0) += 1;
         }
         m
+    }
+
+    /// Waiting pods by (plugin that rejected or gated them, profile), for `scheduler_unschedulable_pods`: upstream
+    /// counts a pod under each such plugin from its rejection until it is popped again, wherever it waits meanwhile.
+    pub fn unschedulable_plugins(&self) -> BTreeMap<(String, String), usize> {
+        let mut by_plugin: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for e in self.entries.values() {
+            let info = &e.info;
+            let gate = info.gated_by.as_ref().filter(|g| !info.unschedulable_plugins.contains(*g));
+            for plugin in info.unschedulable_plugins.iter().chain(gate) {
+                *by_plugin.entry((plugin.as_str(), info.pod_info.scheduler_name())).or_insert(0) += 1;
+            }
+        }
+        by_plugin.into_iter().map(|((plugin, profile), n)| ((plugin.to_string(), profile.to_string()), n)).collect()
     }
 
     /// Every waiting pod with its queue.

@@ -45,6 +45,17 @@ pub trait Observer: PluginMetrics {
     fn preempted(&self, _victim: &PodInfo, _preemptor: &PodInfo, _node: &str) {}
     /// Time spent in an extension point (`scheduler_framework_extension_point_duration_seconds`).
     fn extension_point(&self, _profile: &str, _point: &'static str, _status: Code, _duration: Duration) {}
+    /// The scheduling algorithm finished: from the attempt's start through Score and the node's selection, or
+    /// through PostFilter when no node fits (`scheduler_scheduling_algorithm_duration_seconds`).
+    fn scheduling_algorithm(&self, _duration: Duration) {}
+    /// PostFilter ran for a pod no node fits (`scheduler_preemption_attempts_total`); `victims` is how many pods
+    /// it chose to evict when it nominated a node (`scheduler_preemption_victims`).
+    fn preemption_attempt(&self, _victims: Option<usize>) {}
+    /// A pod that Permit made wait was allowed or rejected (`scheduler_permit_wait_duration_seconds{result}`).
+    fn permit_wait(&self, _result: Code, _duration: Duration) {}
+    /// A pod was bound after `attempts` attempts, `since_queued` after it first entered activeQ
+    /// (`scheduler_pod_scheduling_attempts`, `scheduler_pod_scheduling_sli_duration_seconds{attempts}`).
+    fn pod_scheduled(&self, _attempts: u32, _since_queued: Option<Duration>) {}
 }
 
 /// An observer that ignores everything.

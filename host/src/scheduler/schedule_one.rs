@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::observer::AttemptResult;
 use super::Scheduler;
@@ -93,14 +93,17 @@ impl Scheduler {
         match result {
             Ok(r) => {
                 drop(snapshot);
+                self.observer.scheduling_algorithm(a.start.elapsed());
                 self.assume_and_bind(a, r.host);
             }
             Err(ScheduleError::Status(s)) => {
                 drop(snapshot);
+                self.observer.scheduling_algorithm(a.start.elapsed());
                 self.fail(a, s, Vec::new());
             }
             Err(ScheduleError::NoNodes) => {
                 drop(snapshot);
+                self.observer.scheduling_algorithm(a.start.elapsed());
                 self.fail(a, Status::unschedulable(NO_NODES_AVAILABLE), Vec::new());
             }
             Err(ScheduleError::Fit { mut diagnosis, num_all_nodes }) => {
@@ -114,6 +117,11 @@ impl Scheduler {
                         s.code(),
                         t0.elapsed(),
                     );
+                    let victims = r
+                        .as_ref()
+                        .filter(|r| s.is_success() && r.nominated_node_name.as_deref().is_some_and(|n| !n.is_empty()))
+                        .map(|r| r.victims.len());
+                    self.observer.preemption_attempt(victims);
                     if s.code() == Code::Error {
                         tracing::error!(pod = %pod.key(), status = %s, "PostFilter failed");
                     } else if !s.is_success() {
@@ -136,6 +144,7 @@ impl Scheduler {
                 } else {
                     drop(snapshot);
                 }
+                self.observer.scheduling_algorithm(a.start.elapsed());
                 let msg = fit_error_message(num_all_nodes, &diagnosis);
                 self.fail(a, Status::unschedulable(msg), diagnosis.unschedulable_plugins.into_iter().collect());
             }
@@ -324,12 +333,16 @@ impl Scheduler {
             return;
         }
         let assumed = Assumed { pod, host };
+        let t0 = Instant::now();
         let s = a.fwk.run_reserve(&mut a.state, &assumed.pod, &assumed.host);
+        self.observe_point(&a, ExtensionPoint::Reserve.metric_name(), s.code(), t0);
         if !s.is_success() {
             self.unwind(a, &assumed, s);
             return;
         }
+        let t0 = Instant::now();
         let s = a.fwk.run_permit(&mut a.state, &assumed.pod, &assumed.host);
+        self.observe_point(&a, ExtensionPoint::Permit.metric_name(), s.code(), t0);
         if !s.is_success() && s.code() != Code::Wait {
             self.unwind(a, &assumed, s);
             return;
@@ -344,22 +357,35 @@ impl Scheduler {
             let me = self.clone();
             std::thread::Builder::new()
                 .name("binding".into())
-                .spawn(move || me.binding_cycle(a, assumed))
+                .spawn(move || me.binding_cycle(a, assumed, waits))
                 .expect("spawn binding thread");
         } else {
-            self.binding_cycle(a, assumed);
+            self.binding_cycle(a, assumed, waits);
         }
     }
 
-    /// WaitOnPermit → PreBind → Bind → PostBind; any failure unwinds.
-    fn binding_cycle(&self, mut a: Attempt, assumed: Assumed) {
+    /// Reports the time spent in an extension point of this attempt's profile.
+    fn observe_point(&self, a: &Attempt, point: &'static str, code: Code, t0: Instant) {
+        self.observer.extension_point(a.fwk.profile_name(), point, code, t0.elapsed());
+    }
+
+    /// WaitOnPermit (when Permit said Wait) → PreBind → Bind → PostBind; any failure unwinds.
+    fn binding_cycle(&self, mut a: Attempt, assumed: Assumed, waits: bool) {
         let (pod, host) = (&assumed.pod, assumed.host.as_str());
+        let t0 = Instant::now();
         let mut s = a.fwk.wait_on_permit(pod);
-        if s.is_success() {
-            s = a.fwk.run_pre_bind(&mut a.state, pod, host);
+        if waits {
+            self.observer.permit_wait(s.code(), t0.elapsed());
         }
         if s.is_success() {
+            let t0 = Instant::now();
+            s = a.fwk.run_pre_bind(&mut a.state, pod, host);
+            self.observe_point(&a, ExtensionPoint::PreBind.metric_name(), s.code(), t0);
+        }
+        if s.is_success() {
+            let t0 = Instant::now();
             s = a.fwk.run_bind(&mut a.state, pod, host);
+            self.observe_point(&a, ExtensionPoint::Bind.metric_name(), s.code(), t0);
             if s.is_skip() {
                 s = Status::error(format!("no bind plugin bound pod {}", pod.key()));
             }
@@ -380,7 +406,12 @@ impl Scheduler {
                 scheduler_name: a.fwk.profile_name().to_string(),
             },
         );
+        let since_queued =
+            a.qpi.initial_attempt_timestamp.map(|t| Duration::from_nanos(self.clock.now().saturating_sub(t)));
+        self.observer.pod_scheduled(a.qpi.attempts, since_queued);
+        let t0 = Instant::now();
         a.fwk.run_post_bind(&mut a.state, pod, host);
+        self.observe_point(&a, ExtensionPoint::PostBind.metric_name(), Code::Success, t0);
         let result = AttemptResult::Scheduled(host.to_string());
         self.observer.attempt(a.fwk.profile_name(), pod, &result, a.start.elapsed(), a.trace);
         self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
@@ -390,7 +421,10 @@ impl Scheduler {
     /// only then tell the queue that room was freed (forgetting an assumed pod counts as an assigned pod's
     /// deletion) — leaving the pod itself out, or its own failure would send it straight back to backoff.
     fn unwind(&self, mut a: Attempt, assumed: &Assumed, s: Status) {
+        let t0 = Instant::now();
         a.fwk.run_unreserve(&mut a.state, &assumed.pod, &assumed.host);
+        // Unreserve is Reserve's undo, not an `ExtensionPoint` of its own; upstream labels its time `Unreserve`.
+        self.observe_point(&a, "Unreserve", Code::Success, t0);
         let forgotten = self.cache.lock().expect("cache lock").forget_pod(&assumed.pod.uid).is_ok();
         let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
         self.fail(a, s, plugins);

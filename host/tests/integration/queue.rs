@@ -1,12 +1,12 @@
 //! The scheduling queue: QueueSort order, backoff, and requeueing on cluster events.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube_wasm_scheduler::cluster::memory::MemoryCluster;
 use kube_wasm_scheduler::framework::PluginContext;
 use kube_wasm_scheduler::framework::*;
-use kube_wasm_scheduler::queue::{QueueName, SchedulingQueue};
+use kube_wasm_scheduler::queue::{QueueName, QueueObserver, SchedulingQueue};
 use kube_wasm_scheduler::scheduler::build_profiles;
 
 use crate::util::*;
@@ -132,4 +132,71 @@ fn a_pod_deleted_during_its_attempt_is_not_requeued_when_the_attempt_fails() {
     q.done("kept");
     q.delete("kept");
     assert!(!q.contains("kept"));
+}
+
+/// Records every arrival the queue reports.
+#[derive(Default)]
+struct Arrivals(Mutex<Vec<(QueueName, &'static str)>>);
+
+impl QueueObserver for Arrivals {
+    fn incoming(&self, queue: QueueName, event: &'static str) {
+        self.0.lock().unwrap().push((queue, event));
+    }
+}
+
+#[test]
+fn each_arrival_in_a_queue_is_reported_with_upstreams_event_label() {
+    let arrivals = Arc::new(Arrivals::default());
+    let mut q = queue().with_observer(arrivals.clone());
+    q.add(pod("p", 0), 0);
+    let info = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable(info, cycle, false, 0);
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), SEC / 2);
+    q.flush_backoff_completed(SEC);
+    let info = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable(info, cycle, true, SEC);
+    assert_eq!(
+        *arrivals.0.lock().unwrap(),
+        [
+            (QueueName::Active, "UnschedulablePodAdd"),
+            (QueueName::Unschedulable, "ScheduleAttemptFailure"),
+            (QueueName::Backoff, "NodeAdd"),
+            (QueueName::Active, "BackoffComplete"),
+            (QueueName::Backoff, "ScheduleAttemptFailure"),
+        ]
+    );
+}
+
+#[test]
+fn cluster_events_carry_upstreams_labels() {
+    let label = |r, a| ClusterEvent::new(r, a).label();
+    assert_eq!(label(EventResource::Node, action::ADD), "NodeAdd");
+    assert_eq!(label(EventResource::Node, action::UPDATE), "NodeUpdate");
+    assert_eq!(label(EventResource::Node, action::UPDATE_TAINT), "NodeUpdate");
+    assert_eq!(label(EventResource::AssignedPod, action::DELETE), "AssignedPodDelete");
+    assert_eq!(label(EventResource::UnscheduledPod, action::ADD), "UnschedulablePodAdd");
+    assert_eq!(label(EventResource::Volume, action::ALL), "PersistentVolumeAll");
+}
+
+#[test]
+fn unschedulable_pods_are_counted_under_each_plugin_that_rejected_them() {
+    let mut q = queue();
+    q.add(pod("a", 0), 0);
+    q.add(pod("b", 0), 1);
+    for _ in 0..2 {
+        let mut info = q.pop().unwrap();
+        let cycle = q.scheduling_cycle();
+        info.unschedulable_plugins = ["NodeResourcesFit".to_string(), "NodeAffinity".to_string()].into();
+        q.add_unschedulable(info, cycle, false, 0);
+    }
+    let profile = "default-scheduler".to_string();
+    let counts = q.unschedulable_plugins();
+    assert_eq!(counts.get(&("NodeResourcesFit".to_string(), profile.clone())), Some(&2));
+    assert_eq!(counts.get(&("NodeAffinity".to_string(), profile)), Some(&2));
+    // Popped again, a pod no longer counts.
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 5 * SEC);
+    q.pop().unwrap();
+    assert_eq!(q.unschedulable_plugins().values().copied().collect::<Vec<_>>(), [1, 1]);
 }
