@@ -9,5 +9,6 @@ pub mod live;
 pub mod plugins;
 pub mod queue;
 pub mod scheduler;
+pub mod server;
 pub mod sim;
 pub mod wasm;
