@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod config;
 pub mod framework;
 pub mod live;
+pub mod options;
 pub mod plugins;
 pub mod queue;
 pub mod scheduler;
