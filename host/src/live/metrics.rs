@@ -96,21 +96,15 @@ impl PluginMetrics for Metrics {
 }
 
 impl Observer for Metrics {
-    fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
+    fn attempt(&self, profile: &str, _pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
         let mut m = self.inner.lock().expect("metrics lock");
         let key = (result.label().to_string(), profile.to_string());
         *m.attempts.entry(key.clone()).or_insert(0) += 1;
         m.attempt_duration.entry(key).or_default().observe(d.as_secs_f64());
-        match result {
-            AttemptResult::Scheduled(node) => tracing::info!(pod = %pod.key(), node = %node, profile, "scheduled"),
-            AttemptResult::Unschedulable(msg) => tracing::info!(pod = %pod.key(), profile, "unschedulable: {msg}"),
-            AttemptResult::Error(msg) => tracing::warn!(pod = %pod.key(), profile, "scheduling error: {msg}"),
-        }
     }
 
-    fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
+    fn preempted(&self, _victim: &PodInfo, _preemptor: &PodInfo, _node: &str) {
         self.inner.lock().expect("metrics lock").preemption_victims += 1;
-        tracing::info!(victim = %victim.key(), preemptor = %preemptor.key(), node, "preempted");
     }
 
     fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {
