@@ -1,6 +1,7 @@
 //! The `kube-wasm-scheduler` binary: `simulate` (offline, the default way to try a profile), `bench`, and the
 //! live scheduler.
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -11,59 +12,22 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
 use kube_wasm_scheduler::framework::Registry;
 use kube_wasm_scheduler::live::{LiveError, LiveOptions};
+use kube_wasm_scheduler::options::{self, LoggingFormat, Options};
 use kube_wasm_scheduler::plugins::in_tree_registry;
 use kube_wasm_scheduler::sim::{self, render_explain, render_table, SimOptions, Simulation};
 use kube_wasm_scheduler::wasm;
 
 /// A Kubernetes scheduler that runs the framework cycle natively and serves extension points from WebAssembly
-/// components.
+/// components. Without a subcommand it runs on a cluster and takes kube-scheduler's flags (see `--help`).
 #[derive(Parser, Debug)]
-#[command(name = "kube-wasm-scheduler", version, about, args_conflicts_with_subcommands = true)]
+#[command(name = "kube-wasm-scheduler", version, about)]
 struct Cli {
     #[command(subcommand)]
-    command: Option<Command>,
-    /// With no subcommand: run the scheduler on a cluster (kube-scheduler's flag names).
-    #[command(flatten)]
-    live: LiveArgs,
+    command: Command,
 }
 
-/// The live scheduler's flags, named as kube-scheduler's.
-#[derive(clap::Args, Debug)]
-struct LiveArgs {
-    /// KubeSchedulerConfiguration (v1); upstream's default profile when omitted.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// kubeconfig file (else clientConnection.kubeconfig, else KUBECONFIG, else in-cluster).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// Port of /healthz, /livez, /readyz and /metrics (plain HTTP).
-    #[arg(long, default_value_t = 10259)]
-    secure_port: u16,
-    /// Address of that port.
-    #[arg(long, default_value = "0.0.0.0")]
-    bind_address: std::net::IpAddr,
-    /// Elect a leader through a Lease before scheduling (overrides leaderElection.leaderElect).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
-    leader_elect: Option<bool>,
-    /// Lease duration (Go duration).
-    #[arg(long)]
-    leader_elect_lease_duration: Option<String>,
-    /// Renew deadline (Go duration).
-    #[arg(long)]
-    leader_elect_renew_deadline: Option<String>,
-    /// Retry period (Go duration).
-    #[arg(long)]
-    leader_elect_retry_period: Option<String>,
-    /// Lease name (default: the first profile's schedulerName).
-    #[arg(long)]
-    leader_elect_resource_name: Option<String>,
-    /// Lease namespace.
-    #[arg(long)]
-    leader_elect_resource_namespace: Option<String>,
-    /// Log verbosity (0: info and above for scheduling decisions; 4+: debug).
-    #[arg(short = 'v', long = "v", default_value_t = 0)]
-    verbosity: u8,
-}
+/// The subcommands; any other first argument starts the live scheduler.
+const SUBCOMMANDS: &[&str] = &["simulate", "plugin", "bench", "help"];
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -138,19 +102,15 @@ impl std::fmt::Display for BadInput {
 impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let default_level = match (&cli.command, cli.live.verbosity) {
-        (Some(_), _) => "warn",
-        (None, 0..=3) => "info",
-        (None, _) => "debug",
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = if args.first().is_some_and(|a| SUBCOMMANDS.contains(&a.as_str())) {
+        let cli = Cli::parse();
+        init_logging(LoggingFormat::Text, "warn");
+        run(cli)
+    } else {
+        live_main(&args)
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KWS_LOG").unwrap_or_else(|_| default_level.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(cli) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(b) = e.downcast_ref::<BadInput>() {
@@ -162,6 +122,38 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Logs to stderr, coloured only on a terminal; `KWS_LOG` (an `EnvFilter`) overrides the level.
+fn init_logging(format: LoggingFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KWS_LOG").unwrap_or_else(|_| default_level.into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LoggingFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LoggingFormat::Json => builder.json().init(),
+    }
+}
+
+/// The live scheduler: kube-scheduler's flags, logging as they say, then the scheduler.
+fn live_main(args: &[String]) -> anyhow::Result<()> {
+    let opts = options::parse(args).map_err(|e| BadInput(e.to_string()))?;
+    if opts.help {
+        println!(
+            "Usage: kube-wasm-scheduler [flags]   (kube-scheduler's flags)\n       kube-wasm-scheduler <{}> ...\n\nFlags:\n{}",
+            SUBCOMMANDS.join("|"),
+            options::usage()
+        );
+        return Ok(());
+    }
+    if opts.version {
+        println!("kube-wasm-scheduler {}", env!("CARGO_PKG_VERSION"));
+        return Ok(());
+    }
+    init_logging(opts.logging_format, if opts.verbosity >= 4 { "debug" } else { "info" });
+    for w in &opts.warnings {
+        tracing::warn!("{w}");
+    }
+    run_live(opts, in_tree_registry())
 }
 
 /// Loads the configuration and registers the Wasm plugins it declares.
@@ -227,7 +219,7 @@ fn simulate_once(config: Option<&PathBuf>, cluster: &Path, opts: &SimOptions, ou
 fn run(cli: Cli) -> anyhow::Result<()> {
     let registry = in_tree_registry();
     match cli.command {
-        Some(Command::Simulate { config, cluster, seed, output, explain, watch }) => {
+        Command::Simulate { config, cluster, seed, output, explain, watch } => {
             let reload_period = watch.then_some(std::time::Duration::from_millis(500));
             let opts = SimOptions { seed, explain, reload_period };
             if !watch {
@@ -246,7 +238,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         }
-        Some(Command::Plugin { command: PluginCommand::Check { file, output } }) => {
+        Command::Plugin { command: PluginCommand::Check { file, output } } => {
             let info = wasm::check_file(&file).map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&info).context("encoding")?),
@@ -265,7 +257,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Some(Command::Bench { config, nodes, pods }) => {
+        Command::Bench { config, nodes, pods } => {
             let mut registry = registry;
             let cfg = load_config(config.as_ref(), &mut registry)?;
             let file = sim::generate::cluster(nodes, pods);
@@ -278,52 +270,48 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{nodes} nodes, {pods} pods: {bound} bound in {secs:.3}s = {:.0} pods/s", bound as f64 / secs);
             Ok(())
         }
-        None => run_live(cli.live, registry),
     }
 }
 
-fn run_live(args: LiveArgs, registry: Registry) -> anyhow::Result<()> {
+fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let mut registry = registry;
-    let cfg = load_config(args.config.as_ref(), &mut registry)?;
-    let mut le = cfg.leader_election.clone();
-    let dur = |v: &Option<String>, flag: &str, into: &mut std::time::Duration| -> anyhow::Result<()> {
-        if let Some(v) = v {
-            *into = config::parse_go_duration(v).map_err(|e| BadInput(format!("--{flag}: {e}")))?;
-        }
-        Ok(())
-    };
-    dur(&args.leader_elect_lease_duration, "leader-elect-lease-duration", &mut le.lease_duration)?;
-    dur(&args.leader_elect_renew_deadline, "leader-elect-renew-deadline", &mut le.renew_deadline)?;
-    dur(&args.leader_elect_retry_period, "leader-elect-retry-period", &mut le.retry_period)?;
-    if let Some(b) = args.leader_elect {
-        le.leader_elect = b;
+    let mut cfg = load_config(opts.config.as_ref(), &mut registry)?;
+    for w in opts.apply_to(&mut cfg) {
+        tracing::warn!("{w}");
     }
-    if let Some(n) = args.leader_elect_resource_name {
-        le.resource_name = n;
-    }
-    if let Some(n) = args.leader_elect_resource_namespace {
-        le.resource_namespace = n;
-    }
+    let le = &cfg.leader_election;
     if le.leader_elect && (le.lease_duration <= le.renew_deadline || le.renew_deadline <= le.retry_period) {
         return Err(BadInput("--leader-elect-*: need lease duration > renew deadline > retry period".into()).into());
+    }
+    if let Some(path) = &opts.write_config_to {
+        let yaml = serde_yaml::to_string(&cfg).context("encoding the configuration")?;
+        std::fs::write(path, yaml).map_err(|e| BadInput(format!("--write-config-to {}: {e}", path.display())))?;
+        tracing::info!(file = %path.display(), "wrote the configuration");
+        return Ok(());
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "scheduler".into());
-    let opts = LiveOptions {
-        kubeconfig: args.kubeconfig,
-        serve: std::net::SocketAddr::new(args.bind_address, args.secure_port),
-        leader_election: le,
+    let config_dir = opts
+        .config
+        .as_ref()
+        .and_then(|p| p.parent())
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let live = LiveOptions {
+        kubeconfig: opts.kubeconfig,
+        master: opts.master,
+        serving: opts.serving,
+        authentication: opts.authentication,
+        authorization: opts.authorization,
+        verbosity: opts.verbosity,
+        pod_max_in_unschedulable: opts.pod_max_in_unschedulable_pods_duration,
+        leader_election: cfg.leader_election.clone(),
         identity: format!("{host}_{}", std::process::id()),
-        config_dir: args
-            .config
-            .as_ref()
-            .and_then(|p| p.parent())
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(|p| p.to_path_buf())
-            .unwrap_or_else(|| PathBuf::from(".")),
+        config_dir,
     };
-    kube_wasm_scheduler::live::run(cfg, registry, opts).map_err(|e| match e {
+    kube_wasm_scheduler::live::run(cfg, registry, live).map_err(|e| match e {
         LiveError::Client(_) | LiveError::Profile(_) => BadInput(e.to_string()).into(),
         e => anyhow::Error::new(e),
     })

@@ -36,9 +36,61 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(total))
 }
 
+/// Formats a duration as Go's `time.Duration.String` does: "15s", "1m30s", "500ms", "5m0s".
+pub fn format_go_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".into();
+    }
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    if nanos < 1_000_000 {
+        return format!("{}µs", trim(nanos as f64 / 1e3));
+    }
+    if nanos < 1_000_000_000 {
+        return format!("{}ms", trim(nanos as f64 / 1e6));
+    }
+    let secs = d.as_secs();
+    let (h, m) = (secs / 3600, secs % 3600 / 60);
+    let s = trim((secs % 60) as f64 + f64::from(d.subsec_nanos()) / 1e9);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, m) => format!("{m}m{s}s"),
+        (h, m) => format!("{h}h{m}m{s}s"),
+    }
+}
+
+/// A number without trailing zeros after the decimal point (Go prints 1.5s, not 1.500000000s).
+fn trim(v: f64) -> String {
+    let s = format!("{v:.9}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Serializes a duration as a Go duration string (serde `serialize_with`).
+pub fn serialize_go_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_go_duration(*d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_as_go() {
+        for (d, want) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_secs(15), "15s"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_secs(300), "5m0s"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_secs(5400), "1h30m0s"),
+        ] {
+            assert_eq!(format_go_duration(d), want);
+            assert_eq!(parse_go_duration(want).unwrap(), d, "{want} parses back");
+        }
+    }
 
     #[test]
     fn table() {

@@ -8,12 +8,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
+use serde::Serialize;
 use thiserror::Error;
 
 use crate::framework::ExtensionPoint;
 
 pub use defaults::{default_plugins, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
-pub use duration::parse_go_duration;
+pub use duration::{format_go_duration, parse_go_duration, serialize_go_duration};
 pub use types::*;
 
 /// A configuration that cannot be used. Its message names the file and the field.
@@ -41,15 +42,19 @@ pub mod default {
 }
 
 /// Leader election with durations parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LeaderElection {
     /// Whether to elect a leader.
     pub leader_elect: bool,
     /// Lease duration.
+    #[serde(serialize_with = "serialize_go_duration")]
     pub lease_duration: Duration,
     /// Renew deadline.
+    #[serde(serialize_with = "serialize_go_duration")]
     pub renew_deadline: Duration,
     /// Retry period.
+    #[serde(serialize_with = "serialize_go_duration")]
     pub retry_period: Duration,
     /// Lease name.
     pub resource_name: String,
@@ -59,7 +64,8 @@ pub struct LeaderElection {
 
 /// One profile after defaulting: the plugin sets merged with upstream's defaults (multiPoint expansion happens
 /// when the framework instantiates the plugins, since it depends on which points each plugin implements).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProfileConfig {
     /// The schedulerName.
     pub scheduler_name: String,
@@ -71,8 +77,9 @@ pub struct ProfileConfig {
     pub plugin_args: BTreeMap<String, serde_json::Value>,
 }
 
-/// The configuration ready to use.
-#[derive(Debug, Clone, PartialEq)]
+/// The configuration ready to use; serialized (camelCase, Go durations) for `/configz` and `--write-config-to`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SchedulerConfig {
     /// Where it was read from (for error messages and reloads).
     pub source: String,
@@ -81,8 +88,10 @@ pub struct SchedulerConfig {
     /// Global percentageOfNodesToScore (None: adaptive).
     pub percentage_of_nodes_to_score: Option<i32>,
     /// Initial backoff.
+    #[serde(serialize_with = "serialize_go_duration")]
     pub pod_initial_backoff: Duration,
     /// Backoff cap.
+    #[serde(serialize_with = "serialize_go_duration")]
     pub pod_max_backoff: Duration,
     /// Leader election.
     pub leader_election: LeaderElection,

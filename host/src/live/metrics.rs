@@ -233,19 +233,10 @@ impl PluginMetrics for Metrics {
 }
 
 impl Observer for Metrics {
-    fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
+    fn attempt(&self, profile: &str, _pod: &PodInfo, result: &AttemptResult, d: Duration, _t: Option<CycleTrace>) {
         let labels = [result.label(), profile];
         self.schedule_attempts.with_label_values(&labels).inc();
         self.attempt_duration.with_label_values(&labels).observe(d.as_secs_f64());
-        match result {
-            AttemptResult::Scheduled(node) => tracing::info!(pod = %pod.key(), node = %node, profile, "scheduled"),
-            AttemptResult::Unschedulable(msg) => tracing::info!(pod = %pod.key(), profile, "unschedulable: {msg}"),
-            AttemptResult::Error(msg) => tracing::warn!(pod = %pod.key(), profile, "scheduling error: {msg}"),
-        }
-    }
-
-    fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
-        tracing::info!(victim = %victim.key(), preemptor = %preemptor.key(), node, "preempted");
     }
 
     fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {

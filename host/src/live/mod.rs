@@ -1,32 +1,36 @@
 //! The live scheduler on a real API server: informers feed the cache and the queue, one thread runs scheduling
 //! cycles, binding cycles run on their own threads, a Lease elects the leader, and `/healthz` `/livez` `/readyz`
-//! `/metrics` answer on HTTP. SIGTERM stops taking pods, lets binding cycles finish, releases the lease, exits 0.
+//! `/metrics` `/configz` answer over HTTPS with delegated authentication and authorization (`crate::server`).
+//! SIGTERM stops taking pods, lets binding cycles finish, releases the lease, exits 0.
 
 mod leader;
 pub mod metrics;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cache::Cache;
 use crate::cluster::kube::{informers, KubeCluster};
 use crate::config::{LeaderElection, SchedulerConfig};
-use crate::framework::{PluginContext, Registry};
+use crate::framework::metrics::PluginMetrics;
+use crate::framework::{Code, CycleTrace, PluginContext, PodInfo, Registry};
 use crate::queue::SchedulingQueue;
-use crate::scheduler::{build_profiles, RealClock, Scheduler, SchedulerOptions};
+use crate::scheduler::{build_profiles, AttemptResult, Observer, RealClock, Scheduler, SchedulerOptions};
+use crate::server::{
+    self, Authenticator, Authorizer, DelegatingAuthenticationOptions, DelegatingAuthorizationOptions, Endpoints,
+    SecureServingOptions, ServeError,
+};
 
 /// Share of cycles whose plugin calls are timed for `scheduler_plugin_execution_duration_seconds` (upstream's
 /// `pluginMetricsSamplePercent`).
 const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
 
-/// How long unschedulable pods wait before they are retried anyway (upstream `podMaxInUnschedulablePodsDuration`).
-const MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(5 * 60);
+/// Verbosity from which every attempt gets a log line (kube-scheduler logs "Successfully bound pod" at V(2)).
+const POD_LOG_VERBOSITY: u32 = 2;
 
 /// The live scheduler could not start or run.
 #[derive(Debug, Error)]
@@ -37,14 +41,9 @@ pub enum LiveError {
     /// A profile could not be built.
     #[error("{0}")]
     Profile(String),
-    /// The HTTP endpoint could not be bound.
-    #[error("serving on {addr}: {message}")]
-    Serve {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        message: String,
-    },
+    /// The HTTPS endpoint could not be set up.
+    #[error(transparent)]
+    Serving(#[from] ServeError),
     /// The lease was lost: another replica may be scheduling.
     #[error("leader election lost")]
     LeaseLost,
@@ -55,8 +54,18 @@ pub enum LiveError {
 pub struct LiveOptions {
     /// `--kubeconfig` (else `clientConnection.kubeconfig`, else KUBECONFIG, else in-cluster).
     pub kubeconfig: Option<PathBuf>,
-    /// `--bind-address`:`--secure-port` for the health and metrics endpoints.
-    pub serve: SocketAddr,
+    /// `--master`: the API server's address, over the kubeconfig's.
+    pub master: Option<String>,
+    /// `--bind-address`, `--secure-port` and TLS (port 0: nothing is served).
+    pub serving: SecureServingOptions,
+    /// Who may call the endpoints: how requests are authenticated.
+    pub authentication: DelegatingAuthenticationOptions,
+    /// Who may call the endpoints: how requests are authorized.
+    pub authorization: DelegatingAuthorizationOptions,
+    /// `-v`: from 2, a log line per scheduling attempt.
+    pub verbosity: u32,
+    /// `--pod-max-in-unschedulable-pods-duration`.
+    pub pod_max_in_unschedulable: Duration,
     /// Leader election after flags.
     pub leader_election: LeaderElection,
     /// This replica's identity in the lease.
@@ -70,17 +79,95 @@ async fn client(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<kube::Clien
         let k = &cfg.client_connection.kubeconfig;
         (!k.is_empty()).then(|| PathBuf::from(k))
     });
-    let config = match path {
-        Some(p) => {
-            let kc = kube::config::Kubeconfig::read_from(&p)
-                .map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))?
-        }
+    let mut config = match path {
+        Some(p) => kubeconfig(&p).await?,
         None => kube::Config::infer().await.map_err(|e| LiveError::Client(e.to_string()))?,
     };
+    if let Some(master) = &opts.master {
+        config.cluster_url = master.parse().map_err(|e| LiveError::Client(format!("--master {master:?}: {e}")))?;
+    }
     kube::Client::try_from(config).map_err(|e| LiveError::Client(e.to_string()))
+}
+
+async fn kubeconfig(p: &Path) -> Result<kube::Config, LiveError> {
+    let kc = kube::config::Kubeconfig::read_from(p).map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))?;
+    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))
+}
+
+/// The client for TokenReviews or SubjectAccessReviews: from `--authentication-kubeconfig` or
+/// `--authorization-kubeconfig`, else the scheduler's own.
+async fn review_client(path: Option<&Path>, own: &kube::Client) -> Result<kube::Client, LiveError> {
+    match path {
+        Some(p) => {
+            kube::Client::try_from(kubeconfig(p).await?).map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))
+        }
+        None => Ok(own.clone()),
+    }
+}
+
+/// Starts HTTPS serving of the health, metrics and configuration endpoints.
+async fn start_serving(
+    cfg: &SchedulerConfig,
+    opts: &LiveOptions,
+    client: &kube::Client,
+    live: &Arc<Live>,
+) -> Result<(), LiveError> {
+    let authn_client = review_client(opts.authentication.remote_kubeconfig.as_deref(), client).await?;
+    let authz_client = review_client(opts.authorization.remote_kubeconfig.as_deref(), client).await?;
+    let authn = Authenticator::new(&opts.authentication, Some(authn_client)).await?;
+    let authz = Authorizer::new(&opts.authorization, Some(authz_client));
+    let (ready, scrape) = (live.clone(), live.clone());
+    let endpoints = Endpoints {
+        ready: Box::new(move || ready.synced.load(Ordering::SeqCst)),
+        metrics: Box::new(move || scrape.metrics.render(&scrape.scheduler)),
+        configz: serde_json::json!({ "componentconfig": cfg }).to_string(),
+    };
+    let served = server::serve(&opts.serving, authn, authz, endpoints).await?;
+    tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz");
+    Ok(())
+}
+
+/// Logs each attempt from `-v=2` (as kube-scheduler's "Successfully bound pod" and "Unable to schedule pod"),
+/// errors always, and hands everything on to the metrics.
+struct LoggingObserver {
+    metrics: Arc<metrics::Metrics>,
+    verbosity: u32,
+}
+
+impl PluginMetrics for LoggingObserver {
+    fn plugin_execution(&self, plugin: &str, point: &'static str, status: Code, d: Duration) {
+        self.metrics.plugin_execution(plugin, point, status, d);
+    }
+}
+
+impl Observer for LoggingObserver {
+    fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, t: Option<CycleTrace>) {
+        let verbose = self.verbosity >= POD_LOG_VERBOSITY;
+        match result {
+            AttemptResult::Scheduled(node) if verbose => {
+                tracing::info!(pod = %pod.key(), node = %node, profile, "scheduled")
+            }
+            AttemptResult::Unschedulable(msg) if verbose => {
+                tracing::info!(pod = %pod.key(), profile, "unschedulable: {msg}")
+            }
+            AttemptResult::Error(msg) => tracing::warn!(pod = %pod.key(), profile, "scheduling error: {msg}"),
+            _ => {}
+        }
+        self.metrics.attempt(profile, pod, result, d, t);
+    }
+
+    fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
+        if self.verbosity >= POD_LOG_VERBOSITY {
+            tracing::info!(victim = %victim.key(), preemptor = %preemptor.key(), node, "preempted");
+        }
+        self.metrics.preempted(victim, preemptor, node);
+    }
+
+    fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {
+        self.metrics.extension_point(profile, point, status, d);
+    }
 }
 
 /// Shared state of a running scheduler.
@@ -89,6 +176,7 @@ pub(crate) struct Live {
     pub metrics: Arc<metrics::Metrics>,
     pub synced: Arc<AtomicBool>,
     pub running: AtomicBool,
+    pub max_in_unschedulable: Duration,
 }
 
 /// Runs the scheduler until SIGTERM/SIGINT (Ok) or a lost lease (Err).
@@ -114,7 +202,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             Cache::new(),
             cluster,
             Arc::new(RealClock::default()),
-            metrics.clone(),
+            Arc::new(LoggingObserver { metrics: metrics.clone(), verbosity: opts.verbosity }),
             SchedulerOptions {
                 seed: ctx.seed,
                 async_binding: true,
@@ -122,13 +210,16 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
                 plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             },
         ));
-        let live = Arc::new(Live { scheduler, metrics, synced: Arc::default(), running: AtomicBool::new(true) });
-
-        let listener = tokio::net::TcpListener::bind(opts.serve)
-            .await
-            .map_err(|e| LiveError::Serve { addr: opts.serve, message: e.to_string() })?;
-        tokio::spawn(serve(listener, live.clone()));
-        tracing::info!(addr = %opts.serve, "serving /healthz /livez /readyz /metrics");
+        let live = Arc::new(Live {
+            scheduler,
+            metrics,
+            synced: Arc::default(),
+            running: AtomicBool::new(true),
+            max_in_unschedulable: opts.pod_max_in_unschedulable,
+        });
+        if opts.serving.bind_port != 0 {
+            start_serving(&cfg, &opts, &client, &live).await?;
+        }
 
         let lease = leader::Lease::new(client.clone(), &opts.leader_election, opts.identity.clone());
         if opts.leader_election.leader_elect {
@@ -196,42 +287,12 @@ fn scheduling_loop(live: Arc<Live>) {
             let mut q = s.queue.lock().expect("queue lock");
             q.flush_backoff_completed(now);
             if last_flush.elapsed() > Duration::from_secs(30) {
-                q.flush_unschedulable_leftover(now, MAX_IN_UNSCHEDULABLE);
+                q.flush_unschedulable_leftover(now, live.max_in_unschedulable);
                 last_flush = Instant::now();
             }
         }
         if !s.schedule_one() {
             std::thread::sleep(Duration::from_millis(5));
         }
-    }
-}
-
-async fn serve(listener: tokio::net::TcpListener, live: Arc<Live>) {
-    loop {
-        let Ok((mut sock, _)) = listener.accept().await else { continue };
-        let live = live.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
-            };
-            let req = String::from_utf8_lossy(&buf[..n]);
-            let path = req.split_whitespace().nth(1).unwrap_or("/");
-            let (code, body, ctype) = match path {
-                "/healthz" | "/livez" => (200, "ok".to_string(), "text/plain"),
-                "/readyz" if live.synced.load(Ordering::SeqCst) => (200, "ok".to_string(), "text/plain"),
-                "/readyz" => (503, "caches not synced".to_string(), "text/plain"),
-                "/metrics" => (200, live.metrics.render(&live.scheduler), "text/plain; version=0.0.4"),
-                _ => (404, "not found".to_string(), "text/plain"),
-            };
-            let reason = match code {
-                200 => "OK",
-                503 => "Service Unavailable",
-                _ => "Not Found",
-            };
-            let resp = format!("HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-            let _ = sock.write_all(resp.as_bytes()).await;
-        });
     }
 }

@@ -12,6 +12,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 
+mod serving;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -40,6 +42,11 @@ impl ControlPlane {
     fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")
     }
+    /// The admin's bearer token (group system:masters).
+    fn token(&self) -> String {
+        let csv = std::fs::read_to_string(self.dir.join("token.csv")).unwrap();
+        csv.split(',').next().unwrap().trim().to_string()
+    }
 }
 
 impl Drop for ControlPlane {
@@ -66,7 +73,7 @@ struct Scheduler {
 impl Scheduler {
     fn start(kubeconfig: &Path, config: &Path, port: u16, extra: &[&str], log: PathBuf) -> Scheduler {
         let f = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+        let child = Command::new(bin())
             .arg("--config")
             .arg(config)
             .arg("--kubeconfig")
@@ -105,18 +112,31 @@ impl Drop for Scheduler {
     }
 }
 
+/// The scheduler binary: `KWS_E2E_BIN` when set, else the one cargo built. Clones sharing one CARGO_TARGET_DIR
+/// overwrite each other's `target/debug/kube-wasm-scheduler`; the copy under `deps/` is this clone's own.
+fn bin() -> PathBuf {
+    std::env::var_os("KWS_E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_kube-wasm-scheduler").into())
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, buf.split("\r\n\r\n").nth(1).unwrap_or("").to_string()))
+/// GET over HTTPS with curl, the serving certificate not verified (self-signed), with a bearer token if given:
+/// the status code and the body.
+fn https_get(port: u16, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sk", "--max-time", "10", "-w", "\n%{http_code}"]);
+    if let Some(t) = token {
+        cmd.arg("-H").arg(format!("Authorization: Bearer {t}"));
+    }
+    let out = cmd.arg(format!("https://127.0.0.1:{port}{path}")).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n')?;
+    let code: u16 = code.trim().parse().ok()?;
+    (code != 0).then(|| (code, body.to_string()))
 }
 
 fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
@@ -219,6 +239,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     second_scheduler(&cp, &k, &work);
+    serving::secure_serving_and_flags(&cp, &k, &work);
     label_scenario_and_post_bind_log(&cp, &k, &work);
     leader_election_hands_over(&cp, &k, &work);
     thousand_pods_on_a_hundred_nodes(&cp, &k, &work);
@@ -237,7 +258,7 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
     );
     let port = free_port();
     let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("second.log"));
-    wait_until("readyz", Duration::from_secs(60), || http_get(port, "/readyz").filter(|(c, _)| *c == 200));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
     k.pod("e2e-second", "mine", Some("my-scheduler"));
     k.pod("e2e-second", "theirs", None);
     k.pod("e2e-second", "default", Some("default-scheduler"));
@@ -261,8 +282,9 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
         "nodeSelector": {"no": "such-node"}, "containers": [{"name": "c", "image": "registry.invalid/pause"}]}}))
         .unwrap();
     k.rt.block_on(api.create(&PostParams::default(), &doomed)).unwrap();
+    let token = cp.token();
     let pending = |port: u16| -> u64 {
-        let (_, m) = http_get(port, "/metrics").unwrap();
+        let (_, m) = https_get(port, "/metrics", Some(&token)).unwrap();
         m.lines()
             .filter(|l| l.starts_with("scheduler_pending_pods{"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
@@ -271,13 +293,14 @@ fn second_scheduler(cp: &ControlPlane, k: &Kube, work: &Path) {
     wait_until("doomed pending", Duration::from_secs(20), || (pending(port) == 1).then_some(()));
     k.rt.block_on(api.delete("doomed", &Default::default())).unwrap();
     wait_until("doomed gone from the queue", Duration::from_secs(20), || (pending(port) == 0).then_some(()));
-    let (code, metrics) = http_get(port, "/metrics").unwrap();
+    let (code, metrics) = https_get(port, "/metrics", Some(&token)).unwrap();
     assert_eq!(code, 200);
     assert!(
         metrics.contains("scheduler_schedule_attempts_total{profile=\"my-scheduler\",result=\"scheduled\"}"),
         "{metrics}"
     );
     assert!(metrics.contains("scheduler_pending_pods{queue=\"active\"}"));
+    assert!(!s.log().contains("e2e-second/mine"), "no line per pod at -v=0:\n{}", s.log());
     assert_eq!(s.term(), Some(0), "SIGTERM exits 0:\n{}", s.log());
 }
 
@@ -301,7 +324,7 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
     );
     let port = free_port();
     let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("label.log"));
-    wait_until("readyz", Duration::from_secs(60), || http_get(port, "/readyz").filter(|(c, _)| *c == 200));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
     // Only the two label nodes may be used: pin the pods there with a node selector.
     let pod = |name: &str| {
         let api: Api<Pod> = Api::namespaced(k.client.clone(), "e2e-label");
@@ -341,7 +364,8 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
     });
     assert!(log.contains("Decision: e2e-label/p1 => scheduler-1"), "{log}");
     // The first cycle is among the sampled 10%: its Filter calls, native and Wasm, are timed per plugin.
-    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    let token = cp.token();
+    let (_, metrics) = https_get(port, "/metrics", Some(&token)).unwrap();
     for plugin in ["PriorityLabel", "NodeAffinity"] {
         let series = format!(
             "scheduler_plugin_execution_duration_seconds_count{{extension_point=\"Filter\",plugin=\"{plugin}\",status=\"Success\"}}"
@@ -358,7 +382,7 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
         std::fs::rename(&aside, &plugin).unwrap();
     };
     let counter = |name: &str| -> Option<u64> {
-        let (_, m) = http_get(port, "/metrics")?;
+        let (_, m) = https_get(port, "/metrics", Some(&token))?;
         let line = m.lines().find(|l| l.starts_with(&format!("{name}{{plugin=\"PriorityLabel\"}} ")))?;
         line.rsplit(' ').next()?.parse().ok()
     };
@@ -450,7 +474,7 @@ fn thousand_pods_on_a_hundred_nodes(cp: &ControlPlane, k: &Kube, work: &Path) {
     let profile = write_profile(work, "load.yaml", "profiles:\n- schedulerName: load-scheduler\n");
     let port = free_port();
     let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("load.log"));
-    wait_until("readyz", Duration::from_secs(60), || http_get(port, "/readyz").filter(|(c, _)| *c == 200));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
     let t = Instant::now();
     for i in 0..1000 {
         k.pod("e2e-load", &format!("l{i}"), Some("load-scheduler"));

@@ -1,0 +1,201 @@
+//! Connections and requests: TLS (a plain-HTTP request gets Go's 400 answer), HTTP/1.1 and HTTP/2, then
+//! upstream's handler chain (`buildHandlerChain` in cmd/kube-scheduler/app/server.go): authentication (401 when
+//! presented credentials are refused), authorization (403 when denied, 500 when no review could be made), then
+//! the endpoints.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use rustls::pki_types::CertificateDer;
+use rustls::ServerConfig;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+use super::{Authenticator, Authorizer, Decision, SecureServingOptions, UserInfo};
+
+/// Time a client has to send its first bytes and finish the handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What Go's HTTPS server answers to plain HTTP on its port.
+const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// A TLS record starts with this content type (handshake) in its first byte.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// What the server answers behind authentication and authorization.
+pub struct Endpoints {
+    /// `/readyz`: whether the scheduler is ready (caches synced).
+    pub ready: Box<dyn Fn() -> bool + Send + Sync>,
+    /// `/metrics`: Prometheus text.
+    pub metrics: Box<dyn Fn() -> String + Send + Sync>,
+    /// `/configz`: the effective configuration as JSON.
+    pub configz: String,
+}
+
+/// Shared by every connection.
+pub(crate) struct State {
+    acceptor: TlsAcceptor,
+    authn: Authenticator,
+    authz: Authorizer,
+    endpoints: Endpoints,
+    http1_only: bool,
+    max_streams: u32,
+}
+
+impl State {
+    pub fn new(
+        tls: Arc<ServerConfig>,
+        authn: Authenticator,
+        authz: Authorizer,
+        endpoints: Endpoints,
+        opts: &SecureServingOptions,
+    ) -> State {
+        State {
+            acceptor: TlsAcceptor::from(tls),
+            authn,
+            authz,
+            endpoints,
+            http1_only: opts.disable_http2,
+            max_streams: opts.http2_max_streams_per_connection,
+        }
+    }
+}
+
+/// Binds with the socket options the flags ask for.
+pub(crate) fn bind(addr: SocketAddr, opts: &SecureServingOptions) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(opts.permit_address_sharing)?;
+    socket.set_reuseport(opts.permit_port_sharing)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Accepts connections until the runtime stops.
+pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+    loop {
+        match listener.accept().await {
+            Ok((sock, _)) => {
+                tokio::spawn(connection(sock, state.clone()));
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: try again shortly rather than spin.
+                tracing::warn!("accepting a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn connection(mut sock: TcpStream, state: Arc<State>) {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, sock.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] == TLS_HANDSHAKE => {}
+        Ok(Ok(1)) => {
+            let _ = sock.write_all(PLAIN_HTTP_ANSWER).await;
+            let _ = sock.shutdown().await;
+            return;
+        }
+        _ => return,
+    }
+    let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, state.acceptor.accept(sock)).await else { return };
+    let peer: Arc<[CertificateDer<'static>]> = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+        .unwrap_or_default();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if state.max_streams > 0 {
+        builder.http2().max_concurrent_streams(state.max_streams);
+    }
+    let builder = if state.http1_only { builder.http1_only() } else { builder };
+    let service = hyper::service::service_fn(move |req| {
+        let (state, peer) = (state.clone(), peer.clone());
+        async move { Ok::<_, Infallible>(handle(&state, &peer, req).await) }
+    });
+    let _ = builder.serve_connection(TokioIo::new(tls), service).await;
+}
+
+/// Authenticates, authorizes and answers one request.
+async fn handle(state: &State, peer: &[CertificateDer<'static>], req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_string();
+    let verb = req.method().as_str().to_ascii_lowercase();
+    let user = match state.authn.authenticate(req.headers(), peer).await {
+        Ok(Some(u)) => u,
+        Ok(None) => UserInfo::anonymous(),
+        Err(e) => {
+            tracing::debug!(path = %path, "authentication failed: {e}");
+            return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+        }
+    };
+    match state.authz.authorize(&user, &path, &verb).await {
+        Ok(Decision::Allow) => {}
+        Ok(Decision::Deny(reason)) => {
+            let mut message = format!("forbidden: User {:?} cannot {verb} path {path:?}", user.name);
+            if !reason.is_empty() {
+                message = format!("{message}: {reason}");
+            }
+            return status(StatusCode::FORBIDDEN, "Forbidden", &message);
+        }
+        Err(e) => {
+            tracing::warn!(path = %path, user = %user.name, "authorization failed: {e}");
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                &format!("Internal error occurred: {e}"),
+            );
+        }
+    }
+    route(&state.endpoints, &path)
+}
+
+fn route(endpoints: &Endpoints, path: &str) -> Response<Full<Bytes>> {
+    let under = |root: &str| path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
+    if under("/healthz") || under("/livez") {
+        return text(StatusCode::OK, "text/plain; charset=utf-8", "ok".into());
+    }
+    if under("/readyz") {
+        return if (endpoints.ready)() {
+            text(StatusCode::OK, "text/plain; charset=utf-8", "ok".into())
+        } else {
+            text(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", "caches not synced".into())
+        };
+    }
+    match path {
+        "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", (endpoints.metrics)()),
+        "/configz" => text(StatusCode::OK, "application/json", endpoints.configz.clone()),
+        _ => text(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "404 page not found\n".into()),
+    }
+}
+
+fn text(code: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(code)
+        .header(hyper::header::CONTENT_TYPE, content_type)
+        .header(hyper::header::CACHE_CONTROL, "no-cache, private")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a response")
+}
+
+/// A `metav1.Status` body, as upstream's 401, 403 and 500 answers.
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    text(code, "application/json", body.to_string())
+}

@@ -1,0 +1,176 @@
+//! Secure serving as kube-scheduler's: HTTPS only, /healthz for anyone, /metrics and /configz only for users a
+//! SubjectAccessReview allows, tokens checked with TokenReviews, on the real API server; and every kube-scheduler
+//! flag a manifest may carry is accepted, a misspelled one refused.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use super::{bin, free_port, https_get, wait_until, write_profile, ControlPlane, Kube, Scheduler};
+
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
+    let out = Command::new("kubectl").arg("--kubeconfig").arg(cp.kubeconfig()).args(args).output().expect("kubectl");
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Every flag of kube-scheduler v1.34 a deployment may carry (and `--port=0`, `--logtostderr`, `--log-file` that
+/// older manifests still do), with values that make sense; the ones that mean nothing here are listed apart.
+fn upstream_flags(cp: &ControlPlane, work: &Path) -> (Vec<String>, Vec<&'static str>) {
+    let kc = cp.kubeconfig().display().to_string();
+    let server = std::fs::read_to_string(cp.kubeconfig())
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: ").map(str::to_string))
+        .unwrap();
+    let flags = vec![
+        format!("--authentication-kubeconfig={kc}"),
+        format!("--authorization-kubeconfig={kc}"),
+        format!("--cert-dir={}", work.join("serving-certs").display()),
+        format!("--master={server}"),
+        "--requestheader-allowed-names=front-proxy-client".into(),
+        "--requestheader-username-headers=X-Remote-User".into(),
+        "--requestheader-group-headers=X-Remote-Group".into(),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+        "--authentication-skip-lookup=false".into(),
+        "--authentication-tolerate-lookup-failure=true".into(),
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez".into(),
+        "--authentication-token-webhook-cache-ttl=10s".into(),
+        "--authorization-webhook-cache-authorized-ttl=10s".into(),
+        "--authorization-webhook-cache-unauthorized-ttl".into(),
+        "10s".into(),
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256".into(),
+        "--tls-min-version=VersionTLS12".into(),
+        "--http2-max-streams-per-connection=100".into(),
+        "--permit-port-sharing=false".into(),
+        "--permit-address-sharing".into(),
+        "--port=0".into(),
+        "--logtostderr=true".into(),
+        format!("--log-file={}", work.join("unused.log").display()),
+        "--feature-gates=SchedulerQueueingHints=true".into(),
+        "--profiling=false".into(),
+        "--contention-profiling=false".into(),
+        "-v=2".into(),
+        "--vmodule=schedule_one=4".into(),
+        "--logging-format=json".into(),
+        "--leader-elect=false".into(),
+        "--leader-elect-resource-namespace=kube-system".into(),
+        "--kube-api-qps=100".into(),
+        "--kube-api-burst=200".into(),
+        "--kube-api-content-type=application/vnd.kubernetes.protobuf".into(),
+        "--pod-max-in-unschedulable-pods-duration=5m".into(),
+        "--show-hidden-metrics-for-version=1.33".into(),
+        "--disabled-metrics=scheduler_goroutines".into(),
+        "--allow-metric-labels=scheduler_schedule_attempts_total,result=scheduled,unschedulable".into(),
+        "--write-config-to=".into(),
+    ];
+    let no_effect = [
+        "--tls-cipher-suites",
+        "--logtostderr",
+        "--log-file",
+        "--feature-gates",
+        "--profiling",
+        "--contention-profiling",
+        "--vmodule",
+        "--show-hidden-metrics-for-version",
+        "--disabled-metrics",
+        "--allow-metric-labels",
+        // With --config given, upstream ignores the deprecated client flags; so do we, saying so.
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "--kube-api-content-type",
+    ];
+    (flags, no_effect.to_vec())
+}
+
+pub(crate) fn secure_serving_and_flags(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace("e2e-serving");
+    kubectl(cp, &["create", "serviceaccount", "metrics-reader", "-n", "e2e-serving"]);
+    kubectl(cp, &["create", "serviceaccount", "nobody", "-n", "e2e-serving"]);
+    kubectl(cp, &["create", "clusterrole", "e2e-metrics-get", "--verb=get", "--non-resource-url=/metrics"]);
+    kubectl(
+        cp,
+        &[
+            "create",
+            "clusterrolebinding",
+            "e2e-metrics-get",
+            "--clusterrole=e2e-metrics-get",
+            "--serviceaccount=e2e-serving:metrics-reader",
+        ],
+    );
+    let reader = kubectl(cp, &["create", "token", "metrics-reader", "-n", "e2e-serving"]);
+    let nobody = kubectl(cp, &["create", "token", "nobody", "-n", "e2e-serving"]);
+
+    let profile = write_profile(work, "serving.yaml", "profiles:\n- schedulerName: serving-scheduler\n");
+    let (flags, no_effect) = upstream_flags(cp, work);
+    let flag_refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let port = free_port();
+    let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &flag_refs, work.join("serving.log"));
+
+    let (code, body) = wait_until("healthz over HTTPS", Duration::from_secs(60), || {
+        https_get(port, "/healthz", None).filter(|(c, _)| *c == 200)
+    });
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+
+    // Anonymous: authenticated as system:anonymous, then denied by the SubjectAccessReview (upstream: 403).
+    let (code, body) = https_get(port, "/metrics", None).unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("system:anonymous"), "{body}");
+    // A ServiceAccount bound to get /metrics reads the metrics.
+    let (code, body) = https_get(port, "/metrics", Some(&reader)).unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("scheduler_pending_pods{queue=\"active\"}"), "{body}");
+    // A valid token without that permission is forbidden; a token the API server does not know is unauthorized.
+    let (code, body) = https_get(port, "/metrics", Some(&nobody)).unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("system:serviceaccount:e2e-serving:nobody"), "{body}");
+    let (code, _) = https_get(port, "/metrics", Some("not-a-token")).unwrap();
+    assert_eq!(code, 401);
+    // /configz is behind the same checks; system:masters passes without a review.
+    assert_eq!(https_get(port, "/configz", None).unwrap().0, 403);
+    let (code, body) = https_get(port, "/configz", Some(&cp.token())).unwrap();
+    assert_eq!(code, 200, "{body}");
+    let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(configz["componentconfig"]["profiles"][0]["schedulerName"], "serving-scheduler", "{body}");
+
+    // Plain HTTP on the port is answered 400, as Go's HTTPS server does.
+    let plain = Command::new("curl")
+        .args(["-s", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://127.0.0.1:{port}/healthz"))
+        .output()
+        .unwrap();
+    let plain_code = String::from_utf8_lossy(&plain.stdout).to_string();
+    assert_ne!(plain_code, "200");
+    assert_eq!(plain_code, "400");
+
+    // The generated pair was kept under --cert-dir with upstream's names.
+    for f in ["kube-scheduler.crt", "kube-scheduler.key"] {
+        assert!(work.join("serving-certs").join(f).exists(), "{f} under --cert-dir");
+    }
+
+    // Each flag without effect: exactly one warning line naming it; every log line is JSON.
+    let log = s.log();
+    for line in log.lines() {
+        assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "--logging-format=json: {line}");
+    }
+    for flag in no_effect {
+        let n = log.lines().filter(|l| l.contains("WARN") && l.contains(&format!("{flag}:"))).count();
+        assert_eq!(n, 1, "one warning for {flag}:\n{log}");
+    }
+    assert_eq!(s.term(), Some(0), "SIGTERM exits 0:\n{}", s.log());
+
+    // A misspelled flag is refused before anything starts: one line naming it, exit 2.
+    let out = Command::new(bin()).arg("--secure-prot=1").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim(), "error: unknown flag: --secure-prot");
+    // So is a wrong value.
+    for bad in ["--port=10251", "--logging-format=xml", "--kube-api-qps=fast", "--leader-elect=maybe"] {
+        let out = Command::new(bin()).arg(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let flag = bad.split('=').next().unwrap();
+        assert!(err.trim().lines().count() == 1 && err.contains(flag), "{bad}: {err}");
+    }
+}
