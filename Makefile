@@ -60,9 +60,12 @@ cluster-up:
 	@echo "  $$(scripts/control-plane.sh env $(CLUSTER_DIR))"
 	@echo "  kubectl get --raw /readyz"
 	@echo "Scheduler: set clientConnection.kubeconfig: $(CLUSTER_DIR)/kubeconfig in its profile."
-	@echo "Nodes need no kubelet: create Node objects through the API, then pods to schedule."
+	@echo "Nodes need no kubelet, and this API server does not taint new nodes not-ready. A schedulable node:"
+	@echo "  echo '{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"node-1\"}}' | kubectl create -f -"
+	@echo "  kubectl patch node node-1 --subresource=status --type=merge -p '{\"status\": {\"allocatable\": {\"cpu\": \"8\", \"memory\": \"32Gi\", \"pods\": \"110\"}}}'"
 	@echo "Stop it with: make cluster-down"
 
 ## cluster-down: stop the control plane started by cluster-up (its data stays in $(CLUSTER_DIR)).
 cluster-down:
 	@scripts/control-plane.sh down $(CLUSTER_DIR)
+
