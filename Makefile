@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench bench-ratio lint setup build check guests cluster-up cluster-down image
+.PHONY: demo test bench bench-ratio lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -86,3 +86,7 @@ image:
 	fi; \
 	echo "$$engine build -t $(IMAGE) ."; \
 	$$engine build -t $(IMAGE) .
+
+## helm: build helm from the Go module proxy (cached under ~/.cache/kube-wasm-scheduler/helm) and print where.
+helm:
+	@scripts/build-helm.sh
