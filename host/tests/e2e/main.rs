@@ -12,6 +12,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 
+mod deploy;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
