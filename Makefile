@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench bench-ratio lint setup build check guests cluster-up cluster-down
+.PHONY: demo test bench bench-ratio lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -60,9 +60,33 @@ cluster-up:
 	@echo "  $$(scripts/control-plane.sh env $(CLUSTER_DIR))"
 	@echo "  kubectl get --raw /readyz"
 	@echo "Scheduler: set clientConnection.kubeconfig: $(CLUSTER_DIR)/kubeconfig in its profile."
-	@echo "Nodes need no kubelet: create Node objects through the API, then pods to schedule."
+	@echo "Nodes need no kubelet, and this API server does not taint new nodes not-ready. A schedulable node:"
+	@echo "  echo '{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"node-1\"}}' | kubectl create -f -"
+	@echo "  kubectl patch node node-1 --subresource=status --type=merge -p '{\"status\": {\"allocatable\": {\"cpu\": \"8\", \"memory\": \"32Gi\", \"pods\": \"110\"}}}'"
 	@echo "Stop it with: make cluster-down"
 
 ## cluster-down: stop the control plane started by cluster-up (its data stays in $(CLUSTER_DIR)).
 cluster-down:
 	@scripts/control-plane.sh down $(CLUSTER_DIR)
+
+# The container image of deploy/manifests and deploy/chart (Dockerfile at the root: the release binary and the
+# Rust sample guests under /plugins/, distroless, user 65532).
+IMAGE ?= kube-wasm-scheduler:0.1.0
+
+## image: build $(IMAGE) with docker or podman, whichever has an engine running; says so when none does.
+image:
+	@engine=""; \
+	for e in docker podman; do \
+	  if command -v $$e >/dev/null 2>&1 && timeout 20 $$e info >/dev/null 2>&1; then engine=$$e; break; fi; \
+	done; \
+	if [ -z "$$engine" ]; then \
+	  echo "make image: no container engine runs here (no docker daemon, no podman), so $(IMAGE) cannot be built on this machine." >&2; \
+	  echo "make image: the Dockerfile's paths are checked by the integration tests (host/tests/integration/deploy.rs)." >&2; \
+	  exit 1; \
+	fi; \
+	echo "$$engine build -t $(IMAGE) ."; \
+	$$engine build -t $(IMAGE) .
+
+## helm: build helm from the Go module proxy (cached under ~/.cache/kube-wasm-scheduler/helm) and print where.
+helm:
+	@scripts/build-helm.sh

@@ -13,7 +13,9 @@
 # user `admin` in group system:masters), kubeconfig, ports, pids (and etcd.pid, kube-apiserver.pid), etcd.log,
 # kube-apiserver.log.
 # Every server binds to 127.0.0.1 on free ports; `up` again on a stopped DIR reuses its data (and ports when free).
-# Nodes need no kubelet: Node objects created through the API are enough for scheduling.
+# Nodes need no kubelet: Node objects created through the API are enough for scheduling. The API server runs with
+# the admission plugin TaintNodesByCondition off: it would taint every new Node node.kubernetes.io/not-ready:NoSchedule
+# until a kubelet reports Ready, and no kubelet or node-lifecycle controller runs here to lift it.
 set -euo pipefail
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -208,7 +210,7 @@ cmd_up() {
     --advertise-address 127.0.0.1 \
     --service-cluster-ip-range 10.0.0.0/24 \
     --allow-privileged=true \
-    --disable-admission-plugins ServiceAccount \
+    --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
     --authorization-mode RBAC \
     --token-auth-file "$DIR/token.csv" \
     --service-account-issuer "https://127.0.0.1:$api_port" \

@@ -12,6 +12,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 
+mod deploy;
 mod serving;
 
 fn root() -> PathBuf {

@@ -3,6 +3,7 @@
 mod util;
 
 mod config;
+mod deploy;
 mod framework;
 mod queue;
 mod simulate;

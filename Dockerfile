@@ -1,0 +1,37 @@
+# syntax=docker/dockerfile:1
+# kube-wasm-scheduler's image: the release binary and the three Rust sample guests (components), on a distroless
+# base, as user 65532. The paths are the ones deploy/manifests and deploy/chart name:
+#   /usr/local/bin/kube-wasm-scheduler
+#   /plugins/qos-sort.wasm, /plugins/random-score.wasm, /plugins/priority-label.wasm
+# Build: `make image` (docker or podman), from the repository root.
+
+ARG RUST_VERSION=1.95
+
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+# wasm-tools turns a guest's core module into a component; the version is scripts/setup-wasm.sh's.
+ARG WASM_TOOLS_VERSION=1.263.0
+RUN rustup target add wasm32-unknown-unknown \
+ && cargo install --locked --root /usr/local wasm-tools@${WASM_TOOLS_VERSION}
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY wit wit
+COPY host host
+COPY guest-plugins guest-plugins
+# The guests, as scripts/build-guests.sh builds them (profile `guest`), then made components.
+RUN cargo build --locked --profile guest --target wasm32-unknown-unknown \
+      -p qos-sort -p random-score -p priority-label \
+ && mkdir -p /out/plugins \
+ && wasm-tools component new target/wasm32-unknown-unknown/guest/qos_sort.wasm -o /out/plugins/qos-sort.wasm \
+ && wasm-tools component new target/wasm32-unknown-unknown/guest/random_score.wasm -o /out/plugins/random-score.wasm \
+ && wasm-tools component new target/wasm32-unknown-unknown/guest/priority_label.wasm -o /out/plugins/priority-label.wasm \
+ && for f in /out/plugins/*.wasm; do wasm-tools validate --features component-model "$f"; done
+RUN cargo build --locked --release --bin kube-wasm-scheduler \
+ && install -D target/release/kube-wasm-scheduler /out/bin/kube-wasm-scheduler
+
+# glibc and libgcc, no shell; kube-rs uses rustls, so no OpenSSL is needed.
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/bin/kube-wasm-scheduler /usr/local/bin/kube-wasm-scheduler
+COPY --from=build /out/plugins/qos-sort.wasm /out/plugins/random-score.wasm /out/plugins/priority-label.wasm /plugins/
+USER 65532:65532
+EXPOSE 10259
+ENTRYPOINT ["/usr/local/bin/kube-wasm-scheduler"]
