@@ -36,7 +36,7 @@ pub struct NodeResourcesBalancedAllocationArgs {
 /// The NodeResourcesBalancedAllocation plugin.
 #[derive(Debug)]
 pub struct NodeResourcesBalancedAllocation {
-    scorer: ResourceAllocationScorer,
+    scorer: ResourceAllocationScorer<true>,
 }
 
 /// Validates the defaulted args (upstream `ValidateNodeResourcesBalancedAllocationArgs`).
@@ -72,12 +72,12 @@ impl NodeResourcesBalancedAllocation {
         validate_args(&args).map_err(|e| format!("{NAME} args: {e}"))?;
         // Plain requests: best-effort pods are skipped, not counted at the defaults.
         Ok(NodeResourcesBalancedAllocation {
-            scorer: ResourceAllocationScorer::new(&args.resources, true, PRE_SCORE_STATE_KEY),
+            scorer: ResourceAllocationScorer::new(&args.resources, PRE_SCORE_STATE_KEY),
         })
     }
 
     /// Calls `f` with the utilization fraction (capped at 1) of each scored resource the node offers.
-    #[inline]
+    #[inline(always)]
     fn for_each_fraction(&self, node: &NodeInfo, pod_requests: &[i64], mut f: impl FnMut(f64)) {
         self.scorer.for_each_allocation(node, pod_requests, |_, alloc, req| f((req as f64 / alloc as f64).min(1.0)));
     }
@@ -89,6 +89,12 @@ impl NodeResourcesBalancedAllocation {
         if pod_requests.iter().all(|&r| r == 0) {
             return 0;
         }
+        self.balanced(node, pod_requests)
+    }
+
+    /// The balanced score of a pod that requests at least one scored resource.
+    #[inline(always)]
+    fn balanced(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
         let (mut n, mut total, mut first) = (0usize, 0.0f64, [0.0f64; 2]);
         self.for_each_fraction(node, pod_requests, |f| {
             if n < 2 {
@@ -143,7 +149,16 @@ impl PreScorePlugin for NodeResourcesBalancedAllocation {
 impl ScorePlugin for NodeResourcesBalancedAllocation {
     /// Reads the cycle state once per batch, not once per node.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
-        self.scorer.score_nodes(state, pod, nodes, out, |n, reqs| self.score_with(n, reqs))
+        // The pod's requests do not change across the batch: its "requests nothing" test is made once.
+        let reqs = self.scorer.requests(state, pod);
+        if reqs.iter().all(|&r| r == 0) {
+            out.fill(0);
+            return Status::success();
+        }
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = self.balanced(n, &reqs);
+        }
+        Status::success()
     }
 
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {

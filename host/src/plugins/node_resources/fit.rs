@@ -136,7 +136,7 @@ struct PreFilterState(Arc<PodRequests>);
 pub struct NodeResourcesFit {
     ignored_resources: Vec<String>,
     ignored_resource_groups: Vec<String>,
-    scorer: ResourceAllocationScorer,
+    scorer: ResourceAllocationScorer<false>,
     strategy: Strategy,
 }
 
@@ -259,7 +259,7 @@ impl NodeResourcesFit {
             ignored_resources: args.ignored_resources,
             ignored_resource_groups: args.ignored_resource_groups,
             // Non-zero requests: a pod that sets none still takes room on the node it lands on.
-            scorer: ResourceAllocationScorer::new(&s.resources, false, PRE_SCORE_STATE_KEY),
+            scorer: ResourceAllocationScorer::new(&s.resources, PRE_SCORE_STATE_KEY),
             strategy,
         })
     }
@@ -288,21 +288,27 @@ impl NodeResourcesFit {
     /// The weighted score of `node` given the pod's requests of the scored resources.
     fn score_with(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
         let (mut node_score, mut weight_sum) = (0i64, 0i64);
-        self.scorer.for_each_allocation(node, pod_requests, |r, alloc, req| {
+        // A plain loop with the sums in locals, not a callback that captures them: this runs for every feasible
+        // node of every cycle.
+        for (r, &pod_request) in self.scorer.resources.iter().zip(pod_requests) {
+            let (alloc, req) = self.scorer.allocatable_requested(node, r, pod_request);
+            if alloc == 0 {
+                continue;
+            }
             let s = match &self.strategy {
                 Strategy::LeastAllocated => least_requested_score(req, alloc),
                 Strategy::MostAllocated => most_requested_score(req, alloc),
                 Strategy::RequestedToCapacityRatio(shape) => {
                     let s = requested_to_capacity_ratio_score(shape, req, alloc);
                     if s <= 0 {
-                        return;
+                        continue;
                     }
                     s
                 }
             };
             node_score += s * r.weight;
             weight_sum += r.weight;
-        });
+        }
         if weight_sum == 0 {
             return 0;
         }
