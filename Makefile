@@ -17,8 +17,10 @@ build: setup
 guests: setup
 	scripts/build-guests.sh
 
-## demo: build (guests too), then simulate example clusters and print the placements, with explanations.
-demo: build guests
+## demo: build the scheduler and the one guest the demo runs (only the Rust guest toolchain is set up), then simulate
+## example clusters and print the placements, with explanations.
+demo: build
+	scripts/build-guests.sh priority-label
 	@echo "== simulate $(EXAMPLE)"
 	$(BIN) simulate --config $(EXAMPLE)/profile.yaml --cluster $(EXAMPLE)/cluster.yaml --explain default/web-1
 	@echo
