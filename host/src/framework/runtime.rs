@@ -404,19 +404,15 @@ impl Framework {
         Status::success()
     }
 
-    fn active_filters(&self, state: &CycleState) -> Vec<&PluginEntry> {
-        self.plugins_at(ExtensionPoint::Filter)
-            .iter()
-            .filter(|e| !state.skip_filter_plugins.contains(&*e.name))
-            .collect()
+    /// The Filter plugins whose PreFilter did not answer Skip this cycle, in order (lazily: Filter runs per chunk of
+    /// nodes, and a list per chunk would be an allocation on the hot path).
+    fn active_filters<'a>(&'a self, state: &'a CycleState) -> impl Iterator<Item = &'a PluginEntry> + 'a {
+        self.plugins_at(ExtensionPoint::Filter).iter().filter(|e| !state.skip_filter_plugins.contains(&*e.name))
     }
 
     /// Filter on one node: plugins in order, the first non-Success status is the node's verdict (tagged).
     pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        for e in self.plugins_at(ExtensionPoint::Filter) {
-            if state.skip_filter_plugins.contains(&*e.name) {
-                continue;
-            }
+        for e in self.active_filters(state) {
             let s = timed(&state.plugin_timer, e, ExtensionPoint::Filter.metric_name(), Status::code, || {
                 e.plugin.as_filter().expect("registered at filter").filter(state, pod, node)
             });

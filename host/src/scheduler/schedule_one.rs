@@ -347,10 +347,8 @@ impl Scheduler {
             self.unwind(a, &assumed, s);
             return;
         }
-        // The pod is no longer nominated anywhere: it has a node.
-        if self.queue.lock().expect("queue lock").nominated_node(&assumed.pod.uid).is_some() {
-            self.queue.lock().expect("queue lock").delete_nominated(&assumed.pod.uid);
-        }
+        // The pod is no longer nominated anywhere: it has a node (a no-op for a pod that was not).
+        self.queue.lock().expect("queue lock").delete_nominated(&assumed.pod.uid);
         self.in_flight_bindings.fetch_add(1, Ordering::SeqCst);
         let waits = s.code() == Code::Wait;
         if self.options.async_binding || waits {
