@@ -5,8 +5,10 @@
 #
 #   Rust guests (crates using guest-plugins/sdk): priority-label, priority-label-inverted (priority-label with the
 #     cargo feature `invert`, for the hot-reload test), qos-sort, random-score. Built for wasm32-unknown-unknown with
-#     the `guest` profile, then turned into components with `wasm-tools component new`.
-#   Other guests: every guest-plugins/<name>/build.sh, called as `build.sh OUTPUT.wasm`.
+#     the `guest` profile, then turned into components by the scheduler itself (`kube-wasm-scheduler plugin
+#     componentize`, which also checks them as the scheduler would load them).
+#   Other guests: every guest-plugins/<name>/build.sh, called as `build.sh OUTPUT.wasm` with KWS_BIN set to the
+#     scheduler binary (for `plugin componentize`).
 #
 # Each build step checks its own exit status (`set -e` does not apply inside a function called from `||`), so a
 # failed guest is reported and the others still build.
@@ -61,6 +63,18 @@ setup() { # toolchain
 
 size_of() { stat -c %s "$1"; }
 
+# The scheduler binary, which turns core modules into components: built (debug, the same one `make build` and
+# `cargo test` use) the first time a guest needs it. KWS_BIN overrides it.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
+KWS_BIN="${KWS_BIN:-}"
+scheduler_bin() {
+  if [ -z "$KWS_BIN" ]; then
+    (cd "$ROOT" && cargo build --quiet --bin kube-wasm-scheduler) || return 1
+    KWS_BIN="$CARGO_TARGET_DIR/debug/kube-wasm-scheduler"
+  fi
+  export KWS_BIN
+}
+
 build_rust() { # name crate [features]
   local name="$1" crate="$2" features="${3:-}" out="$OUT/$1.wasm"
   if up_to_date "$out" "$ROOT/guest-plugins/$crate" "$ROOT/guest-plugins/sdk" "$ROOT/wit" "$ROOT/Cargo.toml" \
@@ -84,9 +98,10 @@ build_rust() { # name crate [features]
   fi
   local core="$target_dir/wasm32-unknown-unknown/guest/${crate//-/_}.wasm"
   mkdir -p "$OUT" || return 1
-  wasm-tools component new "$core" -o "$out.tmp" || return 1
-  wasm-tools validate --features component-model "$out.tmp" || return 1
-  mv -f "$out.tmp" "$out" || return 1
+  # The core module is kept beside the component (build/core/), for the test of `plugin componentize`.
+  mkdir -p "$OUT/core" && cp -f "$core" "$OUT/core/$name.wasm" || return 1
+  scheduler_bin || return 1
+  "$KWS_BIN" plugin componentize "$core" -o "$out" >/dev/null || return 1
   echo "$name: built $out ($(size_of "$out") bytes)"
 }
 
@@ -102,6 +117,7 @@ build_script() { # name
     *-js) setup js || return 1 ;;
   esac
   mkdir -p "$OUT"
+  scheduler_bin || return 1
   bash "$dir/build.sh" "$out.tmp" || return 1
   mv -f "$out.tmp" "$out" || return 1
   echo "$name: built $out ($(size_of "$out") bytes)"

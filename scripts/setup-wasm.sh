@@ -3,7 +3,7 @@
 # Everything heavy is cached outside the clone, under $KWS_CACHE (default ~/.cache/kube-wasm-scheduler):
 #   Rust guests:  rustup's wasm32-unknown-unknown target when present, else Debian's rustc-web + rust-web-src
 #                 (the standard library is then built from source, -Zbuild-std), and lld for wasm-ld
-#   all guests:   wasm-tools (cargo install) to turn core modules into components and inspect them
+#   (core modules become components through the scheduler itself: `kube-wasm-scheduler plugin componentize`)
 #   C guests:     clang, wasi-libc, compiler-rt for wasm32 (Debian), wit-bindgen-cli (cargo install)
 #   Python:       componentize-py in a virtualenv
 #   JavaScript:   @bytecodealliance/componentize-js (npm)
@@ -15,7 +15,6 @@ TOOLS="$CACHE/tools"
 mkdir -p "$TOOLS/bin"
 export PATH="$TOOLS/bin:$HOME/.cargo/bin:$PATH"
 
-WASM_TOOLS_VERSION=1.263.0
 WIT_BINDGEN_VERSION=0.63.0
 COMPONENTIZE_PY_VERSION=0.25.1
 COMPONENTIZE_JS_VERSION=0.23.0
@@ -41,8 +40,6 @@ cargo_install() { # crate version binary
 rustup_has_wasm() {
   command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown
 }
-
-setup_wasm_tools() { cargo_install wasm-tools "$WASM_TOOLS_VERSION" wasm-tools; }
 
 setup_rust() {
   if rustup_has_wasm; then return 0; fi
@@ -81,11 +78,11 @@ setup_js() {
 targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=(all)
 for t in "${targets[@]}"; do
   case "$t" in
-    rust) setup_rust; setup_wasm_tools ;;
-    c) setup_c; setup_wasm_tools ;;
+    rust) setup_rust ;;
+    c) setup_c ;;
     python) setup_python ;;
     js) setup_js ;;
-    all) setup_rust; setup_c; setup_wasm_tools; setup_python; setup_js ;;
+    all) setup_rust; setup_c; setup_python; setup_js ;;
     *) log "unknown toolchain $t (rust, c, python, js, all)"; exit 2 ;;
   esac
 done

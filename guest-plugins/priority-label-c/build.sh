@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the priority-label C guest into a component: build.sh OUTPUT.wasm
-# Needs wit-bindgen (c), clang with wasi-libc, wasm-tools (scripts/setup-wasm.sh c).
+# Needs wit-bindgen (c), clang with wasi-libc (scripts/setup-wasm.sh c), and the scheduler binary in KWS_BIN for
+# `plugin componentize` (scripts/build-guests.sh sets it).
 set -euo pipefail
 out="${1:?usage: build.sh OUTPUT.wasm}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -8,7 +9,7 @@ wit="$here/../../wit"
 world=filter-score-plugin
 build="$here/build" # generated bindings and the core module; gitignored
 export PATH="$HOME/.cache/kube-wasm-scheduler/tools/bin:$PATH"
-for tool in wit-bindgen clang wasm-tools; do
+for tool in wit-bindgen clang "${KWS_BIN:?KWS_BIN: the kube-wasm-scheduler binary (scripts/build-guests.sh sets it)}"; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "priority-label-c: $tool not found; run scripts/setup-wasm.sh c" >&2
     exit 1
@@ -27,4 +28,4 @@ clang --target=wasm32-wasi --sysroot="$sysroot" -isystem "$sysroot/include/wasm3
   -O2 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -mexec-model=reactor -Wl,--strip-debug -I"$build" \
   "$here/priority_label.c" "$build/filter_score_plugin.c" "$build/filter_score_plugin_component_type.o" \
   -o "$build/priority_label.core.wasm"
-wasm-tools component new "$build/priority_label.core.wasm" -o "$out"
+"$KWS_BIN" plugin componentize "$build/priority_label.core.wasm" -o "$out" >/dev/null

@@ -82,12 +82,43 @@ enum PluginCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Turn a core module built with wit-bindgen (for example cargo's wasm32-unknown-unknown output) into a
+    /// component, check it as `plugin check` does, and write it.
+    Componentize {
+        /// The core module.
+        module: PathBuf,
+        /// Where to write the component.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum Output {
     Table,
     Json,
+}
+
+/// Prints what `plugin check` and `plugin componentize` found in a component.
+fn print_component(info: &wasm::ComponentInfo, output: Output) -> anyhow::Result<()> {
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(info).context("encoding")?),
+        Output::Table => {
+            println!("contract:         {}@{}", wasm::CONTRACT_PACKAGE, info.contract_version);
+            println!("extension points: {}", info.points.join(", "));
+            println!("exports:          {}", info.exports.join(", "));
+            println!(
+                "imports:          {}",
+                if info.imports.is_empty() { "(none)".to_string() } else { info.imports.join(", ") }
+            );
+            if info.imports_wasi {
+                println!(
+                    "wasi:             imported; granted with no files, network or environment, output to the log"
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Input the user can fix: printed as one line, exit code 2.
@@ -240,22 +271,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Plugin { command: PluginCommand::Check { file, output } } => {
             let info = wasm::check_file(&file).map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
-            match output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&info).context("encoding")?),
-                Output::Table => {
-                    println!("contract:         {}@{}", wasm::CONTRACT_PACKAGE, info.contract_version);
-                    println!("extension points: {}", info.points.join(", "));
-                    println!("exports:          {}", info.exports.join(", "));
-                    println!(
-                        "imports:          {}",
-                        if info.imports.is_empty() { "(none)".to_string() } else { info.imports.join(", ") }
-                    );
-                    if info.imports_wasi {
-                        println!("wasi:             imported; granted with no files, network or environment, output to the log");
-                    }
-                }
-            }
-            Ok(())
+            print_component(&info, output)
+        }
+        Command::Plugin { command: PluginCommand::Componentize { module, output } } => {
+            let info =
+                wasm::componentize(&module, &output).map_err(|e| BadInput(format!("{}: {e}", module.display())))?;
+            eprintln!(
+                "wrote {} ({} bytes)",
+                output.display(),
+                std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0)
+            );
+            print_component(&info, Output::Table)
         }
         Command::Bench { config, nodes, pods } => {
             let mut registry = registry;

@@ -27,7 +27,8 @@
 //! ```
 //!
 //! Build it as a `cdylib` for `wasm32-unknown-unknown` and turn it into a component with
-//! `wasm-tools component new` (the repository's `scripts/build-guests.sh` does both).
+//! `kube-wasm-scheduler plugin componentize` (or `wasm-tools component new`; the repository's
+//! `scripts/build-guests.sh` does both steps).
 //!
 //! ## What the SDK does for you
 //!
@@ -160,7 +161,7 @@ pub mod __private {
 }
 
 /// Exports `$plugin` as a component of one world: the ABI functions of each interface, and the world's component
-/// type in a custom section (which `wasm-tools component new` reads).
+/// type in a custom section (which `plugin componentize` reads).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kws_export {

@@ -62,9 +62,10 @@ impl WasmEngine {
         if let Some(c) = self.compiled.lock().expect("compile cache lock").get(&digest) {
             return Ok((c.clone(), digest));
         }
-        if wasmparser_is_core_module(bytes) {
+        if is_core_module(bytes) {
             return Err(WasmError::NotAComponent(
-                "a core WebAssembly module, not a component (wrap it with `wasm-tools component new`)".into(),
+                "a core WebAssembly module, not a component (wrap it with `kube-wasm-scheduler plugin componentize`)"
+                    .into(),
             ));
         }
         let component = Component::new(&self.engine, bytes).map_err(|e| WasmError::NotAComponent(first_line(&e)))?;
@@ -79,7 +80,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// A core module starts with the magic and version 1; a component with the magic and a layer-1 version.
-fn wasmparser_is_core_module(bytes: &[u8]) -> bool {
+/// A core module (not a component): the preamble's version is 1 and its layer 0.
+pub(crate) fn is_core_module(bytes: &[u8]) -> bool {
     bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
 }
 

@@ -62,6 +62,17 @@ pub enum WasmError {
     /// Linking failed.
     #[error("cannot link: {0}")]
     Link(String),
+    /// A core module could not be turned into a component.
+    #[error("cannot make a component of it: {0}")]
+    Componentize(String),
+    /// The output could not be written.
+    #[error("writing {path}: {message}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// What a component exports and imports, as `plugin check` prints it.
@@ -140,6 +151,38 @@ pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
         WasmArgs::parse(&serde_json::json!({"component": path}), Path::new(".")).expect("a path is valid args"),
         0,
     )?;
+    Ok(info)
+}
+
+/// `plugin componentize`: wraps a core module built with wit-bindgen (its component-type section names the world)
+/// into a component, checks the result as `plugin check` does, and only then writes `out`, so a failed build
+/// leaves no half-made plugin behind.
+pub fn componentize(core: &Path, out: &Path) -> Result<ComponentInfo, WasmError> {
+    let bytes = std::fs::read(core)
+        .map_err(|e| WasmError::Read { path: core.display().to_string(), message: e.to_string() })?;
+    if !engine::is_core_module(&bytes) {
+        return Err(WasmError::Componentize(if bytes.starts_with(b"\0asm") {
+            "it is already a component (plugin check describes it)".into()
+        } else {
+            "not a WebAssembly core module".into()
+        }));
+    }
+    let component = wit_component::ComponentEncoder::default()
+        .validate(true)
+        .module(&bytes)
+        .and_then(|mut encoder| encoder.encode())
+        // One line: some decoder messages span several.
+        .map_err(|e| WasmError::Componentize(format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" ")))?;
+    let write_err =
+        |p: &Path, e: std::io::Error| WasmError::Write { path: p.display().to_string(), message: e.to_string() };
+    let mut tmp = out.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, &component).map_err(|e| write_err(&tmp, e))?;
+    let info = check_file(&tmp).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    std::fs::rename(&tmp, out).map_err(|e| write_err(out, e))?;
     Ok(info)
 }
 

@@ -1,7 +1,7 @@
 //! Wasm plugins, with the real guests built by `make guests` (guest-plugins/build/*.wasm): the seed scenarios,
 //! the same policy in four languages, hot reload under load, hostile guests, and `plugin check`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -330,6 +330,58 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: one line: {stderr}");
         assert!(stderr.contains(want), "{name}: {stderr}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn plugin_componentize_makes_the_component_the_guest_build_makes_and_refuses_bad_input() {
+    let bin = env!("CARGO_BIN_EXE_kube-wasm-scheduler");
+    let core = root().join("guest-plugins/build/core/priority-label.wasm");
+    assert!(core.exists(), "{} is missing: run `make guests`", core.display());
+    let dir = std::env::temp_dir().join(format!("kws-componentize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_file = dir.join("priority-label.wasm");
+    let out = Command::new(bin).args(["plugin", "componentize"]).arg(&core).arg("-o").arg(&out_file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let check = |f: &Path| {
+        let out = Command::new(bin).args(["plugin", "check", "--output", "json"]).arg(f).output().unwrap();
+        assert!(out.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let made = check(&out_file);
+    assert!(made.contains("\"Filter\"") && made.contains("\"Score\""), "{made}");
+    assert_eq!(made, check(&guest("priority-label")), "the same exports and imports as the built guest");
+
+    // Bad input: one line, exit 2, and nothing written.
+    let junk = dir.join("junk.wasm");
+    std::fs::write(&junk, b"hello").unwrap();
+    let cases = [
+        (junk.clone(), "not a WebAssembly core module"),
+        (guest("priority-label"), "already a component"),
+        (dir.join("missing.wasm"), "reading"),
+    ];
+    for (input, want) in cases {
+        let target = dir.join("out.wasm");
+        let out =
+            Command::new(bin).args(["plugin", "componentize"]).arg(&input).arg("-o").arg(&target).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", input.display());
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains(want) && stderr.contains(&*input.display().to_string()), "{stderr}");
+        assert!(!target.exists() && !dir.join("out.wasm.tmp").exists(), "nothing written for {}", input.display());
+    }
+    // A core module without the contract's type section is refused, not wrapped into a plugin that exports nothing.
+    let bare = dir.join("bare.wasm");
+    std::fs::write(&bare, b"\0asm\x01\0\0\0").unwrap();
+    let out = Command::new(bin)
+        .args(["plugin", "componentize"])
+        .arg(&bare)
+        .arg("-o")
+        .arg(dir.join("bare.out"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!dir.join("bare.out").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
