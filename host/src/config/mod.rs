@@ -294,6 +294,11 @@ fn complete(
         }
     }
 
+    // Upstream's ValidateClientConnectionConfiguration (a negative QPS is valid: it turns the limit off).
+    if let Some(b) = raw.client_connection.as_ref().and_then(|c| c.burst).filter(|b| *b < 0) {
+        return Err(err("clientConnection.burst".into(), format!("must be non-negative, got {b}")));
+    }
+
     Ok(SchedulerConfig {
         source: file.to_string(),
         parallelism: parallelism as usize,

@@ -760,6 +760,11 @@ impl Framework {
         self.waiting.wait(&pod.uid)
     }
 
+    /// WaitOnPermit without holding a thread (the live scheduler's binding tasks).
+    pub async fn wait_on_permit_async(&self, pod: &PodInfo) -> Status {
+        self.waiting.wait_async(&pod.uid).await
+    }
+
     /// PreBind: the first non-Success stops.
     pub fn run_pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let timer = state.plugin_timer.clone();

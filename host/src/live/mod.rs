@@ -1,5 +1,6 @@
 //! The live scheduler on a real API server: informers feed the cache and the queue, one thread runs scheduling
-//! cycles, binding cycles run on their own threads, a Lease elects the leader, and `/healthz` `/livez` `/readyz`
+//! cycles, binding cycles run as tasks (a bounded number at a time in the blocking pool), all API calls share one
+//! rate-limited HTTP/2 connection pool, a Lease elects the leader, and `/healthz` `/livez` `/readyz`
 //! `/metrics` `/configz` answer over HTTPS with delegated authentication and authorization (`crate::server`).
 //! SIGTERM stops taking pods, lets binding cycles finish, releases the lease, exits 0.
 
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use crate::cache::Cache;
+use crate::cluster::kube::client::{self as kube_client, ApiClients, RateLimit};
 use crate::cluster::kube::{informers, KubeCluster};
 use crate::config::{LeaderElection, SchedulerConfig};
 use crate::framework::metrics::PluginMetrics;
@@ -74,7 +76,9 @@ pub struct LiveOptions {
     pub config_dir: PathBuf,
 }
 
-async fn client(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<kube::Client, LiveError> {
+/// The process's clients (one connection pool; the scheduler's and the events' rate limits) from `--kubeconfig`,
+/// else `clientConnection.kubeconfig`, else KUBECONFIG, else in-cluster; `--master` overrides the server.
+async fn clients(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<ApiClients, LiveError> {
     let path = opts.kubeconfig.clone().or_else(|| {
         let k = &cfg.client_connection.kubeconfig;
         (!k.is_empty()).then(|| PathBuf::from(k))
@@ -86,7 +90,9 @@ async fn client(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<kube::Clien
     if let Some(master) = &opts.master {
         config.cluster_url = master.parse().map_err(|e| LiveError::Client(format!("--master {master:?}: {e}")))?;
     }
-    kube::Client::try_from(config).map_err(|e| LiveError::Client(e.to_string()))
+    let cc = &cfg.client_connection;
+    let limit = RateLimit::from_config(cc.qps, cc.burst).map_err(|e| LiveError::Client(e.to_string()))?;
+    kube_client::build(&config, limit).map_err(|e| LiveError::Client(e.to_string()))
 }
 
 async fn kubeconfig(p: &Path) -> Result<kube::Config, LiveError> {
@@ -181,10 +187,17 @@ pub(crate) struct Live {
 
 /// Runs the scheduler until SIGTERM/SIGINT (Ok) or a lost lease (Err).
 pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> Result<(), LiveError> {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        // Binding cycles hold at most DEFAULT_MAX_BINDINGS_IN_FLIGHT of these; the rest is headroom.
+        .max_blocking_threads(2 * crate::scheduler::DEFAULT_MAX_BINDINGS_IN_FLIGHT)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     let handle = rt.handle().clone();
     rt.block_on(async move {
-        let client = client(&cfg, &opts).await?;
+        let clients = clients(&cfg, &opts).await?;
+        let client = clients.main.clone();
         crate::wasm::register_plugins(&mut registry, &cfg, &opts.config_dir);
         let cluster = Arc::new(KubeCluster::new(client.clone(), handle.clone(), opts.identity.clone()));
         let ctx =
@@ -196,20 +209,24 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         let metrics = Arc::new(metrics::Metrics::default());
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff)
             .with_observer(metrics.clone());
-        let scheduler = Arc::new(Scheduler::new(
-            profiles,
-            queue,
-            Cache::new(),
-            cluster,
-            Arc::new(RealClock::default()),
-            Arc::new(LoggingObserver { metrics: metrics.clone(), verbosity: opts.verbosity }),
-            SchedulerOptions {
-                seed: ctx.seed,
-                async_binding: true,
-                trace_pods: Vec::new(),
-                plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
-            },
-        ));
+        let scheduler = Arc::new(
+            Scheduler::new(
+                profiles,
+                queue,
+                Cache::new(),
+                cluster,
+                Arc::new(RealClock::default()),
+                Arc::new(LoggingObserver { metrics: metrics.clone(), verbosity: opts.verbosity }),
+                SchedulerOptions {
+                    seed: ctx.seed,
+                    async_binding: true,
+                    trace_pods: Vec::new(),
+                    plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
+                    ..Default::default()
+                },
+            )
+            .with_binding_runtime(handle.clone()),
+        );
         let live = Arc::new(Live {
             scheduler,
             metrics,

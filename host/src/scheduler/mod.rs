@@ -29,14 +29,23 @@ use crate::queue::SchedulingQueue;
 pub struct SchedulerOptions {
     /// Seed of the tie-breaking and candidate-sampling generator.
     pub seed: u64,
-    /// Run binding cycles on their own threads (live) instead of inline (simulator: deterministic).
+    /// Run binding cycles concurrently with scheduling (live) instead of inline (simulator: deterministic): as
+    /// tasks on `binding_runtime` when one is given, else on threads of their own.
     pub async_binding: bool,
+    /// How many binding cycles may run their PreBind/Bind/PostBind at once (0: the default,
+    /// `DEFAULT_MAX_BINDINGS_IN_FLIGHT`); the others wait for a slot as tasks.
+    pub max_bindings_in_flight: usize,
     /// Record a `CycleTrace` for pods whose `ns/name` is listed.
     pub trace_pods: Vec<String>,
     /// Share of scheduling cycles, in percent, whose plugin calls are timed for the observer's
     /// `plugin_execution` (kube-scheduler samples 10%); 0 times none.
     pub plugin_metrics_sample_percent: u32,
 }
+
+/// Binding cycles in PreBind/Bind/PostBind at once by default. Each holds a blocking-pool thread while its
+/// plugins call the API server; 64 keep a local API server busy (a binding takes milliseconds) while the threads
+/// stay few whatever the backlog. Upstream starts a goroutine per binding and lets the client's rate limit bound it.
+pub const DEFAULT_MAX_BINDINGS_IN_FLIGHT: usize = 64;
 
 /// Nominated pods by node name, as the snapshot shares them.
 type NominatedPods = Arc<HashMap<String, Vec<Arc<PodInfo>>>>;
@@ -60,6 +69,10 @@ pub struct Scheduler {
     /// The observer.
     pub observer: Arc<dyn Observer>,
     options: SchedulerOptions,
+    /// The runtime binding tasks run on (live); `None`: threads (simulator).
+    binding_runtime: Option<tokio::runtime::Handle>,
+    /// Slots for binding cycles past WaitOnPermit.
+    binding_slots: Arc<tokio::sync::Semaphore>,
     in_flight_bindings: AtomicU64,
     /// Scheduling cycles started, for sampling plugin metrics evenly.
     cycles_started: AtomicU64,
@@ -88,11 +101,22 @@ impl Scheduler {
             rng: Mutex::new(Rng::new(options.seed)),
             clock,
             observer,
+            binding_runtime: None,
+            binding_slots: Arc::new(tokio::sync::Semaphore::new(match options.max_bindings_in_flight {
+                0 => DEFAULT_MAX_BINDINGS_IN_FLIGHT,
+                n => n,
+            })),
             options,
             in_flight_bindings: AtomicU64::new(0),
             cycles_started: AtomicU64::new(0),
             next_start_node_index: AtomicUsize::new(0),
         }
+    }
+
+    /// Runs binding cycles as tasks on `rt` (when `async_binding` is set).
+    pub fn with_binding_runtime(mut self, rt: tokio::runtime::Handle) -> Scheduler {
+        self.binding_runtime = Some(rt);
+        self
     }
 
     /// Binding cycles still running.

@@ -351,14 +351,42 @@ impl Scheduler {
         self.queue.lock().expect("queue lock").delete_nominated(&assumed.pod.uid);
         self.in_flight_bindings.fetch_add(1, Ordering::SeqCst);
         let waits = s.code() == Code::Wait;
-        if self.options.async_binding || waits {
-            let me = self.clone();
-            std::thread::Builder::new()
-                .name("binding".into())
-                .spawn(move || me.binding_cycle(a, assumed, waits))
-                .expect("spawn binding thread");
-        } else {
-            self.binding_cycle(a, assumed, waits);
+        match (&self.binding_runtime, self.options.async_binding) {
+            (Some(rt), true) => {
+                let me = self.clone();
+                rt.spawn(me.binding_task(a, assumed, waits));
+            }
+            (_, async_binding) if async_binding || waits => {
+                let me = self.clone();
+                std::thread::Builder::new()
+                    .name("binding".into())
+                    .spawn(move || me.binding_cycle(a, assumed, waits))
+                    .expect("spawn binding thread");
+            }
+            _ => self.binding_cycle(a, assumed, waits),
+        }
+    }
+
+    /// The binding cycle as a task: WaitOnPermit is awaited (no thread is held while a pod waits), then PreBind,
+    /// Bind and PostBind — plugin code that may block on the API server — run on the runtime's blocking pool,
+    /// at most `max_bindings_in_flight` at a time; the rest wait for a slot as tasks, not threads.
+    async fn binding_task(self: Arc<Self>, a: Attempt, assumed: Assumed, waits: bool) {
+        let t0 = Instant::now();
+        let s = if waits { a.fwk.wait_on_permit_async(&assumed.pod).await } else { Status::success() };
+        if waits {
+            self.observer.permit_wait(s.code(), t0.elapsed());
+        }
+        let slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
+        let me = self.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            me.bind_permitted(a, assumed, s);
+            drop(slot);
+        })
+        .await;
+        if let Err(e) = done {
+            // A panicking plugin: the pod stays assumed until the cache's expiry; say so rather than vanish.
+            tracing::error!(error = %e, "binding cycle panicked");
+            self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -368,13 +396,18 @@ impl Scheduler {
     }
 
     /// WaitOnPermit (when Permit said Wait) → PreBind → Bind → PostBind; any failure unwinds.
-    fn binding_cycle(&self, mut a: Attempt, assumed: Assumed, waits: bool) {
-        let (pod, host) = (&assumed.pod, assumed.host.as_str());
+    fn binding_cycle(&self, a: Attempt, assumed: Assumed, waits: bool) {
         let t0 = Instant::now();
-        let mut s = a.fwk.wait_on_permit(pod);
+        let s = a.fwk.wait_on_permit(&assumed.pod);
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
+        self.bind_permitted(a, assumed, s);
+    }
+
+    /// The binding cycle after WaitOnPermit answered `s`: PreBind → Bind → PostBind; any failure unwinds.
+    fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, mut s: Status) {
+        let (pod, host) = (&assumed.pod, assumed.host.as_str());
         if s.is_success() {
             let t0 = Instant::now();
             s = a.fwk.run_pre_bind(&mut a.state, pod, host);

@@ -183,6 +183,7 @@ impl Simulation {
                 trace_pods: opts.explain.clone(),
                 // The simulator reports no metrics.
                 plugin_metrics_sample_percent: 0,
+                ..Default::default()
             },
         ));
         // The file reaches the scheduler as the live one sees a cluster: through its event handlers.

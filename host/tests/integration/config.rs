@@ -79,6 +79,7 @@ fn errors_name_file_and_field_in_one_line() {
         (format!("{HEAD}profiles:\n- plugins:\n    filtr:\n      enabled: []\n"), "sched.yaml: profiles[0].plugins.filtr: unknown field `filtr`, expected one of `preEnqueue`"),
         (format!("{HEAD}percentageOfNodesToScore: 120\n"), "sched.yaml: percentageOfNodesToScore: not in valid range [0-100], got 120"),
         (format!("{HEAD}podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n"), "sched.yaml: podMaxBackoffSeconds: should be greater than or equal to podInitialBackoffSeconds"),
+        (format!("{HEAD}clientConnection:\n  qps: 5\n  burst: -3\n"), "sched.yaml: clientConnection.burst: must be non-negative, got -3"),
         (format!("{HEAD}profiles:\n- schedulerName: a\n- schedulerName: a\n"), "sched.yaml: profiles[1].schedulerName: duplicate profile"),
         ("apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n".to_string(), "sched.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 is not supported; this scheduler reads kubescheduler.config.k8s.io/v1"),
         (format!("{HEAD}profiles:\n- pluginConfig:\n  - name: Nope\n    args: {{}}\n"), "sched.yaml: profiles[0].pluginConfig[0].name: unknown plugin \"Nope\""),

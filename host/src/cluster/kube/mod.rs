@@ -6,13 +6,17 @@
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::Client;
 
 use super::{ClusterClient, ClusterError, PodEvent};
 use crate::framework::types::PodInfo;
 
+pub mod client;
 pub mod informers;
+mod status;
+
+use status::StatusPatcher;
 
 /// The API server as a cluster.
 #[derive(Clone)]
@@ -21,12 +25,15 @@ pub struct KubeCluster {
     runtime: tokio::runtime::Handle,
     /// `reportingInstance` of events: the scheduler's identity (host name).
     instance: String,
+    /// Status patches, sent off the caller's thread.
+    status: StatusPatcher,
 }
 
 impl KubeCluster {
     /// A cluster on a client; `runtime` runs the requests.
     pub fn new(client: Client, runtime: tokio::runtime::Handle, instance: String) -> KubeCluster {
-        KubeCluster { client, runtime, instance }
+        let status = StatusPatcher::start(client.clone(), &runtime);
+        KubeCluster { client, runtime, instance, status }
     }
 
     fn pods(&self, ns: &str) -> Api<Pod> {
@@ -94,12 +101,11 @@ impl ClusterClient for KubeCluster {
             .map_err(|e| classify(format!("pod {}", pod.key()), e))
     }
 
+    /// Queued, not sent: the scheduling loop does not wait for it (a failure is logged).
     fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError> {
         let patch = serde_json::json!({"status": {"nominatedNodeName": node}});
-        self.runtime
-            .block_on(self.pods(&pod.namespace).patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(&patch)))
-            .map(|_| ())
-            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+        self.status.patch(&pod.namespace, &pod.name, &pod.uid, false, patch, "setting nominatedNodeName");
+        Ok(())
     }
 
     fn record(&self, pod: &PodInfo, event: PodEvent) {
@@ -143,17 +149,27 @@ impl ClusterClient for KubeCluster {
             } else {
                 "SchedulerError"
             };
+            // As upstream's updatePod: nothing is sent when the pod already carries this condition (so its
+            // resourceVersion, and with it the FailedScheduling event's series, stays put).
+            if pod_scheduled_condition_is(pod, reason, &event.message) {
+                return;
+            }
             let patch = serde_json::json!({"status": {"conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": reason, "message": event.message,
                 "lastTransitionTime": now.to_string(),
             }]}});
-            if let Err(e) = self.runtime.block_on(self.pods(&pod.namespace).patch_status(
-                &pod.name,
-                &PatchParams::default(),
-                &Patch::Strategic(&patch),
-            )) {
-                tracing::warn!(pod = %pod.key(), error = %e, "setting PodScheduled=False failed");
-            }
+            self.status.patch(&pod.namespace, &pod.name, &pod.uid, true, patch, "setting PodScheduled=False");
         }
     }
+}
+
+/// Whether the pod's PodScheduled condition is already False with this reason and message.
+fn pod_scheduled_condition_is(pod: &PodInfo, reason: &str, message: &str) -> bool {
+    let conditions = pod.pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.into_iter().flatten().any(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some(reason)
+            && c.message.as_deref() == Some(message)
+    })
 }
