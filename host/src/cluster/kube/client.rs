@@ -54,7 +54,7 @@ impl RateLimit {
             b => b,
         };
         let qps = match qps.unwrap_or(0.0) {
-            q if q == 0.0 => Some(f64::from(DEFAULT_QPS)),
+            0.0 => Some(f64::from(DEFAULT_QPS)),
             q if q < 0.0 => None,
             q => Some(f64::from(q)),
         };
