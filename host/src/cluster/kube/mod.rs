@@ -12,6 +12,7 @@ use kube::Client;
 use super::{ClusterClient, ClusterError, PodEvent};
 use crate::framework::types::PodInfo;
 
+pub mod events;
 pub mod informers;
 
 /// The API server as a cluster.
