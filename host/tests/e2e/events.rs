@@ -90,4 +90,7 @@ pub(crate) fn failed_scheduling_is_one_series(cp: &ControlPlane, k: &Kube, work:
     assert_eq!(failed.len(), 1, "{failed:#?}");
     assert_eq!(series_count(failed[0]) as u64, attempts, "{:#?}", failed[0]);
     assert_eq!(about(&events, "waits", "Scheduled").len(), 1);
+    let log = s.log();
+    assert!(!log.contains("rejected event") && !log.contains("unable to write event"), "{log}");
+    eprintln!("e2e: {attempts} unschedulable attempts, one FailedScheduling Event with series.count {attempts}");
 }
