@@ -31,6 +31,9 @@ use crate::server::{
 /// `pluginMetricsSamplePercent`).
 const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
 
+/// How long shutdown waits for queued events to be written.
+const EVENTS_FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Verbosity from which every attempt gets a log line (kube-scheduler logs "Successfully bound pod" at V(2)).
 const POD_LOG_VERBOSITY: u32 = 2;
 
@@ -199,7 +202,9 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         let clients = clients(&cfg, &opts).await?;
         let client = clients.main.clone();
         crate::wasm::register_plugins(&mut registry, &cfg, &opts.config_dir);
-        let cluster = Arc::new(KubeCluster::new(client.clone(), handle.clone(), opts.identity.clone()));
+        let cluster =
+            Arc::new(KubeCluster::new(client.clone(), clients.events.clone(), handle.clone(), opts.identity.clone()));
+        let events = cluster.events().clone();
         let ctx =
             PluginContext { cluster: cluster.clone(), seed: rand_seed(), reload_period: Some(Duration::from_secs(2)) };
         let profiles = Arc::new(
@@ -273,6 +278,9 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         if opts.leader_election.leader_elect {
             lease.release().await;
         }
+        // Events are written in the background: the last bindings' (and the series' latest counts) still go out,
+        // after the lease so a successor is not kept waiting.
+        events.flush(EVENTS_FLUSH_TIMEOUT).await;
         tracing::info!("stopped");
         outcome
     })

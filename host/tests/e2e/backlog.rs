@@ -77,7 +77,7 @@ pub(crate) fn backlog_on_few_connections_within_the_rate_limit(cp: &ControlPlane
         peak_threads = peak_threads.max(threads_of(pid));
         polls += 1;
         // Listing every 100 ms would itself load the API server; every 10th poll is enough.
-        (polls % 10 == 0 && bound(k) == PODS).then_some(())
+        (polls.is_multiple_of(10) && bound(k) == PODS).then_some(())
     });
     let took = t.elapsed();
     assert!(https_get(port, "/healthz", None).is_some_and(|(c, _)| c == 200), "still serving");

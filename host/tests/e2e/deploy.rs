@@ -66,7 +66,7 @@ const README_COMMANDS: &[&str] = &[
 ];
 
 /// What the scheduler does on the API, as `kubectl auth can-i` arguments: what the informers list and watch
-/// (host/src/cluster/kube/informers.rs), what the cycle writes (host/src/cluster/kube/mod.rs), leader election
+/// (host/src/cluster/kube/informers.rs), what the cycle writes (host/src/cluster/kube/mod.rs, events.rs), leader election
 /// (host/src/live/leader.rs), and what delegated authentication and authorization of the serving port need.
 const MAY: &[&str] = &[
     "list pods --all-namespaces",
@@ -93,6 +93,7 @@ const MAY: &[&str] = &[
     "delete pods -n default",
     "patch pods --subresource=status -n default",
     "create events.events.k8s.io -n default",
+    "patch events.events.k8s.io -n default",
     "create leases.coordination.k8s.io -n kube-system",
     "get leases.coordination.k8s.io/kube-wasm-scheduler -n kube-system",
     "update leases.coordination.k8s.io/kube-wasm-scheduler -n kube-system",

@@ -1,7 +1,8 @@
 //! The cluster seam on a real API server (kube-rs): binding through `pods/binding`, preemption evictions,
 //! `status.nominatedNodeName`, events.k8s.io events reported by the profile's schedulerName, and the PodScheduled
-//! condition. Calls come from scheduler threads and block on the tokio runtime that owns the client. The
-//! informers (`informers`) report the cluster's changes to the scheduler's event handlers.
+//! condition. Calls come from scheduler threads and block on the tokio runtime that owns the client, except
+//! events, which the recorder (`events`) writes in the background. The informers (`informers`) report the
+//! cluster's changes to the scheduler's event handlers.
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -13,10 +14,13 @@ use super::{ClusterClient, ClusterError, PodEvent};
 use crate::framework::types::PodInfo;
 
 pub mod client;
+pub mod events;
 pub mod informers;
 mod status;
 
 use status::StatusPatcher;
+
+use events::EventRecorder;
 
 /// The API server as a cluster.
 #[derive(Clone)]
@@ -27,13 +31,22 @@ pub struct KubeCluster {
     instance: String,
     /// Status patches, sent off the caller's thread.
     status: StatusPatcher,
+    /// Events, written in the background.
+    events: EventRecorder,
 }
 
 impl KubeCluster {
-    /// A cluster on a client; `runtime` runs the requests.
-    pub fn new(client: Client, runtime: tokio::runtime::Handle, instance: String) -> KubeCluster {
+    /// A cluster on a client; events are written with `events` (a client with its own rate limit, so a burst of
+    /// events does not hold up bindings); `runtime` runs the requests, the status patches and the event recorder.
+    pub fn new(client: Client, events: Client, runtime: tokio::runtime::Handle, instance: String) -> KubeCluster {
         let status = StatusPatcher::start(client.clone(), &runtime);
-        KubeCluster { client, runtime, instance, status }
+        let events = EventRecorder::start(events, &runtime);
+        KubeCluster { client, runtime, instance, status, events }
+    }
+
+    /// The recorder that writes this cluster's events (for `flush` at shutdown).
+    pub fn events(&self) -> &EventRecorder {
+        &self.events
     }
 
     fn pods(&self, ns: &str) -> Api<Pod> {
@@ -137,10 +150,9 @@ impl ClusterClient for KubeCluster {
             reporting_instance: Some(format!("{}-{}", event.scheduler_name, self.instance)),
             ..Default::default()
         };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &pod.namespace);
-        if let Err(e) = self.runtime.block_on(events.create(&PostParams::default(), &ev)) {
-            tracing::warn!(pod = %pod.key(), error = %e, "recording an event failed");
-        }
+        // Queued, not written here: this runs on the scheduling thread (failures) and binding threads. A full
+        // queue drops the event (the recorder logs and counts it).
+        self.events.record(ev);
         if failed {
             let reason = if event.message.starts_with("0/")
                 || event.message == crate::framework::diagnosis::NO_NODES_AVAILABLE
