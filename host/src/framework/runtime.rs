@@ -104,6 +104,14 @@ impl std::fmt::Debug for Framework {
     }
 }
 
+/// Upstream's error for a final score outside [MIN_NODE_SCORE, MAX_NODE_SCORE].
+fn invalid_score(plugin: &Arc<str>, score: i64) -> Status {
+    Status::error(format!(
+        "plugin {plugin:?} returns an invalid score {score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+    ))
+    .with_plugin(plugin)
+}
+
 impl Framework {
     /// Builds the runner for a profile: instantiates each named plugin once with its args, expands multiPoint
     /// as upstream (explicit entries override, `disabled` and `'*'` honoured), and checks the profile's shape.
@@ -642,6 +650,16 @@ impl Framework {
         let mut traces = Vec::new();
         for (p, e) in active.iter().enumerate() {
             let sp = e.plugin.as_score().expect("registered at score");
+            if !sp.has_normalize() && trace.is_none() {
+                // Nothing to normalize or explain: the raw scores are the final ones (no per-node list to build).
+                for (i, &score) in raw[p].iter().enumerate() {
+                    if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&score) {
+                        return Err(invalid_score(&e.name, score));
+                    }
+                    totals[i].total += score * e.weight;
+                }
+                continue;
+            }
             let mut list: Vec<NodeScore> =
                 nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
             // Only a plugin with a NormalizeScore of its own is timed there, as upstream.
@@ -658,11 +676,7 @@ impl Framework {
             }
             for (i, ns) in list.iter().enumerate() {
                 if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&ns.score) {
-                    return Err(Status::error(format!(
-                        "plugin {:?} returns an invalid score {}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
-                        &*e.name, ns.score
-                    ))
-                    .with_plugin(&e.name));
+                    return Err(invalid_score(&e.name, ns.score));
                 }
                 totals[i].total += ns.score * e.weight;
             }
