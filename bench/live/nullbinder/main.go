@@ -1,0 +1,207 @@
+// Command nullbinder is the live benchmark's ceiling: a "scheduler" with no scheduling logic. It watches the pods
+// that name its schedulerName and are not bound yet, posts a Binding for each to the next node in round-robin order
+// and records a Scheduled event, as kube-scheduler's DefaultBinder and its event recorder do. What it costs is what
+// any scheduler pays just to talk to the API server: informers, one Binding and one Event per pod.
+//
+// It uses client-go like kube-scheduler: shared informers, protobuf, one HTTP/2 connection, the events.k8s.io/v1
+// broadcaster, and a goroutine per binding (kube-scheduler's binding cycle is asynchronous too).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+)
+
+// nodeRing is the round-robin list of node names, kept sorted so the order does not depend on informer timing.
+type nodeRing struct {
+	mu    sync.RWMutex
+	names []string
+	next  atomic.Uint64
+}
+
+func (r *nodeRing) add(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := sort.SearchStrings(r.names, name)
+	if i < len(r.names) && r.names[i] == name {
+		return
+	}
+	r.names = append(r.names, "")
+	copy(r.names[i+1:], r.names[i:])
+	r.names[i] = name
+}
+
+func (r *nodeRing) remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := sort.SearchStrings(r.names, name)
+	if i < len(r.names) && r.names[i] == name {
+		r.names = append(r.names[:i], r.names[i+1:]...)
+	}
+}
+
+func (r *nodeRing) pick() (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.names) == 0 {
+		return "", false
+	}
+	return r.names[(r.next.Add(1)-1)%uint64(len(r.names))], true
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server")
+	schedulerName := flag.String("scheduler-name", "null-binder", "bind the pods whose spec.schedulerName is this")
+	qps := flag.Float64("qps", 5000, "client QPS (as clientConnection.qps)")
+	burst := flag.Int("burst", 5000, "client burst (as clientConnection.burst)")
+	readyAddress := flag.String("ready-address", "", "host:port serving /readyz over plain HTTP once the informers have synced (empty: none)")
+	flag.Parse()
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nullbinder: kubeconfig %s: %v\n", *kubeconfig, err)
+		os.Exit(2)
+	}
+	cfg.QPS = float32(*qps)
+	cfg.Burst = *burst
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.UserAgent = "nullbinder"
+	client := kubernetes.NewForConfigOrDie(cfg)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	var ready atomic.Bool
+	if *readyAddress != "" {
+		ln, err := net.Listen("tcp", *readyAddress)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "nullbinder: listen %s: %v\n", *readyAddress, err)
+			os.Exit(1)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !ready.Load() {
+				http.Error(w, "informers not synced", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
+		go func() { _ = http.Serve(ln, mux) }()
+	}
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "nullbinder: events: %v\n", err)
+		os.Exit(1)
+	}
+	recorder := broadcaster.NewRecorder(scheme.Scheme, *schedulerName)
+
+	// Nodes first, so that no pod arrives before there is a node to bind it to.
+	ring := &nodeRing{}
+	nodeFactory := informers.NewSharedInformerFactory(client, 0)
+	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
+	_, _ = nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if n, ok := obj.(*v1.Node); ok {
+				ring.add(n.Name)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if n, ok := obj.(*v1.Node); ok {
+				ring.remove(n.Name)
+			}
+		},
+	})
+	nodeFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.HasSynced) {
+		os.Exit(1)
+	}
+
+	// Only this scheduler's pending pods, filtered by the API server. A bound pod leaves the selection.
+	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = "spec.schedulerName=" + *schedulerName + ",spec.nodeName="
+		}))
+	podInformer := podFactory.Core().V1().Pods().Informer()
+	var inFlight sync.Map // pod UID -> struct{}: one binding per pod, however many updates arrive
+	var bound, failed atomic.Int64
+	var wg sync.WaitGroup
+	bind := func(pod *v1.Pod) {
+		defer wg.Done()
+		for attempt := 0; ; attempt++ {
+			node, ok := ring.pick()
+			if !ok {
+				fmt.Fprintf(os.Stderr, "nullbinder: no nodes for %s/%s\n", pod.Namespace, pod.Name)
+				failed.Add(1)
+				return
+			}
+			err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, &v1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+				Target:     v1.ObjectReference{Kind: "Node", Name: node},
+			}, metav1.CreateOptions{})
+			if err == nil {
+				bound.Add(1)
+				recorder.Eventf(pod, nil, v1.EventTypeNormal, "Scheduled", "Binding",
+					"Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, node)
+				return
+			}
+			if ctx.Err() != nil || attempt >= 2 {
+				fmt.Fprintf(os.Stderr, "nullbinder: binding %s/%s to %s: %v\n", pod.Namespace, pod.Name, node, err)
+				failed.Add(1)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	onPod := func(obj interface{}) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+			return
+		}
+		if _, loaded := inFlight.LoadOrStore(pod.UID, struct{}{}); loaded {
+			return
+		}
+		wg.Add(1)
+		go bind(pod)
+	}
+	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onPod,
+		UpdateFunc: func(_, obj interface{}) { onPod(obj) },
+	})
+	podFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
+		os.Exit(1)
+	}
+	ready.Store(true)
+	ring.mu.RLock()
+	fmt.Fprintf(os.Stderr, "nullbinder: ready: %d nodes, schedulerName %s\n", len(ring.names), *schedulerName)
+	ring.mu.RUnlock()
+
+	<-ctx.Done()
+	wg.Wait()
+	broadcaster.Shutdown()
+	fmt.Fprintf(os.Stderr, "nullbinder: stopped: %d bound, %d failed\n", bound.Load(), failed.Load())
+}
