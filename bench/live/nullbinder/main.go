@@ -140,15 +140,18 @@ func main() {
 		os.Exit(1)
 	}
 
-	// Only this scheduler's pending pods, filtered by the API server. A bound pod leaves the selection.
+	// The pods kube-scheduler's informer watches (not finished), filtered here by schedulerName and nodeName, as
+	// kube-scheduler does: the same watch path through the API server's watch cache.
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = "spec.schedulerName=" + *schedulerName + ",spec.nodeName="
+			o.FieldSelector = "status.phase!=" + string(v1.PodSucceeded) + ",status.phase!=" + string(v1.PodFailed)
 		}))
 	podInformer := podFactory.Core().V1().Pods().Informer()
 	var inFlight sync.Map // pod UID -> struct{}: one binding per pod, however many updates arrive
 	var bound, failed atomic.Int64
 	var wg sync.WaitGroup
+	var callsMu sync.Mutex
+	var calls []time.Duration // how long each successful Binding call took, reported at exit
 	bind := func(pod *v1.Pod) {
 		defer wg.Done()
 		for attempt := 0; ; attempt++ {
@@ -158,11 +161,16 @@ func main() {
 				failed.Add(1)
 				return
 			}
+			start := time.Now()
 			err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, &v1.Binding{
 				ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 				Target:     v1.ObjectReference{Kind: "Node", Name: node},
 			}, metav1.CreateOptions{})
 			if err == nil {
+				took := time.Since(start)
+				callsMu.Lock()
+				calls = append(calls, took)
+				callsMu.Unlock()
 				bound.Add(1)
 				recorder.Eventf(pod, nil, v1.EventTypeNormal, "Scheduled", "Binding",
 					"Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, node)
@@ -178,7 +186,7 @@ func main() {
 	}
 	onPod := func(obj interface{}) {
 		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		if !ok || pod.Spec.SchedulerName != *schedulerName || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 			return
 		}
 		if _, loaded := inFlight.LoadOrStore(pod.UID, struct{}{}); loaded {
@@ -203,5 +211,13 @@ func main() {
 	<-ctx.Done()
 	wg.Wait()
 	broadcaster.Shutdown()
-	fmt.Fprintf(os.Stderr, "nullbinder: stopped: %d bound, %d failed\n", bound.Load(), failed.Load())
+	sort.Slice(calls, func(i, j int) bool { return calls[i] < calls[j] })
+	q := func(f float64) time.Duration {
+		if len(calls) == 0 {
+			return 0
+		}
+		return calls[int(f*float64(len(calls)-1))]
+	}
+	fmt.Fprintf(os.Stderr, "nullbinder: stopped: %d bound, %d failed; Binding call p50 %s, p99 %s\n",
+		bound.Load(), failed.Load(), q(.5).Round(time.Millisecond), q(.99).Round(time.Millisecond))
 }
