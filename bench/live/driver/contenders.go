@@ -34,6 +34,7 @@ var allContenders = map[string]contender{
 // binaries are the programs the contenders run.
 type binaries struct {
 	kubeScheduler, ours, nullBinder, guestsDir string
+	nullWorkers                                int // the null binder's --workers
 }
 
 // schedulerConfig writes the run's KubeSchedulerConfiguration: the default profile under the run's schedulerName,
@@ -137,7 +138,8 @@ func startContender(c contender, bins binaries, dir, kubeconfig, schedulerName s
 		readyURL = fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
 	case "null":
 		argv = []string{bins.nullBinder, "--kubeconfig", kubeconfig, "--scheduler-name", schedulerName,
-			"--qps", fmt.Sprint(qps), "--burst", fmt.Sprint(burst), "--ready-address", fmt.Sprintf("127.0.0.1:%d", port)}
+			"--qps", fmt.Sprint(qps), "--burst", fmt.Sprint(burst), "--workers", fmt.Sprint(bins.nullWorkers),
+			"--ready-address", fmt.Sprintf("127.0.0.1:%d", port)}
 		readyURL = fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
 	default:
 		return nil, fmt.Errorf("unknown contender kind %q", c.kind)
