@@ -45,8 +45,8 @@ bench-ratio: setup guests
 
 ## bench-live: our scheduler live beside kube-scheduler v1.34.4 and a null binder on a throwaway kube-apiserver,
 ## interleaved; Markdown tables, JSON/CSV and a plot under ~/.cache/kube-wasm-scheduler/bench-live/ (not part of
-## make test; the default run takes hours, BENCH_QUICK=1 is a smoke run; sizes, shapes, repetitions, KWS_BIN: see
-## bench/live/run.sh and docs/performance.md).
+## make test; the default run takes ~40 minutes, BENCH_QUICK=1 is a one-minute smoke run; sizes, shapes, repetitions,
+## KWS_BIN: see bench/live/run.sh and docs/performance.md).
 bench-live: setup
 	bench/live/run.sh $(BENCH_ARGS)
 
