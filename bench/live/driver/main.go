@@ -131,7 +131,7 @@ func main() {
 	flag.StringVar(&o.bins.kubeScheduler, "kube-scheduler", "", "kube-scheduler binary")
 	flag.StringVar(&o.bins.ours, "ours", "", "kube-wasm-scheduler binary")
 	flag.StringVar(&o.bins.nullBinder, "null-binder", "", "null binder binary")
-	flag.IntVar(&o.bins.nullWorkers, "null-workers", 90, "the null binder's --workers (0: a goroutine per pod, as kube-scheduler)")
+	flag.IntVar(&o.bins.nullWorkers, "null-workers", 90, "the null binder's --workers: Bindings and Events in flight (0: a goroutine per pod, as kube-scheduler)")
 	flag.StringVar(&o.bins.guestsDir, "guests", "", "directory holding qos-sort.wasm, priority-label.wasm, random-score.wasm")
 	flag.Float64Var(&o.qps, "qps", 5000, "clientConnection.qps of every contender")
 	flag.IntVar(&o.burst, "burst", 5000, "clientConnection.burst of every contender")

@@ -4,10 +4,11 @@
 // just to talk to the API server: informers, one Binding and one Event per pod.
 //
 // It uses client-go like kube-scheduler (shared informers on the same selection of pods, protobuf, HTTP/2), but
-// keeps at most --workers bindings in flight, each followed by its event, so that everything fits on one HTTP/2
-// connection. With a goroutine per pod, as kube-scheduler binds (--workers 0), a backlog of 2,000 pods made client-go
-// dial up to ~2,000 TLS connections past the API server's 100 streams per connection, and roughly halved the null binder's
-// throughput: not a ceiling.
+// keeps at most --workers Bindings in flight on one HTTP/2 connection, and at most --workers Events on a second
+// one, written after each pod's Binding without holding up the next Binding (kube-scheduler's events are
+// asynchronous too). The API server serves 100 streams per connection by default; past that client-go dials a new
+// TLS connection per request: with a goroutine per pod, as kube-scheduler binds (--workers 0), a backlog of 2,000
+// pods made it dial up to ~2,000 connections and roughly halved the null binder's throughput.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -30,10 +32,17 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 )
+
+// scheduled is a bound pod whose Scheduled event is to be written.
+type scheduled struct {
+	pod  *v1.Pod
+	note string
+}
 
 // nodeRing is the round-robin list of node names, kept sorted so the order does not depend on informer timing.
 type nodeRing struct {
@@ -77,10 +86,9 @@ func main() {
 	schedulerName := flag.String("scheduler-name", "null-binder", "bind the pods whose spec.schedulerName is this")
 	qps := flag.Float64("qps", 5000, "client QPS (as clientConnection.qps)")
 	burst := flag.Int("burst", 5000, "client burst (as clientConnection.burst)")
-	workers := flag.Int("workers", 90, "bindings in flight: this many workers each bind a pod and then create its event "+
+	workers := flag.Int("workers", 90, "Bindings in flight on one connection, and Events in flight on another "+
 		"(90 and the two watches stay within the API server's default 100 HTTP/2 streams per connection); "+
-		"0: a goroutine per pod and events through client-go's broadcaster, as kube-scheduler (in a backlog that "+
-		"overflows the API server's 100 HTTP/2 streams per connection, and client-go dials a connection per request)")
+		"0: a goroutine per pod and events through client-go's broadcaster, as kube-scheduler")
 	readyAddress := flag.String("ready-address", "", "host:port serving /readyz over plain HTTP once the informers have synced (empty: none)")
 	flag.Parse()
 
@@ -95,6 +103,10 @@ func main() {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = "nullbinder"
 	client := kubernetes.NewForConfigOrDie(cfg)
+	// Events on a connection of their own: a Proxy function makes client-go build a transport that it does not share.
+	eventsCfg := rest.CopyConfig(cfg)
+	eventsCfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	eventClient := kubernetes.NewForConfigOrDie(eventsCfg)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -161,6 +173,26 @@ func main() {
 	var wg sync.WaitGroup
 	var callsMu sync.Mutex
 	var calls []time.Duration // how long each successful Binding call took, reported at exit
+	eventQueue := make(chan scheduled, 1<<16)
+	recordEvent := func(e scheduled) {
+		now := time.Now()
+		pod := e.pod
+		_, err := eventClient.EventsV1().Events(pod.Namespace).Create(ctx, &eventsv1.Event{
+			ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%v.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+			EventTime:           metav1.NewMicroTime(now),
+			ReportingController: *schedulerName,
+			ReportingInstance:   *schedulerName + "-" + hostname,
+			Action:              "Binding",
+			Reason:              "Scheduled",
+			Regarding: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+				UID: pod.UID, ResourceVersion: pod.ResourceVersion},
+			Note: e.note,
+			Type: v1.EventTypeNormal,
+		}, metav1.CreateOptions{})
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "nullbinder: event for %s/%s: %v\n", pod.Namespace, pod.Name, err)
+		}
+	}
 	bind := func(pod *v1.Pod) {
 		defer wg.Done()
 		for attempt := 0; ; attempt++ {
@@ -184,23 +216,8 @@ func main() {
 				note := fmt.Sprintf("Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, node)
 				if *workers == 0 {
 					recorder.Eventf(pod, nil, v1.EventTypeNormal, "Scheduled", "Binding", "%s", note)
-					return
-				}
-				now := time.Now()
-				_, err := client.EventsV1().Events(pod.Namespace).Create(ctx, &eventsv1.Event{
-					ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%v.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
-					EventTime:           metav1.NewMicroTime(now),
-					ReportingController: *schedulerName,
-					ReportingInstance:   *schedulerName + "-" + hostname,
-					Action:              "Binding",
-					Reason:              "Scheduled",
-					Regarding: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-						UID: pod.UID, ResourceVersion: pod.ResourceVersion},
-					Note: note,
-					Type: v1.EventTypeNormal,
-				}, metav1.CreateOptions{})
-				if err != nil && ctx.Err() == nil {
-					fmt.Fprintf(os.Stderr, "nullbinder: event for %s/%s: %v\n", pod.Namespace, pod.Name, err)
+				} else {
+					eventQueue <- scheduled{pod, note}
 				}
 				return
 			}
@@ -229,7 +246,7 @@ func main() {
 		queue <- pod
 	}
 	for i := 0; i < *workers; i++ {
-		wg.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			for {
@@ -237,6 +254,17 @@ func main() {
 				case pod := <-queue:
 					wg.Add(1)
 					bind(pod)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case e := <-eventQueue:
+					recordEvent(e)
 				case <-ctx.Done():
 					return
 				}
