@@ -109,7 +109,8 @@ def main():
     say("- sched CPU: the scheduler process's utime+stime at the end of the run (start-up included); peak RSS: VmHWM; "
         "API server CPU: its utime+stime from just before the scheduler started until just before it was stopped; "
         "conns to API: peak of the scheduler's established TCP connections to the API server's port, "
-        f"sampled every {meta.get('sample_interval', '100ms')}")
+        f"sampled every {meta.get('sample_interval', '100ms')} (less often while one sample costs more than a "
+        "thirtieth of that)")
     say("- values are medians over the successful runs (runs column)")
     failed = [r for r in runs if not r["ok"]]
     if failed:

@@ -616,7 +616,7 @@ func writeMeta(o options, kubeconfig string) {
 		"pods_per_s":       "bound pods / (last pod seen bound - window start); window start: first pod creation (streaming), scheduler process start (backlog)",
 		"latency":          "client-side, watch saw spec.nodeName set minus: create call returned (streaming), scheduler process start (backlog)",
 		"apiserver_cpu_s":  "kube-apiserver utime+stime from just before the scheduler starts to just before it is stopped",
-		"sched_peak_conns": "peak of the scheduler's established TCP connections to the API server port, sampled every sample_interval",
+		"sched_peak_conns": "peak of the scheduler's established TCP connections to the API server port, sampled every sample_interval (less often while one sample costs more than a thirtieth of it)",
 	}
 	b, _ := json.MarshalIndent(meta, "", "  ")
 	_ = os.WriteFile(filepath.Join(o.out, "meta.json"), append(b, '\n'), 0o644)
