@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench bench-ratio lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test bench bench-ratio bench-live lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -42,6 +42,13 @@ bench: setup guests
 ## bench-ratio: benchmark (a)'s Wasm/native ratio in several fresh processes, with median, min and max.
 bench-ratio: setup guests
 	scripts/bench-ratio.sh
+
+## bench-live: our scheduler live beside kube-scheduler v1.34.4 and a null binder on a throwaway kube-apiserver,
+## interleaved; Markdown tables, JSON/CSV and a plot under ~/.cache/kube-wasm-scheduler/bench-live/ (not part of
+## make test; the default run takes ~40 minutes, BENCH_QUICK=1 is a one-minute smoke run; sizes, shapes, repetitions,
+## KWS_BIN: see bench/live/run.sh and docs/performance.md).
+bench-live: setup
+	bench/live/run.sh $(BENCH_ARGS)
 
 check: setup
 	cargo check --workspace --all-targets

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Build a real kube-apiserver (and optionally kubectl) from Kubernetes' Go modules and make sure an etcd
-# binary is installed, for tests that need a real control plane (see scripts/control-plane.sh).
+# Build a real kube-apiserver (and optionally kubectl and kube-scheduler) from Kubernetes' Go modules and make sure an
+# etcd binary is installed, for tests that need a real control plane (see scripts/control-plane.sh) and for the live
+# benchmark against kube-scheduler (bench/live).
 #
 # Binaries are cached outside the clone, so later runs (and CI on the same machine) reuse them:
-#   $HOME/.cache/kube-wasm-scheduler/kube/<version>/bin/kube-apiserver
+#   $HOME/.cache/kube-wasm-scheduler/kube/<version>/bin/kube-apiserver (kubectl, kube-scheduler)
 # The generated Go module that drives the build lives next to them (…/<version>/module), never in the repo.
 #
-# Usage: scripts/build-kube.sh [--with-kubectl] [--download-only]
-#   --download-only  generate the module and download its dependencies, compile nothing.
+# Usage: scripts/build-kube.sh [--with-kubectl] [--with-kube-scheduler] [--download-only]
+#   --with-kube-scheduler  also build kube-scheduler of the same release (about a minute once the module's
+#                          dependencies are downloaded).
+#   --download-only        generate the module and download its dependencies, compile nothing.
 # Environment:
 #   KUBE_VERSION          Kubernetes release to build (default v1.34.4: the newest v1.34 patch the module
 #                         proxy serves with a verifiable checksum; the scheduler uses k8s-openapi's v1_34).
 #   KUBE_CACHE_DIR        cache root (default $HOME/.cache/kube-wasm-scheduler/kube)
 #   KUBE_BUILD_KUBECTL=1  same as --with-kubectl (also built when no kubectl is on PATH).
+#   KUBE_BUILD_SCHEDULER=1  same as --with-kube-scheduler.
 #   GO                    go command (default: go on PATH, else /usr/local/go/bin/go)
 # Prints one line per step; the last line is the bin directory.
 set -euo pipefail
@@ -20,12 +24,14 @@ set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 KUBE_CACHE_DIR="${KUBE_CACHE_DIR:-$HOME/.cache/kube-wasm-scheduler/kube}"
 BUILD_KUBECTL="${KUBE_BUILD_KUBECTL:-0}"
+BUILD_SCHEDULER="${KUBE_BUILD_SCHEDULER:-0}"
 DOWNLOAD_ONLY=0
 for arg in "$@"; do
   case "$arg" in
     --with-kubectl) BUILD_KUBECTL=1 ;;
+    --with-kube-scheduler) BUILD_SCHEDULER=1 ;;
     --download-only) DOWNLOAD_ONLY=1 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-kube: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -79,6 +85,13 @@ if [[ "$BUILD_KUBECTL" == 1 ]]; then
     step "kubectl: $KUBE_VERSION already built at $BIN/kubectl"
   else
     targets+=(kubectl)
+  fi
+fi
+if [[ "$BUILD_SCHEDULER" == 1 ]]; then
+  if have_version "$BIN/kube-scheduler" --version; then
+    step "kube-scheduler: $KUBE_VERSION already built at $BIN/kube-scheduler"
+  else
+    targets+=(kube-scheduler)
   fi
 fi
 
@@ -154,7 +167,12 @@ if ((${#targets[@]})); then
     mv "$BIN/$t.tmp" "$BIN/$t"
     step "build: $t done in $((SECONDS - start)) s, $(du -h "$BIN/$t" | cut -f1)"
   done
-  have_version "$BIN/kube-apiserver" --version || die "$BIN/kube-apiserver does not report $KUBE_VERSION"
+  for t in "${targets[@]}"; do
+    case "$t" in
+      kubectl) have_version "$BIN/$t" version --client ;;
+      *) have_version "$BIN/$t" --version ;;
+    esac || die "$BIN/$t does not report $KUBE_VERSION"
+  done
 fi
 
 echo "$BIN"
