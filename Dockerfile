@@ -8,25 +8,23 @@
 ARG RUST_VERSION=1.95
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
-# wasm-tools turns a guest's core module into a component; the version is scripts/setup-wasm.sh's.
-ARG WASM_TOOLS_VERSION=1.263.0
-RUN rustup target add wasm32-unknown-unknown \
- && cargo install --locked --root /usr/local wasm-tools@${WASM_TOOLS_VERSION}
+RUN rustup target add wasm32-unknown-unknown
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY wit wit
 COPY host host
 COPY guest-plugins guest-plugins
-# The guests, as scripts/build-guests.sh builds them (profile `guest`), then made components.
+RUN cargo build --locked --release --bin kube-wasm-scheduler \
+ && install -D target/release/kube-wasm-scheduler /out/bin/kube-wasm-scheduler
+# The guests, as scripts/build-guests.sh builds them (profile `guest`), made components (and checked) by the
+# scheduler itself: `plugin componentize`.
 RUN cargo build --locked --profile guest --target wasm32-unknown-unknown \
       -p qos-sort -p random-score -p priority-label \
  && mkdir -p /out/plugins \
- && wasm-tools component new target/wasm32-unknown-unknown/guest/qos_sort.wasm -o /out/plugins/qos-sort.wasm \
- && wasm-tools component new target/wasm32-unknown-unknown/guest/random_score.wasm -o /out/plugins/random-score.wasm \
- && wasm-tools component new target/wasm32-unknown-unknown/guest/priority_label.wasm -o /out/plugins/priority-label.wasm \
- && for f in /out/plugins/*.wasm; do wasm-tools validate --features component-model "$f"; done
-RUN cargo build --locked --release --bin kube-wasm-scheduler \
- && install -D target/release/kube-wasm-scheduler /out/bin/kube-wasm-scheduler
+ && for g in qos-sort random-score priority-label; do \
+      /out/bin/kube-wasm-scheduler plugin componentize "target/wasm32-unknown-unknown/guest/$(echo $g | tr - _).wasm" \
+        -o "/out/plugins/$g.wasm"; \
+    done
 
 # glibc and libgcc, no shell; kube-rs uses rustls, so no OpenSSL is needed.
 FROM gcr.io/distroless/cc-debian12:nonroot
