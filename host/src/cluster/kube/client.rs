@@ -1,7 +1,7 @@
-//! The process's API client: one pooled HTTPS connection pool (HTTP/2 when the API server offers it, as it does:
-//! every request, watches included, is a stream on one connection, as client-go's) behind a client-side rate limit
-//! per client, as client-go's `rest.Config` QPS/Burst. The scheduler's requests and its events go through two
-//! clients that share the pool but not the limit, as kube-scheduler's clientset and event clientset do.
+//! The process's API clients: HTTPS with HTTP/2 when the API server offers it, as it does (every request, watches
+//! included, is a stream on one connection, as with client-go), each behind a client-side rate limit, as
+//! client-go's `rest.Config` QPS/Burst. The scheduler's requests and its events go through two clients, each with
+//! its own connection and limit, as kube-scheduler's clientset and event clientset have their own limits.
 
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -149,7 +149,7 @@ where
     }
 }
 
-/// The scheduler's clients: both on one connection pool, each with its own rate limit.
+/// The scheduler's clients: a connection and a rate limit each.
 #[derive(Clone)]
 pub struct ApiClients {
     /// Pods, bindings, leases, informers.
@@ -170,7 +170,7 @@ pub fn build(config: &kube::Config, limit: RateLimit) -> Result<ApiClients, Clie
         .enable_http1()
         .enable_http2()
         .wrap_connector(http);
-    let pool: hyper_util::client::legacy::Client<_, Body> =
+    let pool = || -> hyper_util::client::legacy::Client<_, Body> {
         hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             // Pings and idle expiry need a timer.
             .timer(TokioTimer::new())
@@ -178,7 +178,8 @@ pub fn build(config: &kube::Config, limit: RateLimit) -> Result<ApiClients, Clie
             .http2_keep_alive_interval(HTTP2_PING_INTERVAL)
             .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
             .http2_keep_alive_while_idle(true)
-            .build(https);
+            .build(https.clone())
+    };
     let client = |pool: hyper_util::client::legacy::Client<_, Body>| -> Result<kube::Client, ClientError> {
         let bucket = limit.qps.map(|q| Arc::new(TokenBucket::new(q, limit.burst)));
         let service = ServiceBuilder::new()
@@ -190,7 +191,11 @@ pub fn build(config: &kube::Config, limit: RateLimit) -> Result<ApiClients, Clie
             .service(pool);
         Ok(kube::Client::new(service, config.default_namespace.clone()))
     };
-    Ok(ApiClients { main: client(pool.clone())?, events: client(pool)? })
+    // Two connections, not one: kube-apiserver serves at most 100 concurrent streams per HTTP/2 connection
+    // (`--http2-max-streams-per-connection`), and a burst of event writes on the scheduler's connection made
+    // bindings wait for a stream behind them (streaming p50 tripled). Go's client would dial extra connections for
+    // the overflow; here events have a connection of their own.
+    Ok(ApiClients { main: client(pool())?, events: client(pool())? })
 }
 
 #[cfg(test)]
