@@ -21,10 +21,9 @@ RUN cargo build --locked --release --bin kube-wasm-scheduler \
 RUN cargo build --locked --profile guest --target wasm32-unknown-unknown \
       -p qos-sort -p random-score -p priority-label \
  && mkdir -p /out/plugins \
- && for g in qos-sort random-score priority-label; do \
-      /out/bin/kube-wasm-scheduler plugin componentize "target/wasm32-unknown-unknown/guest/$(echo $g | tr - _).wasm" \
-        -o "/out/plugins/$g.wasm"; \
-    done
+ && /out/bin/kube-wasm-scheduler plugin componentize target/wasm32-unknown-unknown/guest/qos_sort.wasm -o /out/plugins/qos-sort.wasm \
+ && /out/bin/kube-wasm-scheduler plugin componentize target/wasm32-unknown-unknown/guest/random_score.wasm -o /out/plugins/random-score.wasm \
+ && /out/bin/kube-wasm-scheduler plugin componentize target/wasm32-unknown-unknown/guest/priority_label.wasm -o /out/plugins/priority-label.wasm
 
 # glibc and libgcc, no shell; kube-rs uses rustls, so no OpenSSL is needed.
 FROM gcr.io/distroless/cc-debian12:nonroot
