@@ -31,10 +31,12 @@ PAIRS = [
     ("ours", "null"),
     ("ours-guests", "ours"),
     ("ours-guests", "kube"),
+    ("ours", "kube-json"),
+    ("kube-json", "kube"),
 ]
 RATIO_METRICS = ["pods_per_s", "p50_ms", "p99_ms", "sched_cpu_s", "sched_rss_mib", "apiserver_cpu_s", "sched_peak_conns"]
-ORDER = ["kube", "ours", "null", "ours-guests"]
-COLORS = {"kube": "#326ce5", "ours": "#d95f02", "null": "#7f7f7f", "ours-guests": "#1b9e77"}
+ORDER = ["kube", "ours", "null", "ours-guests", "kube-json"]
+COLORS = {"kube": "#326ce5", "ours": "#d95f02", "null": "#7f7f7f", "ours-guests": "#1b9e77", "kube-json": "#7570b3"}
 
 
 def groups_of(runs):

@@ -18,10 +18,13 @@ import (
 
 // contender is one scheduler the benchmark measures.
 type contender struct {
-	name string // kube, ours, null, ours-guests
+	name string // kube, ours, null, ours-guests, kube-json
 	// what it runs: "kube" (kube-scheduler), "ours" (kube-wasm-scheduler), "null" (the null binder)
 	kind   string
 	guests bool // ours with the three sample guests in its profile
+	// json: clientConnection.contentType application/json, so kube-scheduler speaks what we speak (kube-rs has no
+	// protobuf codec): tells how much of the API server's CPU is the encoding.
+	json bool
 }
 
 var allContenders = map[string]contender{
@@ -29,6 +32,7 @@ var allContenders = map[string]contender{
 	"ours":        {name: "ours", kind: "ours"},
 	"null":        {name: "null", kind: "null"},
 	"ours-guests": {name: "ours-guests", kind: "ours", guests: true},
+	"kube-json":   {name: "kube-json", kind: "kube", json: true},
 }
 
 // binaries are the programs the contenders run.
@@ -40,19 +44,23 @@ type binaries struct {
 // schedulerConfig writes the run's KubeSchedulerConfiguration: the default profile under the run's schedulerName,
 // leader election off, clientConnection qps/burst as given; for ours-guests, the three sample guests as
 // deploy/manifests/config.yaml enables them (QosSort in place of PrioritySort, RandomScore, PriorityLabel).
-func schedulerConfig(path, kubeconfig, schedulerName string, qps float64, burst int, guests bool, guestsDir string) error {
+func schedulerConfig(path, kubeconfig, schedulerName string, qps float64, burst int, guests, json bool, guestsDir string) error {
 	var b strings.Builder
+	contentType := ""
+	if json {
+		contentType = "  contentType: application/json\n  acceptContentTypes: application/json\n"
+	}
 	fmt.Fprintf(&b, `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: %q
   qps: %g
   burst: %d
-leaderElection:
+%sleaderElection:
   leaderElect: false
 profiles:
 - schedulerName: %s
-`, kubeconfig, qps, burst, schedulerName)
+`, kubeconfig, qps, burst, contentType, schedulerName)
 	if guests {
 		g := func(name string) string { return fmt.Sprintf("%q", filepath.Join(guestsDir, name+".wasm")) }
 		fmt.Fprintf(&b, `  plugins:
@@ -126,7 +134,7 @@ func startContender(c contender, bins binaries, dir, kubeconfig, schedulerName s
 	switch c.kind {
 	case "kube", "ours":
 		cfg := filepath.Join(dir, "config.yaml")
-		if err := schedulerConfig(cfg, kubeconfig, schedulerName, qps, burst, c.guests, bins.guestsDir); err != nil {
+		if err := schedulerConfig(cfg, kubeconfig, schedulerName, qps, burst, c.guests, c.json, bins.guestsDir); err != nil {
 			return nil, err
 		}
 		bin := bins.kubeScheduler
