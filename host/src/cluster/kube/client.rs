@@ -26,7 +26,7 @@ const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Requests a client has in flight at most (a watch counts until its response starts). kube-apiserver serves 100
 /// concurrent streams per HTTP/2 connection; past that, hyper's pool dials another connection rather than wait
-/// (42 connections under a 5,000-pod backlog). 80, plus the dozen watches streaming on the same connection, stays
+/// (42 connections under a 5,000-pod backlog). 80, plus the ten watches streaming on the same connection, stays
 /// under 100, so each client keeps to its one connection.
 const MAX_REQUESTS_IN_FLIGHT: usize = 80;
 
