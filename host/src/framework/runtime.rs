@@ -104,12 +104,24 @@ impl std::fmt::Debug for Framework {
     }
 }
 
-/// Upstream's error for a final score outside [MIN_NODE_SCORE, MAX_NODE_SCORE].
-fn invalid_score(plugin: &Arc<str>, score: i64) -> Status {
-    Status::error(format!(
-        "plugin {plugin:?} returns an invalid score {score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-    ))
-    .with_plugin(plugin)
+/// Adds a plugin's final scores (one per node, in node order) times its weight to the totals; a score outside
+/// [MIN_NODE_SCORE, MAX_NODE_SCORE] is upstream's error.
+fn add_weighted(
+    totals: &mut [NodePluginScores],
+    e: &PluginEntry,
+    scores: impl Iterator<Item = i64>,
+) -> Result<(), Status> {
+    for (t, score) in totals.iter_mut().zip(scores) {
+        if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&score) {
+            return Err(Status::error(format!(
+                "plugin {:?} returns an invalid score {score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                &*e.name
+            ))
+            .with_plugin(&e.name));
+        }
+        t.total += score * e.weight;
+    }
+    Ok(())
 }
 
 impl Framework {
@@ -652,12 +664,7 @@ impl Framework {
             let sp = e.plugin.as_score().expect("registered at score");
             if !sp.has_normalize() && trace.is_none() {
                 // Nothing to normalize or explain: the raw scores are the final ones (no per-node list to build).
-                for (i, &score) in raw[p].iter().enumerate() {
-                    if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&score) {
-                        return Err(invalid_score(&e.name, score));
-                    }
-                    totals[i].total += score * e.weight;
-                }
+                add_weighted(&mut totals, e, raw[p].iter().copied())?;
                 continue;
             }
             let mut list: Vec<NodeScore> =
@@ -674,12 +681,7 @@ impl Framework {
                 ))
                 .with_plugin(&e.name));
             }
-            for (i, ns) in list.iter().enumerate() {
-                if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&ns.score) {
-                    return Err(invalid_score(&e.name, ns.score));
-                }
-                totals[i].total += ns.score * e.weight;
-            }
+            add_weighted(&mut totals, e, list.iter().map(|ns| ns.score))?;
             if trace.is_some() {
                 traces.push(PluginScoreTrace {
                     plugin: e.name.to_string(),

@@ -61,9 +61,13 @@ impl StatusPatcher {
 async fn run(client: kube::Client, mut rx: mpsc::UnboundedReceiver<StatusPatch>) {
     // The last patch sent per pod: the next one for that pod waits for it.
     let mut last: HashMap<String, JoinHandle<()>> = HashMap::new();
+    // Finished entries are swept when the map doubles past what the last sweep left, so a storm of patches to
+    // thousands of pods costs a sweep now and then, not one per patch.
+    let mut sweep_at = 1024;
     while let Some(p) = rx.recv().await {
-        if last.len() > 1024 {
+        if last.len() >= sweep_at {
             last.retain(|_, h| !h.is_finished());
+            sweep_at = (2 * last.len()).max(1024);
         }
         let before = last.remove(&p.uid);
         let uid = p.uid.clone();
