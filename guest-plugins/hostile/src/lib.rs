@@ -1,7 +1,9 @@
 //! Hostile: a test fixture that misbehaves in the way its configuration asks (`{"mode": "..."}`), to prove the
 //! host survives it: `loop` (Filter never returns), `grow` (Score allocates without bound), `trap-filter`,
-//! `trap-score`, `trap-normalize` (a trap in each export), `score-1000` (a normalized score out of range), and
-//! `ok` (behaves). One more mode is not hostile but checks the host: `name-the-pod` rejects every node with a
+//! `trap-score`, `trap-normalize` (a trap in each export), `score-1000` (a normalized score out of range),
+//! `log-flood` (100 `host.log` lines per Filter call), and `ok` (behaves). (A Rust guest built for
+//! wasm32-unknown-unknown has no stdout; the chatty-py fixture prints.) Built with the cargo feature `sort` it is a QueueSort plugin instead, whose `less` obeys
+//! the same `loop` and `trap-filter` modes (the `hostile-sort` fixture). One more mode is not hostile but checks the host: `name-the-pod` rejects every node with a
 //! reason naming the cycle's pod, so a test can see that each cycle's Filter reads its own pod (`host.cycle-pod`).
 
 use kws_plugin_sdk::{Config, CyclePod, NodeInfo, Plugin, Status};
@@ -17,6 +19,7 @@ enum Mode {
     TrapNormalize,
     Score1000,
     NameThePod,
+    LogFlood,
 }
 
 /// The plugin.
@@ -37,6 +40,7 @@ impl Plugin for Hostile {
             "trap-normalize" => Mode::TrapNormalize,
             "score-1000" => Mode::Score1000,
             "name-the-pod" => Mode::NameThePod,
+            "log-flood" => Mode::LogFlood,
             other => return Err(format!("unknown mode {other:?}")),
         };
         Ok(Hostile { mode })
@@ -53,6 +57,12 @@ impl Plugin for Hostile {
             }
             Mode::TrapFilter => panic!("hostile guest: trap in filter"),
             Mode::NameThePod => Status::unschedulable(format!("node(s) not for pod {}/{}", pod.namespace, pod.name)),
+            Mode::LogFlood => {
+                for i in 0..100 {
+                    kws_plugin_sdk::host::log(kws_plugin_sdk::host::Level::Info, &format!("hostile guest: line {i}"));
+                }
+                Status::success()
+            }
             _ => Status::success(),
         }
     }
@@ -81,6 +91,19 @@ impl Plugin for Hostile {
             _ => Ok(()),
         }
     }
+
+    fn less(&self, a: &kws_plugin_sdk::QueuedPod, b: &kws_plugin_sdk::QueuedPod) -> bool {
+        match self.mode {
+            Mode::Loop => loop {
+                std::hint::black_box(a);
+            },
+            Mode::TrapFilter => panic!("hostile guest: trap in less"),
+            _ => a.timestamp_ns < b.timestamp_ns,
+        }
+    }
 }
 
+#[cfg(not(feature = "sort"))]
 kws_plugin_sdk::export_filter_score!(Hostile);
+#[cfg(feature = "sort")]
+kws_plugin_sdk::export_queue_sort!(Hostile);

@@ -405,7 +405,7 @@ impl SchedulerState {
 fn wasm_plugins() -> Vec<MetricFamily> {
     type Get = fn(&crate::wasm::WasmStats) -> u64;
     let plugins = crate::wasm::loaded_plugins();
-    let families: [(&str, &str, Get); 5] = [
+    let families: [(&str, &str, Get); 9] = [
         ("kws_wasm_plugin_loads_total", "Wasm plugin versions loaded.", |s| s.loads.load(Ordering::Relaxed)),
         ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
         ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
@@ -415,6 +415,20 @@ fn wasm_plugins() -> Vec<MetricFamily> {
         ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| {
             s.timeouts.load(Ordering::Relaxed)
         }),
+        ("kws_wasm_plugin_circuit_opens_total", "Times a Wasm plugin's circuit breaker opened.", |s| {
+            s.circuit_opens.load(Ordering::Relaxed)
+        }),
+        ("kws_wasm_plugin_short_circuited_total", "Wasm plugin calls not made, the breaker being open.", |s| {
+            s.short_circuited.load(Ordering::Relaxed)
+        }),
+        ("kws_wasm_plugin_log_lines_dropped_total", "Wasm plugin log lines dropped by the rate limit.", |s| {
+            s.log_lines_dropped.load(Ordering::Relaxed)
+        }),
+        (
+            "kws_wasm_plugin_output_bytes_dropped_total",
+            "Wasm plugin output bytes dropped past the per-call cap.",
+            |s| s.output_bytes_dropped.load(Ordering::Relaxed),
+        ),
     ];
     families
         .into_iter()

@@ -212,18 +212,18 @@ impl ScorePlugin for WasmPlugin {
             me.begin(&ctx, pod, l, i)?;
             let slots = me.sync(l, i, nodes)?;
             let scores = cached_guest!(l, i, score).call_score(&mut i.store, &slots).map_err(trap)?;
-            Ok(scores.map(|v| if v.len() == nodes.len() { Ok(v) } else { Err(v.len()) }))
+            match scores {
+                Ok(v) if v.len() != nodes.len() => {
+                    Err(CallError::Invalid(format!("returned {} scores for {} nodes", v.len(), nodes.len())))
+                }
+                r => Ok(r),
+            }
         });
         match r {
-            Ok(Ok(Ok(v))) => {
+            Ok(Ok(v)) => {
                 out.copy_from_slice(&v);
                 Status::success()
             }
-            // Checked after the call, so outside the failure policy: an Error under either policy.
-            Ok(Ok(Err(n))) => self.fail_status(
-                P::Score.into(),
-                CallError::Invalid(format!("returned {n} scores for {} nodes", nodes.len())),
-            ),
             // The guest's own Error status (e.g. a bad label value) fails the pod's attempt, as upstream.
             Ok(Err(s)) => convert::status(s).with_plugin(&self.name),
             Err(failed) => {
@@ -243,10 +243,17 @@ impl ScorePlugin for WasmPlugin {
             me.begin(&ctx, pod, l, i)?;
             let r = cached_guest!(l, i, score).call_normalize_score(&mut i.store, &slots, &raw).map_err(trap)?;
             match r {
-                Ok(v) if v.len() == raw.len() => Ok(Ok(v)),
-                Ok(v) => {
+                Ok(v) if v.len() != raw.len() => {
                     Err(CallError::Invalid(format!("returned {} normalized scores for {} nodes", v.len(), raw.len())))
                 }
+                // Checked here rather than by the runner, so that the failure policy applies (the runner's check
+                // after normalizing would fail the pod under either policy).
+                Ok(v) => match v.iter().find(|s| !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(*s)) {
+                    Some(bad) => Err(CallError::Invalid(format!(
+                        "returned an invalid score {bad}, it should be in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                    ))),
+                    None => Ok(Ok(v)),
+                },
                 Err(s) => Ok(Err(s)),
             }
         });

@@ -16,10 +16,10 @@ pub const DEFAULT_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
 /// What a failed guest call answers in the plugin's place (one table, by extension point: `wasm/failure.rs`).
 ///
 /// A failure is a call that trapped (the memory cap included), ran past its deadline, could not get an instance,
-/// or answered Filter verdicts or NormalizeScore scores that are not one per node. A status the guest returns
-/// itself is its answer, whatever the policy; so is, for now, a Score answer with the wrong number of scores,
-/// which is an Error under both policies. QueueSort falls back to arrival order under both policies: a sort
-/// cannot reject a pod.
+/// was skipped because the plugin's circuit breaker is open, or answered something the host cannot use (Filter
+/// verdicts or scores not one per node, normalized scores outside [0, 100]). A status the guest returns itself is
+/// its answer, whatever the policy. QueueSort falls back to arrival order under both policies: a sort cannot
+/// reject a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 pub enum FailurePolicy {
     /// The Error status naming the plugin and the point: the pod's attempt fails (upstream semantics). Filter
@@ -27,10 +27,41 @@ pub enum FailurePolicy {
     #[default]
     Fail,
     /// The plugin is left out of that call: PreFilter and PreScore answer Skip (its Filter or Score then sits out
-    /// the cycle), PostFilter Unschedulable with no message, Score and NormalizeScore give every node 0, and every
-    /// other call succeeds (PreEnqueue, AddPod and RemovePod, Filter for every node, Reserve, Permit with no wait,
-    /// PreBind, Bind).
+    /// the cycle), Bind answers Skip (the next binder binds the pod), PostFilter Unschedulable with no message,
+    /// Score and NormalizeScore give every node 0, and every other call succeeds (PreEnqueue, AddPod and
+    /// RemovePod, Filter for every node, Reserve, Permit with no wait, PreBind).
     Ignore,
+}
+
+/// A plugin's circuit breaker (`circuitBreaker` in its args): after this many failed calls in a row the host
+/// stops calling the guest for the back-off period, answering what the failure policy says instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreakerArgs {
+    /// Failed calls in a row that open the breaker (`consecutiveFailures`, default 3; 0 never opens it).
+    pub consecutive_failures: u32,
+    /// How long it stays open the first time (`backoff`, default 10s); each failed retry doubles it.
+    pub backoff: Duration,
+    /// The longest it stays open (`maxBackoff`, default 5m).
+    pub max_backoff: Duration,
+}
+
+impl Default for CircuitBreakerArgs {
+    fn default() -> Self {
+        CircuitBreakerArgs {
+            consecutive_failures: 3,
+            backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(300),
+        }
+    }
+}
+
+/// `circuitBreaker` as written in the profile.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCircuitBreaker {
+    consecutive_failures: Option<u32>,
+    backoff: Option<String>,
+    max_backoff: Option<String>,
 }
 
 /// The args as written in the profile.
@@ -45,6 +76,7 @@ struct RawArgs {
     memory_limit: Option<String>,
     #[serde(default)]
     failure_policy: FailurePolicy,
+    circuit_breaker: Option<RawCircuitBreaker>,
 }
 
 /// A Wasm plugin's settings, validated.
@@ -62,6 +94,8 @@ pub struct WasmArgs {
     pub memory_limit: u64,
     /// What a failure does.
     pub failure_policy: FailurePolicy,
+    /// When to stop calling a failing guest for a while.
+    pub circuit_breaker: CircuitBreakerArgs,
 }
 
 impl WasmArgs {
@@ -72,7 +106,14 @@ impl WasmArgs {
 
     /// Validates the args; `base` is the directory relative component paths resolve against. Errors name the field.
     pub fn parse(args: &serde_json::Value, base: &std::path::Path) -> Result<WasmArgs, String> {
-        let raw: RawArgs = serde_json::from_value(args.clone()).map_err(|e| e.to_string())?;
+        if !args.is_object() {
+            return Err(format!("invalid type: {args}, expected an object of args"));
+        }
+        // The error names the field inside the args (`circuitBreaker.consecutiveFailures: ...`).
+        let raw: RawArgs = serde_path_to_error::deserialize(args).map_err(|e| match e.path().to_string() {
+            p if p == "." => e.into_inner().to_string(),
+            p => format!("{p}: {}", e.into_inner()),
+        })?;
         if raw.component.starts_with("https://") || raw.component.starts_with("oci://") {
             return Err(format!(
                 "component: {:?}: only local files are supported in this build (no network access)",
@@ -100,6 +141,28 @@ impl WasmArgs {
         if memory_limit < 1024 * 1024 {
             return Err(format!("memoryLimit: {memory_limit} bytes is below the 1Mi minimum"));
         }
+        let circuit_breaker = {
+            let raw = raw.circuit_breaker.unwrap_or_default();
+            let d = CircuitBreakerArgs::default();
+            let duration = |v: Option<&String>, field: &str, default: Duration| match v {
+                None => Ok(default),
+                Some(t) => match parse_go_duration(t) {
+                    Ok(d) if d.is_zero() => Err(format!("circuitBreaker.{field}: must be greater than 0")),
+                    Ok(d) => Ok(d),
+                    Err(e) => Err(format!("circuitBreaker.{field}: {e}")),
+                },
+            };
+            let backoff = duration(raw.backoff.as_ref(), "backoff", d.backoff)?;
+            let max_backoff = duration(raw.max_backoff.as_ref(), "maxBackoff", d.max_backoff.max(backoff))?;
+            if max_backoff < backoff {
+                return Err(format!("circuitBreaker.maxBackoff: {max_backoff:?} is shorter than backoff {backoff:?}"));
+            }
+            CircuitBreakerArgs {
+                consecutive_failures: raw.consecutive_failures.unwrap_or(d.consecutive_failures),
+                backoff,
+                max_backoff,
+            }
+        };
         Ok(WasmArgs {
             component,
             sha256: raw.sha256.map(|h| h.to_ascii_lowercase()),
@@ -107,6 +170,7 @@ impl WasmArgs {
             timeout,
             memory_limit: memory_limit as u64,
             failure_policy: raw.failure_policy,
+            circuit_breaker,
         })
     }
 }
@@ -129,6 +193,20 @@ mod tests {
             (Duration::from_millis(50), 16 << 20, FailurePolicy::Ignore)
         );
         assert_eq!(a.config_json, r#"{"k":1}"#);
+        assert_eq!(a.circuit_breaker, CircuitBreakerArgs::default());
+        let a = WasmArgs::parse(
+            &json!({"component": "x", "circuitBreaker": {"consecutiveFailures": 1, "backoff": "2s"}}),
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(
+            a.circuit_breaker,
+            CircuitBreakerArgs {
+                consecutive_failures: 1,
+                backoff: Duration::from_secs(2),
+                max_backoff: Duration::from_secs(300)
+            }
+        );
         for (args, want) in [
             (json!({"component": "x", "timeout": "soon"}), "timeout:"),
             (json!({"component": "x", "memoryLimit": "1Ki"}), "memoryLimit:"),
@@ -136,6 +214,14 @@ mod tests {
             (json!({"component": "x", "failurePolicy": "Maybe"}), "Maybe"),
             (json!({"component": "x", "colour": 1}), "colour"),
             (json!({"component": "https://example.com/x.wasm"}), "only local files"),
+            (json!({"component": "x", "circuitBreaker": {"backoff": "0s"}}), "circuitBreaker.backoff: must be"),
+            (json!({"component": "x", "circuitBreaker": {"backoff": "1m", "maxBackoff": "10s"}}), "maxBackoff"),
+            (
+                json!({"component": "x", "circuitBreaker": {"consecutiveFailures": -1}}),
+                "circuitBreaker.consecutiveFailures: invalid value",
+            ),
+            (json!([]), "expected an object"),
+            (json!({"component": "x", "circuitBreaker": {"failures": 1}}), "failures"),
         ] {
             let e = WasmArgs::parse(&args, std::path::Path::new("/")).unwrap_err();
             assert!(e.contains(want), "{e}");

@@ -3,11 +3,14 @@
 //! policy; every adapter applies a failure through [`Failed`], so no adapter decides its own fallback.
 //!
 //! A failure here is a call that trapped (memory cap included), overran its deadline, could not get an instance,
-//! or answered something the host cannot use (Filter verdicts or NormalizeScore scores not one per node). A
-//! status the guest returns itself, even an Error, is its answer, not a failure; nor, today, is a Score answer
-//! with the wrong number of scores, which is an Error under either policy.
+//! was not made because the plugin's circuit breaker is open, or answered something the host cannot use (Filter
+//! verdicts, scores or normalized scores not one per node, normalized scores outside [0, 100]). A status the guest
+//! returns itself, even an Error, is its answer, not a failure.
 
-use super::args::FailurePolicy;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::args::{CircuitBreakerArgs, FailurePolicy};
 use crate::framework::{ExtensionPoint, Status};
 
 /// A guest function the host calls: an extension point's own, or one that upstream hangs off a point.
@@ -56,7 +59,7 @@ pub(crate) enum Fallback {
     /// Success with every node scored 0, so the plugin does not tip the ranking.
     ZeroScores,
     /// Skip: the plugin also sits out the point this one prepares (its Filter after PreFilter, its Score after
-    /// PreScore).
+    /// PreScore); at Bind, the next binder binds the pod.
     Skip,
     /// Unschedulable with no message: PostFilter made no node available.
     Unschedulable,
@@ -71,12 +74,13 @@ pub(crate) fn fallback(call: Call, policy: FailurePolicy) -> Fallback {
     match (policy, call) {
         (_, Call::Point(P::QueueSort)) => Fallback::ArrivalOrder,
         (FailurePolicy::Fail, _) => Fallback::Error,
-        (FailurePolicy::Ignore, Call::Point(P::PreFilter | P::PreScore)) => Fallback::Skip,
+        // Bind's Skip hands the pod to the next binder (DefaultBinder), so an ignored Bind still binds it.
+        (FailurePolicy::Ignore, Call::Point(P::PreFilter | P::PreScore | P::Bind)) => Fallback::Skip,
         (FailurePolicy::Ignore, Call::Point(P::PostFilter)) => Fallback::Unschedulable,
         (FailurePolicy::Ignore, Call::Point(P::Score) | Call::NormalizeScore) => Fallback::ZeroScores,
         (
             FailurePolicy::Ignore,
-            Call::Point(P::PreEnqueue | P::Filter | P::Reserve | P::Permit | P::PreBind | P::Bind | P::PostBind)
+            Call::Point(P::PreEnqueue | P::Filter | P::Reserve | P::Permit | P::PreBind | P::PostBind)
             | Call::AddPod
             | Call::RemovePod
             | Call::Unreserve,
@@ -115,6 +119,75 @@ impl Failed {
     }
 }
 
+/// A plugin's circuit breaker: after `consecutive_failures` failed calls in a row it opens, and for the back-off
+/// period every call fails at once (answering what the failure table says) instead of reaching the guest, so a
+/// stuck guest costs a few deadlines, not one per call (a stuck QueueSort would otherwise cost a deadline per
+/// comparison). When the period ends one call is let through; its failure reopens the breaker for twice as long
+/// (up to the maximum), its success closes it.
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    args: CircuitBreakerArgs,
+    state: Mutex<BreakerState>,
+}
+
+#[derive(Debug, Default)]
+struct BreakerState {
+    /// Failed calls since the last success.
+    consecutive: u32,
+    /// While open: until when.
+    open_until: Option<Instant>,
+    /// The back-off of the next opening.
+    next_backoff: Duration,
+    /// Why the last call failed (what an open breaker's status repeats).
+    last_failure: Option<Arc<str>>,
+}
+
+/// What the breaker says before a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Make the call.
+    Call,
+    /// Don't: the breaker is open for this much longer; why the last call failed.
+    Open(Duration, Arc<str>),
+}
+
+impl Breaker {
+    /// A closed breaker.
+    pub(crate) fn new(args: CircuitBreakerArgs) -> Breaker {
+        let state = BreakerState { next_backoff: args.backoff, ..Default::default() };
+        Breaker { args, state: Mutex::new(state) }
+    }
+
+    /// Whether a call may go to the guest now.
+    pub(crate) fn gate(&self, now: Instant) -> Gate {
+        let s = self.state.lock().expect("breaker lock");
+        match (s.open_until, &s.last_failure) {
+            (Some(until), Some(why)) if now < until => Gate::Open(until - now, why.clone()),
+            _ => Gate::Call,
+        }
+    }
+
+    /// Records a call's outcome (`None`: success; else why it failed); returns the back-off when this failure
+    /// opened the breaker.
+    pub(crate) fn record(&self, failure: Option<&str>, now: Instant) -> Option<Duration> {
+        let mut s = self.state.lock().expect("breaker lock");
+        let Some(why) = failure else {
+            *s = BreakerState { next_backoff: self.args.backoff, ..Default::default() };
+            return None;
+        };
+        s.last_failure = Some(Arc::from(why));
+        s.consecutive = s.consecutive.saturating_add(1);
+        let half_open = s.open_until.is_some_and(|until| now >= until);
+        if self.args.consecutive_failures == 0 || (s.consecutive < self.args.consecutive_failures && !half_open) {
+            return None;
+        }
+        let backoff = s.next_backoff;
+        s.open_until = Some(now + backoff);
+        s.next_backoff = (backoff * 2).min(self.args.max_backoff);
+        Some(backoff)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,7 +212,7 @@ mod tests {
             (Call::Unreserve, Error, Success),
             (Call::Point(P::Permit), Error, Success),
             (Call::Point(P::PreBind), Error, Success),
-            (Call::Point(P::Bind), Error, Success),
+            (Call::Point(P::Bind), Error, Skip),
             (Call::Point(P::PostBind), Error, Success),
         ];
         for (call, fail, ignore) in rows {
@@ -175,5 +248,44 @@ mod tests {
         assert_eq!(Call::RemovePod.name(), "PreFilter.RemovePod");
         assert_eq!(Call::NormalizeScore.name(), "NormalizeScore");
         assert_eq!(Call::Unreserve.name(), "Unreserve");
+    }
+
+    #[test]
+    fn the_breaker_opens_after_n_failures_and_backs_off() {
+        let args = CircuitBreakerArgs {
+            consecutive_failures: 3,
+            backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(25),
+        };
+        let b = Breaker::new(args);
+        let t0 = Instant::now();
+        assert_eq!(b.record(Some("boom"), t0), None);
+        assert_eq!(b.record(Some("boom"), t0), None);
+        assert_eq!(b.gate(t0), Gate::Call);
+        assert_eq!(b.record(Some("boom"), t0), Some(Duration::from_secs(10)), "the third failure in a row opens it");
+        assert_eq!(b.gate(t0 + Duration::from_secs(4)), Gate::Open(Duration::from_secs(6), Arc::from("boom")));
+        // Half open: one call goes through; its failure reopens at once, for twice as long.
+        let t1 = t0 + Duration::from_secs(10);
+        assert_eq!(b.gate(t1), Gate::Call);
+        assert_eq!(b.record(Some("boom"), t1), Some(Duration::from_secs(20)));
+        let t2 = t1 + Duration::from_secs(20);
+        assert_eq!(b.record(Some("boom"), t2), Some(Duration::from_secs(25)), "capped");
+        // A success closes it and resets the back-off.
+        let t3 = t2 + Duration::from_secs(25);
+        assert_eq!(b.record(None, t3), None);
+        assert_eq!(b.gate(t3), Gate::Call);
+        assert_eq!((b.record(Some("boom"), t3), b.record(Some("boom"), t3)), (None, None));
+        assert_eq!(b.record(Some("boom"), t3), Some(Duration::from_secs(10)));
+        // A success between failures restarts the count.
+        let b = Breaker::new(args);
+        for _ in 0..10 {
+            assert_eq!(
+                (b.record(Some("boom"), t0), b.record(Some("boom"), t0), b.record(None, t0)),
+                (None, None, None)
+            );
+        }
+        // 0 disables it.
+        let b = Breaker::new(CircuitBreakerArgs { consecutive_failures: 0, ..args });
+        assert!((0..100).all(|_| b.record(Some("boom"), t0).is_none()));
     }
 }

@@ -7,21 +7,20 @@ use std::time::SystemTime;
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::StoreLimits;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::kws::plugin::{host, types as wit};
 use super::engine::{first_line, WasmEngine};
+use super::output::{GuestLog, GuestOutput, Source};
 use super::{ComponentInfo, WasmError};
 use crate::framework::rng::Rng;
 
 /// A plugin's private cycle state (`host.cycle-state-write` / `-read`), shared by the instances of one cycle.
 pub(super) type GuestCycleState = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
-/// The data of one instance's `Store`: its name (for logs), its config, a random source, this cycle's state, its
+/// The data of one instance's `Store`: its config, a random source, this cycle's state, its
 /// limits and its captured output.
 pub(crate) struct HostState {
-    pub(super) plugin: Arc<str>,
     pub(super) config: Arc<str>,
     pub(super) rng: Arc<Mutex<Rng>>,
     /// Set for the length of one call: the instances of a cycle share it.
@@ -31,20 +30,22 @@ pub(crate) struct HostState {
     pub(super) limits: StoreLimits,
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
-    pub(super) stdout: MemoryOutputPipe,
-    pub(super) stderr: MemoryOutputPipe,
-    /// Bytes of stdout and stderr already logged: the pipes keep everything written since the instance began.
-    pub(super) printed: (usize, usize),
+    pub(super) stdout: GuestOutput,
+    pub(super) stderr: GuestOutput,
+    /// The plugin's rate-limited log, shared by its instances.
+    pub(super) log: Arc<GuestLog>,
 }
 
 impl host::Host for HostState {
     fn log(&mut self, level: host::Level, message: String) {
-        let plugin = &*self.plugin;
-        match level {
-            host::Level::Debug => tracing::debug!(plugin, "{message}"),
-            host::Level::Info => tracing::info!(plugin, "{message}"),
-            host::Level::Warn => tracing::warn!(plugin, "{message}"),
-            host::Level::Error => tracing::error!(plugin, "{message}"),
+        let level = match level {
+            host::Level::Debug => tracing::Level::DEBUG,
+            host::Level::Info => tracing::Level::INFO,
+            host::Level::Warn => tracing::Level::WARN,
+            host::Level::Error => tracing::Level::ERROR,
+        };
+        for line in message.lines() {
+            self.log.line(Source::Log(level), line);
         }
     }
     fn config(&mut self) -> String {

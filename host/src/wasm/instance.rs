@@ -6,19 +6,19 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Instance, InstancePre, ResourceTable};
-use wasmtime::{Store, StoreLimitsBuilder, Trap};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime::{Store, StoreLimitsBuilder, Trap, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::bindings::exports::kws::plugin as ex;
 use super::bindings::kws::plugin::types as wit;
 use super::convert;
 use super::engine::{first_line, WasmEngine};
-use super::failure::{self, Call, Failed};
+use super::failure::{self, Call, Failed, Gate};
 use super::host::{linker_for, GuestCycleState, HostState};
+use super::output::{GuestOutput, Source};
 use super::{ComponentInfo, WasmError, WasmPlugin};
 use crate::framework::{NodeInfo, PodInfo, Status};
 
@@ -26,9 +26,6 @@ use crate::framework::{NodeInfo, PodInfo, Status};
 const SYNC_BUDGET_PER_NODE: Duration = Duration::from_millis(1);
 /// The most a node table load may take.
 const MAX_SYNC_BUDGET: Duration = Duration::from_secs(10);
-
-/// Guest output kept per call before it is flushed to the log.
-const OUTPUT_CAPACITY: usize = 64 * 1024;
 
 /// The cycle's pod in contract form, with the UID it was converted from.
 type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
@@ -190,24 +187,65 @@ pub(super) enum CallError {
     Trap(String),
     /// Its answer cannot be used.
     Invalid(String),
+    /// Not made: the plugin's circuit breaker is open for this much longer; why the last call failed.
+    CircuitOpen(Duration, Arc<str>),
 }
 
-/// A wasmtime error from a guest call, as a timeout (the epoch deadline interrupted it) or a trap.
+/// A wasmtime error from a guest call, as a timeout (the epoch deadline interrupted it) or a trap with its reason.
 pub(super) fn trap(e: wasmtime::Error) -> CallError {
     if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
         CallError::Timeout
     } else {
-        CallError::Trap(first_line(&e))
+        CallError::Trap(trap_reason(&e))
     }
+}
+
+/// Frames of a guest backtrace kept in a message.
+const BACKTRACE_FRAMES: usize = 8;
+
+/// Why a call trapped, on one line: the reason (wasmtime puts it last, after the backtrace) and the guest's frames,
+/// innermost first, so an `unreachable` (a guest panic), a stack overflow, an out-of-bounds access and the memory
+/// cap read differently.
+fn trap_reason(e: &wasmtime::Error) -> String {
+    let mut reasons: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        // The backtrace is one of the causes; its own text is the backtrace, printed below.
+        let text = cause.to_string();
+        let text = match text.strip_prefix("forcing trap when growing memory to ") {
+            Some(rest) => format!("memory limit reached (growing memory to {rest})"),
+            None => text,
+        };
+        let line = text.lines().next().unwrap_or("").trim().to_string();
+        if !line.is_empty() && !line.starts_with("error while executing at wasm backtrace") && !reasons.contains(&line)
+        {
+            reasons.push(line);
+        }
+    }
+    let mut out = if reasons.is_empty() { first_line(e) } else { reasons.join(": ") };
+    if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
+        let frames: Vec<String> = bt
+            .frames()
+            .iter()
+            .take(BACKTRACE_FRAMES)
+            .map(|f| match f.func_name() {
+                Some(name) => name.to_string(),
+                None => format!("func[{}]", f.func_index()),
+            })
+            .collect();
+        if !frames.is_empty() {
+            let more = bt.frames().len().saturating_sub(BACKTRACE_FRAMES);
+            let more = if more > 0 { format!(" <- {more} more") } else { String::new() };
+            out += &format!(" (guest backtrace: {}{more})", frames.join(" <- "));
+        }
+    }
+    out
 }
 
 impl WasmPlugin {
     fn new_instance(&self, loaded: &Loaded) -> wasmtime::Result<GuestInstance> {
-        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
-        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
         let state = HostState {
-            plugin: self.name.clone(),
             config: Arc::from(self.args.config_json.as_str()),
             rng: self.rng.clone(),
             cycle: None,
@@ -220,7 +258,7 @@ impl WasmPlugin {
             table: ResourceTable::new(),
             stdout,
             stderr,
-            printed: (0, 0),
+            log: self.log.clone(),
         };
         let mut store = Store::new(WasmEngine::shared().engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -251,11 +289,22 @@ impl WasmPlugin {
             error: self.fail_status(call, e),
             fallback: failure::fallback(call, self.args.failure_policy),
         };
+        if let Gate::Open(left, why) = self.breaker.gate(Instant::now()) {
+            self.stats.short_circuited.fetch_add(1, Ordering::Relaxed);
+            return Err(failed(CallError::CircuitOpen(left, why)));
+        }
         let loaded = &ctx.loaded;
         let taken = loaded.pool.lock().expect("pool lock").pop();
         let mut inst = match taken {
             Some(i) => i,
-            None => self.new_instance(loaded).map_err(|e| failed(CallError::Trap(first_line(&e))))?,
+            None => match self.new_instance(loaded) {
+                Ok(i) => i,
+                Err(e) => {
+                    let f = failed(CallError::Trap(trap_reason(&e)));
+                    self.record_outcome(Some(&f.error));
+                    return Err(f);
+                }
+            },
         };
         inst.store.data_mut().cycle = Some(ctx.data.clone());
         inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
@@ -266,6 +315,7 @@ impl WasmPlugin {
         self.flush_output(&mut inst);
         match r {
             Ok(v) => {
+                self.record_outcome(None);
                 loaded.pool.lock().expect("pool lock").push(inst);
                 Ok(v)
             }
@@ -274,8 +324,26 @@ impl WasmPlugin {
                 if matches!(e, CallError::Invalid(_)) {
                     loaded.pool.lock().expect("pool lock").push(inst);
                 }
-                Err(failed(e))
+                let f = failed(e);
+                self.record_outcome(Some(&f.error));
+                Err(f)
             }
+        }
+    }
+
+    /// Tells the circuit breaker how a call went (`None`: it succeeded); logs and counts an opening.
+    fn record_outcome(&self, failure: Option<&Status>) {
+        // Without the "wasm plugin NAME at " that an open breaker's own message repeats.
+        let prefix = format!("wasm plugin {:?} at ", &*self.name);
+        let why = failure.map(|s| s.message()).map(|m| m.strip_prefix(&prefix).map(str::to_string).unwrap_or(m));
+        if let Some(backoff) = self.breaker.record(why.as_deref(), Instant::now()) {
+            self.stats.circuit_opens.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                plugin = &*self.name,
+                backoff = ?backoff,
+                "wasm plugin circuit breaker open: {} failed call(s) in a row; calls answer the failure policy's fallback for {backoff:?}",
+                self.args.circuit_breaker.consecutive_failures
+            );
         }
     }
 
@@ -291,6 +359,17 @@ impl WasmPlugin {
                 format!("trapped: {m}")
             }
             CallError::Invalid(m) => m,
+            CallError::CircuitOpen(left, why) => {
+                // Not logged: the opening was, and this would be one line per call.
+                let msg = format!(
+                    "wasm plugin {:?} at {}: not called, its circuit breaker is open for {:.1}s more after {} failed call(s) in a row; the last: {why}",
+                    &*self.name,
+                    call.name(),
+                    left.as_secs_f64(),
+                    self.args.circuit_breaker.consecutive_failures
+                );
+                return Status::error(msg).with_plugin(&self.name);
+            }
         };
         let point = call.name();
         let msg = format!("wasm plugin {:?} at {point}: {what}", &*self.name);
@@ -298,19 +377,11 @@ impl WasmPlugin {
         Status::error(msg).with_plugin(&self.name)
     }
 
+    /// Writes what the call printed to the log (rate-limited) and empties the instance's buffers.
     fn flush_output(&self, inst: &mut GuestInstance) {
-        let data = inst.store.data_mut();
-        for (pipe, seen, stream) in
-            [(&data.stdout, &mut data.printed.0, "stdout"), (&data.stderr, &mut data.printed.1, "stderr")]
-        {
-            let bytes = pipe.contents();
-            if bytes.len() > *seen {
-                for line in String::from_utf8_lossy(&bytes[*seen..]).lines() {
-                    tracing::info!(plugin = &*data.plugin, stream, "{line}");
-                }
-                *seen = bytes.len();
-            }
-        }
+        let data = inst.store.data();
+        self.log.drain(Source::Stdout, &data.stdout);
+        self.log.drain(Source::Stderr, &data.stderr);
     }
 
     /// Slots (node ids) for the nodes, and the changes this instance has not seen yet.

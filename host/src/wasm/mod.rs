@@ -9,6 +9,7 @@ pub mod engine;
 mod failure;
 mod host;
 mod instance;
+mod output;
 mod plugin;
 mod reload;
 
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use thiserror::Error;
 use wasmtime::component::Component;
 
-pub use args::{FailurePolicy, WasmArgs};
+pub use args::{CircuitBreakerArgs, FailurePolicy, WasmArgs};
 pub use plugin::{loaded_plugins, WasmPlugin, WasmStats};
 
 use crate::framework::Registry;

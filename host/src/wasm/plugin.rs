@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::args::WasmArgs;
+use super::failure::Breaker;
 use super::instance::{CycleCtx, Loaded};
+use super::output::GuestLog;
 use super::reload::{file_stamp, load_component, FileStamp};
 use super::WasmError;
 use crate::framework::rng::Rng;
@@ -37,6 +39,14 @@ pub struct WasmStats {
     pub timeouts: AtomicU64,
     /// Instances created.
     pub instances: AtomicU64,
+    /// Times the circuit breaker opened.
+    pub circuit_opens: AtomicU64,
+    /// Calls answered by the failure policy without reaching the guest, the breaker being open.
+    pub short_circuited: AtomicU64,
+    /// Guest log and output lines dropped by the plugin's log rate limit.
+    pub log_lines_dropped: AtomicU64,
+    /// Guest output bytes dropped past the per-call cap.
+    pub output_bytes_dropped: AtomicU64,
 }
 
 /// A Wasm plugin.
@@ -52,7 +62,11 @@ pub struct WasmPlugin {
     /// The component file's stamp when it was last read.
     pub(super) watched: Mutex<Option<FileStamp>>,
     /// Counters.
-    pub stats: WasmStats,
+    pub stats: Arc<WasmStats>,
+    /// Where every instance's `host.log` lines and output go, under one rate limit.
+    pub(super) log: Arc<GuestLog>,
+    /// Stops calls to a guest that keeps failing.
+    pub(super) breaker: Breaker,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -67,14 +81,19 @@ impl WasmPlugin {
         let (component, digest) = load_component(&args.component, args.sha256.as_deref())?;
         let loaded = Loaded::new(component, digest)?;
         let watched = file_stamp(&args.component);
+        let stats = Arc::new(WasmStats::default());
+        let state_key = format!("wasm/{name}");
+        let name: Arc<str> = Arc::from(name);
         let p = Arc::new(WasmPlugin {
-            name: Arc::from(name),
-            state_key: format!("wasm/{name}"),
+            log: Arc::new(GuestLog::new(name.clone(), stats.clone())),
+            breaker: Breaker::new(args.circuit_breaker),
+            name,
+            state_key,
             args,
             current: RwLock::new(Arc::new(loaded)),
             rng: Arc::new(Mutex::new(Rng::new(seed ^ 0x5_EED0_F7A5))),
             watched: Mutex::new(watched),
-            stats: WasmStats::default(),
+            stats,
         });
         p.stats.loads.fetch_add(1, Ordering::Relaxed);
         let mut all = LOADED.lock().expect("loaded plugins lock");

@@ -51,7 +51,8 @@ impl WasmPlugin {
             *w = stamp;
         }
         let result = (|| {
-            let (component, digest) = load_component(&self.args.component, None)?;
+            // The profile's pin holds for every version: a file that does not match is refused like any bad one.
+            let (component, digest) = load_component(&self.args.component, self.args.sha256.as_deref())?;
             if digest == self.current().digest {
                 return Ok(false);
             }

@@ -5,6 +5,7 @@ mod util;
 mod config;
 mod deploy;
 mod framework;
+mod guest_failures;
 mod queue;
 mod simulate;
 mod wasm;
