@@ -145,6 +145,10 @@ pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<Sch
     if kind != KIND {
         return Err(err("kind", format!("expected {KIND}, got {kind:?}")));
     }
+    // Counted before the typed decoding, which would copy every profile once more.
+    if let Some(n) = generic.get("profiles").and_then(|p| p.as_sequence()).map(Vec::len).filter(|n| *n > MAX_PROFILES) {
+        return Err(too_many_profiles(file, n));
+    }
     let raw: KubeSchedulerConfiguration = serde_path_to_error::deserialize(generic).map_err(|e| {
         let path = e.path().to_string();
         let field = if path.is_empty() || path == "." { "(document)".to_string() } else { path };
@@ -163,10 +167,7 @@ fn complete(
     let err = |field: String, message: String| ConfigError { file: file.to_string(), field, message };
     // Everything below is linear in the profiles, and each profile becomes a whole framework: bound them first.
     if raw.profiles.len() > MAX_PROFILES {
-        return Err(err(
-            "profiles".into(),
-            format!("at most {MAX_PROFILES} profiles are supported, got {}", raw.profiles.len()),
-        ));
+        return Err(too_many_profiles(file, raw.profiles.len()));
     }
     // A pluginConfig entry whose args name a component declares a Wasm plugin: its name is known from then on.
     let mut wasm_names = HashSet::new();
@@ -452,6 +453,14 @@ fn check_common_queue_sort(profiles: &[ProfileConfig]) -> Result<(), (String, St
         }
     }
     Ok(())
+}
+
+fn too_many_profiles(file: &str, n: usize) -> ConfigError {
+    ConfigError {
+        file: file.to_string(),
+        field: "profiles".into(),
+        message: format!("at most {MAX_PROFILES} profiles are supported, got {n}"),
+    }
 }
 
 fn check_percentage(p: Option<i32>) -> Result<(), String> {
