@@ -544,3 +544,66 @@ pub fn merge_plugins(defaults: &Plugins, user: &Plugins) -> Plugins {
     merged.multi_point = merge(defaults.multi_point.as_ref(), user.multi_point.as_ref());
     merged
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    /// Upstream's ValidateKubeSchedulerConfiguration checks, each as one line naming the field (None: accepted).
+    #[test]
+    fn validation_table() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("parallelism: 0\n", Some("parallelism: should be greater than 0")),
+            ("percentageOfNodesToScore: -1\n", Some("percentageOfNodesToScore: not in valid range")),
+            ("podInitialBackoffSeconds: 0\n", Some("podInitialBackoffSeconds: should be greater than 0")),
+            ("podInitialBackoffSeconds: 9223372037\npodMaxBackoffSeconds: 9223372037\n", Some("podInitialBackoffSeconds: must be at most 9223372036")),
+            ("podMaxBackoffSeconds: 9223372036\n", None),
+            ("clientConnection: {qps: .nan}\n", Some("clientConnection.qps: must be a finite number")),
+            ("clientConnection: {burst: -1}\n", Some("clientConnection.burst: must be non-negative")),
+            ("leaderElection: {leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 9s}\n", Some("leaderElection.renewDeadline: must be greater than retryPeriod*JitterFactor")),
+            ("leaderElection: {retryPeriod: 0s}\n", Some("leaderElection.retryPeriod: must be greater than zero")),
+            ("leaderElection: {leaseDuration: 600000h, renewDeadline: 10s}\n", Some("leaderElection.leaseDuration: must be at most 2147483647s")),
+            ("leaderElection: {resourceLock: endpoints}\n", Some("leaderElection.resourceLock: resourceLock value must be \"leases\"")),
+            ("leaderElection: {leaderElect: false, resourceLock: endpoints, retryPeriod: 1h}\n", None),
+            ("leaderElection: {resourceLock: '', resourceNamespace: ''}\n", None),
+            ("profiles: [{schedulerName: a}, {}]\n", Some("profiles[1].schedulerName: Required value")),
+            ("profiles: [{}]\n", None),
+            ("profiles: [{schedulerName: ''}]\n", Some("profiles[0].schedulerName: must not be empty")),
+            ("profiles: [{schedulerName: a}, {schedulerName: a}]\n", Some("profiles[1].schedulerName: duplicate profile with schedulerName \"a\" (profiles[0])")),
+            ("profiles: [{schedulerName: a}, {schedulerName: b, pluginConfig: [{name: PrioritySort, args: {x: 1}}]}]\n", Some("profiles[1].pluginConfig: args of queue sort plugin \"PrioritySort\" must be the same")),
+            ("profiles: [{pluginConfig: [{name: NodeName, args: {anything: 1}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: VolumeBindingArgs, apiVersion: kubescheduler.config.k8s.io/v1, bindTimeoutSeconds: 0}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: NodeAffinityArgs}}]}]\n", Some("profiles[0].pluginConfig[0].args.kind: args for plugin VolumeBinding must be of kind VolumeBindingArgs")),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {apiVersion: kubescheduler.config.k8s.io/v1beta3}}]}]\n", Some("profiles[0].pluginConfig[0].args.apiVersion: expected kubescheduler.config.k8s.io/v1")),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 9223372037}}]}]\n", Some("args.bindTimeoutSeconds: Invalid value: 9223372037: must be at most")),
+            ("profiles: [{pluginConfig: [{name: NodeResourcesFit, args: []}]}]\n", Some("profiles[0].pluginConfig[0].args: invalid type: sequence")),
+            ("profiles: [{pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 0, ignorePreferredTermsOfExistingPods: true}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: PodTopologySpread, args: {defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}}]}]\n", Some("args.defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty")),
+        ];
+        for (body, want) in cases {
+            let got = parse("f.yaml", &format!("{HEAD}{body}"), &|_| true);
+            match (got, want) {
+                (Ok(_), None) => {}
+                (Err(e), Some(w)) => {
+                    let e = e.to_string();
+                    assert!(e.starts_with("f.yaml: ") && e.contains(w), "{body}: got {e:?}, want {w:?}");
+                }
+                (Ok(_), Some(w)) => panic!("{body}: accepted, want {w:?}"),
+                (Err(e), None) => panic!("{body}: {e}"),
+            }
+        }
+    }
+
+    /// The flags are applied after the file is checked; the same leader-election checks run on the result.
+    #[test]
+    fn leader_election_is_checked_after_flags_too() {
+        let mut le = SchedulerConfig::default_config().leader_election;
+        le.retry_period = Duration::from_secs(9);
+        let e = le.validate("x").unwrap_err().to_string();
+        assert!(e.starts_with("x: leaderElection.renewDeadline: "), "{e}");
+        le.leader_elect = false;
+        le.validate("x").expect("nothing is checked when not electing, as upstream");
+    }
+}

@@ -77,11 +77,28 @@ pub(crate) fn aggregate(errs: Vec<FieldError>) -> Result<(), ArgsError> {
 pub(crate) fn decode<T: DeserializeOwned + Default>(args: Option<&serde_json::Value>) -> Result<T, ArgsError> {
     match args {
         None | Some(serde_json::Value::Null) => Ok(T::default()),
+        // serde fills a struct from a sequence too ([] would mean "all defaults"); upstream's JSON decoding
+        // wants an object.
+        Some(v) if !v.is_object() => {
+            Err(FieldError::new("", format!("invalid type: {}, expected an object of args", json_kind(v))).into())
+        }
         Some(v) => serde_path_to_error::deserialize(v).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." { String::new() } else { path };
             FieldError::new(field, e.into_inner().to_string()).into()
         }),
+    }
+}
+
+/// The JSON kind of a value, in serde's words.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "sequence",
+        serde_json::Value::Object(_) => "map",
     }
 }
 
