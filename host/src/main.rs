@@ -305,9 +305,10 @@ fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     for w in opts.apply_to(&mut cfg) {
         tracing::warn!("{w}");
     }
-    let le = &cfg.leader_election;
-    if le.leader_elect && (le.lease_duration <= le.renew_deadline || le.renew_deadline <= le.retry_period) {
-        return Err(BadInput("--leader-elect-*: need lease duration > renew deadline > retry period".into()).into());
+    // Upstream validates the configuration after the flags are applied: the same checks, naming both sources.
+    if opts.leader_election != options::LeaderElectionFlags::default() {
+        let source = format!("{} with the --leader-elect-* flags", cfg.source);
+        cfg.leader_election.validate(&source).map_err(|e| BadInput(e.to_string()))?;
     }
     if let Some(path) = &opts.write_config_to {
         let yaml = serde_yaml::to_string(&cfg).context("encoding the configuration")?;

@@ -2,38 +2,78 @@
 
 use std::time::Duration;
 
-/// Parses a Go duration; negative durations are refused.
+/// The longest Go duration: `time.Duration` is an int64 of nanoseconds (about 292 years).
+pub const MAX_GO_DURATION: Duration = Duration::from_nanos(i64::MAX as u64);
+
+/// Parses a Go duration as `time.ParseDuration` does ("15s", "1m30s", "1.5h", "+2s"), with its limit: past
+/// [`MAX_GO_DURATION`] is an error, as in Go. Negative durations are refused (no setting here takes one).
 pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration {s:?} (use Go syntax such as 15s, 1m30s, 500ms)");
-    if s.is_empty() {
-        return Err(bad());
+    let rest = s.strip_prefix('+').unwrap_or(s);
+    if rest.starts_with('-') {
+        return Err(format!("invalid duration {s:?}: must not be negative"));
     }
-    if s == "0" {
+    if rest == "0" {
         return Ok(Duration::ZERO);
     }
-    let mut rest = s;
-    let mut total = 0f64;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let too_long = || format!("invalid duration {s:?}: longer than Go's limit of 2562047h47m16.854775807s");
+    // Whole nanoseconds in u128, so no component can overflow before the limit check (Go checks each step).
+    let mut total: u128 = 0;
+    let mut rest = rest;
     while !rest.is_empty() {
-        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
-        if n == 0 {
+        let digits = |t: &str| t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let n = digits(rest);
+        let (int, after) = rest.split_at(n);
+        let (frac, after) = match after.strip_prefix('.') {
+            Some(a) => a.split_at(digits(a)),
+            None => ("", after),
+        };
+        if int.is_empty() && frac.is_empty() {
             return Err(bad());
         }
-        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
-        rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let unit = match &rest[..u] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
+        let u = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let unit: u128 = match &after[..u] {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
             _ => return Err(bad()),
         };
-        total += value * unit;
-        rest = &rest[u..];
+        rest = &after[u..];
+        // More than 20 integer digits exceeds u64, which Go refuses before looking at the unit's size.
+        let whole: u128 = if int.is_empty() { 0 } else { int.parse::<u64>().map_err(|_| too_long())?.into() };
+        // Fraction digits past the 19th cannot change the nanoseconds of any unit up to an hour.
+        let frac = &frac[..frac.len().min(19)];
+        let part = if frac.is_empty() {
+            0
+        } else {
+            let f: u128 = frac.parse().map_err(|_| bad())?;
+            f * unit / 10u128.pow(frac.len() as u32)
+        };
+        total += whole * unit + part;
+        if total > MAX_GO_DURATION.as_nanos() {
+            return Err(too_long());
+        }
     }
-    Ok(Duration::from_secs_f64(total))
+    Ok(Duration::from_nanos(total as u64))
+}
+
+/// Checks that a number of seconds fits a Go `time.Duration` (upstream multiplies `*Seconds` fields by
+/// `time.Second`; past this Go overflows silently, here it is refused).
+pub fn check_go_seconds(seconds: i64) -> Result<Duration, String> {
+    match u64::try_from(seconds) {
+        Ok(s) if s <= MAX_GO_DURATION.as_secs() => Ok(Duration::from_secs(s)),
+        _ if seconds < 0 => Err(format!("must not be negative, got {seconds}")),
+        _ => Err(format!(
+            "must be at most {} (Go's time.Duration limit, about 292 years), got {seconds}",
+            MAX_GO_DURATION.as_secs()
+        )),
+    }
 }
 
 /// Formats a duration as Go's `time.Duration.String` does: "15s", "1m30s", "500ms", "5m0s".
@@ -98,8 +138,24 @@ mod tests {
         assert_eq!(parse_go_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_go_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_go_duration("1.5h").unwrap(), Duration::from_secs(5400));
-        for bad in ["", "15", "s", "-1s", "1x"] {
+        assert_eq!(parse_go_duration("+.5s").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_go_duration("1.s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_go_duration("1.0000000001s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_go_duration("3μs2µs").unwrap(), Duration::from_micros(5));
+        for bad in ["", "15", "s", "-1s", "1x", ".s", "1..5s", "1h-5m"] {
             assert!(parse_go_duration(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Values past Go's limit (2^63-1 ns, about 292 years) panicked in `Duration::from_secs_f64`.
+    #[test]
+    fn regression_huge_durations_are_refused_not_a_panic() {
+        for s in ["99999999999999999h", "2562048h", "9223372037s", "9223372036854775808ns", "18446744073709551616ns"] {
+            let got = std::panic::catch_unwind(|| parse_go_duration(s));
+            assert!(matches!(got, Ok(Err(_))), "{s}: {got:?}");
+        }
+        let max = Duration::from_nanos(i64::MAX as u64);
+        assert_eq!(parse_go_duration("9223372036854775807ns"), Ok(max));
+        assert_eq!(parse_go_duration("2562047h47m16.854775807s"), Ok(max));
     }
 }

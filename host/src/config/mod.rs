@@ -4,7 +4,7 @@ mod defaults;
 mod duration;
 pub mod types;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,9 +12,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::framework::ExtensionPoint;
+use crate::plugins;
 
 pub use defaults::{default_plugins, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
-pub use duration::{format_go_duration, parse_go_duration, serialize_go_duration};
+pub use duration::{check_go_seconds, format_go_duration, parse_go_duration, serialize_go_duration, MAX_GO_DURATION};
 pub use types::*;
 
 /// A configuration that cannot be used. Its message names the file and the field.
@@ -40,6 +41,11 @@ pub mod default {
     /// The default profile's schedulerName.
     pub const SCHEDULER_NAME: &str = "default-scheduler";
 }
+
+/// The most profiles a configuration may hold. Each profile is a whole framework (every plugin instantiated,
+/// its own queue-sort and metrics labels); kube-scheduler deployments use a handful, so a file past this is a
+/// mistake or an attack, refused before any profile is built.
+pub const MAX_PROFILES: usize = 1000;
 
 /// Leader election with durations parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -139,6 +145,10 @@ pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<Sch
     if kind != KIND {
         return Err(err("kind", format!("expected {KIND}, got {kind:?}")));
     }
+    // Counted before the typed decoding, which would copy every profile once more.
+    if let Some(n) = generic.get("profiles").and_then(|p| p.as_sequence()).map(Vec::len).filter(|n| *n > MAX_PROFILES) {
+        return Err(too_many_profiles(file, n));
+    }
     let raw: KubeSchedulerConfiguration = serde_path_to_error::deserialize(generic).map_err(|e| {
         let path = e.path().to_string();
         let field = if path.is_empty() || path == "." { "(document)".to_string() } else { path };
@@ -147,13 +157,18 @@ pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<Sch
     complete(file, raw, known)
 }
 
-/// Applies defaults and validates.
+/// Applies defaults and validates, as upstream's `SetDefaults_KubeSchedulerConfiguration` and
+/// `ValidateKubeSchedulerConfiguration`; the first error found is returned.
 fn complete(
     file: &str,
     raw: KubeSchedulerConfiguration,
     known: &dyn Fn(&str) -> bool,
 ) -> Result<SchedulerConfig, ConfigError> {
     let err = |field: String, message: String| ConfigError { file: file.to_string(), field, message };
+    // Everything below is linear in the profiles, and each profile becomes a whole framework: bound them first.
+    if raw.profiles.len() > MAX_PROFILES {
+        return Err(too_many_profiles(file, raw.profiles.len()));
+    }
     // A pluginConfig entry whose args name a component declares a Wasm plugin: its name is known from then on.
     let mut wasm_names = HashSet::new();
     for (i, p) in raw.profiles.iter().enumerate() {
@@ -176,8 +191,7 @@ fn complete(
     if parallelism <= 0 {
         return Err(err("parallelism".into(), format!("should be greater than 0, got {parallelism}")));
     }
-    check_percentage(raw.percentage_of_nodes_to_score, "percentageOfNodesToScore")
-        .map_err(|m| err("percentageOfNodesToScore".into(), m))?;
+    check_percentage(raw.percentage_of_nodes_to_score).map_err(|m| err("percentageOfNodesToScore".into(), m))?;
     let initial = raw.pod_initial_backoff_seconds.unwrap_or(default::POD_INITIAL_BACKOFF_SECONDS);
     if initial <= 0 {
         return Err(err("podInitialBackoffSeconds".into(), format!("should be greater than 0, got {initial}")));
@@ -189,65 +203,73 @@ fn complete(
             format!("should be greater than or equal to podInitialBackoffSeconds ({initial}), got {max}"),
         ));
     }
+    let pod_initial_backoff = check_go_seconds(initial).map_err(|m| err("podInitialBackoffSeconds".into(), m))?;
+    let pod_max_backoff = check_go_seconds(max).map_err(|m| err("podMaxBackoffSeconds".into(), m))?;
 
-    let mut profiles_raw = raw.profiles.clone();
+    let client_connection = raw.client_connection.unwrap_or_default();
+    // Upstream's ValidateClientConnectionConfiguration (a negative QPS is valid: it turns the limit off).
+    if let Some(b) = client_connection.burst.filter(|b| *b < 0) {
+        return Err(err("clientConnection.burst".into(), format!("must be non-negative, got {b}")));
+    }
+    // Upstream cannot even decode these (its YAML goes through JSON, which has no such numbers); a finite value
+    // past f32's range becomes infinite when narrowed.
+    if let Some(q) = client_connection.qps.filter(|q| !q.is_finite()) {
+        return Err(err("clientConnection.qps".into(), format!("must be a finite number, got {q}")));
+    }
+
+    let le = raw.leader_election.unwrap_or_default();
+    let dur = |v: &str, f: &str| parse_go_duration(v).map_err(|m| err(format!("leaderElection.{f}"), m));
+    let (lease_duration, renew_deadline, retry_period) = (
+        dur(&le.lease_duration, "leaseDuration")?,
+        dur(&le.renew_deadline, "renewDeadline")?,
+        dur(&le.retry_period, "retryPeriod")?,
+    );
+    // Upstream defaults an empty lock to leases, and only checks it when electing.
+    if le.leader_elect && !le.resource_lock.is_empty() && le.resource_lock != "leases" {
+        return Err(err(
+            "leaderElection.resourceLock".into(),
+            format!("resourceLock value must be \"leases\", got {:?}", le.resource_lock),
+        ));
+    }
+
+    let single = raw.profiles.len() <= 1;
+    let mut profiles_raw = raw.profiles;
     if profiles_raw.is_empty() {
         profiles_raw.push(KubeSchedulerProfile::default());
     }
-    let mut names = HashSet::new();
-    let mut profiles = Vec::new();
-    for (i, p) in profiles_raw.iter().enumerate() {
+    let mut names = HashMap::with_capacity(profiles_raw.len());
+    let mut profiles = Vec::with_capacity(profiles_raw.len());
+    for (i, p) in profiles_raw.into_iter().enumerate() {
         let at = |f: &str| format!("profiles[{i}]{f}");
-        let name = p.scheduler_name.clone().unwrap_or_else(|| default::SCHEDULER_NAME.to_string());
+        // As upstream, only a lone profile gets the default name; several must each say theirs.
+        let name = match p.scheduler_name {
+            Some(n) => n,
+            None if single => default::SCHEDULER_NAME.to_string(),
+            None => return Err(err(at(".schedulerName"), "Required value: every profile of several needs one".into())),
+        };
         if name.is_empty() {
             return Err(err(at(".schedulerName"), "must not be empty".into()));
         }
-        if !names.insert(name.clone()) {
-            return Err(err(at(".schedulerName"), format!("duplicate profile with schedulerName {name:?}")));
+        if let Some(first) = names.insert(name.clone(), i) {
+            return Err(err(
+                at(".schedulerName"),
+                format!("duplicate profile with schedulerName {name:?} (profiles[{first}])"),
+            ));
         }
-        check_percentage(p.percentage_of_nodes_to_score, "").map_err(|m| err(at(".percentageOfNodesToScore"), m))?;
-        let user = p.plugins.clone().unwrap_or_default();
-        for (point, set) in user.sets() {
-            let Some(set) = set else { continue };
-            for (j, e) in set.enabled.iter().enumerate() {
-                let f = at(&format!(".plugins.{point}.enabled[{j}]"));
-                check_name(&e.name, known).map_err(|m| err(format!("{f}.name"), m))?;
-                if let Some(w) = e.weight {
-                    if w < 0 {
-                        return Err(err(format!("{f}.weight"), format!("must not be negative, got {w}")));
-                    }
-                    if w > 100 {
-                        return Err(err(
-                            format!("{f}.weight"),
-                            format!(
-                                "must be at most 100 (a score is at most 100 and totals must not overflow), got {w}"
-                            ),
-                        ));
-                    }
-                }
-            }
-            for (j, d) in set.disabled.iter().enumerate() {
-                if d.name != "*" && !known(&d.name) && !UPSTREAM_PLUGINS_NOT_IMPLEMENTED.contains(&d.name.as_str()) {
-                    let f = at(&format!(".plugins.{point}.disabled[{j}].name"));
-                    return Err(err(f, unknown_plugin_message(&d.name)));
-                }
-            }
-        }
+        check_percentage(p.percentage_of_nodes_to_score).map_err(|m| err(at(".percentageOfNodesToScore"), m))?;
+        let user = p.plugins.unwrap_or_default();
+        check_plugin_sets(&user, known).map_err(|(f, m)| err(at(&f), m))?;
         let mut plugin_args = BTreeMap::new();
-        for (j, pc) in p.plugin_config.iter().enumerate() {
-            let f = at(&format!(".pluginConfig[{j}].name"));
+        for (j, pc) in p.plugin_config.into_iter().enumerate() {
+            let f = at(&format!(".pluginConfig[{j}]"));
             if !known(&pc.name) {
-                return Err(err(f, unknown_plugin_message(&pc.name)));
+                return Err(err(format!("{f}.name"), unknown_plugin_message(&pc.name)));
             }
-            let mut args = pc.args.clone().unwrap_or(serde_json::Value::Null);
-            // Upstream args carry their own kind/apiVersion; the name already says which plugin they are for.
-            if let Some(o) = args.as_object_mut() {
-                o.remove("kind");
-                o.remove("apiVersion");
+            if plugin_args.contains_key(&pc.name) {
+                return Err(err(format!("{f}.name"), format!("duplicate pluginConfig for plugin {:?}", pc.name)));
             }
-            if plugin_args.insert(pc.name.clone(), args).is_some() {
-                return Err(err(f, format!("duplicate pluginConfig for plugin {:?}", pc.name)));
-            }
+            let args = native_args(&pc.name, pc.args).map_err(|(af, m)| err(format!("{f}.args{af}"), m))?;
+            plugin_args.insert(pc.name, args);
         }
         profiles.push(ProfileConfig {
             scheduler_name: name,
@@ -256,62 +278,192 @@ fn complete(
             plugin_args,
         });
     }
-    // Pods of every profile share one queue, so all profiles must order it the same way (upstream rule).
-    let qs: Vec<Vec<String>> = profiles.iter().map(|p| queue_sort_names(&p.plugins)).collect();
-    if let Some(i) = qs.iter().position(|q| *q != qs[0]) {
-        return Err(err(
-            format!("profiles[{i}].plugins.queueSort"),
-            "queueSort must be the same for all profiles".into(),
-        ));
-    }
+    check_common_queue_sort(&profiles).map_err(|(f, m)| err(f, m))?;
 
-    let le = raw.leader_election.clone().unwrap_or_default();
-    let dur = |v: &str, f: &str| parse_go_duration(v).map_err(|m| err(format!("leaderElection.{f}"), m));
     let leader_election = LeaderElection {
         leader_elect: le.leader_elect,
-        lease_duration: dur(&le.lease_duration, "leaseDuration")?,
-        renew_deadline: dur(&le.renew_deadline, "renewDeadline")?,
-        retry_period: dur(&le.retry_period, "retryPeriod")?,
-        resource_name: if le.resource_name.is_empty() {
-            profiles[0].scheduler_name.clone()
+        lease_duration,
+        renew_deadline,
+        retry_period,
+        resource_name: if le.resource_name.is_empty() { profiles[0].scheduler_name.clone() } else { le.resource_name },
+        // Upstream defaults an empty namespace.
+        resource_namespace: if le.resource_namespace.is_empty() {
+            types::DEFAULT_LEASE_NAMESPACE.to_string()
         } else {
-            le.resource_name.clone()
+            le.resource_namespace
         },
-        resource_namespace: le.resource_namespace.clone(),
     };
-    if le.resource_lock != "leases" {
-        return Err(err(
-            "leaderElection.resourceLock".into(),
-            format!("only \"leases\" is supported, got {:?}", le.resource_lock),
-        ));
-    }
-    if leader_election.leader_elect {
-        if leader_election.lease_duration <= leader_election.renew_deadline {
-            return Err(err("leaderElection.leaseDuration".into(), "must be greater than renewDeadline".into()));
-        }
-        if leader_election.renew_deadline <= leader_election.retry_period {
-            return Err(err("leaderElection.renewDeadline".into(), "must be greater than retryPeriod".into()));
-        }
-    }
-
-    // Upstream's ValidateClientConnectionConfiguration (a negative QPS is valid: it turns the limit off).
-    if let Some(b) = raw.client_connection.as_ref().and_then(|c| c.burst).filter(|b| *b < 0) {
-        return Err(err("clientConnection.burst".into(), format!("must be non-negative, got {b}")));
-    }
+    leader_election.validate(file)?;
 
     Ok(SchedulerConfig {
         source: file.to_string(),
         parallelism: parallelism as usize,
         percentage_of_nodes_to_score: raw.percentage_of_nodes_to_score,
-        pod_initial_backoff: Duration::from_secs(initial as u64),
-        pod_max_backoff: Duration::from_secs(max as u64),
+        pod_initial_backoff,
+        pod_max_backoff,
         leader_election,
-        client_connection: raw.client_connection.clone().unwrap_or_default(),
+        client_connection,
         profiles,
     })
 }
 
-fn check_percentage(p: Option<i32>, _what: &str) -> Result<(), String> {
+impl LeaderElection {
+    /// Checks the settings as upstream's `ValidateLeaderElectionConfiguration` and client-go's
+    /// `NewLeaderElector` do (after flags are applied, as upstream validates then); nothing when not electing.
+    pub fn validate(&self, file: &str) -> Result<(), ConfigError> {
+        let err = |f: &str, message: String| ConfigError {
+            file: file.to_string(),
+            field: format!("leaderElection.{f}"),
+            message,
+        };
+        if !self.leader_elect {
+            return Ok(());
+        }
+        let g = format_go_duration;
+        for (f, d) in [
+            ("leaseDuration", self.lease_duration),
+            ("renewDeadline", self.renew_deadline),
+            ("retryPeriod", self.retry_period),
+        ] {
+            if d.is_zero() {
+                return Err(err(f, "must be greater than zero".into()));
+            }
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(err(
+                "leaseDuration",
+                format!(
+                    "must be greater than renewDeadline ({}), got {}",
+                    g(self.renew_deadline),
+                    g(self.lease_duration)
+                ),
+            ));
+        }
+        // client-go's JitterFactor: a retry may come 1.2 periods late and must still land before the deadline.
+        if self.renew_deadline.as_nanos() <= self.retry_period.as_nanos() * 6 / 5 {
+            return Err(err(
+                "renewDeadline",
+                format!(
+                    "must be greater than retryPeriod*JitterFactor (1.2 × {}), got {}",
+                    g(self.retry_period),
+                    g(self.renew_deadline)
+                ),
+            ));
+        }
+        // The Lease stores whole seconds in an int32 (Go would wrap it negative; the API server refuses that).
+        if self.lease_duration.as_secs() > i32::MAX as u64 {
+            return Err(err(
+                "leaseDuration",
+                format!("must be at most {}s (a Lease's leaseDurationSeconds is an int32)", i32::MAX),
+            ));
+        }
+        if self.resource_name.is_empty() {
+            return Err(err("resourceName", "Required value".into()));
+        }
+        if self.resource_namespace.is_empty() {
+            return Err(err("resourceNamespace", "Required value".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Checks the names and weights in a profile's plugin sets; returns the field (below the profile) and message.
+fn check_plugin_sets(user: &Plugins, known: &dyn Fn(&str) -> bool) -> Result<(), (String, String)> {
+    for (point, set) in user.sets() {
+        let Some(set) = set else { continue };
+        for (j, e) in set.enabled.iter().enumerate() {
+            let f = format!(".plugins.{point}.enabled[{j}]");
+            check_name(&e.name, known).map_err(|m| (format!("{f}.name"), m))?;
+            match e.weight {
+                Some(w) if w < 0 => return Err((format!("{f}.weight"), format!("must not be negative, got {w}"))),
+                Some(w) if w > 100 => {
+                    return Err((
+                        format!("{f}.weight"),
+                        format!("must be at most 100 (a score is at most 100 and totals must not overflow), got {w}"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        for (j, d) in set.disabled.iter().enumerate() {
+            if d.name != "*" && !known(&d.name) && !UPSTREAM_PLUGINS_NOT_IMPLEMENTED.contains(&d.name.as_str()) {
+                return Err((format!(".plugins.{point}.disabled[{j}].name"), unknown_plugin_message(&d.name)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A pluginConfig entry's args, ready to store: a native plugin's are checked as upstream decodes and validates
+/// them (their `kind` and `apiVersion`, when given, must be the plugin's); both are then dropped, since the
+/// name already says which plugin the args are for. Errors carry the field below `args`.
+fn native_args(name: &str, args: Option<serde_json::Value>) -> Result<serde_json::Value, (String, String)> {
+    let mut args = args.unwrap_or(serde_json::Value::Null);
+    let check = plugins::args_check(name).filter(|_| !crate::wasm::WasmArgs::is_wasm(Some(&args)));
+    if let Some(o) = args.as_object_mut() {
+        let kind = o.remove("kind");
+        let api_version = o.remove("apiVersion");
+        if check.is_some() {
+            let want = format!("{name}Args");
+            match kind {
+                Some(serde_json::Value::String(k)) if k == want => {}
+                None => {}
+                Some(k) => {
+                    return Err((".kind".into(), format!("args for plugin {name} must be of kind {want}, got {k}")))
+                }
+            }
+            match api_version {
+                Some(serde_json::Value::String(v)) if v == API_VERSION => {}
+                None => {}
+                Some(v) => return Err((".apiVersion".into(), format!("expected {API_VERSION}, got {v}"))),
+            }
+        }
+    }
+    if let Some(check) = check {
+        // One line: the first error; upstream's aggregate lists them all, which a user fixes one by one anyway.
+        check(Some(&args)).map_err(|e| {
+            let first = e.0.into_iter().next().expect("an args error holds at least one");
+            let field = if first.field.is_empty() { String::new() } else { format!(".{}", first.field) };
+            (field, first.detail)
+        })?;
+    }
+    Ok(args)
+}
+
+/// Pods of every profile share one queue, so all profiles must order it the same way: the same queue-sort
+/// plugins and, for the first profile's, the same args (upstream's `validateCommonQueueSort`).
+fn check_common_queue_sort(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
+    let qs0 = queue_sort_names(&profiles[0].plugins);
+    let args0 = qs0.first().and_then(|n| profiles[0].plugin_args.get(n));
+    for (i, p) in profiles.iter().enumerate().skip(1) {
+        let qs = queue_sort_names(&p.plugins);
+        if qs != qs0 {
+            return Err((
+                format!("profiles[{i}].plugins.queueSort"),
+                "queueSort must be the same for all profiles".into(),
+            ));
+        }
+        if let Some(name) = qs0.first() {
+            if let Some(args) = p.plugin_args.get(name).filter(|a| Some(*a) != args0) {
+                return Err((
+                    format!("profiles[{i}].pluginConfig"),
+                    format!("args of queue sort plugin {name:?} must be the same for all profiles, got {args}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn too_many_profiles(file: &str, n: usize) -> ConfigError {
+    ConfigError {
+        file: file.to_string(),
+        field: "profiles".into(),
+        message: format!("at most {MAX_PROFILES} profiles are supported, got {n}"),
+    }
+}
+
+fn check_percentage(p: Option<i32>) -> Result<(), String> {
     match p {
         Some(v) if !(0..=100).contains(&v) => Err(format!("not in valid range [0-100], got {v}")),
         _ => Ok(()),
@@ -391,4 +543,67 @@ pub fn merge_plugins(defaults: &Plugins, user: &Plugins) -> Plugins {
     }
     merged.multi_point = merge(defaults.multi_point.as_ref(), user.multi_point.as_ref());
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    /// Upstream's ValidateKubeSchedulerConfiguration checks, each as one line naming the field (None: accepted).
+    #[test]
+    fn validation_table() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("parallelism: 0\n", Some("parallelism: should be greater than 0")),
+            ("percentageOfNodesToScore: -1\n", Some("percentageOfNodesToScore: not in valid range")),
+            ("podInitialBackoffSeconds: 0\n", Some("podInitialBackoffSeconds: should be greater than 0")),
+            ("podInitialBackoffSeconds: 9223372037\npodMaxBackoffSeconds: 9223372037\n", Some("podInitialBackoffSeconds: must be at most 9223372036")),
+            ("podMaxBackoffSeconds: 9223372036\n", None),
+            ("clientConnection: {qps: .nan}\n", Some("clientConnection.qps: must be a finite number")),
+            ("clientConnection: {burst: -1}\n", Some("clientConnection.burst: must be non-negative")),
+            ("leaderElection: {leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 9s}\n", Some("leaderElection.renewDeadline: must be greater than retryPeriod*JitterFactor")),
+            ("leaderElection: {retryPeriod: 0s}\n", Some("leaderElection.retryPeriod: must be greater than zero")),
+            ("leaderElection: {leaseDuration: 600000h, renewDeadline: 10s}\n", Some("leaderElection.leaseDuration: must be at most 2147483647s")),
+            ("leaderElection: {resourceLock: endpoints}\n", Some("leaderElection.resourceLock: resourceLock value must be \"leases\"")),
+            ("leaderElection: {leaderElect: false, resourceLock: endpoints, retryPeriod: 1h}\n", None),
+            ("leaderElection: {resourceLock: '', resourceNamespace: ''}\n", None),
+            ("profiles: [{schedulerName: a}, {}]\n", Some("profiles[1].schedulerName: Required value")),
+            ("profiles: [{}]\n", None),
+            ("profiles: [{schedulerName: ''}]\n", Some("profiles[0].schedulerName: must not be empty")),
+            ("profiles: [{schedulerName: a}, {schedulerName: a}]\n", Some("profiles[1].schedulerName: duplicate profile with schedulerName \"a\" (profiles[0])")),
+            ("profiles: [{schedulerName: a}, {schedulerName: b, pluginConfig: [{name: PrioritySort, args: {x: 1}}]}]\n", Some("profiles[1].pluginConfig: args of queue sort plugin \"PrioritySort\" must be the same")),
+            ("profiles: [{pluginConfig: [{name: NodeName, args: {anything: 1}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: VolumeBindingArgs, apiVersion: kubescheduler.config.k8s.io/v1, bindTimeoutSeconds: 0}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: NodeAffinityArgs}}]}]\n", Some("profiles[0].pluginConfig[0].args.kind: args for plugin VolumeBinding must be of kind VolumeBindingArgs")),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {apiVersion: kubescheduler.config.k8s.io/v1beta3}}]}]\n", Some("profiles[0].pluginConfig[0].args.apiVersion: expected kubescheduler.config.k8s.io/v1")),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 9223372037}}]}]\n", Some("args.bindTimeoutSeconds: Invalid value: 9223372037: must be at most")),
+            ("profiles: [{pluginConfig: [{name: NodeResourcesFit, args: []}]}]\n", Some("profiles[0].pluginConfig[0].args: invalid type: sequence")),
+            ("profiles: [{pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 0, ignorePreferredTermsOfExistingPods: true}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: PodTopologySpread, args: {defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}}]}]\n", Some("args.defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty")),
+        ];
+        for (body, want) in cases {
+            let got = parse("f.yaml", &format!("{HEAD}{body}"), &|_| true);
+            match (got, want) {
+                (Ok(_), None) => {}
+                (Err(e), Some(w)) => {
+                    let e = e.to_string();
+                    assert!(e.starts_with("f.yaml: ") && e.contains(w), "{body}: got {e:?}, want {w:?}");
+                }
+                (Ok(_), Some(w)) => panic!("{body}: accepted, want {w:?}"),
+                (Err(e), None) => panic!("{body}: {e}"),
+            }
+        }
+    }
+
+    /// The flags are applied after the file is checked; the same leader-election checks run on the result.
+    #[test]
+    fn leader_election_is_checked_after_flags_too() {
+        let mut le = SchedulerConfig::default_config().leader_election;
+        le.retry_period = Duration::from_secs(9);
+        let e = le.validate("x").unwrap_err().to_string();
+        assert!(e.starts_with("x: leaderElection.renewDeadline: "), "{e}");
+        le.leader_elect = false;
+        le.validate("x").expect("nothing is checked when not electing, as upstream");
+    }
 }

@@ -224,8 +224,11 @@ fn default_retry() -> String {
 fn default_lock() -> String {
     "leases".into()
 }
+/// Where the Lease lives when the file does not say (upstream's default).
+pub const DEFAULT_LEASE_NAMESPACE: &str = "kube-system";
+
 fn default_lease_ns() -> String {
-    "kube-system".into()
+    DEFAULT_LEASE_NAMESPACE.into()
 }
 
 /// API server connection (upstream `ClientConnectionConfiguration`).

@@ -471,8 +471,11 @@ fn set(o: &mut Options, name: &str, v: &str, first: bool) -> Result<(), String> 
         }
         "kube-api-content-type" => o.client_connection.content_type = Some(v.to_string()),
         "kube-api-qps" => {
-            o.client_connection.qps =
-                Some(v.parse().map_err(|_| format!("strconv.ParseFloat: parsing {v:?}: invalid syntax"))?)
+            let q: f32 = v.parse().map_err(|_| format!("strconv.ParseFloat: parsing {v:?}: invalid syntax"))?;
+            if !q.is_finite() {
+                return Err(format!("must be a finite number, got {q}"));
+            }
+            o.client_connection.qps = Some(q)
         }
         "kube-api-burst" => {
             let b: i32 = parse_int(v)?;
@@ -675,6 +678,10 @@ mod tests {
             (&["--secure-port=abc"][..], "--secure-port"),
             (&["--secure-port=70000"], "--secure-port"),
             (&["--kube-api-qps=fast"], "--kube-api-qps"),
+            (&["--kube-api-qps=NaN"], "--kube-api-qps"),
+            (&["--kube-api-qps=inf"], "--kube-api-qps"),
+            (&["--kube-api-qps=1e39"], "--kube-api-qps"),
+            (&["--leader-elect-retry-period=2562048h"], "--leader-elect-retry-period"),
             (&["--kube-api-burst=-1"], "--kube-api-burst"),
             (&["--leader-elect-lease-duration=15"], "--leader-elect-lease-duration"),
             (&["--profiling=maybe"], "--profiling"),

@@ -16,13 +16,13 @@ use serde::Deserialize;
 
 use crate::framework::diagnosis::reason_histogram;
 use crate::framework::labels::Selector;
-use crate::framework::registry::decode_args;
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
     PostFilterResult, Status,
 };
+use crate::plugins::helper::{self, decode, invalid, ArgsError};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "DefaultPreemption";
@@ -52,33 +52,31 @@ impl Default for DefaultPreemptionArgs {
 }
 
 impl DefaultPreemptionArgs {
-    /// Checks the ranges as upstream's validation does; every error names its field.
-    pub fn validate(&self) -> Result<(), String> {
-        let (pct, abs) = (self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute);
+    /// Decodes the args (defaults when absent) and checks the ranges as upstream's
+    /// `ValidateDefaultPreemptionArgs`; every error names its field.
+    pub fn parse(args: Option<&serde_json::Value>) -> Result<DefaultPreemptionArgs, ArgsError> {
+        let a: DefaultPreemptionArgs = decode(args)?;
+        let (pct, abs) = (a.min_candidate_nodes_percentage, a.min_candidate_nodes_absolute);
         let mut errs = Vec::new();
         if !(0..=100).contains(&pct) {
-            errs.push(format!("minCandidateNodesPercentage: Invalid value: {pct}: not in valid range [0, 100]"));
+            errs.push(invalid("minCandidateNodesPercentage", pct, "not in valid range [0, 100]"));
         }
         if abs < 0 {
-            errs.push(format!("minCandidateNodesAbsolute: Invalid value: {abs}: not in valid range [0, inf)"));
+            errs.push(invalid("minCandidateNodesAbsolute", abs, "not in valid range [0, inf)"));
         }
         if pct == 0 && abs == 0 {
-            errs.push(
-                "minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same time as \
-                 minCandidateNodesAbsolute"
-                    .to_string(),
-            );
-            errs.push(
-                "minCandidateNodesAbsolute: Invalid value: 0: cannot be zero at the same time as \
-                 minCandidateNodesPercentage"
-                    .to_string(),
-            );
+            errs.push(invalid(
+                "minCandidateNodesPercentage",
+                0,
+                "cannot be zero at the same time as minCandidateNodesAbsolute",
+            ));
+            errs.push(invalid(
+                "minCandidateNodesAbsolute",
+                0,
+                "cannot be zero at the same time as minCandidateNodesPercentage",
+            ));
         }
-        if errs.is_empty() {
-            Ok(())
-        } else {
-            Err(errs.join("; "))
-        }
+        helper::aggregate(errs).map(|()| a)
     }
 }
 
@@ -107,9 +105,7 @@ struct Budget<'a> {
 impl DefaultPreemption {
     /// Builds the plugin from its args (defaults when absent); a bad value is an error naming the field.
     pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<DefaultPreemption, String> {
-        let args: DefaultPreemptionArgs = decode_args(args)?;
-        args.validate()?;
-        Ok(DefaultPreemption { args })
+        Ok(DefaultPreemption { args: DefaultPreemptionArgs::parse(args)? })
     }
 
     /// How many candidates to look for among `num_nodes` potential nodes (upstream `calculateNumCandidates`).

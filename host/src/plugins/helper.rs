@@ -2,19 +2,103 @@
 
 use std::fmt::Display;
 
+use serde::de::DeserializeOwned;
+
 use crate::framework::{NodeScore, Status, MAX_NODE_SCORE};
 
-/// `path: Invalid value: value: detail`, as upstream's `field.Invalid`: args errors name the field they are about.
-pub(crate) fn invalid(path: &str, value: impl Display, detail: &str) -> String {
-    format!("{path}: Invalid value: {value}: {detail}")
+/// One error in a plugin's args, as upstream's `field.Error`: the field path inside the args and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The path inside the args, e.g. `scoringStrategy.resources[0].weight`; empty for the args as a whole.
+    pub field: String,
+    /// What is wrong, in upstream's words (`Invalid value: 0: ...`, `Required value: ...`).
+    pub detail: String,
 }
 
-/// Joins several args errors as upstream's aggregate does (`[a, b]`; one error alone is bare).
-pub(crate) fn aggregate(errs: Vec<String>) -> Result<(), String> {
-    match errs.len() {
-        0 => Ok(()),
-        1 => Err(errs.into_iter().next().unwrap_or_default()),
-        _ => Err(format!("[{}]", errs.join(", "))),
+impl FieldError {
+    /// An error at `field`.
+    pub fn new(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), detail: detail.into() }
+    }
+}
+
+impl Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.field.as_str() {
+            "" => f.write_str(&self.detail),
+            field => write!(f, "{field}: {}", self.detail),
+        }
+    }
+}
+
+/// Every error in a plugin's args (never empty), shown as upstream's aggregate: `[a, b]`, one error alone bare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgsError(pub Vec<FieldError>);
+
+impl Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let all: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        match all.as_slice() {
+            [one] => f.write_str(one),
+            _ => write!(f, "[{}]", all.join(", ")),
+        }
+    }
+}
+
+impl From<FieldError> for ArgsError {
+    fn from(e: FieldError) -> ArgsError {
+        ArgsError(vec![e])
+    }
+}
+
+/// Plugin constructors report args errors as text.
+impl From<ArgsError> for String {
+    fn from(e: ArgsError) -> String {
+        e.to_string()
+    }
+}
+
+/// `path: Invalid value: value: detail`, as upstream's `field.Invalid`: args errors name the field they are about.
+pub(crate) fn invalid(path: &str, value: impl Display, detail: &str) -> FieldError {
+    FieldError::new(path, format!("Invalid value: {value}: {detail}"))
+}
+
+/// The errors as one result (upstream's aggregate).
+pub(crate) fn aggregate(errs: Vec<FieldError>) -> Result<(), ArgsError> {
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ArgsError(errs))
+    }
+}
+
+/// Decodes a plugin's args into its typed args (defaults when absent); a wrong type or an unknown field is an
+/// error at its path inside the args.
+pub(crate) fn decode<T: DeserializeOwned + Default>(args: Option<&serde_json::Value>) -> Result<T, ArgsError> {
+    match args {
+        None | Some(serde_json::Value::Null) => Ok(T::default()),
+        // serde fills a struct from a sequence too ([] would mean "all defaults"); upstream's JSON decoding
+        // wants an object.
+        Some(v) if !v.is_object() => {
+            Err(FieldError::new("", format!("invalid type: {}, expected an object of args", json_kind(v))).into())
+        }
+        Some(v) => serde_path_to_error::deserialize(v).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." { String::new() } else { path };
+            FieldError::new(field, e.into_inner().to_string()).into()
+        }),
+    }
+}
+
+/// The JSON kind of a value, in serde's words.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "sequence",
+        serde_json::Value::Object(_) => "map",
     }
 }
 

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::framework::labels::Labels;
-use crate::framework::registry::decode_args;
 use crate::framework::types::{AffinityTerm, WeightedAffinityTerm};
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
@@ -18,6 +17,7 @@ use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
+use crate::plugins::helper::{decode, invalid, ArgsError};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "InterPodAffinity";
@@ -60,15 +60,22 @@ pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
 }
 
+impl InterPodAffinityArgs {
+    /// Decodes the args (defaults when absent) and checks them as upstream's `ValidateInterPodAffinityArgs`.
+    pub fn parse(args: Option<&serde_json::Value>) -> Result<InterPodAffinityArgs, ArgsError> {
+        let a: InterPodAffinityArgs = decode(args)?;
+        let w = a.hard_pod_affinity_weight;
+        if !(0..=100).contains(&w) {
+            return Err(invalid("hardPodAffinityWeight", w, "not in valid range [0, 100]").into());
+        }
+        Ok(a)
+    }
+}
+
 impl InterPodAffinity {
     /// Builds the plugin; `hardPodAffinityWeight` out of [0, 100] is an error naming the field.
     pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<InterPodAffinity, String> {
-        let args: InterPodAffinityArgs = decode_args(args)?;
-        let w = args.hard_pod_affinity_weight;
-        if !(0..=100).contains(&w) {
-            return Err(format!("hardPodAffinityWeight: Invalid value: {w}: not in valid range [0, 100]"));
-        }
-        Ok(InterPodAffinity { args })
+        Ok(InterPodAffinity { args: InterPodAffinityArgs::parse(args)? })
     }
 }
 

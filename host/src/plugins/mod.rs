@@ -23,6 +23,30 @@ pub mod taint_toleration;
 pub mod testutil;
 pub mod volume_binding;
 
+/// The native plugins that take args (upstream has a `<Name>Args` kind for each), each with the check its
+/// constructor runs: decode, default, validate.
+const ARGS_CHECKS: &[(&str, ArgsCheck)] = &[
+    (default_preemption::NAME, |a| default_preemption::DefaultPreemptionArgs::parse(a).map(drop)),
+    (inter_pod_affinity::NAME, |a| inter_pod_affinity::InterPodAffinityArgs::parse(a).map(drop)),
+    (node_affinity::NAME, |a| node_affinity::NodeAffinity::from_args(a).map(drop)),
+    (node_resources::fit::NAME, |a| node_resources::fit::NodeResourcesFitArgs::parse(a).map(drop)),
+    (node_resources::balanced_allocation::NAME, |a| {
+        node_resources::balanced_allocation::NodeResourcesBalancedAllocationArgs::parse(a).map(drop)
+    }),
+    (pod_topology_spread::NAME, |a| pod_topology_spread::PodTopologySpreadArgs::parse(a).map(drop)),
+    (volume_binding::NAME, |a| volume_binding::VolumeBindingArgs::parse(a).map(drop)),
+];
+
+/// The check of a native plugin's args, run when the configuration is loaded without building the plugin
+/// (upstream's `validatePluginConfig`). `None` when the plugin takes no args or is not native: upstream keeps
+/// such args undecoded and accepts them.
+pub fn args_check(name: &str) -> Option<ArgsCheck> {
+    ARGS_CHECKS.iter().find(|(n, _)| *n == name).map(|(_, check)| *check)
+}
+
+/// Decodes, defaults and validates a plugin's args, reporting every error at its path inside the args.
+pub type ArgsCheck = fn(Option<&serde_json::Value>) -> Result<(), helper::ArgsError>;
+
 /// Registers a plugin type whose constructor takes (args, context).
 macro_rules! register {
     ($reg:expr, $name:expr, $ctor:expr) => {

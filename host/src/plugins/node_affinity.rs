@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::{NodeAffinity as NodeAffinitySpec, NodeSelector,
 use serde::Deserialize;
 
 use crate::framework::labels::{CompiledNodeSelector, CompiledNodeSelectorTerm, Labels};
-use crate::framework::registry::decode_args;
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
@@ -20,6 +19,7 @@ use crate::framework::{
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::plugins::helper;
+use crate::plugins::helper::{decode, ArgsError, FieldError};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeAffinity";
@@ -99,13 +99,13 @@ pub fn compile_node_selector_lenient(sel: &NodeSelector) -> CompiledNodeSelector
 }
 
 /// Compiles a node selector strictly: empty terms are dropped, an invalid term is an error naming its path.
-fn compile_node_selector_strict(sel: &NodeSelector, path: &str) -> Result<CompiledNodeSelector, String> {
+fn compile_node_selector_strict(sel: &NodeSelector, path: &str) -> Result<CompiledNodeSelector, FieldError> {
     let mut terms = Vec::with_capacity(sel.node_selector_terms.len());
     for (i, t) in sel.node_selector_terms.iter().enumerate() {
         if is_empty_term(t) {
             continue;
         }
-        terms.push(compile_term(t).map_err(|e| format!("{path}.nodeSelectorTerms[{i}]: {e}"))?);
+        terms.push(compile_term(t).map_err(|e| FieldError::new(format!("{path}.nodeSelectorTerms[{i}]"), e))?);
     }
     Ok(CompiledNodeSelector { terms })
 }
@@ -124,13 +124,13 @@ pub struct WeightedNodeSelectorTerm {
 pub fn compile_preferred_terms(
     terms: &[PreferredSchedulingTerm],
     path: &str,
-) -> Result<Vec<WeightedNodeSelectorTerm>, String> {
+) -> Result<Vec<WeightedNodeSelectorTerm>, FieldError> {
     let mut out = Vec::with_capacity(terms.len());
     for (i, t) in terms.iter().enumerate() {
         if t.weight == 0 || is_empty_term(&t.preference) {
             continue;
         }
-        let term = compile_term(&t.preference).map_err(|e| format!("{path}[{i}].preference: {e}"))?;
+        let term = compile_term(&t.preference).map_err(|e| FieldError::new(format!("{path}[{i}].preference"), e))?;
         out.push(WeightedNodeSelectorTerm { term, weight: i64::from(t.weight) });
     }
     Ok(out)
@@ -180,9 +180,9 @@ fn required_affinity(pod: &Pod) -> Option<&NodeSelector> {
 fn pod_preferred_terms(pod: &Pod) -> Result<Option<Vec<WeightedNodeSelectorTerm>>, String> {
     match node_affinity(pod).and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()) {
         None => Ok(None),
-        Some(terms) => {
-            compile_preferred_terms(terms, &format!("spec.affinity.nodeAffinity.{PREFERRED_PATH}")).map(Some)
-        }
+        Some(terms) => compile_preferred_terms(terms, &format!("spec.affinity.nodeAffinity.{PREFERRED_PATH}"))
+            .map(Some)
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -196,7 +196,13 @@ pub struct NodeAffinity {
 impl NodeAffinity {
     /// Builds the plugin from `NodeAffinityArgs`; an invalid `addedAffinity` is an error naming the field.
     pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<NodeAffinity, String> {
-        let args: NodeAffinityArgs = decode_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
+        NodeAffinity::from_args(args).map_err(|e| format!("{NAME} args: {e}"))
+    }
+
+    /// Decodes and compiles the args; an `addedAffinity` upstream's `ValidateNodeAffinityArgs` refuses is an
+    /// error naming the term.
+    pub fn from_args(args: Option<&serde_json::Value>) -> Result<NodeAffinity, ArgsError> {
+        let args: NodeAffinityArgs = decode(args)?;
         let mut pl = NodeAffinity::default();
         if let Some(a) = &args.added_affinity {
             if let Some(ns) = &a.required_during_scheduling_ignored_during_execution {

@@ -14,6 +14,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Volume};
+use serde::Deserialize;
+
+use crate::config::check_go_seconds;
 
 use crate::framework::labels::CompiledNodeSelector;
 use crate::framework::PluginContext;
@@ -22,7 +25,9 @@ use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, Status,
 };
+use crate::plugins::helper::{aggregate, decode, invalid, ArgsError};
 use crate::plugins::node_affinity::compile_node_selector_lenient;
+use crate::plugins::node_resources::fit::UtilizationShapePoint;
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "VolumeBinding";
@@ -96,13 +101,56 @@ fn check_claim<'a>(
     Ok(pvc)
 }
 
+/// The plugin's args (upstream `VolumeBindingArgs`). Checked as upstream, then unused: this plugin binds no
+/// volumes, so there is no bind to time out and no capacity to score.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VolumeBindingArgs {
+    /// Seconds to wait for a volume binding (default 600; 0 means no waiting).
+    pub bind_timeout_seconds: Option<i64>,
+    /// Storage-capacity scoring shape; only with the StorageCapacityScoring feature gate, which is off.
+    pub shape: Option<Vec<UtilizationShapePoint>>,
+}
+
+impl VolumeBindingArgs {
+    /// Decodes the args and checks them as upstream's `ValidateVolumeBindingArgs` with the StorageCapacityScoring
+    /// gate off (its v1.34 default; this scheduler has no feature gates).
+    pub fn parse(args: Option<&serde_json::Value>) -> Result<VolumeBindingArgs, ArgsError> {
+        let a: VolumeBindingArgs = decode(args)?;
+        let mut errs = Vec::new();
+        match a.bind_timeout_seconds {
+            Some(t) if t < 0 => errs.push(invalid(
+                "bindTimeoutSeconds",
+                t,
+                "invalid BindTimeoutSeconds, should not be a negative value",
+            )),
+            // Upstream turns it into a time.Duration, which overflows past this; refused here instead.
+            Some(t) => {
+                if let Err(e) = check_go_seconds(t) {
+                    errs.push(invalid("bindTimeoutSeconds", t, &e));
+                }
+            }
+            None => {}
+        }
+        if let Some(shape) = &a.shape {
+            errs.push(invalid(
+                "shape",
+                format!("{} point(s)", shape.len()),
+                "unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring",
+            ));
+        }
+        aggregate(errs).map(|()| a)
+    }
+}
+
 /// The VolumeBinding plugin.
 #[derive(Debug, Default)]
 pub struct VolumeBinding;
 
 impl VolumeBinding {
-    /// Builds the plugin; its upstream args (bind timeout, shape) have no meaning here and are ignored.
-    pub fn new(_args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<VolumeBinding, String> {
+    /// Builds the plugin; its args are checked as upstream's, then have no effect here.
+    pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<VolumeBinding, String> {
+        VolumeBindingArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
         Ok(VolumeBinding)
     }
 }

@@ -111,11 +111,13 @@ fn a_second_queue_sort_is_refused() {
 #[test]
 fn bad_plugin_args_are_refused_naming_the_plugin() {
     let yaml = format!("{HEAD}profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: Sideways\n");
-    let r = in_tree_registry();
-    let cfg = parse(&yaml).unwrap();
-    let ctx = PluginContext::new(std::sync::Arc::new(kube_wasm_scheduler::cluster::memory::MemoryCluster::default()));
-    let e = Framework::new(&cfg.profiles[0], None, &r, &ctx, Parallelizer::new(1)).unwrap_err().to_string();
-    assert!(e.contains("NodeResourcesFit") && e.contains("Sideways"), "{e}");
+    let e = refused(&yaml);
+    assert!(
+        e.starts_with(
+            "sched.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: \"Sideways\""
+        ),
+        "{e}"
+    );
 }
 
 /// The binary: exit code 2 and one line on stderr for bad configs and bad cluster files; nothing panics.
@@ -150,4 +152,128 @@ fn cli_bad_input_exits_2_with_one_line() {
         assert!(!stderr.contains("panicked"), "case {i}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The error for a configuration that must be refused (without printing the whole configuration when it is not).
+fn refused(yaml: &str) -> String {
+    match parse(yaml) {
+        Ok(_) => panic!("accepted: {}", yaml.lines().take(12).collect::<Vec<_>>().join(" | ")),
+        Err(e) => e,
+    }
+}
+
+/// Runs the binary with `args` (each `{cfg}` replaced by a file holding `cfg`, `{cluster}` by a one-node cluster
+/// file); returns the exit code and stderr.
+fn run_binary(name: &str, cfg: &str, args: &[&str]) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(format!("kws-cfg-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = dir.join("sched.yaml");
+    let k = dir.join("cluster.yaml");
+    std::fs::write(&c, cfg).unwrap();
+    std::fs::write(&k, nodes_yaml(1)).unwrap();
+    let out_file = dir.join("out.yaml");
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.replace("{cfg}", &c.display().to_string())
+                .replace("{cluster}", &k.display().to_string())
+                .replace("{out}", &out_file.display().to_string())
+        })
+        .collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler")).args(&args).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Asserts exit code 2 and exactly one line on stderr containing `want`, and that nothing was written.
+fn assert_refused(name: &str, cfg: &str, args: &[&str], want: &str) {
+    let (code, stderr) = run_binary(name, cfg, args);
+    assert_eq!(code, Some(2), "{name}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: one line: {stderr}");
+    assert!(stderr.contains(want), "{name}: want {want:?} in {stderr}");
+}
+
+/// Durations past Go's limit (about 292 years) panicked in `Duration::from_secs_f64` (exit 101).
+#[test]
+fn regression_huge_durations_exit_2_not_101() {
+    let sim = ["simulate", "--config", "{cfg}", "--cluster", "{cluster}"];
+    let live = ["--config", "{cfg}", "--write-config-to", "{out}"];
+    for (name, body, args, want) in [
+        ("lease", "leaderElection:\n  leaseDuration: 99999999999999999h\n", &sim[..], "sched.yaml: leaderElection.leaseDuration: "),
+        ("retry", "leaderElection:\n  leaderElect: false\n  retryPeriod: 2562048h\n", &sim[..], "sched.yaml: leaderElection.retryPeriod: "),
+        ("renew-live", "leaderElection:\n  renewDeadline: 9223372036854775808ns\n", &live[..], "sched.yaml: leaderElection.renewDeadline: "),
+        ("backoff", "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 9223372036854775807\n", &sim[..], "sched.yaml: podMaxBackoffSeconds: "),
+        ("initial-backoff", "podInitialBackoffSeconds: 9223372037\npodMaxBackoffSeconds: 9223372037\n", &sim[..], "sched.yaml: podInitialBackoffSeconds: "),
+        ("wasm-timeout", "profiles:\n- plugins:\n    filter:\n      enabled: [{name: W}]\n  pluginConfig:\n  - name: W\n    args: {component: x.wasm, timeout: 99999999999999999h}\n", &sim[..], "sched.yaml: profiles[0].pluginConfig[0].args"),
+    ] {
+        assert_refused(name, &format!("{HEAD}{body}"), args, want);
+    }
+    assert_refused(
+        "flag",
+        HEAD,
+        &["--leader-elect-lease-duration=99999999999999999h", "--config", "{cfg}", "--write-config-to", "{out}"],
+        "\"--leader-elect-lease-duration\"",
+    );
+}
+
+/// `qps: .inf` and `.nan` were accepted (upstream cannot even decode them: JSON has no such numbers).
+#[test]
+fn regression_non_finite_qps_is_refused() {
+    for qps in [".inf", "-.inf", ".nan", "1e39"] {
+        let e = refused(&format!("{HEAD}clientConnection:\n  qps: {qps}\n"));
+        assert!(e.starts_with("sched.yaml: clientConnection.qps: must be a finite number"), "{qps}: {e}");
+    }
+    parse(&format!("{HEAD}clientConnection:\n  qps: -1\n")).expect("a negative QPS turns the limit off, as upstream");
+    assert_refused("qps-flag", HEAD, &["--kube-api-qps=NaN", "--write-config-to", "{out}"], "\"--kube-api-qps\"");
+}
+
+/// Plugin args were only checked when the framework was built (after the file was accepted), without the field
+/// path, and VolumeBinding took any args at all.
+#[test]
+fn regression_plugin_args_are_checked_at_load_naming_the_field() {
+    let pc = |name: &str, args: &str| format!("{HEAD}profiles:\n- pluginConfig:\n  - name: {name}\n    args: {args}\n");
+    for (yaml, want) in [
+        (pc("VolumeBinding", "{bindTimeoutSeconds: -1}"), "sched.yaml: profiles[0].pluginConfig[0].args.bindTimeoutSeconds: Invalid value: -1: "),
+        (pc("VolumeBinding", "{shape: [{utilization: 0, score: 0}]}"), "sched.yaml: profiles[0].pluginConfig[0].args.shape: "),
+        (pc("VolumeBinding", "{bindTimeout: 5}"), "sched.yaml: profiles[0].pluginConfig[0].args.bindTimeout: unknown field"),
+        (pc("InterPodAffinity", "{hardPodAffinityWeight: 101}"), "sched.yaml: profiles[0].pluginConfig[0].args.hardPodAffinityWeight: Invalid value: 101: not in valid range [0, 100]"),
+        (pc("NodeResourcesFit", "{scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 1}, {name: memory, weight: 101}]}}"), "sched.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.resources[1].weight: Invalid value: 101: "),
+        (pc("NodeResourcesFit", "{scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: -1}]}}"), "args.scoringStrategy.resources[0].weight: Invalid value: -1: "),
+        (pc("NodeResourcesFit", "{scoringStrategy: {type: MostAllocated, requestedToCapacityRatio: {shape: [{utilization: 0, score: 1}]}}}"), "args.scoringStrategy.requestedToCapacityRatio: Forbidden: "),
+        (pc("NodeResourcesFit", "{scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: {shape: [{utilization: 0, score: 11}]}}}"), "args.scoringStrategy.requestedToCapacityRatio.shape[0].score: Invalid value: 11: "),
+        (pc("NodeResourcesFit", "{scoringStrategy: {resources: [{name: cpu, weight: x}]}}"), "args.scoringStrategy.resources[0].weight: invalid type"),
+        (pc("NodeResourcesBalancedAllocation", "{resources: [{name: cpu, weight: 2}]}"), "args.resources[0].weight: Invalid value: 2: must be 1"),
+        (pc("DefaultPreemption", "{minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 0}"), "args.minCandidateNodesPercentage: Invalid value: 0: cannot be zero"),
+        (pc("PodTopologySpread", "{defaultingType: List, defaultConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}"), "args.defaultConstraints[0].maxSkew: Invalid value: 0: "),
+        (pc("NodeAffinity", "{addedAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Bogus}]}]}}}"), "args.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"),
+        (pc("InterPodAffinity", "{kind: NodeResourcesFitArgs}"), "args.kind: "),
+    ] {
+        let e = refused(&yaml);
+        assert!(e.contains(want), "got {e:?}\nwant {want:?}");
+        assert!(!e.contains('\n'), "one line: {e:?}");
+    }
+    assert_refused(
+        "args",
+        &pc("VolumeBinding", "{bindTimeoutSeconds: -1}"),
+        &["simulate", "--config", "{cfg}", "--cluster", "{cluster}"],
+        "sched.yaml: profiles[0].pluginConfig[0].args.bindTimeoutSeconds: ",
+    );
+}
+
+/// A resource weight of 0 is upstream's "unset": it means 1 (v1 `ResourceSpec.weight` is not a pointer).
+#[test]
+fn scoring_resource_weight_zero_means_one_as_upstream() {
+    let yaml = format!("{HEAD}profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {{scoringStrategy: {{type: LeastAllocated, resources: [{{name: cpu, weight: 0}}]}}}}\n  - name: NodeResourcesBalancedAllocation\n    args: {{resources: [{{name: cpu, weight: 0}}]}}\n");
+    framework(&yaml);
+}
+
+/// 100,000 profiles took 1.2 GB: each was cloned and merged with the defaults before anything was refused.
+#[test]
+fn regression_many_profiles_are_refused_early() {
+    let mut yaml = format!("{HEAD}profiles:\n");
+    for i in 0..=config::MAX_PROFILES {
+        yaml.push_str(&format!("- schedulerName: s{i}\n"));
+    }
+    let e = refused(&yaml);
+    assert!(e.starts_with(&format!("sched.yaml: profiles: at most {} profiles", config::MAX_PROFILES)), "{e}");
 }

@@ -3,6 +3,7 @@
 mod util;
 
 mod config;
+mod config_props;
 mod deploy;
 mod framework;
 mod guest_failures;

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::resource_allocation::{default_resources, ResourceAllocationScorer, ResourceSpec};
-use crate::framework::registry::decode_args;
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     ClusterEvent, CycleState, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
-use crate::plugins::helper::{aggregate, invalid};
+use crate::plugins::helper::{aggregate, decode, invalid, ArgsError, FieldError};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -39,18 +38,30 @@ pub struct NodeResourcesBalancedAllocation {
     scorer: ResourceAllocationScorer<true>,
 }
 
-/// Validates the defaulted args (upstream `ValidateNodeResourcesBalancedAllocationArgs`).
-fn validate_args(args: &NodeResourcesBalancedAllocationArgs) -> Result<(), String> {
-    let mut errs = Vec::new();
-    for (i, r) in args.resources.iter().enumerate() {
-        if args.resources[..i].iter().any(|o| o.name == r.name) {
-            errs.push(format!("resources[{i}].name: Duplicate value: {:?}", r.name));
+impl NodeResourcesBalancedAllocationArgs {
+    /// Decodes the args, applies upstream's defaults (cpu and memory; weight 0 means 1) and checks them as
+    /// upstream's `ValidateNodeResourcesBalancedAllocationArgs`.
+    pub fn parse(args: Option<&serde_json::Value>) -> Result<NodeResourcesBalancedAllocationArgs, ArgsError> {
+        let mut a: NodeResourcesBalancedAllocationArgs = decode(args)?;
+        if a.resources.is_empty() {
+            a.resources = default_resources();
         }
-        if r.weight != 1 {
-            errs.push(invalid(&format!("resources[{i}].weight"), r.weight, "must be 1"));
+        for r in &mut a.resources {
+            if r.weight == 0 {
+                r.weight = 1;
+            }
         }
+        let mut errs = Vec::new();
+        for (i, r) in a.resources.iter().enumerate() {
+            if a.resources[..i].iter().any(|o| o.name == r.name) {
+                errs.push(FieldError::new(format!("resources[{i}].name"), format!("Duplicate value: {:?}", r.name)));
+            }
+            if r.weight != 1 {
+                errs.push(invalid(&format!("resources[{i}].weight"), r.weight, "must be 1"));
+            }
+        }
+        aggregate(errs).map(|()| a)
     }
-    aggregate(errs)
 }
 
 impl NodeResourcesBalancedAllocation {
@@ -59,17 +70,7 @@ impl NodeResourcesBalancedAllocation {
         args: Option<&serde_json::Value>,
         _ctx: &PluginContext,
     ) -> Result<NodeResourcesBalancedAllocation, String> {
-        let mut args: NodeResourcesBalancedAllocationArgs =
-            decode_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
-        if args.resources.is_empty() {
-            args.resources = default_resources();
-        }
-        for r in &mut args.resources {
-            if r.weight == 0 {
-                r.weight = 1;
-            }
-        }
-        validate_args(&args).map_err(|e| format!("{NAME} args: {e}"))?;
+        let args = NodeResourcesBalancedAllocationArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
         // Plain requests: best-effort pods are skipped, not counted at the defaults.
         Ok(NodeResourcesBalancedAllocation {
             scorer: ResourceAllocationScorer::new(&args.resources, PRE_SCORE_STATE_KEY),

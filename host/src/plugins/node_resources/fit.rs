@@ -12,14 +12,13 @@ use super::resource_allocation::{
     MAX_UTILIZATION,
 };
 use super::{is_extended_resource_name, qualified_name_error};
-use crate::framework::registry::decode_args;
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, Code, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
-use crate::plugins::helper::{aggregate, invalid};
+use crate::plugins::helper::{aggregate, decode, invalid, ArgsError, FieldError};
 
 pub use super::resource_allocation::{default_resources, ResourceSpec};
 
@@ -140,27 +139,10 @@ pub struct NodeResourcesFit {
     strategy: Strategy,
 }
 
-/// Applies upstream's defaults to the args.
-fn default_args(args: &mut NodeResourcesFitArgs) {
-    let strategy = args.scoring_strategy.get_or_insert_with(|| ScoringStrategy {
-        strategy_type: LEAST_ALLOCATED.to_string(),
-        resources: default_resources(),
-        requested_to_capacity_ratio: None,
-    });
-    if strategy.resources.is_empty() {
-        strategy.resources = default_resources();
-    }
-    for r in &mut strategy.resources {
-        if r.weight == 0 {
-            r.weight = 1;
-        }
-    }
-}
-
-/// Validates a shape (upstream `validateFunctionShape`), appending errors.
-pub(crate) fn validate_shape(shape: &[UtilizationShapePoint], path: &str, errs: &mut Vec<String>) {
+/// Checks a RequestedToCapacityRatio (or VolumeBinding) shape as upstream's `validateFunctionShape`.
+pub(crate) fn validate_shape(shape: &[UtilizationShapePoint], path: &str, errs: &mut Vec<FieldError>) {
     if shape.is_empty() {
-        errs.push(format!("{path}: Required value: at least one point must be specified"));
+        errs.push(FieldError::new(path, "Required value: at least one point must be specified"));
         return;
     }
     // Only the first point out of order is reported, as upstream.
@@ -189,59 +171,85 @@ pub(crate) fn validate_shape(shape: &[UtilizationShapePoint], path: &str, errs: 
     }
 }
 
-/// Validates the defaulted args (upstream `ValidateNodeResourcesFitArgs`).
-fn validate_args(args: &NodeResourcesFitArgs) -> Result<(), String> {
-    let mut errs = Vec::new();
-    for (i, r) in args.ignored_resources.iter().enumerate() {
-        if let Some(d) = qualified_name_error(r) {
-            errs.push(invalid(&format!("ignoredResources[{i}]"), format!("{r:?}"), d));
+impl NodeResourcesFitArgs {
+    /// Decodes the args, applies upstream's defaults (LeastAllocated over cpu and memory; a resource weight of 0
+    /// means 1) and checks them as upstream's `ValidateNodeResourcesFitArgs`.
+    pub fn parse(args: Option<&serde_json::Value>) -> Result<NodeResourcesFitArgs, ArgsError> {
+        let mut a: NodeResourcesFitArgs = decode(args)?;
+        let strategy = a.scoring_strategy.get_or_insert_with(|| ScoringStrategy {
+            strategy_type: LEAST_ALLOCATED.to_string(),
+            resources: default_resources(),
+            requested_to_capacity_ratio: None,
+        });
+        if strategy.resources.is_empty() {
+            strategy.resources = default_resources();
         }
-    }
-    for (i, g) in args.ignored_resource_groups.iter().enumerate() {
-        let path = format!("ignoredResourceGroups[{i}]");
-        if g.contains('/') {
-            errs.push(invalid(&path, format!("{g:?}"), "resource group name can't contain '/'"));
-        }
-        if let Some(d) = qualified_name_error(g) {
-            errs.push(invalid(&path, format!("{g:?}"), d));
-        }
-    }
-    if let Some(s) = &args.scoring_strategy {
-        if ![LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO].contains(&s.strategy_type.as_str()) {
-            errs.push(format!(
-                "scoringStrategy.type: Unsupported value: {:?}: supported values: \"{LEAST_ALLOCATED}\", \
-                 \"{MOST_ALLOCATED}\", \"{REQUESTED_TO_CAPACITY_RATIO}\"",
-                s.strategy_type
-            ));
-        }
-        for (i, r) in s.resources.iter().enumerate() {
-            if r.weight <= 0 || r.weight > MAX_WEIGHT {
-                errs.push(invalid(
-                    &format!("scoringStrategy.resources[{i}].weight"),
-                    r.weight,
-                    &format!("resource weight of {} not in valid range (0, {MAX_WEIGHT}]", r.name),
-                ));
+        for r in &mut strategy.resources {
+            if r.weight == 0 {
+                r.weight = 1;
             }
         }
-        match &s.requested_to_capacity_ratio {
-            Some(p) => validate_shape(&p.shape, "scoringStrategy.requestedToCapacityRatio.shape", &mut errs),
-            None if s.strategy_type == REQUESTED_TO_CAPACITY_RATIO => errs.push(
-                "scoringStrategy.requestedToCapacityRatio: Required value: a shape is required by the \
-                 RequestedToCapacityRatio strategy"
-                    .to_string(),
-            ),
-            None => {}
-        }
+        a.validate().map(|()| a)
     }
-    aggregate(errs)
+
+    fn validate(&self) -> Result<(), ArgsError> {
+        let mut errs = Vec::new();
+        for (i, r) in self.ignored_resources.iter().enumerate() {
+            if let Some(d) = qualified_name_error(r) {
+                errs.push(invalid(&format!("ignoredResources[{i}]"), format!("{r:?}"), d));
+            }
+        }
+        for (i, g) in self.ignored_resource_groups.iter().enumerate() {
+            let path = format!("ignoredResourceGroups[{i}]");
+            if g.contains('/') {
+                errs.push(invalid(&path, format!("{g:?}"), "resource group name can't contain '/'"));
+            }
+            if let Some(d) = qualified_name_error(g) {
+                errs.push(invalid(&path, format!("{g:?}"), d));
+            }
+        }
+        if let Some(s) = &self.scoring_strategy {
+            if ![LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO].contains(&s.strategy_type.as_str()) {
+                errs.push(FieldError::new(
+                    "scoringStrategy.type",
+                    format!(
+                        "Unsupported value: {:?}: supported values: \"{LEAST_ALLOCATED}\", \"{MOST_ALLOCATED}\", \
+                         \"{REQUESTED_TO_CAPACITY_RATIO}\"",
+                        s.strategy_type
+                    ),
+                ));
+            }
+            for (i, r) in s.resources.iter().enumerate() {
+                if r.weight <= 0 || r.weight > MAX_WEIGHT {
+                    errs.push(invalid(
+                        &format!("scoringStrategy.resources[{i}].weight"),
+                        r.weight,
+                        &format!("resource weight of {} not in valid range (0, {MAX_WEIGHT}]", r.name),
+                    ));
+                }
+            }
+            let ratio = "scoringStrategy.requestedToCapacityRatio";
+            match &s.requested_to_capacity_ratio {
+                Some(p) if s.strategy_type == REQUESTED_TO_CAPACITY_RATIO => {
+                    validate_shape(&p.shape, &format!("{ratio}.shape"), &mut errs)
+                }
+                None if s.strategy_type == REQUESTED_TO_CAPACITY_RATIO => errs.push(FieldError::new(
+                    ratio,
+                    "Required value: must be specified when type is RequestedToCapacityRatio",
+                )),
+                Some(_) => errs
+                    .push(FieldError::new(ratio, "Forbidden: must be nil when type is not RequestedToCapacityRatio")),
+                None => {}
+            }
+        }
+        aggregate(errs)
+    }
 }
 
 impl NodeResourcesFit {
     /// Builds the plugin from `NodeResourcesFitArgs` (defaulted and validated as upstream).
     pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<NodeResourcesFit, String> {
-        let mut args: NodeResourcesFitArgs = decode_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
-        default_args(&mut args);
-        validate_args(&args).map_err(|e| format!("{NAME} args: {e}"))?;
+        let args = NodeResourcesFitArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
         let s = args.scoring_strategy.unwrap_or_default();
         let strategy = match s.strategy_type.as_str() {
             MOST_ALLOCATED => Strategy::MostAllocated,

@@ -9,10 +9,9 @@
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use serde::Deserialize;
 
-use crate::framework::registry::decode_args;
 use crate::framework::PluginContext;
 use crate::framework::{action, ClusterEvent, EventResource, Plugin};
-use crate::plugins::helper::{aggregate, invalid};
+use crate::plugins::helper::{aggregate, decode, invalid, ArgsError, FieldError};
 
 use common::{DO_NOT_SCHEDULE, SCHEDULE_ANYWAY};
 
@@ -76,8 +75,7 @@ pub fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
 impl PodTopologySpread {
     /// Builds the plugin from its args; invalid args are an error naming the field.
     pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<PodTopologySpread, String> {
-        let args: PodTopologySpreadArgs = decode_args(args)?;
-        validate_args(&args)?;
+        let args = PodTopologySpreadArgs::parse(args)?;
         let system = args.defaulting_type.as_deref().unwrap_or(SYSTEM_DEFAULTING) == SYSTEM_DEFAULTING;
         Ok(PodTopologySpread {
             default_constraints: if system { system_default_constraints() } else { args.default_constraints },
@@ -89,11 +87,22 @@ impl PodTopologySpread {
 // ---------------------------------------------------------------------------------------------------------------
 // Args validation
 
-fn validate_args(args: &PodTopologySpreadArgs) -> Result<(), String> {
+impl PodTopologySpreadArgs {
+    /// Decodes the args (defaults when absent) and checks them as upstream's `ValidatePodTopologySpreadArgs`.
+    pub fn parse(args: Option<&serde_json::Value>) -> Result<PodTopologySpreadArgs, ArgsError> {
+        let a: PodTopologySpreadArgs = decode(args)?;
+        validate_args(&a).map(|()| a)
+    }
+}
+
+fn validate_args(args: &PodTopologySpreadArgs) -> Result<(), ArgsError> {
     let mut errs = Vec::new();
     let dt = args.defaulting_type.as_deref().unwrap_or(SYSTEM_DEFAULTING);
     if dt != SYSTEM_DEFAULTING && dt != LIST_DEFAULTING {
-        errs.push(format!("defaultingType: Unsupported value: {dt:?}: supported values: \"List\", \"System\""));
+        errs.push(FieldError::new(
+            "defaultingType",
+            format!("Unsupported value: {dt:?}: supported values: \"List\", \"System\""),
+        ));
     } else if dt == SYSTEM_DEFAULTING && !args.default_constraints.is_empty() {
         errs.push(invalid("defaultingType", format!("{dt:?}"), "when .defaultConstraints are not empty"));
     }
@@ -103,29 +112,31 @@ fn validate_args(args: &PodTopologySpreadArgs) -> Result<(), String> {
             errs.push(invalid(&format!("{p}.maxSkew"), c.max_skew, "not in valid range (0, inf)"));
         }
         if c.topology_key.is_empty() {
-            errs.push(format!("{p}.topologyKey: Required value: can not be empty"));
+            errs.push(FieldError::new(format!("{p}.topologyKey"), "Required value: can not be empty"));
         } else if let Err(e) = validate_label_name(&c.topology_key) {
             errs.push(invalid(&format!("{p}.topologyKey"), format!("{:?}", c.topology_key), &e));
         }
         match c.when_unsatisfiable.as_str() {
-            "" => errs.push(format!("{p}.whenUnsatisfiable: Required value: can not be empty")),
+            "" => errs.push(FieldError::new(format!("{p}.whenUnsatisfiable"), "Required value: can not be empty")),
             DO_NOT_SCHEDULE | SCHEDULE_ANYWAY => {}
-            v => errs.push(format!(
-                "{p}.whenUnsatisfiable: Unsupported value: {v:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\""
+            v => errs.push(FieldError::new(
+                format!("{p}.whenUnsatisfiable"),
+                format!("Unsupported value: {v:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\""),
             )),
         }
         if c.label_selector.is_some() {
-            errs.push(format!(
-                "{p}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod"
+            errs.push(FieldError::new(
+                format!("{p}.labelSelector"),
+                "Forbidden: constraint must not define a selector, as they deduced for each pod",
             ));
         }
         let dup = args.default_constraints[..i]
             .iter()
             .any(|o| o.topology_key == c.topology_key && o.when_unsatisfiable == c.when_unsatisfiable);
         if dup {
-            errs.push(format!(
-                "defaultConstraints[{i}]: Duplicate value: \"{{{}, {}}}\"",
-                c.topology_key, c.when_unsatisfiable
+            errs.push(FieldError::new(
+                p,
+                format!("Duplicate value: \"{{{}, {}}}\"", c.topology_key, c.when_unsatisfiable),
             ));
         }
     }
