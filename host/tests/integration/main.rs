@@ -5,6 +5,7 @@ mod util;
 mod config;
 mod deploy;
 mod framework;
+mod lifting;
 mod queue;
 mod simulate;
 mod wasm;
