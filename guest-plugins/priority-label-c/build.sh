@@ -5,27 +5,11 @@
 set -euo pipefail
 out="${1:?usage: build.sh OUTPUT.wasm}"
 here="$(cd "$(dirname "$0")" && pwd)"
-wit="$here/../../wit"
-world=filter-score-plugin
 build="$here/build" # generated bindings and the core module; gitignored
-export PATH="$HOME/.cache/kube-wasm-scheduler/tools/bin:$PATH"
-for tool in wit-bindgen clang "${KWS_BIN:?KWS_BIN: the kube-wasm-scheduler binary (scripts/build-guests.sh sets it)}"; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "priority-label-c: $tool not found; run scripts/setup-wasm.sh c" >&2
-    exit 1
-  fi
-done
-sysroot=/usr
-if [ ! -f "$sysroot/lib/wasm32-wasi/libc.a" ]; then
-  echo "priority-label-c: wasi-libc not found under $sysroot/lib/wasm32-wasi; run scripts/setup-wasm.sh c" >&2
-  exit 1
-fi
-rm -rf "$build"
-mkdir -p "$build" "$(dirname "$out")"
-wit-bindgen c "$wit" --world "$world" --out-dir "$build" >/dev/null 2>&1 ||
-  wit-bindgen c "$wit" --world "$world" --out-dir "$build" # again, to show the error
-clang --target=wasm32-wasi --sysroot="$sysroot" -isystem "$sysroot/include/wasm32-wasi" -L"$sysroot/lib/wasm32-wasi" \
-  -O2 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -mexec-model=reactor -Wl,--strip-debug -I"$build" \
+source "$here/../../scripts/c-guest.sh"
+c_guest_bindings priority-label-c filter-score-plugin "$build"
+mkdir -p "$(dirname "$out")"
+"${C_GUEST_CC[@]}" -Wno-unused-function -I"$build" \
   "$here/priority_label.c" "$build/filter_score_plugin.c" "$build/filter_score_plugin_component_type.o" \
   -o "$build/priority_label.core.wasm"
 "$KWS_BIN" plugin componentize "$build/priority_label.core.wasm" -o "$out" >/dev/null

@@ -7,6 +7,7 @@ mod config_props;
 mod deploy;
 mod framework;
 mod guest_failures;
+mod lifting;
 mod queue;
 mod simulate;
 mod wasm;
