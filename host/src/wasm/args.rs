@@ -12,6 +12,10 @@ use crate::framework::quantity::parse_value;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 /// Default memory cap of one guest instance.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
+/// The longest deadline a call may be given: a call holds its scheduling cycle (and QueueSort the queue).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// The largest memory cap: all that a wasm32 guest can address.
+const MAX_MEMORY_LIMIT: i64 = 4 << 30;
 
 /// What a failed guest call answers in the plugin's place (one table, by extension point: `wasm/failure.rs`).
 ///
@@ -134,12 +138,22 @@ impl WasmArgs {
         if timeout.is_zero() {
             return Err("timeout: must be greater than 0".into());
         }
+        if timeout > MAX_TIMEOUT {
+            return Err(format!(
+                "timeout: {timeout:?} is over the {MAX_TIMEOUT:?} maximum (a call holds a scheduling cycle)"
+            ));
+        }
         let memory_limit = match &raw.memory_limit {
             Some(m) => parse_value(m).map_err(|e| format!("memoryLimit: {e}"))?,
             None => DEFAULT_MEMORY_LIMIT as i64,
         };
         if memory_limit < 1024 * 1024 {
             return Err(format!("memoryLimit: {memory_limit} bytes is below the 1Mi minimum"));
+        }
+        if memory_limit > MAX_MEMORY_LIMIT {
+            return Err(format!(
+                "memoryLimit: {memory_limit} bytes is over the 4Gi maximum (a 32-bit guest cannot address more)"
+            ));
         }
         let circuit_breaker = {
             let raw = raw.circuit_breaker.unwrap_or_default();
@@ -221,6 +235,8 @@ mod tests {
                 "circuitBreaker.consecutiveFailures: invalid value",
             ),
             (json!([]), "expected an object"),
+            (json!({"component": "x", "timeout": "2m"}), "timeout: 120s is over the 60s maximum"),
+            (json!({"component": "x", "memoryLimit": "5Gi"}), "over the 4Gi maximum"),
             (json!({"component": "x", "circuitBreaker": {"failures": 1}}), "failures"),
         ] {
             let e = WasmArgs::parse(&args, std::path::Path::new("/")).unwrap_err();

@@ -79,6 +79,9 @@ pub struct TokenBucket {
     state: Mutex<(f64, Instant)>,
 }
 
+/// The longest a request waits for a token.
+const MAX_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 impl TokenBucket {
     /// A full bucket.
     pub fn new(qps: f64, burst: u32) -> TokenBucket {
@@ -96,7 +99,8 @@ impl TokenBucket {
         if tokens >= 0.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(-tokens / self.qps)
+            // A tiny qps (1e-30 is valid configuration) makes the wait overflow a Duration: wait a year instead.
+            Duration::try_from_secs_f64(-tokens / self.qps).unwrap_or(MAX_WAIT).min(MAX_WAIT)
         }
     }
 
@@ -245,5 +249,14 @@ mod tests {
         let b = TokenBucket::new(0.5, 1);
         assert_eq!(b.reserve_at(t0), Duration::ZERO);
         assert_eq!(b.reserve_at(t0), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_tiny_rate_waits_long_but_does_not_panic() {
+        // 1e-30 qps: the wait does not fit a Duration (it panicked in Duration::from_secs_f64).
+        let t0 = Instant::now();
+        let b = TokenBucket::new(1e-30, 1);
+        assert_eq!(b.reserve_at(t0), Duration::ZERO);
+        assert_eq!(b.reserve_at(t0), MAX_WAIT);
     }
 }

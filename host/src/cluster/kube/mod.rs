@@ -63,6 +63,21 @@ fn classify(object: String, e: kube::Error) -> ClusterError {
     }
 }
 
+/// The API server refuses an Event whose note is over 1,024 bytes (bytes, not characters); a longer message is cut
+/// at a character boundary and ends in " ...", as client-go's recorder does.
+fn truncate_note(message: &str) -> String {
+    const MAX_NOTE: usize = 1024;
+    const MORE: &str = " ...";
+    if message.len() <= MAX_NOTE {
+        return message.to_string();
+    }
+    let mut end = MAX_NOTE - MORE.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &message[..end])
+}
+
 fn pod_ref(pod: &PodInfo) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
@@ -143,7 +158,7 @@ impl ClusterClient for KubeCluster {
                 .into(),
             ),
             reason: Some(event.reason.into()),
-            note: Some(event.message.chars().take(1024).collect()),
+            note: Some(truncate_note(&event.message)),
             type_: Some(event.type_.into()),
             regarding: Some(pod_ref(pod)),
             reporting_controller: Some(event.scheduler_name.clone()),
@@ -184,4 +199,20 @@ fn pod_scheduled_condition_is(pod: &PodInfo, reason: &str, message: &str) -> boo
             && c.reason.as_deref() == Some(reason)
             && c.message.as_deref() == Some(message)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_notes_are_cut_at_1024_bytes() {
+        assert_eq!(truncate_note("short"), "short");
+        let exact = "x".repeat(1024);
+        assert_eq!(truncate_note(&exact), exact);
+        // 1,024 characters of two bytes each: 2,048 bytes, which the API server refuses.
+        let wide = truncate_note(&"é".repeat(1024));
+        assert!(wide.len() <= 1024 && wide.ends_with(" ..."), "{}", wide.len());
+        assert!(truncate_note(&"y".repeat(5000)).len() == 1024);
+    }
 }
