@@ -356,6 +356,15 @@ void hostile_apply(uint8_t *changes, size_t len) { (void)changes, (void)len; }
 __attribute__((__export_name__("kws:plugin/cycle@0.1.0#begin")))
 void hostile_begin(void) {}
 
+// config.validate answers ok: the fixture accepts any configuration (its garbage is for the points, and a refusal
+// would stop it from loading). result<_, string> comes back through a return area: the tag byte, then {ptr, len}.
+__attribute__((__export_name__("kws:plugin/config@0.1.0#validate")))
+uint8_t *hostile_validate(void) {
+  static uint32_t area[3];
+  area[0] = 0;
+  return (uint8_t *)area;
+}
+
 __attribute__((__export_name__("kws:plugin/pre-enqueue@0.1.0#pre-enqueue")))
 uint8_t *hostile_pre_enqueue(uint8_t *args) {
   return status_answer(C(SUCCESS) | C(UNSCHEDULABLE) | C(UNRESOLVABLE) | C(PENDING));

@@ -34,6 +34,14 @@ static bool parse_s64(const glue_str *v, int64_t *out) {
   return true;
 }
 
+// config.validate: the host calls it when it loads the plugin, so a bad labelKey stops the scheduler before it
+// serves rather than failing every pod.
+bool exports_kws_plugin_config_validate(filter_score_plugin_string_t *err) {
+  if (configured()) return true;
+  *err = glue_format("%s", config_error);
+  return false;
+}
+
 void exports_kws_plugin_nodes_apply(exports_kws_plugin_nodes_list_node_change_t *changes) {
   glue_apply(changes);
 }

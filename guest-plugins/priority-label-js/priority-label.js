@@ -12,20 +12,20 @@ const S64_MIN = -(2n ** 63n);
 const S64_MAX = 2n ** 63n - 1n;
 
 const table = new NodeTable();
-let config;
+let settings;
 
 // The configured label key; throws an Error when the config is invalid.
 function labelKey() {
-  if (config === undefined) {
+  if (settings === undefined) {
     try {
-      config = loadConfig({ labelKey: DEFAULT_LABEL_KEY });
+      settings = loadConfig({ labelKey: DEFAULT_LABEL_KEY });
     } catch (e) {
       log('error', e.message);
-      config = e;
+      settings = e;
     }
   }
-  if (config instanceof Error) throw config;
-  return config.labelKey;
+  if (settings instanceof Error) throw settings;
+  return settings.labelKey;
 }
 
 // The value as a signed decimal 64-bit integer, or undefined.
@@ -34,6 +34,18 @@ function parseS64(value) {
   const n = BigInt(value);
   return n >= S64_MIN && n <= S64_MAX ? n : undefined;
 }
+
+// The host calls it when it loads the plugin: a bad labelKey stops the scheduler before it serves. A thrown string
+// is the call's err(string).
+export const config = {
+  validate() {
+    try {
+      labelKey();
+    } catch (e) {
+      throw e.message;
+    }
+  },
+};
 
 export const nodes = {
   apply(changes) {

@@ -44,6 +44,15 @@ def parse_s64(value):
     return None
 
 
+class Config(exports.Config):
+    def validate(self):
+        # The host calls it when it loads the plugin: a bad labelKey stops the scheduler before it serves.
+        try:
+            label_key()
+        except ValueError as e:
+            raise Err(str(e))
+
+
 class Nodes(exports.Nodes):
     def apply(self, changes):
         nodes.apply(changes)

@@ -117,6 +117,15 @@ mod tests {
     }
 
     #[test]
+    fn validate_refuses_a_bad_config_before_any_call() {
+        testing::set_config(r#"{"labelKey": ""}"#);
+        let e = testing::validate::<PriorityLabel>().unwrap_err();
+        assert!(e.contains("labelKey must not be empty"), "{e}");
+        testing::set_config(r#"{"labelKey": "rank"}"#);
+        assert_eq!(testing::validate::<PriorityLabel>(), Ok(()));
+    }
+
+    #[test]
     fn bad_config_fails_every_call() {
         testing::set_config(r#"{"labelKey": 7}"#);
         let slots = nodes();

@@ -185,7 +185,7 @@ macro_rules! __kws_export {
     };
 }
 
-/// Exports a [`Plugin`] as world `score-plugin` (exports `kws:plugin/nodes`, `cycle` and `score`).
+/// Exports a [`Plugin`] as world `score-plugin` (exports `kws:plugin/config`, `nodes`, `cycle` and `score`).
 #[macro_export]
 macro_rules! export_score {
     ($plugin:ty) => {
@@ -194,6 +194,7 @@ macro_rules! export_score {
             "component-type:kws-plugin-sdk:kws:plugin@0.1.0:score-plugin",
             SCORE_PLUGIN,
             [
+                config => __export_kws_plugin_config_0_1_0_cabi,
                 nodes => __export_kws_plugin_nodes_0_1_0_cabi,
                 cycle => __export_kws_plugin_cycle_0_1_0_cabi,
                 score => __export_kws_plugin_score_0_1_0_cabi,
@@ -202,7 +203,8 @@ macro_rules! export_score {
     };
 }
 
-/// Exports a [`Plugin`] as world `filter-score-plugin` (exports `kws:plugin/nodes`, `cycle`, `filter` and `score`).
+/// Exports a [`Plugin`] as world `filter-score-plugin` (exports `kws:plugin/config`, `nodes`, `cycle`, `filter` and
+/// `score`).
 #[macro_export]
 macro_rules! export_filter_score {
     ($plugin:ty) => {
@@ -211,6 +213,7 @@ macro_rules! export_filter_score {
             "component-type:kws-plugin-sdk:kws:plugin@0.1.0:filter-score-plugin",
             FILTER_SCORE_PLUGIN,
             [
+                config => __export_kws_plugin_config_0_1_0_cabi,
                 nodes => __export_kws_plugin_nodes_0_1_0_cabi,
                 cycle => __export_kws_plugin_cycle_0_1_0_cabi,
                 filter => __export_kws_plugin_filter_0_1_0_cabi,
@@ -220,8 +223,8 @@ macro_rules! export_filter_score {
     };
 }
 
-/// Exports a [`Plugin`] as world `score-post-bind-plugin` (exports `kws:plugin/nodes`, `cycle`, `score` and
-/// `post-bind`).
+/// Exports a [`Plugin`] as world `score-post-bind-plugin` (exports `kws:plugin/config`, `nodes`, `cycle`,
+/// `score` and `post-bind`).
 #[macro_export]
 macro_rules! export_score_post_bind {
     ($plugin:ty) => {
@@ -230,6 +233,7 @@ macro_rules! export_score_post_bind {
             "component-type:kws-plugin-sdk:kws:plugin@0.1.0:score-post-bind-plugin",
             SCORE_POST_BIND_PLUGIN,
             [
+                config => __export_kws_plugin_config_0_1_0_cabi,
                 nodes => __export_kws_plugin_nodes_0_1_0_cabi,
                 cycle => __export_kws_plugin_cycle_0_1_0_cabi,
                 score => __export_kws_plugin_score_0_1_0_cabi,
@@ -239,7 +243,7 @@ macro_rules! export_score_post_bind {
     };
 }
 
-/// Exports a [`Plugin`] as world `queue-sort-plugin` (exports `kws:plugin/queue-sort`).
+/// Exports a [`Plugin`] as world `queue-sort-plugin` (exports `kws:plugin/config` and `queue-sort`).
 #[macro_export]
 macro_rules! export_queue_sort {
     ($plugin:ty) => {
@@ -247,7 +251,10 @@ macro_rules! export_queue_sort {
             $plugin,
             "component-type:kws-plugin-sdk:kws:plugin@0.1.0:queue-sort-plugin",
             QUEUE_SORT_PLUGIN,
-            [queue_sort => __export_kws_plugin_queue_sort_0_1_0_cabi]
+            [
+                config => __export_kws_plugin_config_0_1_0_cabi,
+                queue_sort => __export_kws_plugin_queue_sort_0_1_0_cabi,
+            ]
         );
     };
 }

@@ -116,6 +116,14 @@ impl<P: Plugin> exports::nodes::Guest for Component<P> {
     }
 }
 
+/// `config.validate`: builds the plugin from its configuration (as the first call would), so a configuration
+/// [`Plugin::new`] refuses stops the scheduler before it serves.
+impl<P: Plugin> exports::config::Guest for Component<P> {
+    fn validate() -> Result<(), String> {
+        with_plugin::<P, _>(|_| ())
+    }
+}
+
 impl<P: Plugin> exports::cycle::Guest for Component<P> {
     fn begin() {
         POD.with(|p| *p.borrow_mut() = Some(Rc::new(CyclePod::on_first_read())));

@@ -78,6 +78,12 @@ pub fn pod_fetches() -> u32 {
     HOST.with(|h| h.borrow().pod_fetches)
 }
 
+/// What `config.validate` answers with the configuration set by [`set_config`]: the host calls it when it loads
+/// the plugin, and an error stops the scheduler from starting.
+pub fn validate<P: Plugin>() -> Result<(), String> {
+    <Component<P> as exports::config::Guest>::validate()
+}
+
 /// The `less` export (QueueSort).
 pub fn less<P: Plugin>(a: QueuedPod, b: QueuedPod) -> bool {
     <Component<P> as exports::queue_sort::Guest>::less(a, b)

@@ -34,6 +34,9 @@ pub(crate) struct HostState {
     pub(super) stderr: GuestOutput,
     /// The plugin's rate-limited log, shared by its instances.
     pub(super) log: Arc<GuestLog>,
+    /// While `config.validate` runs: `host.log` lines held back, written only if the guest accepts its
+    /// configuration (a refusal is reported once, as the load error, not also as the guest's own log lines).
+    pub(super) held: Option<Vec<(Source, String)>>,
 }
 
 impl host::Host for HostState {
@@ -45,7 +48,10 @@ impl host::Host for HostState {
             host::Level::Error => tracing::Level::ERROR,
         };
         for line in message.lines() {
-            self.log.line(Source::Log(level), line);
+            match &mut self.held {
+                Some(held) => held.push((Source::Log(level), line.to_string())),
+                None => self.log.line(Source::Log(level), line),
+            }
         }
     }
     fn config(&mut self) -> String {

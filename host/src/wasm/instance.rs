@@ -33,6 +33,7 @@ type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
 /// Export lookups of one component, resolved once.
 #[derive(Default)]
 pub(super) struct Indices {
+    pub(super) config: Option<ex::config::GuestIndices>,
     pub(super) nodes: Option<ex::nodes::GuestIndices>,
     pub(super) cycle: Option<ex::cycle::GuestIndices>,
     pub(super) pre_enqueue: Option<ex::pre_enqueue::GuestIndices>,
@@ -82,6 +83,7 @@ impl Loaded {
         let linker = linker_for(&info)?;
         let pre = linker.instantiate_pre(&component).map_err(|e| WasmError::Link(first_line(&e)))?;
         let idx = Indices {
+            config: ex::config::GuestIndices::new(&pre).ok(),
             nodes: ex::nodes::GuestIndices::new(&pre).ok(),
             cycle: ex::cycle::GuestIndices::new(&pre).ok(),
             pre_enqueue: ex::pre_enqueue::GuestIndices::new(&pre).ok(),
@@ -259,6 +261,7 @@ impl WasmPlugin {
             stdout,
             stderr,
             log: self.log.clone(),
+            held: None,
         };
         let mut store = Store::new(WasmEngine::shared().engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -275,6 +278,41 @@ impl WasmPlugin {
             score: None,
             nodes: None,
         })
+    }
+
+    /// Asks a fresh instance of `loaded` whether the guest accepts its configuration (`config.validate`, when the
+    /// component exports it), under the plugin's deadline; the instance then joins the pool.
+    pub(super) fn validate_config(&self, loaded: &Loaded) -> Result<(), WasmError> {
+        let Some(idx) = &loaded.idx.config else { return Ok(()) };
+        let refused = |why: String| WasmError::Config(why);
+        let mut inst =
+            self.new_instance(loaded).map_err(|e| refused(format!("cannot start it: {}", trap_reason(&e))))?;
+        inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        inst.store.data_mut().held = Some(Vec::new());
+        let r = idx.load(&mut inst.store, &inst.instance).and_then(|g| g.call_validate(&mut inst.store)).map_err(|e| {
+            match trap(e) {
+                CallError::Timeout => refused(format!("config.validate timed out after {:?}", self.args.timeout)),
+                CallError::Trap(m) | CallError::Invalid(m) => refused(format!("config.validate trapped: {m}")),
+                // trap() answers Timeout or Trap only.
+                CallError::CircuitOpen(..) => refused("config.validate failed".into()),
+            }
+        });
+        let held = inst.store.data_mut().held.take().unwrap_or_default();
+        let accepted = matches!(r, Ok(Ok(())));
+        if accepted {
+            for (source, line) in held {
+                self.log.line(source, &line);
+            }
+            self.flush_output(&mut inst);
+        }
+        match r? {
+            Ok(()) => {
+                loaded.pool.lock().expect("pool lock").push(inst);
+                Ok(())
+            }
+            // One line, whatever the guest wrote.
+            Err(why) => Err(refused(why.split_whitespace().collect::<Vec<_>>().join(" "))),
+        }
     }
 
     /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded. A

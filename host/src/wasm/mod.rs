@@ -63,6 +63,9 @@ pub enum WasmError {
     /// Linking failed.
     #[error("cannot link: {0}")]
     Link(String),
+    /// The guest refused its configuration (`config.validate`).
+    #[error("the plugin refused its configuration: {0}")]
+    Config(String),
     /// A core module could not be turned into a component.
     #[error("cannot make a component of it: {0}")]
     Componentize(String),
@@ -146,8 +149,9 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
 pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     let (component, _) = reload::load_component(path, None)?;
     let info = describe(&component)?;
-    // Linking proves every import is really satisfied (WASI versions included).
-    WasmPlugin::load(
+    // Linking proves every import is really satisfied (WASI versions included). The file is checked, not a
+    // configuration: the guest is not asked to validate the empty one.
+    WasmPlugin::load_unvalidated(
         "check",
         WasmArgs::parse(&serde_json::json!({"component": path}), Path::new(".")).expect("a path is valid args"),
         0,

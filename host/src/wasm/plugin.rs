@@ -76,8 +76,16 @@ impl std::fmt::Debug for WasmPlugin {
 }
 
 impl WasmPlugin {
-    /// Loads the component named in `args` (compiled once per digest) for a plugin called `name`.
+    /// Loads the component named in `args` (compiled once per digest) for a plugin called `name`, and has the
+    /// guest validate its configuration.
     pub fn load(name: &str, args: WasmArgs, seed: u64) -> Result<Arc<WasmPlugin>, WasmError> {
+        let p = Self::load_unvalidated(name, args, seed)?;
+        p.validate_config(&p.current())?;
+        Ok(p)
+    }
+
+    /// Loads the component without asking the guest about its configuration (`plugin check` describes a file).
+    pub(super) fn load_unvalidated(name: &str, args: WasmArgs, seed: u64) -> Result<Arc<WasmPlugin>, WasmError> {
         let (component, digest) = load_component(&args.component, args.sha256.as_deref())?;
         let loaded = Loaded::new(component, digest)?;
         let watched = file_stamp(&args.component);

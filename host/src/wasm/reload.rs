@@ -61,6 +61,7 @@ impl WasmPlugin {
             if old != new {
                 return Err(WasmError::Contract(format!("the new file serves {new:?}, the running version {old:?}")));
             }
+            self.validate_config(&loaded)?;
             *self.current.write().expect("current version lock") = Arc::new(loaded);
             Ok(true)
         })();

@@ -181,3 +181,40 @@ fn a_reload_that_does_not_match_the_pin_is_refused() {
     assert_eq!(p.stats.reloads.load(Ordering::Relaxed), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_guest_that_refuses_its_config_stops_the_run_before_it_starts() {
+    // The same policy in four languages, each asked to validate `labelKey: 7` when it loads: exit 2, one line
+    // naming the plugin and the guest's reason, no placements (it used to start and fail every pod).
+    let dir = std::env::temp_dir().join(format!("kws-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), nodes_yaml(2) + &pod_yaml("p", "")).unwrap();
+    for g in ["priority-label", "priority-label-c", "priority-label-py", "priority-label-js"] {
+        let profile = dir.join(format!("{g}.yaml"));
+        std::fs::write(
+            &profile,
+            format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: PriorityLabel}}]\n  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n      config: {{labelKey: 7}}\n",
+                guest(g).display()
+            ),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+            .args(["simulate", "--config"])
+            .arg(&profile)
+            .arg("--cluster")
+            .arg(dir.join("cluster.yaml"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{g}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{g}: {stderr}");
+        assert!(
+            stderr.contains("PriorityLabel") && stderr.contains("the plugin refused its configuration: "),
+            "{g}: {stderr}"
+        );
+        assert!(stderr.contains("labelKey"), "{g}: {stderr}");
+        assert!(out.stdout.is_empty(), "{g}: nothing ran");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
