@@ -254,7 +254,7 @@ impl fmt::Display for Quantity {
                 // Binary amounts are capped at 2^63-1, so the integer fits.
                 let mut v = to_u128(&self.digits) * 10u128.pow(self.exponent as u32);
                 let mut power = 0;
-                while v % 1024 == 0 {
+                while v.is_multiple_of(1024) {
                     v /= 1024;
                     power += 1;
                 }

@@ -104,7 +104,7 @@ pub fn qualified_name(s: &str) -> Option<String> {
     let (prefix, name) = match s.split('/').collect::<Vec<_>>()[..] {
         [name] => (None, name),
         [prefix, name] => (Some(prefix), name),
-        _ => return Some(format!("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")),
+        _ => return Some(("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')").into()),
     };
     if let Some(p) = prefix {
         if p.is_empty() {

@@ -5,6 +5,7 @@ mod util;
 mod config;
 mod deploy;
 mod framework;
+mod properties;
 mod queue;
 mod simulate;
 mod wasm;
