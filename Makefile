@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test bench bench-ratio bench-live lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test fuzz bench bench-ratio bench-live lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -34,6 +34,10 @@ demo: build
 ## test: every test (unit, integration with the built guests, golden simulator runs, benchmarks once each).
 test: setup guests
 	cargo test --workspace --all-targets --no-fail-fast
+
+## fuzz: the input property tests (quantities, cluster files) with many more cases than `make test` runs.
+fuzz: setup
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} cargo test -p kube-wasm-scheduler --test integration properties
 
 ## bench: criterion benchmarks (release build), results under $(CARGO_TARGET_DIR)/criterion.
 bench: setup guests

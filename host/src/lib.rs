@@ -13,3 +13,4 @@ pub mod scheduler;
 pub mod server;
 pub mod sim;
 pub mod wasm;
+pub mod yaml;

@@ -13,6 +13,7 @@ use thiserror::Error;
 
 use crate::framework::ExtensionPoint;
 use crate::plugins;
+use crate::yaml::YamlError;
 
 pub use defaults::{default_plugins, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
 pub use duration::{check_go_seconds, format_go_duration, parse_go_duration, serialize_go_duration, MAX_GO_DURATION};
@@ -130,8 +131,26 @@ pub fn load(path: &Path, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig
 /// Parses, defaults and validates configuration text; `file` is used in messages.
 pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
     let err = |field: &str, message: String| ConfigError { file: file.to_string(), field: field.to_string(), message };
-    let generic: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| err("(document)", format!("not valid YAML: {e}")))?;
+    // Bounded (size, nesting) before serde_yaml sees it; a leading byte order mark is skipped.
+    let mut docs = crate::yaml::documents(file, text)
+        .map_err(|e| match e {
+            YamlError::TooLarge { .. } => {
+                err("(document)", format!("larger than {} MiB", crate::yaml::MAX_BYTES >> 20))
+            }
+            YamlError::TooDeep { line, .. } => {
+                err("(document)", format!("nesting deeper than {} (line {line})", crate::yaml::MAX_DEPTH))
+            }
+            YamlError::Invalid { source, .. } => err("(document)", format!("not valid YAML: {source}")),
+        })?
+        .into_iter()
+        .filter(|d| !d.is_null());
+    let generic = match (docs.next(), docs.next()) {
+        (Some(doc), None) => doc,
+        (None, _) => return Err(err("(document)", "the file holds no configuration".into())),
+        (Some(_), Some(_)) => {
+            return Err(err("(document)", "more than one YAML document; a configuration is one document".into()))
+        }
+    };
     let api_version = generic.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
     if api_version != API_VERSION {
         let msg = if api_version.starts_with("kubescheduler.config.k8s.io/") {
@@ -550,6 +569,20 @@ mod tests {
     use super::*;
 
     const HEAD: &str = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    #[test]
+    fn the_document_is_bounded_and_one() {
+        let known = |_: &str| true;
+        // A byte order mark (Windows editors write one) was reported as "more than one document".
+        assert!(parse("c.yaml", &format!("\u{feff}{HEAD}"), &known).is_ok());
+        // 100 KB of `[` took quadratic time in the YAML scanner: refused at once by the depth pre-scan.
+        let e = parse("c.yaml", &"[".repeat(100_000), &known).unwrap_err().to_string();
+        assert!(e.starts_with("c.yaml: (document): nesting deeper than 100"), "{e}");
+        let e = parse("c.yaml", &format!("{HEAD}---\n{HEAD}"), &known).unwrap_err().to_string();
+        assert!(e.contains("more than one YAML document"), "{e}");
+        let e = parse("c.yaml", "# nothing\n", &known).unwrap_err().to_string();
+        assert!(e.contains("the file holds no configuration"), "{e}");
+    }
 
     /// Upstream's ValidateKubeSchedulerConfiguration checks, each as one line naming the field (None: accepted).
     #[test]

@@ -13,7 +13,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use thiserror::Error;
+
+use super::validate;
+use crate::yaml::{self, YamlError};
 
 use crate::framework::ClusterObjects;
 use crate::framework::PodInfo;
@@ -36,16 +40,25 @@ pub const SUPPORTED_KINDS: &[&str] = &[
 
 /// A cluster file that cannot be used; the message names the file, the document index and the field.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
-#[error("{file}: document {index}{object}: {message}")]
 pub struct ClusterFileError {
     /// The file.
     pub file: String,
-    /// Zero-based index of the YAML document (and `.items[i]` inside a List).
+    /// Zero-based index of the YAML document (and `.items[i]` inside a List); empty for the file as a whole.
     pub index: String,
     /// ` (Kind ns/name)` when known.
     pub object: String,
     /// What is wrong, with the field path.
     pub message: String,
+}
+
+impl std::fmt::Display for ClusterFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.index.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: document {}{}: {}", self.file, self.index, self.object, self.message)
+        }
+    }
 }
 
 /// A cluster as read from a file.
@@ -61,15 +74,14 @@ pub struct ClusterFile {
     pub objects: ClusterObjects,
 }
 
-/// Reads a cluster file.
+/// Reads a cluster file: UTF-8 YAML, within [`crate::yaml`]'s size and nesting limits.
 pub fn load(path: &Path) -> Result<ClusterFile, ClusterFileError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ClusterFileError {
-        file: file.clone(),
-        index: "-".into(),
-        object: String::new(),
-        message: e.to_string(),
-    })?;
+    let whole =
+        |message: String| ClusterFileError { file: file.clone(), index: String::new(), object: String::new(), message };
+    let bytes = std::fs::read(path).map_err(|e| whole(e.to_string()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| whole(format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())))?;
     parse(&file, &text)
 }
 
@@ -86,22 +98,43 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
         object,
         message,
     };
+    let values = yaml::documents(file, text).map_err(|e| match e {
+        YamlError::Invalid { index, source, .. } => {
+            err(&index.to_string(), String::new(), format!("not valid YAML: {source}"))
+        }
+        YamlError::TooLarge { .. } => err("", String::new(), format!("larger than {} MiB", yaml::MAX_BYTES >> 20)),
+        YamlError::TooDeep { line, .. } => {
+            err("", String::new(), format!("nesting deeper than {} (line {line})", yaml::MAX_DEPTH))
+        }
+    })?;
     let mut docs = Vec::new();
-    for (i, d) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let v = <serde_yaml::Value as serde::Deserialize>::deserialize(d)
-            .map_err(|e| err(&i.to_string(), String::new(), format!("not valid YAML: {e}")))?;
+    for (i, v) in values.into_iter().enumerate() {
         if v.is_null() {
             continue;
         }
         let json: serde_json::Value = serde_json::to_value(&v)
             .map_err(|e| err(&i.to_string(), String::new(), format!("cannot be read as an object: {e}")))?;
-        if json.get("kind").and_then(|k| k.as_str()) == Some("List") {
-            let items = json.get("items").and_then(|i| i.as_array()).cloned().unwrap_or_default();
-            for (j, item) in items.into_iter().enumerate() {
-                docs.push(Doc { index: format!("{i}.items[{j}]"), value: item });
-            }
-        } else {
+        if json.get("kind").and_then(|k| k.as_str()) != Some("List") {
             docs.push(Doc { index: i.to_string(), value: json });
+            continue;
+        }
+        let list_label = object_label(&json);
+        for key in json.as_object().into_iter().flat_map(|o| o.keys()) {
+            if !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "items") {
+                return Err(err(&i.to_string(), list_label, format!("{key}: unknown field")));
+            }
+        }
+        let items = match json.get("items") {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::Array(items)) => items.clone(),
+            Some(_) => return Err(err(&i.to_string(), list_label, "items: must be a sequence of objects".into())),
+        };
+        for (j, item) in items.into_iter().enumerate() {
+            let index = format!("{i}.items[{j}]");
+            if item.get("kind").and_then(|k| k.as_str()) == Some("List") {
+                return Err(err(&index, object_label(&item), "kind: a List cannot be an item of a List".into()));
+            }
+            docs.push(Doc { index, value: item });
         }
     }
 
@@ -113,13 +146,7 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
         let kind = d.value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
         let name = d.value.pointer("/metadata/name").and_then(|k| k.as_str()).unwrap_or("").to_string();
         let ns = d.value.pointer("/metadata/namespace").and_then(|k| k.as_str()).unwrap_or("").to_string();
-        let label = if name.is_empty() {
-            format!(" ({kind})")
-        } else if ns.is_empty() {
-            format!(" ({kind} {name})")
-        } else {
-            format!(" ({kind} {ns}/{name})")
-        };
+        let label = object_label(&d.value);
         if kind.is_empty() {
             return Err(err(&d.index, String::new(), "kind: missing".into()));
         }
@@ -146,24 +173,46 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             ));
         }
         let v = d.value;
+        // Decodes the document, refuses fields the type does not know, and applies the API server's validation.
         macro_rules! decode {
-            ($t:ty) => {
-                decode::<$t>(v).map_err(|m| err(&d.index, label.clone(), m))?
-            };
+            ($t:ty) => {{
+                let o: $t = decode::<$t>(&v).map_err(|m| err(&d.index, label.clone(), m))?;
+                validate::object_meta(&kind, &o.metadata).map_err(|m| err(&d.index, label.clone(), m))?;
+                o
+            }};
+            ($t:ty, $check:path) => {{
+                let o = decode!($t);
+                $check(&o).map_err(|m| err(&d.index, label.clone(), m))?;
+                o
+            }};
         }
         match kind.as_str() {
-            "Node" => out.nodes.push(decode!(Node)),
+            "Node" => out.nodes.push(decode!(Node, validate::node)),
             "Pod" => {
-                let mut p: Pod = decode!(Pod);
+                let mut p: Pod = decode!(Pod, validate::pod);
                 if p.spec.as_ref().is_none_or(|s| s.containers.is_empty()) {
                     return Err(err(&d.index, label, "spec.containers: a pod needs at least one container".into()));
                 }
                 p.metadata.namespace = Some(ns_eff.clone());
                 pods.push((d.index.clone(), p));
             }
-            "PriorityClass" => priority_classes.push((d.index.clone(), decode!(PriorityClass))),
+            "PriorityClass" => {
+                let c: PriorityClass = decode!(PriorityClass, validate::priority_class);
+                // The Priority admission plugin allows one global default.
+                if c.global_default == Some(true) {
+                    if let Some((_, other)) = priority_classes.iter().find(|(_, o)| o.global_default == Some(true)) {
+                        let other = other.metadata.name.as_deref().unwrap_or_default();
+                        return Err(err(
+                            &d.index,
+                            label,
+                            format!("globalDefault: Forbidden: PriorityClass {other} is already marked as default. Only one default can exist"),
+                        ));
+                    }
+                }
+                priority_classes.push((d.index.clone(), c));
+            }
             "PodDisruptionBudget" => {
-                let mut p: PodDisruptionBudget = decode!(PodDisruptionBudget);
+                let mut p: PodDisruptionBudget = decode!(PodDisruptionBudget, validate::pdb);
                 p.metadata.namespace = Some(ns_eff);
                 out.objects.pdbs.push(Arc::new(p));
             }
@@ -199,7 +248,8 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             "PersistentVolume" => {
                 out.objects.pvs.insert(name, Arc::new(decode!(PersistentVolume)));
             }
-            _ => unreachable!("kinds checked above"),
+            // SUPPORTED_KINDS holds no other kind, and a List's items were checked not to be Lists.
+            _ => return Err(err(&d.index, label, format!("kind: {kind:?} cannot be read here"))),
         }
     }
 
@@ -261,15 +311,32 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
     Ok(out)
 }
 
-fn decode<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(v).map_err(|e| {
+/// Decodes a document into its Kubernetes type, refusing fields the type does not know.
+fn decode<T: DeserializeOwned + Serialize>(v: &serde_json::Value) -> Result<T, String> {
+    let o: T = serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         if path == "." || path.is_empty() {
             e.inner().to_string()
         } else {
             format!("{path}: {}", e.inner())
         }
-    })
+    })?;
+    let back = serde_json::to_value(&o).map_err(|e| e.to_string())?;
+    validate::unknown_fields(v, &back)?;
+    Ok(o)
+}
+
+/// ` (Kind ns/name)`, ` (Kind name)` or ` (Kind)`, as far as the document says.
+fn object_label(v: &serde_json::Value) -> String {
+    let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    let name = v.pointer("/metadata/name").and_then(|k| k.as_str()).unwrap_or("");
+    let ns = v.pointer("/metadata/namespace").and_then(|k| k.as_str()).unwrap_or("");
+    match (kind, name, ns) {
+        ("", _, _) => String::new(),
+        (k, "", _) => format!(" ({k})"),
+        (k, n, "") => format!(" ({k} {n})"),
+        (k, n, ns) => format!(" ({k} {ns}/{n})"),
+    }
 }
 
 #[cfg(test)]
@@ -298,11 +365,11 @@ mod tests {
             ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, ports: [{containerPort: abc}]}]}\n", "document 0 (Pod a): spec.containers[0].ports[0].containerPort"),
             ("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\napiVersion: v1\nkind: Gadget\nmetadata: {name: g}\n", "document 1 (Gadget g): kind: \"Gadget\" is not supported"),
             ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {nodeName: nope, containers: [{name: c}]}\n", "spec.nodeName: \"nope\" is not a Node"),
-            ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}\n", "document 0 (Pod default/a): container \"c\": requests: resource cpu: invalid quantity \"lots\""),
+            ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}\n", "document 0 (Pod a): spec.containers[0].resources.requests[cpu]: invalid quantity \"lots\""),
             ("kind: Node\nmetadata: {name: n}\n", "document 0 (Node n): apiVersion: missing"),
             ("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n", "document 1 (Node n): duplicate Node n"),
             ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {priorityClassName: gold, containers: [{name: c}]}\n", "spec.priorityClassName: no PriorityClass \"gold\""),
-            ("apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: x}}\n", "document 0 (Node n): status.allocatable: resource cpu: invalid quantity \"x\""),
+            ("apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: x}}\n", "document 0 (Node n): status.allocatable[cpu]: invalid quantity \"x\""),
         ];
         for (text, want) in cases {
             let e = parse("c.yaml", text).unwrap_err().to_string();
@@ -310,5 +377,104 @@ mod tests {
             assert!(e.contains(want), "got {e:?}, want {want:?}");
             assert!(!e.contains('\n'), "one line: {e:?}");
         }
+    }
+    /// A pod with one container and `spec` extra (flow-style YAML fields), for the refusal table.
+    fn pod(spec: &str) -> String {
+        let containers = if spec.starts_with("containers:") { "" } else { "containers: [{name: c}], " };
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec: {{{containers}{spec}}}\n")
+    }
+
+    fn node(status: &str) -> String {
+        format!("apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus: {{{status}}}\n")
+    }
+
+    /// One row per defect the input probe found: each was accepted (or panicked) and the API server refuses it.
+    #[test]
+    fn refuses_what_the_api_server_refuses() {
+        let pref = |w: i32| {
+            pod(&format!("affinity: {{nodeAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: {w}, preference: {{matchExpressions: [{{key: a, operator: Exists}}]}}}}]}}}}"))
+        };
+        let pod_pref = |kind: &str, w: i32| {
+            pod(&format!("affinity: {{{kind}: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: {w}, podAffinityTerm: {{topologyKey: zone, labelSelector: {{matchLabels: {{a: b}}}}}}}}]}}}}"))
+        };
+        let req_affinity = |expr: &str| {
+            pod(&format!("affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{expr}]}}}}}}"))
+        };
+        let spread = |c: &str| pod(&format!("topologySpreadConstraints: [{c}]"));
+        let pdb = |spec: &str| {
+            format!("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: b}}\nspec: {{{spec}}}\n")
+        };
+        let pc = |name: &str, rest: &str| {
+            format!("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\n{rest}\n---\n")
+        };
+        let rows: Vec<(&str, String, &str)> = vec![
+            ("list_in_list", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  metadata: {name: inner}\n  items: []\n".into(), "document 0.items[0] (List inner): kind: a List cannot be an item of a List"),
+            ("list_items_not_a_sequence", "apiVersion: v1\nkind: List\nitems: {a: 1}\n".into(), "document 0 (List): items: must be a sequence of objects"),
+            ("negative_request", pod("containers: [{name: c, resources: {requests: {cpu: '-1'}}}]"), "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"),
+            ("negative_limit", pod("containers: [{name: c, resources: {limits: {memory: -1Gi}}}]"), "spec.containers[0].resources.limits[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0"),
+            ("negative_overhead", pod("overhead: {cpu: -100m}"), "spec.overhead[cpu]: Invalid value: \"-100m\": must be greater than or equal to 0"),
+            ("negative_allocatable", node("allocatable: {cpu: '-4'}"), "status.allocatable[cpu]: Invalid value: \"-4\": must be greater than or equal to 0"),
+            ("negative_capacity", node("capacity: {memory: -1Gi}"), "status.capacity[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0"),
+            ("request_above_limit", pod("containers: [{name: c, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]"), "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1"),
+            ("fractional_pods", node("allocatable: {pods: '1.5'}"), "status.allocatable[pods]: Invalid value: \"1500m\": must be an integer"),
+            ("preferred_node_affinity_weight_zero", pref(0), "preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100"),
+            ("preferred_node_affinity_weight_negative", pref(-5), "preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: -5: must be in the range 1-100"),
+            ("preferred_node_affinity_weight_over_100", pref(101), "preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 101: must be in the range 1-100"),
+            ("pod_affinity_weight_negative", pod_pref("podAffinity", -1), "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: -1: must be in the range 1-100"),
+            ("pod_anti_affinity_weight_over_100", pod_pref("podAntiAffinity", 1000), "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 1000: must be in the range 1-100"),
+            ("object_name_not_dns_subdomain", "apiVersion: v1\nkind: Node\nmetadata: {name: Node_1}\n".into(), "metadata.name: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain"),
+            ("namespace_not_dns_label", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: a.b}\nspec: {containers: [{name: c}]}\n".into(), "metadata.namespace: Invalid value: \"a.b\": a lowercase RFC 1123 label"),
+            ("label_key_invalid", "apiVersion: v1\nkind: Node\nmetadata: {name: n, labels: {'-bad': x}}\n".into(), "metadata.labels: Invalid value: \"-bad\""),
+            ("label_value_invalid", "apiVersion: v1\nkind: Node\nmetadata: {name: n, labels: {a: 'b c'}}\n".into(), "metadata.labels[a]: Invalid value: \"b c\""),
+            ("node_selector_requirement_bad_operator", req_affinity("{matchExpressions: [{key: a, operator: Like, values: [b]}]}"), "matchExpressions[0].operator: Invalid value: \"Like\": not a valid selector operator"),
+            ("node_selector_in_without_values", req_affinity("{matchExpressions: [{key: a, operator: In}]}"), "matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+            ("node_selector_exists_with_values", req_affinity("{matchExpressions: [{key: a, operator: Exists, values: [b]}]}"), "matchExpressions[0].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"),
+            ("node_selector_gt_two_values", req_affinity("{matchExpressions: [{key: a, operator: Gt, values: ['1', '2']}]}"), "matchExpressions[0].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"),
+            ("node_field_selector_bad_key", req_affinity("{matchFields: [{key: metadata.labels, operator: In, values: [n]}]}"), "matchFields[0].key: Invalid value: \"metadata.labels\": not a valid field selector key"),
+            ("node_field_selector_two_values", req_affinity("{matchFields: [{key: metadata.name, operator: In, values: [a, b]}]}"), "matchFields[0].values: Required value: must be only one value when `operator` is 'In' or 'NotIn' for node field selector"),
+            ("label_selector_bad_operator", pod_pref("podAffinity", 1).replace("matchLabels: {a: b}", "matchExpressions: [{key: a, operator: Gt, values: ['1']}]"), "labelSelector.matchExpressions[0].operator: Invalid value: \"Gt\": not a valid selector operator"),
+            ("toleration_bad_operator", pod("tolerations: [{key: a, operator: Equals, value: b}]"), "spec.tolerations[0].operator: Unsupported value: \"Equals\""),
+            ("toleration_bad_effect", pod("tolerations: [{key: a, operator: Exists, effect: NoSchedul}]"), "spec.tolerations[0].effect: Unsupported value: \"NoSchedul\""),
+            ("taint_bad_effect", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: {taints: [{key: a, effect: Never}]}\n".into(), "spec.taints[0].effect: Unsupported value: \"Never\""),
+            ("spread_max_skew_zero", spread("{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}"), "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero"),
+            ("spread_empty_topology_key", spread("{maxSkew: 1, topologyKey: '', whenUnsatisfiable: DoNotSchedule}"), "spec.topologySpreadConstraints[0].topologyKey: Required value: can not be empty"),
+            ("spread_bad_when_unsatisfiable", spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Never}"), "spec.topologySpreadConstraints[0].whenUnsatisfiable: Unsupported value: \"Never\""),
+            ("spread_min_domains_zero", spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, minDomains: 0}"), "spec.topologySpreadConstraints[0].minDomains: Invalid value: 0: must be greater than zero"),
+            ("spread_min_domains_with_schedule_anyway", spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, minDomains: 2}"), "spec.topologySpreadConstraints[0].minDomains: Invalid value: 2: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway"),
+            ("pdb_both_min_and_max", pdb("minAvailable: 1, maxUnavailable: 1"), "spec: Invalid value: \"object\": minAvailable and maxUnavailable cannot be both set"),
+            ("pdb_negative_min_available", pdb("minAvailable: -1"), "spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"),
+            ("pdb_percent_over_100", pdb("maxUnavailable: 120%"), "spec.maxUnavailable: Invalid value: \"120%\": must not be greater than 100%"),
+            ("pdb_bad_percent", pdb("minAvailable: ten%"), "spec.minAvailable: Invalid value: \"ten%\": a valid percent string must be a numeric string followed by an ending '%'"),
+            ("host_port_out_of_range", pod("containers: [{name: c, ports: [{containerPort: 80, hostPort: 70000}]}]"), "spec.containers[0].ports[0].hostPort: Invalid value: 70000: must be between 1 and 65535, inclusive"),
+            ("container_port_zero", pod("containers: [{name: c, ports: [{containerPort: 0}]}]"), "spec.containers[0].ports[0].containerPort: Required value"),
+            ("container_port_out_of_range", pod("containers: [{name: c, ports: [{containerPort: 65536}]}]"), "spec.containers[0].ports[0].containerPort: Invalid value: 65536: must be between 1 and 65535, inclusive"),
+            ("duplicate_container_name", pod("containers: [{name: c}, {name: c}]"), "spec.containers[1].name: Duplicate value: \"c\""),
+            ("container_name_not_dns_label", pod("containers: [{name: Web}]"), "spec.containers[0].name: Invalid value: \"Web\": a lowercase RFC 1123 label"),
+            ("two_global_default_priority_classes", pc("a", "value: 1\nglobalDefault: true") + &pc("b", "value: 2\nglobalDefault: true"), "document 1 (PriorityClass b): globalDefault: Forbidden: PriorityClass a is already marked as default. Only one default can exist"),
+            ("priority_class_value_too_high", pc("huge", "value: 2000000001"), "value: Forbidden: maximum allowed value of a user defined priority is 1000000000"),
+            ("unknown_field", pod("nodeSelecter: {a: b}"), "spec.nodeSelecter: unknown field"),
+            ("byte_order_mark", format!("\u{feff}{}", node("")), "BOM_OK"),
+        ];
+        let mut failures = Vec::new();
+        for (name, text, want) in rows {
+            let got = std::panic::catch_unwind(|| parse("c.yaml", &text));
+            let ok = match &got {
+                Ok(Ok(_)) => want == "BOM_OK",
+                Ok(Err(e)) => {
+                    let e = e.to_string();
+                    e.starts_with("c.yaml: document ") && e.contains(want) && !e.contains('\n')
+                }
+                Err(_) => false,
+            };
+            if !ok {
+                let got = match got {
+                    Ok(Ok(_)) => "loaded".to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "panicked".to_string(),
+                };
+                failures.push(format!("{name}: got {got:?}, want {want:?}"));
+            }
+        }
+        assert!(failures.is_empty(), "{} rows fail:\n{}", failures.len(), failures.join("\n"));
     }
 }

@@ -4,6 +4,7 @@
 pub mod generate;
 pub mod load;
 mod report;
+pub mod validate;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -8,6 +8,7 @@ mod deploy;
 mod framework;
 mod guest_failures;
 mod lifting;
+mod properties;
 mod queue;
 mod simulate;
 mod wasm;

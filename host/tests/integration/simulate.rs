@@ -128,3 +128,95 @@ fn a_pod_whose_claim_is_missing_or_unbound_gets_a_clear_reason() {
         message_of(&r, "default/unbound")
     );
 }
+
+/// Runs `simulate` on `cluster` (bytes written to a temporary file) and expects the refusal a user can fix: exit
+/// code 2 and one line on stderr naming the file. Returns that line.
+fn refused(name: &str, cluster: &[u8]) -> String {
+    let dir = std::env::temp_dir().join(format!("kws-refused-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cluster.yaml");
+    std::fs::write(&path, cluster).unwrap();
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run(&["simulate", "--cluster", path.to_str().unwrap()]);
+    let elapsed = started.elapsed();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 2, "{name}: exit code {code}, stderr {stderr:?} after {elapsed:?}");
+    assert!(stdout.is_empty(), "{name}: nothing runs half: {stdout:?}");
+    let line = stderr.strip_suffix('\n').unwrap_or(&stderr);
+    assert!(!line.contains('\n'), "{name}: one line: {stderr:?}");
+    let prefix = format!("error: {}: ", path.display());
+    assert!(line.starts_with(&prefix), "{name}: names the file: {line:?}");
+    line[prefix.len()..].to_string()
+}
+
+/// The input probe's defects through the real binary: each was a panic, a hang or a silent acceptance.
+#[test]
+fn cluster_file_defects_are_one_line_refusals() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: 1e2147483647}}}]}\n";
+    let rows: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "list_in_list",
+            b"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: List, metadata: {name: inner}, items: []}\n"
+                .to_vec(),
+            "document 0.items[0] (List inner): kind: a List cannot be an item of a List",
+        ),
+        ("open_brackets", "[".repeat(100_000).into_bytes(), "nesting deeper than 100 (line 1)"),
+        ("open_braces", "{".repeat(100_000).into_bytes(), "nesting deeper than 100 (line 1)"),
+        (
+            "indented_block",
+            (0..3_000).map(|i| format!("{}k:\n", " ".repeat(i))).collect::<String>().into_bytes(),
+            "nesting deeper than 100 (line 101)",
+        ),
+        (
+            "not_utf8",
+            b"apiVersion: v1\nkind: Node\nmetadata: {name: \xff}\n".to_vec(),
+            "not UTF-8 text (invalid byte at offset 43)",
+        ),
+        (
+            "negative_allocatable",
+            b"apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '-4'}}\n".to_vec(),
+            "document 0 (Node n): status.allocatable[cpu]: Invalid value: \"-4\": must be greater than or equal to 0",
+        ),
+        (
+            "unknown_field",
+            b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeSelecter: {a: b}, containers: [{name: c}]}\n"
+                .to_vec(),
+            "document 0 (Pod p): spec.nodeSelecter: unknown field",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, text, want) in rows {
+        match std::panic::catch_unwind(|| refused(name, &text)) {
+            Ok(line) if line == want => {}
+            Ok(line) => failures.push(format!("{name}: got {line:?}, want {want:?}")),
+            Err(e) => failures.push(format!(
+                "{name}: {}",
+                e.downcast_ref::<String>().cloned().unwrap_or_default().replace('\n', " ")
+            )),
+        }
+    }
+    // A pod asking an astronomical amount of CPU is read exactly and fits nowhere.
+    let cluster = format!("apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus: {{allocatable: {{cpu: '4', memory: 4Gi, pods: '10'}}}}\n---\n{pod}");
+    let dir = std::env::temp_dir().join(format!("kws-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("c.yaml"), cluster).unwrap();
+    let (code, stdout, stderr) = run(&["simulate", "--cluster", dir.join("c.yaml").to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).ok();
+    if code != 0 || !stdout.contains("Insufficient cpu") {
+        failures.push(format!("huge_cpu_request: exit {code}, stdout {stdout:?}, stderr {stderr:?}"));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// kubectl skips a UTF-8 byte order mark at the start of a file; so do we.
+#[test]
+fn byte_order_mark_is_accepted() {
+    let dir = std::env::temp_dir().join(format!("kws-bom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.yaml");
+    std::fs::write(&path, "\u{feff}apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '4', memory: 4Gi, pods: '10'}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n").unwrap();
+    let (code, stdout, stderr) = run(&["simulate", "--cluster", path.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("default/p"), "{stdout}");
+}
