@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test fuzz bench bench-ratio bench-live lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test fuzz campaign bench bench-ratio bench-live lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -35,9 +35,18 @@ demo: build
 test: setup guests
 	cargo test --workspace --all-targets --no-fail-fast
 
-## fuzz: the input property tests (quantities, cluster files) with many more cases than `make test` runs.
-fuzz: setup
-	PROPTEST_CASES=$${PROPTEST_CASES:-100000} cargo test -p kube-wasm-scheduler --test integration properties
+## fuzz: the property tests (quantities, cluster files, configurations) and the hostile guest's garbled answers
+## (lifting) with many more cases than `make test` runs: PROPTEST_CASES (default 20000), KWS_FUZZ_SEEDS (default
+## 2000 seeds, four runs each).
+fuzz: setup guests
+	PROPTEST_CASES=$${PROPTEST_CASES:-20000} cargo test -p kube-wasm-scheduler --test integration -- properties config_props
+	KWS_FUZZ_SEEDS=$${KWS_FUZZ_SEEDS:-2000} cargo test -p kube-wasm-scheduler --test integration -- lifting
+
+## campaign: hostile inputs against the scheduler binary (configurations, cluster files, quantities, plugin files,
+## hostile guests) and a table of outcomes; fails on any panic, hang, wrong result or silently accepted bad input.
+## Needs python3-yaml. CAMPAIGN_ARGS e.g. "--random 1000 --seed 7".
+campaign: build guests
+	scripts/campaign.py --bin $(BIN) $(CAMPAIGN_ARGS)
 
 ## bench: criterion benchmarks (release build), results under $(CARGO_TARGET_DIR)/criterion.
 bench: setup guests

@@ -133,13 +133,14 @@ impl std::fmt::Display for BadInput {
 impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = if args.first().is_some_and(|a| SUBCOMMANDS.contains(&a.as_str())) {
+    // Arguments as the OS gives them: a file name need not be UTF-8 (`std::env::args` panics on one).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let result = if args.first().and_then(|a| a.to_str()).is_some_and(|a| SUBCOMMANDS.contains(&a)) {
         let cli = Cli::parse();
         init_logging(LoggingFormat::Text, "warn");
         run(cli)
     } else {
-        live_main(&args)
+        utf8_args(&args).and_then(|args| live_main(&args))
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -153,6 +154,18 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The live scheduler's flags as text: kube-scheduler's flags are all text, so one that is not is bad input.
+fn utf8_args(args: &[std::ffi::OsString]) -> anyhow::Result<Vec<String>> {
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            a.to_str().map(str::to_string).ok_or_else(|| {
+                BadInput(format!("argument {} is not valid UTF-8: {}", i + 1, a.to_string_lossy())).into()
+            })
+        })
+        .collect()
 }
 
 /// Logs to stderr, coloured only on a terminal; `KWS_LOG` (an `EnvFilter`) overrides the level.

@@ -108,6 +108,19 @@ impl WasmArgs {
         args.and_then(|a| a.get("component")).is_some()
     }
 
+    /// The defaults for a component file (any path, UTF-8 or not: `plugin check` names files, not JSON).
+    pub fn for_file(path: &std::path::Path) -> WasmArgs {
+        WasmArgs {
+            component: path.to_path_buf(),
+            sha256: None,
+            config_json: "{}".into(),
+            timeout: DEFAULT_TIMEOUT,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            failure_policy: FailurePolicy::default(),
+            circuit_breaker: CircuitBreakerArgs::default(),
+        }
+    }
+
     /// Validates the args; `base` is the directory relative component paths resolve against. Errors name the field.
     pub fn parse(args: &serde_json::Value, base: &std::path::Path) -> Result<WasmArgs, String> {
         if !args.is_object() {

@@ -151,11 +151,7 @@ pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     let info = describe(&component)?;
     // Linking proves every import is really satisfied (WASI versions included). The file is checked, not a
     // configuration: the guest is not asked to validate the empty one.
-    WasmPlugin::load_unvalidated(
-        "check",
-        WasmArgs::parse(&serde_json::json!({"component": path}), Path::new(".")).expect("a path is valid args"),
-        0,
-    )?;
+    WasmPlugin::load_unvalidated("check", WasmArgs::for_file(path), 0)?;
     Ok(info)
 }
 

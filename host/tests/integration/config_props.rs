@@ -235,12 +235,8 @@ fn check(text: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(crate::util::proptest_config(64))]
 
     #[test]
     fn mutated_shipped_configs_load_or_fail_in_one_line(

@@ -6,15 +6,8 @@ use std::cmp::Ordering;
 use kube_wasm_scheduler::framework::quantity::Quantity;
 use kube_wasm_scheduler::sim::load;
 use proptest::prelude::*;
-use proptest::test_runner::Config;
 
-use crate::util::root;
-
-/// `default` cases unless PROPTEST_CASES says otherwise; no regression files written into the source tree.
-fn config(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    Config { cases, failure_persistence: None, ..Config::default() }
-}
+use crate::util::{proptest_config, root};
 
 /// Strings close to the quantity grammar, so that most cases get past the first character.
 fn quantity_like() -> impl Strategy<Value = String> {
@@ -45,7 +38,7 @@ fn example_clusters() -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(proptest_config(256))]
 
     #[test]
     fn quantity_parsing_never_panics(s in quantity_like()) {
@@ -79,7 +72,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(proptest_config(64))]
 
     /// Random YAML-ish documents: brackets, indentation, quotes, keys the loader reads.
     #[test]

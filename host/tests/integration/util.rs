@@ -258,3 +258,10 @@ pub fn set(names: &[&str]) -> HashSet<String> {
 pub fn take(log: &CallLog) -> Vec<String> {
     std::mem::take(&mut *log.lock().unwrap())
 }
+
+/// Property-test settings: `default` cases unless `PROPTEST_CASES` says otherwise (`make fuzz` raises it), and no
+/// regression files written into the source tree (a case that fails becomes a named test instead).
+pub fn proptest_config(default: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    proptest::test_runner::Config { cases, failure_persistence: None, ..Default::default() }
+}

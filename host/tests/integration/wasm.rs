@@ -528,3 +528,31 @@ fn simulate_watch_runs_again_when_an_input_changes() {
     assert!(second.contains("scheduler-2"), "{second}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn plugin_check_reads_a_file_whose_name_is_not_utf8() {
+    // A file name is bytes on Linux; `plugin check` on one panicked (exit 101) twice over: reading the arguments as
+    // text, then putting the path through JSON.
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::env::temp_dir().join(format!("kws-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(std::ffi::OsStr::from_bytes(b"plugin-\xff.wasm"));
+    std::fs::copy(guest("qos-sort"), &file).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler")).args(["plugin", "check"]).arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("QueueSort"));
+    let missing = dir.join(std::ffi::OsStr::from_bytes(b"missing-\xff.wasm"));
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+        .args(["plugin", "check"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+    // The live scheduler's flags are text: a flag that is not is bad input.
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler")).arg("--config").arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not valid UTF-8"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

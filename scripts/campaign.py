@@ -1,0 +1,539 @@
+#!/usr/bin/env python3
+"""Hardening campaign: hostile inputs against the scheduler binary, and a table of what happened to each.
+
+Usage: scripts/campaign.py [--bin PATH] [--seed N] [--random N] [--out FILE]   (`make campaign`; needs python3-yaml)
+
+Categories (each input run as the binary would be, with a time limit):
+  config-invalid   hand-written configurations upstream's validation refuses (and a few valid odd ones)
+  config-random    random mutations of the shipped configurations (examples/*/profile.yaml, deploy/)
+  cluster-invalid  hand-written cluster objects the API server refuses (and a few valid odd ones)
+  cluster-random   random mutations of examples/*/cluster.yaml
+  quantities       generated quantities as a pod's CPU request: placed exactly when it fits (checked in Python)
+  plugin-files     random, truncated and bit-flipped files given to `plugin check`
+  guests           the hostile fixtures at every mode and policy, the garbling C guest at several seeds
+
+Outcomes: `clear` (exit 2, one line on stderr), `accepted` (exit 0), `panic` (exit 101 or a panic message),
+`hang` (past the time limit), `unclear` (another exit, or an error of more than one line), `wrong` (the run
+finished but its result is not the right one), `silent` (an input that must be refused was accepted).
+Exit status 1 when any input panicked, hung, was wrong or unclear, or an invalid one was silently accepted.
+"""
+
+import argparse
+import copy
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from decimal import Decimal, ROUND_CEILING
+from pathlib import Path
+
+import yaml  # PyYAML (Debian python3-yaml)
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 30
+API = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+GUESTS = ROOT / "guest-plugins" / "build"
+
+
+class Campaign:
+    def __init__(self, binary, work):
+        self.bin = binary
+        self.work = Path(work)
+        self.rows = {}
+        self.problems = []
+        self.n = 0
+
+    def file(self, name, text):
+        self.n += 1
+        p = self.work / f"{self.n}-{name}"
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(text)
+        return p
+
+    def run(self, args, timeout=TIMEOUT):
+        try:
+            r = subprocess.run([str(self.bin), *map(str, args)], capture_output=True, timeout=timeout,
+                               env={**os.environ, "KWS_LOG": "error"})
+        except subprocess.TimeoutExpired:
+            return "hang", "", ""
+        out, err = r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+        if r.returncode == 101 or "panicked at" in err:
+            return "panic", out, err
+        if r.returncode == 0:
+            return "accepted", out, err
+        lines = [l for l in err.splitlines() if l.strip()]
+        if r.returncode == 2 and len(lines) == 1:
+            return "clear", out, err
+        return "unclear", out, err
+
+    def count(self, category, outcome, what, detail=""):
+        row = self.rows.setdefault(category, {})
+        row[outcome] = row.get(outcome, 0) + 1
+        if outcome in ("panic", "hang", "unclear", "wrong", "silent"):
+            self.problems.append(f"{category}: {outcome}: {what}: {detail.strip()[:300]}")
+
+    # ---- configurations ----
+
+    def simulate(self, config_text, cluster_text=None, extra=()):
+        cfg = self.file("config.yaml", config_text)
+        cl = self.file("cluster.yaml", cluster_text if cluster_text is not None else BASE_CLUSTER)
+        return self.run(["simulate", "--config", cfg, "--cluster", cl, *extra])
+
+    def config_invalid(self):
+        for name, text, valid in config_cases():
+            outcome, _, err = self.simulate(text)
+            if outcome == "accepted" and not valid:
+                outcome = "silent"
+            elif outcome == "clear" and valid:
+                outcome = "wrong"
+            self.count("config-invalid", outcome, name, err)
+
+    def config_random(self, rng, n):
+        bases = [yaml.safe_load(p.read_text()) for p in sorted(ROOT.glob("examples/*/profile.yaml"))]
+        deploy = yaml.safe_load_all((ROOT / "deploy/manifests/config.yaml").read_text())
+        for d in deploy:
+            if isinstance(d, dict) and d.get("kind") == "ConfigMap":
+                for v in d.get("data", {}).values():
+                    bases.append(yaml.safe_load(v))
+        for i in range(n):
+            doc = mutate(copy.deepcopy(rng.choice(bases)), rng)
+            text = yaml.safe_dump(doc, sort_keys=False) if not isinstance(doc, str) else doc
+            # Relative component paths in the examples resolve against the configuration's directory.
+            text = text.replace("../../guest-plugins/build/", str(GUESTS) + "/")
+            outcome, _, err = self.simulate(text)
+            self.count("config-random", outcome, f"mutation {i}", err)
+
+    # ---- cluster files ----
+
+    def cluster_invalid(self):
+        for name, text, valid in cluster_cases():
+            outcome, _, err = self.simulate(DEFAULT_CONFIG, text)
+            if outcome == "accepted" and not valid:
+                outcome = "silent"
+            elif outcome == "clear" and valid:
+                outcome = "wrong"
+            self.count("cluster-invalid", outcome, name, err)
+
+    def cluster_random(self, rng, n):
+        bases = [list(yaml.safe_load_all(p.read_text())) for p in sorted(ROOT.glob("examples/*/cluster.yaml"))]
+        for i in range(n):
+            docs = copy.deepcopy(rng.choice(bases))
+            k = rng.randrange(len(docs))
+            docs[k] = mutate(docs[k], rng)
+            text = "---\n".join(yaml.safe_dump(d, sort_keys=False) if not isinstance(d, str) else d for d in docs)
+            outcome, _, err = self.simulate(DEFAULT_CONFIG, text)
+            self.count("cluster-random", outcome, f"mutation {i}", err)
+
+    # ---- quantities ----
+
+    def quantities(self, rng, n):
+        node_milli = 8000  # the node's allocatable CPU: "8"
+        for i in range(n):
+            q = random_quantity(rng)
+            want = exact_milli(q)
+            cluster = node_doc("n", "8") + "---\n" + pod_doc("p", q)
+            outcome, out, err = self.simulate(DEFAULT_CONFIG, cluster)
+            if want is None:
+                # Not a quantity: refused, as the API server would.
+                if outcome == "accepted":
+                    outcome = "silent"
+                self.count("quantities", outcome, f"{q!r}", err)
+                continue
+            if outcome != "accepted":
+                if want < 0 and outcome == "clear":
+                    self.count("quantities", "clear", q)  # negative requests are refused
+                else:
+                    self.count("quantities", outcome if outcome != "clear" else "wrong", f"{q!r}", err)
+                continue
+            where = placements(out)
+            placed = where.get("default/p") is not None
+            pending = "default/p" in where and not placed
+            fits = 0 <= want <= node_milli
+            if want < 0:
+                self.count("quantities", "silent", f"{q!r} (negative)", out)
+            elif placed == fits and (placed or pending):
+                self.count("quantities", "accepted", q)
+            else:
+                self.count("quantities", "wrong", f"{q!r}: {want} milli on a 8000 milli node, placed={placed}",
+                           out)
+
+    # ---- plugin files ----
+
+    def plugin_files(self, rng, n):
+        originals = [p.read_bytes() for p in sorted(GUESTS.glob("*.wasm")) if p.stat().st_size < 200_000]
+        cases = [("empty", b""), ("text", b"hello"), ("magic only", b"\0asm"), ("core header", b"\0asm\x01\0\0\0")]
+        for i in range(n):
+            src = rng.choice(originals)
+            kind = rng.choice(["truncate", "flip", "random", "splice"])
+            if kind == "truncate":
+                data = src[: rng.randrange(len(src))]
+            elif kind == "flip":
+                b = bytearray(src)
+                for _ in range(rng.randint(1, 8)):
+                    b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+                data = bytes(b)
+            elif kind == "random":
+                data = b"\0asm\x0d\0\x01\0" + rng.randbytes(rng.randrange(1, 4096))
+            else:
+                a = rng.randrange(len(src))
+                data = src[:a] + rng.randbytes(rng.randrange(1, 64)) + src[a:]
+            cases.append((f"{kind} {i}", data))
+        for name, data in cases:
+            p = self.file("plugin.wasm", data)
+            outcome, _, err = self.run(["plugin", "check", p])
+            self.count("plugin-files", outcome, name, err)
+        # A file name that is not UTF-8.
+        try:
+            os.link(GUESTS / "qos-sort.wasm", os.fsencode(str(self.work)) + b"/plugin-\xff.wasm")
+            r = subprocess.run([str(self.bin).encode(), b"plugin", b"check", os.fsencode(str(self.work)) +
+                                b"/plugin-\xff.wasm"], capture_output=True, timeout=TIMEOUT)
+            outcome = "panic" if r.returncode == 101 else ("accepted" if r.returncode == 0 else
+                                                           "clear" if r.returncode == 2 else "unclear")
+            self.count("plugin-files", outcome, "non-UTF-8 file name", r.stderr.decode(errors="replace"))
+        except OSError:
+            pass
+
+    # ---- guests ----
+
+    def guests(self):
+        modes = ["ok", "loop", "grow", "trap-filter", "trap-score", "trap-normalize", "score-1000", "log-flood"]
+        cluster = BASE_CLUSTER + "".join("---\n" + pod_doc(f"bad-{i}", "100m", "hostile") for i in range(3))
+        for mode in modes:
+            for policy in ["Fail", "Ignore"]:
+                cfg = hostile_config("hostile", {"mode": mode}, policy, sort=False)
+                outcome, out, err = self.simulate(cfg, cluster)
+                if outcome == "accepted":
+                    where = placements(out)
+                    placed = sum(1 for p, n in where.items() if p.startswith("default/bad-") and n)
+                    good = sum(1 for p, n in where.items() if p.startswith("default/good-") and n)
+                    want = 3 if (policy == "Ignore" or mode in ("ok", "log-flood")) else 0
+                    if placed != want or good != 3:
+                        outcome = "wrong"
+                self.count("guests", outcome, f"hostile {mode} {policy}", out + err)
+        for mode in ["loop", "trap-filter", "ok"]:
+            cfg = hostile_config("hostile-sort", {"mode": mode}, "Fail", sort=True)
+            outcome, out, err = self.simulate(cfg, cluster)
+            if outcome == "accepted" and sum(1 for n in placements(out).values() if n) != 6:
+                outcome = "wrong"
+            self.count("guests", outcome, f"hostile-sort {mode}", out + err)
+        for seed in range(6):
+            for policy in ["Fail", "Ignore"]:
+                cfg = hostile_config("hostile-c", {"seed": seed, "mode": "garbage", "maxWaitMs": 20}, policy,
+                                     sort=False, timeout="500ms", every_point=True)
+                outcome, out, err = self.simulate(cfg, cluster)
+                good = sum(1 for p, n in placements(out).items() if p.startswith("default/good-") and n)
+                if outcome == "accepted" and good != 3:
+                    outcome = "wrong"
+                self.count("guests", outcome, f"hostile-c seed {seed} {policy}", out + err)
+
+    def table(self, silent_note):
+        cols = ["clear", "accepted", "panic", "hang", "wrong", "silent", "unclear"]
+        lines = ["| category | inputs | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+        for cat, row in self.rows.items():
+            total = sum(row.values())
+            lines.append(f"| {cat} | {total} | " + " | ".join(str(row.get(c, 0)) for c in cols) + " |")
+        return "\n".join(lines) + "\n" + silent_note
+
+
+# ---- inputs ----
+
+BASE_NODES = "".join(
+    f"apiVersion: v1\nkind: Node\nmetadata:\n  name: node-{i}\n  labels: {{kubernetes.io/hostname: node-{i}}}\n"
+    f"status:\n  allocatable: {{cpu: '8', memory: 16Gi, pods: '110'}}\n---\n" for i in range(3))
+BASE_CLUSTER = BASE_NODES + "---\n".join(
+    f"apiVersion: v1\nkind: Pod\nmetadata: {{name: good-{i}, namespace: default}}\n"
+    f"spec:\n  containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]\n" for i in range(3))
+DEFAULT_CONFIG = f"apiVersion: {API}\nkind: {KIND}\n"
+
+
+def placements(out):
+    """`simulate`'s table: pod -> node, or None while pending."""
+    where = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and "/" in parts[0] and parts[0] != "POD":
+            where[parts[0]] = None if parts[1] == "<none>" else parts[1]
+    return where
+
+
+def node_doc(name, cpu):
+    return (f"apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{kubernetes.io/hostname: {name}}}\n"
+            f"status:\n  allocatable: {{cpu: '{cpu}', memory: 16Gi, pods: '110'}}\n")
+
+
+def pod_doc(name, cpu, scheduler=None):
+    s = f"\n  schedulerName: {scheduler}" if scheduler else ""
+    return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:{s}\n"
+            f"  containers: [{{name: c, image: i, resources: {{requests: {{cpu: {json.dumps(cpu)}}}}}}}]\n")
+
+
+def hostile_config(component, config, policy, sort, timeout="100ms", every_point=False):
+    """Two profiles, `default-scheduler` and `hostile`, the hostile guest `component` in `hostile` (its Filter and
+    Score), or as the QueueSort of both (`sort`), or at every point it exports (`every_point`: QueueSort in both
+    profiles, as profiles must share it)."""
+    args = ("  pluginConfig:\n  - name: H\n    args:\n"
+            f"      component: {GUESTS / (component + '.wasm')}\n      config: {json.dumps(config)}\n"
+            f"      timeout: {timeout}\n      memoryLimit: 32Mi\n      failurePolicy: {policy}\n")
+    sort_only = "  plugins:\n    queueSort:\n      enabled: [{name: H}]\n      disabled: [{name: '*'}]\n"
+    if sort:
+        profiles = f"- schedulerName: default-scheduler\n{sort_only}{args}- schedulerName: hostile\n{sort_only}{args}"
+    elif every_point:
+        profiles = (f"- schedulerName: default-scheduler\n{sort_only}{args}- schedulerName: hostile\n"
+                    f"{sort_only}    multiPoint:\n      enabled: [{{name: H}}]\n{args}")
+    else:
+        profiles = ("- schedulerName: default-scheduler\n- schedulerName: hostile\n"
+                    f"  plugins:\n    multiPoint:\n      enabled: [{{name: H}}]\n{args}")
+    return f"apiVersion: {API}\nkind: {KIND}\nprofiles:\n{profiles}"
+
+
+def config_cases():
+    """(name, text, valid): configurations upstream refuses, and a few odd valid ones."""
+    head = f"apiVersion: {API}\nkind: {KIND}\n"
+    label = GUESTS / "priority-label.wasm"
+    wasm = lambda extra: (f"{head}profiles:\n- plugins:\n    multiPoint:\n      enabled: [{{name: L}}]\n"
+                          f"  pluginConfig:\n  - name: L\n    args:\n      component: {label}\n{extra}")
+    cases = [
+        ("parallelism 0", head + "parallelism: 0\n", False),
+        ("parallelism -1", head + "parallelism: -1\n", False),
+        ("percentageOfNodesToScore 101", head + "percentageOfNodesToScore: 101\n", False),
+        ("podInitialBackoffSeconds 0", head + "podInitialBackoffSeconds: 0\n", False),
+        ("podMaxBackoff < initial", head + "podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 1\n", False),
+        ("qps .inf", head + "clientConnection: {qps: .inf}\n", False),
+        ("qps .nan", head + "clientConnection: {qps: .nan}\n", False),
+        ("burst -1", head + "clientConnection: {burst: -1}\n", False),
+        ("lease huge", head + "leaderElection: {leaseDuration: 99999999999999h}\n", False),
+        ("renew huge", head + "leaderElection: {renewDeadline: 9999999999999999999h}\n", False),
+        ("retry 0s", head + "leaderElection: {retryPeriod: 0s}\n", False),
+        ("renew >= lease", head + "leaderElection: {leaseDuration: 10s, renewDeadline: 10s}\n", False),
+        ("resourceLock endpoints", head + "leaderElection: {resourceLock: endpoints}\n", False),
+        ("duplicate schedulerName", head + "profiles: [{schedulerName: a}, {schedulerName: a}]\n", False),
+        ("empty schedulerName", head + "profiles: [{schedulerName: ''}]\n", False),
+        ("unknown plugin", head + "profiles: [{plugins: {filter: {enabled: [{name: Nope}]}}}]\n", False),
+        ("duplicate pluginConfig", head + "profiles: [{pluginConfig: [{name: NodeAffinity}, {name: NodeAffinity}]}]\n", False),
+        ("fit type bogus", head + "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Bogus}}}]}]\n", False),
+        ("fit weight -1", head + "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: -1}]}}}]}]\n", False),
+        ("fit weight 101", head + "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 101}]}}}]}]\n", False),
+        ("fit weight 0 (means 1)", head + "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 0}]}}}]}]\n", True),
+        ("shape unordered", head + "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: {shape: [{utilization: 50, score: 1}, {utilization: 10, score: 2}]}}}}]}]\n", False),
+        ("hardPodAffinityWeight 101", head + "profiles: [{pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 101}}]}]\n", False),
+        ("spread maxSkew 0", head + "profiles: [{pluginConfig: [{name: PodTopologySpread, args: {defaultingType: List, defaultConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}}]}]\n", False),
+        ("preemption percentage 101", head + "profiles: [{pluginConfig: [{name: DefaultPreemption, args: {minCandidateNodesPercentage: 101}}]}]\n", False),
+        ("unknown field", head + "parallelismm: 4\n", False),
+        ("unknown plugin args field", head + "profiles: [{pluginConfig: [{name: NodeAffinity, args: {addedAffinty: {}}}]}]\n", False),
+        ("args a list", head + "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: []}]}]\n", False),
+        ("wasm timeout huge", wasm("      timeout: 1000000000000h\n"), False),
+        ("wasm timeout 2m", wasm("      timeout: 2m\n"), False),
+        ("wasm memoryLimit 1e400", wasm("      memoryLimit: 1e400\n"), False),
+        ("wasm memoryLimit 5Gi", wasm("      memoryLimit: 5Gi\n"), False),
+        ("wasm failurePolicy Maybe", wasm("      failurePolicy: Maybe\n"), False),
+        ("wasm breaker backoff 0s", wasm("      circuitBreaker: {backoff: 0s}\n"), False),
+        ("wasm sha256 wrong", wasm("      sha256: " + "0" * 64 + "\n"), False),
+        ("wasm config refused", wasm("      config: {labelKey: 7}\n"), False),
+        ("wasm config empty key", wasm("      config: {labelKey: ''}\n"), False),
+        ("wasm component missing", wasm("").replace(str(label), "/nonexistent.wasm"), False),
+        ("1001 profiles", head + "profiles:\n" + "".join(f"- schedulerName: s{i}\n" for i in range(1001)), False),
+        ("100 KB of [", "[" * 100_000, False),
+        ("100 KB of {", "{a: " * 25_000, False),
+        ("two documents", head + "---\n" + head, False),
+        ("empty", "", False),
+        ("wrong apiVersion", head.replace("/v1", "/v1beta3"), False),
+        ("wrong kind", head.replace(KIND, "Pod"), False),
+        ("byte order mark", "\ufeff" + head, True),
+        ("valid wasm", wasm(""), True),
+        ("valid minimal", head, True),
+    ]
+    return cases
+
+
+def cluster_cases():
+    """(name, text, valid): cluster objects the API server refuses, and a few odd valid ones."""
+    pod = lambda spec, meta="": (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: default{meta}}}\n"
+                                 f"spec:\n{spec}")
+    c = "  containers: [{name: c, image: i}]\n"
+    req = lambda q: f"  containers: [{{name: c, image: i, resources: {{requests: {{cpu: {json.dumps(q)}}}}}}}]\n"
+    aff = lambda expr: (c + "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+                        f"        nodeSelectorTerms:\n        - matchExpressions: [{expr}]\n")
+    pref = lambda w: (c + "  affinity:\n    nodeAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n"
+                      f"      - weight: {w}\n        preference:\n          matchExpressions: [{{key: a, operator: Exists}}]\n")
+    spread = lambda s: c + f"  topologySpreadConstraints: [{s}]\n"
+    node = lambda alloc: (f"apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus:\n  allocatable: {alloc}\n")
+    pc = lambda name, extra: f"apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\nvalue: 10\n{extra}"
+    pdb = lambda spec: (f"apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: b, namespace: default}}\n"
+                        f"spec:\n  selector: {{matchLabels: {{a: b}}}}\n{spec}")
+    cases = [
+        ("negative request", pod(req("-1")), False),
+        ("negative overhead", pod(c + "  overhead: {cpu: '-1'}\n"), False),
+        ("negative allocatable", node("{cpu: '-8'}"), False),
+        ("negative capacity", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus:\n  capacity: {memory: -1Gi}\n", False),
+        ("bad quantity", pod(req("lots")), False),
+        ("label key with space", pod(c, ", labels: {'a b': x}"), False),
+        ("label value 64 chars", pod(c, ", labels: {a: " + "x" * 64 + "}"), False),
+        ("name uppercase", pod(c).replace("name: p,", "name: P,"), False),
+        ("name empty", pod(c).replace("name: p,", "name: '',"), False),
+        ("operator Maybe", pod(aff("{key: a, operator: Maybe, values: [x]}")), False),
+        ("In without values", pod(aff("{key: a, operator: In}")), False),
+        ("Exists with values", pod(aff("{key: a, operator: Exists, values: [x]}")), False),
+        ("Gt two values", pod(aff("{key: a, operator: Gt, values: ['1', '2']}")), False),
+        ("Gt not integer (a valid label value; it matches nothing)", pod(aff("{key: a, operator: Gt, values: [x]}")), True),
+        ("preferred weight 0", pod(pref(0)), False),
+        ("preferred weight -5", pod(pref(-5)), False),
+        ("preferred weight 101", pod(pref(101)), False),
+        ("maxSkew 0", pod(spread("{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}")), False),
+        ("topologyKey empty", pod(spread("{maxSkew: 1, topologyKey: '', whenUnsatisfiable: DoNotSchedule}")), False),
+        ("whenUnsatisfiable bogus", pod(spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Maybe}")), False),
+        ("minDomains with ScheduleAnyway", pod(spread("{maxSkew: 1, minDomains: 2, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}")), False),
+        ("toleration operator bogus", pod(c + "  tolerations: [{key: a, operator: Maybe}]\n"), False),
+        ("toleration effect bogus", pod(c + "  tolerations: [{key: a, operator: Exists, effect: Sometimes}]\n"), False),
+        ("taint effect bogus", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec:\n  taints: [{key: a, effect: Sometimes}]\n", False),
+        ("hostPort 70000", pod("  containers: [{name: c, image: i, ports: [{containerPort: 80, hostPort: 70000}]}]\n"), False),
+        ("containerPort 0", pod("  containers: [{name: c, image: i, ports: [{containerPort: 0}]}]\n"), False),
+        ("container without name", pod("  containers: [{image: i}]\n"), False),
+        ("duplicate container names", pod("  containers: [{name: c, image: i}, {name: c, image: j}]\n"), False),
+        ("no containers", pod("  containers: []\n"), False),
+        ("misspelled nodeSelecter", pod(c + "  nodeSelecter: {a: b}\n"), False),
+        ("two globalDefault", pc("a", "globalDefault: true\n") + "---\n" + pc("b", "globalDefault: true\n"), False),
+        ("PriorityClass value too high", pc("a", "").replace("value: 10", "value: 2000000000"), False),
+        ("PDB both set", pdb("  minAvailable: 1\n  maxUnavailable: 1\n"), False),
+        ("PDB negative", pdb("  minAvailable: -1\n"), False),
+        ("PDB 150%", pdb("  maxUnavailable: 150%\n"), False),
+        ("List items a string", "apiVersion: v1\nkind: List\nitems: nope\n", False),
+        ("List in List", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items: []\n", False),
+        ("unknown kind", "apiVersion: v1\nkind: Widget\nmetadata: {name: w}\n", False),
+        ("100 KB of [", "[" * 100_000, False),
+        ("5000 nested lists", "".join("  " * i + "-\n" for i in range(5000)), False),
+        ("not UTF-8", b"apiVersion: v1\nkind: Pod\nmetadata: {name: \xff}\n", False),
+        ("byte order mark", "\ufeff" + pod(c), True),
+        ("huge exponent request", pod(req("1e2147483647")), True),
+        ("valid pod", pod(c), True),
+    ]
+    return cases
+
+
+VALUES = [None, True, False, 0, -1, 1, 2 ** 31, 2 ** 63, -(2 ** 63) - 1, 1e309, -1e309, float("nan"), 0.5, "", "x",
+          "-1", "1e2147483647", "99999999999999999h", "1.5Gi", "\u00e9" * 70, [], {}, [[]], {"a": {"b": {}}}, "a" * 5000]
+
+
+def mutate(doc, rng):
+    """One random edit somewhere in a YAML document: drop, retype, duplicate or rename a field, or replace a
+    scalar with an odd value."""
+    paths = []
+
+    def walk(node, path):
+        paths.append(path)
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, path + [k])
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, path + [i])
+
+    walk(doc, [])
+    path = rng.choice(paths)
+    if not path:
+        return rng.choice(VALUES + ["[" * 200, "x: [", "\ufeff" + yaml.safe_dump(doc)])
+    parent = doc
+    for p in path[:-1]:
+        parent = parent[p]
+    key = path[-1]
+    op = rng.choice(["drop", "value", "value", "rename", "dup"])
+    if op == "drop":
+        del parent[key]
+    elif op == "value":
+        parent[key] = copy.deepcopy(rng.choice(VALUES))
+    elif op == "rename" and isinstance(parent, dict):
+        parent[str(key) + rng.choice(["x", "s", "_"])] = parent.pop(key)
+    elif isinstance(parent, list):
+        parent.append(copy.deepcopy(parent[key]))
+    else:
+        parent[key] = [copy.deepcopy(parent[key])]
+    return doc
+
+
+SUFFIXES = ["", "m", "n", "u", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+
+
+def random_quantity(rng):
+    sign = rng.choice(["", "", "", "+", "-"])
+    digits = str(rng.choice([0, 1, 7, 8, 9, 10, 100, 7999, 8000, 8001, rng.randrange(10 ** rng.randint(1, 25))]))
+    if rng.random() < 0.4:
+        frac = str(rng.randrange(10 ** rng.randint(1, 12))).rjust(rng.randint(1, 12), "0")
+        digits = f"{digits}.{frac}"
+    if rng.random() < 0.3:
+        exp = rng.choice([0, 1, -1, 3, -3, 9, -9, 18, 100, -100, 2147483647, -2147483648, 4294967296])
+        suffix = f"{rng.choice(['e', 'E'])}{exp}"
+    else:
+        suffix = rng.choice(SUFFIXES)
+    if rng.random() < 0.05:
+        return rng.choice(["", "1.2.3", "1e", "1Kb", "0x10", "1 k", "--1", "1e1.5", "Infinity"])
+    return f"{sign}{digits}{suffix}"
+
+
+def exact_milli(q):
+    """The request in millicores, rounded up, as the scheduler must see it; None if `q` is not a quantity.
+    Huge values are compared exactly (anything past the node fits nowhere)."""
+    m = re.fullmatch(r"([+-]?)([0-9]*(?:\.[0-9]*)?)(.*)", q)
+    if not m:
+        return None
+    sign, num, suffix = m.groups()
+    if num in ("", "."):
+        # upstream parses "-", "." and bare suffixes as 0; the campaign keeps to unambiguous inputs
+        return None
+    binary = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+    decimal = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+    v = Decimal(num)
+    if suffix in binary:
+        v = v * (Decimal(2) ** binary[suffix])
+    elif suffix in decimal:
+        v = v.scaleb(decimal[suffix])
+    elif re.fullmatch(r"[eE][+-]?[0-9]+", suffix):
+        e = int(suffix[1:])
+        if e > 10 ** 6:
+            return 10 ** 30 if sign != "-" else -(10 ** 30)
+        if e < -(10 ** 6):
+            v = Decimal(0) if v == 0 else Decimal("1e-100")
+        else:
+            v = v.scaleb(e)
+    else:
+        return None
+    if sign == "-" and v != 0:
+        return -1
+    milli = (v * 1000).to_integral_value(rounding=ROUND_CEILING)
+    return int(milli)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_bin = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache/kube-wasm-scheduler/target")) / \
+        "debug/kube-wasm-scheduler"
+    ap.add_argument("--bin", default=os.environ.get("KWS_BIN", default_bin))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--random", type=int, default=150, help="random mutations per random category")
+    ap.add_argument("--out", help="write the table here too")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    with tempfile.TemporaryDirectory(prefix="kws-campaign-") as work:
+        c = Campaign(a.bin, work)
+        c.config_invalid()
+        c.cluster_invalid()
+        c.quantities(rng, a.random)
+        c.plugin_files(rng, a.random // 2)
+        c.guests()
+        c.config_random(rng, a.random)
+        c.cluster_random(rng, a.random)
+    table = c.table("")
+    print(table)
+    for p in c.problems:
+        print(p)
+    if a.out:
+        Path(a.out).write_text(table + "\n" + "\n".join(c.problems) + "\n")
+    sys.exit(1 if c.problems else 0)
+
+
+if __name__ == "__main__":
+    main()
