@@ -1,17 +1,6 @@
 #!/usr/bin/env bash
 # Builds the priority-label Python guest into a component: build.sh OUTPUT.wasm
 set -euo pipefail
-out="${1:?usage: build.sh OUTPUT.wasm}"
 here="$(cd "$(dirname "$0")" && pwd)"
-wit="$here/../../wit"
-export PATH="$HOME/.cache/kube-wasm-scheduler/tools/bin:$PATH"
-if ! command -v componentize-py >/dev/null 2>&1; then
-  echo "priority-label-py: componentize-py not found; run scripts/setup-wasm.sh python" >&2
-  exit 1
-fi
-mkdir -p "$(dirname "$out")"
-# Build from a copy: componentize-py leaves __pycache__ next to the modules it loads.
-src="$(mktemp -d)"
-trap 'rm -rf "$src"' EXIT
-cp "$here/app.py" "$here/plugin_glue.py" "$src/"
-componentize-py -d "$wit" -w filter-score-plugin componentize app -p "$src" -o "$out"
+source "$here/../../scripts/py-guest.sh"
+py_guest priority-label-py filter-score-plugin "${1:?usage: build.sh OUTPUT.wasm}" "$here/app.py" "$here/plugin_glue.py"
