@@ -122,8 +122,8 @@ impl Failed {
 /// A plugin's circuit breaker: after `consecutive_failures` failed calls in a row it opens, and for the back-off
 /// period every call fails at once (answering what the failure table says) instead of reaching the guest, so a
 /// stuck guest costs a few deadlines, not one per call (a stuck QueueSort would otherwise cost a deadline per
-/// comparison). When the period ends one call is let through; its failure reopens the breaker for twice as long
-/// (up to the maximum), its success closes it.
+/// comparison). When the period ends one call (the probe) is let through while the others still answer the
+/// fallback; its failure reopens the breaker for twice as long (up to the maximum), its success closes it.
 #[derive(Debug)]
 pub(crate) struct Breaker {
     args: CircuitBreakerArgs,
@@ -136,6 +136,8 @@ struct BreakerState {
     consecutive: u32,
     /// While open: until when.
     open_until: Option<Instant>,
+    /// The back-off is over and one call (the probe) was let through; the others still answer the fallback.
+    probing: bool,
     /// The back-off of the next opening.
     next_backoff: Duration,
     /// Why the last call failed (what an open breaker's status repeats).
@@ -160,11 +162,13 @@ impl Breaker {
 
     /// Whether a call may go to the guest now.
     pub(crate) fn gate(&self, now: Instant) -> Gate {
-        let s = self.state.lock().expect("breaker lock");
-        match (s.open_until, &s.last_failure) {
-            (Some(until), Some(why)) if now < until => Gate::Open(until - now, why.clone()),
-            _ => Gate::Call,
+        let mut s = self.state.lock().expect("breaker lock");
+        let Some(until) = s.open_until else { return Gate::Call };
+        if now >= until && !s.probing {
+            s.probing = true;
+            return Gate::Call;
         }
+        Gate::Open(until.saturating_duration_since(now), s.last_failure.clone().unwrap_or_else(|| Arc::from("")))
     }
 
     /// Records a call's outcome (`None`: success; else why it failed); returns the back-off when this failure
@@ -177,8 +181,13 @@ impl Breaker {
         };
         s.last_failure = Some(Arc::from(why));
         s.consecutive = s.consecutive.saturating_add(1);
-        let half_open = s.open_until.is_some_and(|until| now >= until);
-        if self.args.consecutive_failures == 0 || (s.consecutive < self.args.consecutive_failures && !half_open) {
+        if s.probing {
+            // The probe failed: open again, for longer.
+            s.probing = false;
+        } else if s.open_until.is_some() {
+            // A call that began before the breaker opened: it is open already.
+            return None;
+        } else if self.args.consecutive_failures == 0 || s.consecutive < self.args.consecutive_failures {
             return None;
         }
         let backoff = s.next_backoff;
@@ -264,14 +273,19 @@ mod tests {
         assert_eq!(b.gate(t0), Gate::Call);
         assert_eq!(b.record(Some("boom"), t0), Some(Duration::from_secs(10)), "the third failure in a row opens it");
         assert_eq!(b.gate(t0 + Duration::from_secs(4)), Gate::Open(Duration::from_secs(6), Arc::from("boom")));
-        // Half open: one call goes through; its failure reopens at once, for twice as long.
+        // A call that began before it opened and fails now does not reopen it (nor lengthen the back-off).
+        assert_eq!(b.record(Some("boom"), t0 + Duration::from_secs(5)), None);
+        // Half open: one call goes through, the others still wait; its failure reopens at once, for twice as long.
         let t1 = t0 + Duration::from_secs(10);
         assert_eq!(b.gate(t1), Gate::Call);
+        assert_eq!(b.gate(t1), Gate::Open(Duration::ZERO, Arc::from("boom")), "one probe at a time");
         assert_eq!(b.record(Some("boom"), t1), Some(Duration::from_secs(20)));
         let t2 = t1 + Duration::from_secs(20);
+        assert_eq!(b.gate(t2), Gate::Call);
         assert_eq!(b.record(Some("boom"), t2), Some(Duration::from_secs(25)), "capped");
-        // A success closes it and resets the back-off.
+        // A successful probe closes it and resets the back-off.
         let t3 = t2 + Duration::from_secs(25);
+        assert_eq!(b.gate(t3), Gate::Call);
         assert_eq!(b.record(None, t3), None);
         assert_eq!(b.gate(t3), Gate::Call);
         assert_eq!((b.record(Some("boom"), t3), b.record(Some("boom"), t3)), (None, None));
