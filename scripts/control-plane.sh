@@ -8,6 +8,8 @@
 #   scripts/control-plane.sh down DIR [--purge] stop both (SIGTERM, SIGKILL after 10 s); --purge also deletes DIR
 #   scripts/control-plane.sh env DIR           print `export KUBECONFIG=DIR/kubeconfig`
 #   scripts/control-plane.sh status DIR        exit 0 when both processes run and /readyz answers ok
+#   scripts/control-plane.sh kill-apiserver DIR  SIGKILL kube-apiserver only (a crash, for fault tests); etcd keeps
+#                                              running, and `up` starts both again on the same data and ports
 #
 # DIR holds everything: etcd/ (data), certs/ (serving certs, service-account key), token.csv (admin token,
 # user `admin` in group system:masters), kubeconfig, ports, pids (and etcd.pid, kube-apiserver.pid), etcd.log,
@@ -23,7 +25,7 @@ READY_TIMEOUT="${READY_TIMEOUT:-120}"
 
 say() { echo "control-plane: $*" >&2; }
 die() { echo "control-plane: error: $*" >&2; exit 1; }
-usage() { sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '5,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 (($# >= 2)) || usage
 CMD="$1"
@@ -318,5 +320,14 @@ case "$CMD" in
     echo "export KUBECONFIG=$DIR/kubeconfig"
     ;;
   status) cmd_status ;;
+  kill-apiserver)
+    [[ -d "$DIR" ]] || die "$DIR does not exist"
+    DIR="$(cd "$DIR" && pwd)"
+    read_pids
+    apiserver_alive || die "kube-apiserver is not running in $DIR"
+    say "killing kube-apiserver (pid $APISERVER_PID) with SIGKILL"
+    kill -KILL "$APISERVER_PID"
+    gone_within "$APISERVER_PID" "$DIR/certs" 50 || die "kube-apiserver (pid $APISERVER_PID) is still there"
+    ;;
   *) usage ;;
 esac

@@ -15,6 +15,7 @@ use serde_json::json;
 mod backlog;
 mod deploy;
 mod events;
+mod faults;
 mod serving;
 
 fn root() -> PathBuf {
@@ -248,6 +249,10 @@ fn end_to_end_on_a_real_api_server() {
     leader_election_hands_over(&cp, &k, &work);
     thousand_pods_on_a_hundred_nodes(&cp, &k, &work);
     backlog::backlog_on_few_connections_within_the_rate_limit(&cp, &k, &work);
+    faults::scheduler_killed_and_restarted_mid_backlog(&cp, &k, &work);
+    faults::leader_killed_mid_backlog(&cp, &k, &work);
+    // Last: it restarts the control plane under everything.
+    faults::apiserver_killed_mid_backlog_and_a_watch_expired(&cp, &k, &work);
 }
 
 /// Pods for default-scheduler (or none named) are left alone; pods for my-scheduler are bound by us, with a

@@ -82,26 +82,52 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     };
     {
         let (h, done) = (handler.clone(), mark(0b01));
-        watch(Api::<Pod>::all(client.clone()), move |ev| match ev {
-            Event::Apply(p) | Event::InitApply(p) => {
-                let uid = p.metadata.uid.clone().unwrap_or_default();
-                match PodInfo::new(p) {
-                    Ok(info) => h.pod_applied(Arc::new(info)),
-                    Err(e) => tracing::warn!(uid = %uid, error = %e, "ignoring pod"),
+        let mut known = Known::default();
+        watch(Api::<Pod>::all(client.clone()), move |ev| {
+            let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+            match ev {
+                Event::Apply(p) | Event::InitApply(p) => {
+                    let id = uid(&p);
+                    known.seen(&id);
+                    match PodInfo::new(p) {
+                        Ok(info) => h.pod_applied(Arc::new(info)),
+                        Err(e) => tracing::warn!(uid = %id, error = %e, "ignoring pod"),
+                    }
+                }
+                Event::Delete(p) => {
+                    let id = uid(&p);
+                    known.gone(&id);
+                    h.pod_deleted(&id);
+                }
+                Event::Init => known.relist(),
+                Event::InitDone => {
+                    for id in known.listed() {
+                        h.pod_deleted(&id);
+                    }
+                    done();
                 }
             }
-            Event::Delete(p) => h.pod_deleted(p.metadata.uid.as_deref().unwrap_or_default()),
-            Event::InitDone => done(),
-            Event::Init => {}
         });
     }
     {
         let (h, done) = (handler.clone(), mark(0b10));
+        let mut known = Known::default();
         watch(Api::<Node>::all(client.clone()), move |ev| match ev {
-            Event::Apply(n) | Event::InitApply(n) => h.node_applied(n),
-            Event::Delete(n) => h.node_deleted(&n.name_any()),
-            Event::InitDone => done(),
-            Event::Init => {}
+            Event::Apply(n) | Event::InitApply(n) => {
+                known.seen(&n.name_any());
+                h.node_applied(n);
+            }
+            Event::Delete(n) => {
+                known.gone(&n.name_any());
+                h.node_deleted(&n.name_any());
+            }
+            Event::Init => known.relist(),
+            Event::InitDone => {
+                for name in known.listed() {
+                    h.node_deleted(&name);
+                }
+                done();
+            }
         });
     }
     let (namespaces, namespaces_w) = reflector::store();
@@ -131,6 +157,40 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(ReplicationController, rcs_w, EventResource::Other);
     object_watch!(PersistentVolumeClaim, pvcs_w, EventResource::Volume);
     object_watch!(PersistentVolume, pvs_w, EventResource::Volume);
+}
+
+/// The keys (pod UIDs, node names) a watch has handed the scheduler, so that a relist can tell it which objects
+/// went away while it was not watching: after a watch expires (410 Gone) or the API server restarts, the watcher
+/// lists again and sends only what exists (no Delete for what was deleted in between), as upstream's reflector
+/// `Replace` does.
+#[derive(Default)]
+struct Known {
+    current: std::collections::HashSet<String>,
+    /// While a (re)list runs: the keys it has sent so far.
+    listing: Option<std::collections::HashSet<String>>,
+}
+
+impl Known {
+    fn seen(&mut self, key: &str) {
+        if let Some(l) = &mut self.listing {
+            l.insert(key.to_string());
+        }
+        self.current.insert(key.to_string());
+    }
+    fn gone(&mut self, key: &str) {
+        self.current.remove(key);
+    }
+    /// A list begins.
+    fn relist(&mut self) {
+        self.listing = Some(Default::default());
+    }
+    /// The list is complete: the keys known before it that it did not send, which are gone.
+    fn listed(&mut self) -> Vec<String> {
+        let listed = self.listing.take().unwrap_or_default();
+        let gone = self.current.difference(&listed).cloned().collect();
+        self.current = listed;
+        gone
+    }
 }
 
 /// Runs a watcher forever (it retries with backoff on errors), handing every event to `f`.
@@ -170,4 +230,32 @@ where
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Known;
+
+    #[test]
+    fn a_relist_reports_what_went_away_while_nobody_watched() {
+        let mut k = Known::default();
+        k.relist();
+        for key in ["a", "b", "c"] {
+            k.seen(key);
+        }
+        assert!(k.listed().is_empty(), "the first list removes nothing");
+        k.gone("c");
+        k.seen("d");
+        // The watch expired; meanwhile b was deleted and e created.
+        k.relist();
+        k.seen("a");
+        k.seen("d");
+        k.seen("e");
+        assert_eq!(k.listed(), vec!["b".to_string()]);
+        k.relist();
+        for key in ["a", "d", "e"] {
+            k.seen(key);
+        }
+        assert!(k.listed().is_empty());
+    }
 }
