@@ -20,9 +20,10 @@ pub(super) const CALL_OUTPUT_CAP: usize = 64 * 1024;
 /// The longest line written to the log; a longer one is cut (and marked so).
 const MAX_LINE: usize = 4 * 1024;
 /// Lines a plugin may log at once after a quiet spell.
-const LOG_BURST: f64 = 200.0;
-/// Lines per second a plugin may log on average.
-const LOG_RATE: f64 = 50.0;
+const LOG_BURST: f64 = 1000.0;
+/// Lines per second a plugin may log on average: a line per decision at a busy scheduler's pace passes (a PostBind
+/// that logs every binding), a flood (millions of lines a second) does not.
+const LOG_RATE: f64 = 500.0;
 
 /// A guest's stdout or stderr: a buffer the host drains after each call. Writes never fail: past the cap, bytes
 /// are counted as dropped.
@@ -219,13 +220,13 @@ mod tests {
     #[test]
     fn a_flood_is_cut_to_the_burst_and_counted() {
         let log = GuestLog::new(Arc::from("Flood"), Arc::default());
-        for i in 0..10_000 {
+        for i in 0..20_000 {
             log.line(Source::Stdout, &format!("line {i}"));
         }
         let dropped = log.stats.log_lines_dropped.load(Ordering::Relaxed);
         // The burst, plus what the rate refilled while the loop ran.
-        assert!((10_000 - dropped) >= LOG_BURST as u64, "{dropped}");
-        assert!(dropped > 9_000, "{dropped}");
+        assert!((20_000 - dropped) >= LOG_BURST as u64, "{dropped}");
+        assert!(dropped > 15_000, "{dropped}");
     }
 
     #[test]

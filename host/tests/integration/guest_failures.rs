@@ -84,18 +84,17 @@ fn a_guest_printing_on_every_call_never_traps() {
     assert_eq!(all_placed(&r, 500), 500, "{}", message_of(&r, "default/p-499"));
     assert_eq!(p.stats.traps.load(Ordering::Relaxed), 0);
     assert_eq!(p.stats.output_bytes_dropped.load(Ordering::Relaxed), 0, "each call's output fits the per-call cap");
-    assert!(p.stats.log_lines_dropped.load(Ordering::Relaxed) > 0, "1,000 lines at once are over the rate limit");
 }
 
 #[test]
 fn a_guest_flooding_its_log_is_rate_limited_and_counted() {
-    // 100 host.log lines per Filter call, 40 pods: 4,000 lines offered.
+    // 100 host.log lines per Filter call, 60 pods: 6,000 lines offered in well under a second.
     let dir = std::env::temp_dir().join(format!("kws-flood-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let profile = dir.join("profile.yaml");
     std::fs::write(&profile, hostile_profile("HostileFlood", "hostile", "log-flood", "Fail", "", false)).unwrap();
     let mut cluster = nodes_yaml(3);
-    for i in 0..40 {
+    for i in 0..60 {
         cluster += &pod_yaml(&format!("p-{i}"), "");
     }
     std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
@@ -111,10 +110,10 @@ fn a_guest_flooding_its_log_is_rate_limited_and_counted() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let logged = stderr.lines().filter(|l| l.contains("hostile guest: line")).count();
-    assert!((100..=1_000).contains(&logged), "{logged} of 4,000 guest lines reached the log");
+    assert!((1_000..=3_000).contains(&logged), "{logged} of 6,000 guest lines reached the log");
     assert!(stderr.contains("wasm plugin log rate limit:"), "the drop is reported");
     let placed = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("default/p-")).count();
-    assert_eq!(placed, 40);
+    assert_eq!(placed, 60);
 }
 
 #[test]
