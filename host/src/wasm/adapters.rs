@@ -71,9 +71,9 @@ impl PreEnqueuePlugin for WasmPlugin {
 
 impl QueueSortPlugin for WasmPlugin {
     fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
-        let (qa, qb) = (convert::queued_pod(a), convert::queued_pod(b));
+        let (qa, qb) = (self.queued_pods.get(a), self.queued_pods.get(b));
         let r = self.call(&self.ctx(None), P::QueueSort.into(), |_, l, i| {
-            guest!(l, i, queue_sort).call_less(&mut i.store, &qa, &qb).map_err(trap)
+            cached_guest!(l, i, queue_sort).call_less(&mut i.store, &qa, &qb).map_err(trap)
         });
         r.unwrap_or_else(|failed| {
             // The table's only answer for QueueSort, under either policy.

@@ -95,6 +95,49 @@ pub fn queued_pod(q: &QueuedPodInfo) -> wit::QueuedPod {
     wit::QueuedPod { pod: pod(&q.pod_info), timestamp_ns: q.timestamp, attempts: q.attempts }
 }
 
+/// Queued pods in contract form, kept between QueueSort calls: a sort compares each pod with many others (about
+/// 2·log₂ n comparisons per pod through the heap), and converting the pod anew for each comparison was most of a
+/// Wasm QueueSort's cost. An entry is reused while it is for the same `PodInfo` (by pointer: an update makes a new
+/// one) at the same queue timestamp and attempt count.
+#[derive(Default)]
+pub struct QueuedPodCache {
+    entries: std::sync::Mutex<std::collections::HashMap<String, CachedQueuedPod>>,
+}
+
+struct CachedQueuedPod {
+    from: std::sync::Arc<PodInfo>,
+    timestamp: u64,
+    attempts: u32,
+    converted: std::sync::Arc<wit::QueuedPod>,
+}
+
+/// Entries kept at most; past it the cache starts over (pods that left the queue go with it).
+const QUEUED_POD_CACHE: usize = 16 * 1024;
+
+impl QueuedPodCache {
+    /// `q` in contract form, converted only when it changed since the last call.
+    pub fn get(&self, q: &QueuedPodInfo) -> std::sync::Arc<wit::QueuedPod> {
+        let mut entries = self.entries.lock().expect("queued pod cache lock");
+        if let Some(e) = entries.get(&q.pod_info.uid) {
+            if std::sync::Arc::ptr_eq(&e.from, &q.pod_info) && e.timestamp == q.timestamp && e.attempts == q.attempts {
+                return e.converted.clone();
+            }
+        }
+        if entries.len() >= QUEUED_POD_CACHE {
+            entries.clear();
+        }
+        let converted = std::sync::Arc::new(queued_pod(q));
+        let entry = CachedQueuedPod {
+            from: q.pod_info.clone(),
+            timestamp: q.timestamp,
+            attempts: q.attempts,
+            converted: converted.clone(),
+        };
+        entries.insert(q.pod_info.uid.clone(), entry);
+        converted
+    }
+}
+
 /// A node.
 pub fn node(n: &NodeInfo) -> wit::Node {
     wit::Node {

@@ -60,6 +60,7 @@ pub(super) struct GuestInstance {
     /// The cycle (`CycleCtx::id`) whose pod this instance holds (0: none).
     cycle_id: u64,
     pub(super) cycle: Option<ex::cycle::Guest>,
+    pub(super) queue_sort: Option<ex::queue_sort::Guest>,
     pub(super) filter: Option<ex::filter::Guest>,
     pub(super) score: Option<ex::score::Guest>,
     pub(super) nodes: Option<ex::nodes::Guest>,
@@ -274,6 +275,7 @@ impl WasmPlugin {
             synced: Vec::new(),
             cycle_id: 0,
             cycle: None,
+            queue_sort: None,
             filter: None,
             score: None,
             nodes: None,

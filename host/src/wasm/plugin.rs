@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::args::WasmArgs;
+use super::convert::QueuedPodCache;
 use super::failure::Breaker;
 use super::instance::{CycleCtx, Loaded};
 use super::output::GuestLog;
@@ -67,6 +68,8 @@ pub struct WasmPlugin {
     pub(super) log: Arc<GuestLog>,
     /// Stops calls to a guest that keeps failing.
     pub(super) breaker: Breaker,
+    /// QueueSort's pods in contract form, converted once per queue entry rather than once per comparison.
+    pub(super) queued_pods: QueuedPodCache,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -95,6 +98,7 @@ impl WasmPlugin {
         let p = Arc::new(WasmPlugin {
             log: Arc::new(GuestLog::new(name.clone(), stats.clone())),
             breaker: Breaker::new(args.circuit_breaker),
+            queued_pods: QueuedPodCache::default(),
             name,
             state_key,
             args,
