@@ -146,14 +146,20 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(b) = e.downcast_ref::<BadInput>() {
-                eprintln!("error: {b}");
+                eprintln!("error: {}", one_line(&b.to_string()));
                 ExitCode::from(2)
             } else {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", one_line(&format!("{e:#}")));
                 ExitCode::from(1)
             }
         }
     }
+}
+
+/// An error on one line, whatever it quotes: a key or value from the input may hold a newline or another
+/// control character, which is written escaped (`\n`), as Go's `%q` would.
+fn one_line(message: &str) -> String {
+    message.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// The live scheduler's flags as text: kube-scheduler's flags are all text, so one that is not is bad input.

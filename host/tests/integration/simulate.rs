@@ -160,6 +160,13 @@ fn cluster_file_defects_are_one_line_refusals() {
                 .to_vec(),
             "document 0.items[0] (List inner): kind: a List cannot be an item of a List",
         ),
+        (
+            // Found by properties::mutated_examples_load_or_give_one_line: a key holding a newline made the error
+            // two lines.
+            "key_with_a_newline",
+            b"apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {\"A\\n16\": null}}\n".to_vec(),
+            "document 0 (Node n): status.allocatable.A\\n16: invalid type: null, expected Quantity",
+        ),
         ("open_brackets", "[".repeat(100_000).into_bytes(), "nesting deeper than 100 (line 1)"),
         ("open_braces", "{".repeat(100_000).into_bytes(), "nesting deeper than 100 (line 1)"),
         (
