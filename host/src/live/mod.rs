@@ -230,7 +230,8 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
                     ..Default::default()
                 },
             )
-            .with_binding_runtime(handle.clone()),
+            .with_binding_runtime(handle.clone())
+            .with_extenders(crate::extender::Extenders::new(&cfg.extenders)),
         );
         let live = Arc::new(Live {
             scheduler,

@@ -171,22 +171,26 @@ impl Simulation {
             config.pod_max_backoff,
         );
         let observer = Arc::new(SimObserver::default());
-        let scheduler = Arc::new(Scheduler::new(
-            profiles.clone(),
-            queue,
-            Cache::new(),
-            cluster.clone(),
-            clock.clone(),
-            observer.clone(),
-            SchedulerOptions {
-                seed: opts.seed,
-                async_binding: false,
-                trace_pods: opts.explain.clone(),
-                // The simulator reports no metrics.
-                plugin_metrics_sample_percent: 0,
-                ..Default::default()
-            },
-        ));
+        let scheduler = Arc::new(
+            Scheduler::new(
+                profiles.clone(),
+                queue,
+                Cache::new(),
+                cluster.clone(),
+                clock.clone(),
+                observer.clone(),
+                SchedulerOptions {
+                    seed: opts.seed,
+                    async_binding: false,
+                    trace_pods: opts.explain.clone(),
+                    // The simulator reports no metrics.
+                    plugin_metrics_sample_percent: 0,
+                    ..Default::default()
+                },
+            )
+            // The simulator calls the configured extenders' real URLs, as the live scheduler does.
+            .with_extenders(crate::extender::Extenders::new(&config.extenders)),
+        );
         // The file reaches the scheduler as the live one sees a cluster: through its event handlers.
         let handler: Arc<dyn EventHandler> = scheduler.clone();
         cluster.connect(Arc::downgrade(&handler));

@@ -58,14 +58,25 @@ pub fn render_explain(r: &Report) -> String {
         for (n, s) in &t.filter {
             let _ = writeln!(out, "  {n:<34} {s}");
         }
+        for x in t.extenders.iter().filter(|x| x.verb == "filter") {
+            let _ = writeln!(out, "Extender {} filter:", x.extender);
+            if let Some(e) = &x.error {
+                let _ = writeln!(out, "  error: {e}");
+            }
+            for (n, v) in &x.verdicts {
+                let _ = writeln!(out, "  {n:<34} {v}");
+            }
+        }
         if let Some(p) = &t.post_filter {
             let _ = writeln!(out, "PostFilter: {p}");
         }
         if !t.pre_score_skipped.is_empty() {
             let _ = writeln!(out, "PreScore skipped: {}", t.pre_score_skipped.join(", "));
         }
-        if !t.scores.is_empty() {
-            let _ = writeln!(out, "Score (raw / normalized / weighted):");
+        let prioritized = t.extenders.iter().any(|x| x.verb == "prioritize");
+        if !t.scores.is_empty() || prioritized {
+            let legend = if prioritized { "; extenders: score / added" } else { "" };
+            let _ = writeln!(out, "Score (raw / normalized / weighted{legend}):");
             let nodes: Vec<&str> = t.totals.iter().map(|(n, _)| n.as_str()).collect();
             let _ = write!(out, "  {:<34}", "plugin (weight)");
             for n in &nodes {
@@ -76,6 +87,22 @@ pub fn render_explain(r: &Report) -> String {
                 let _ = write!(out, "  {:<34}", format!("{} ({})", s.plugin, s.weight));
                 for (_, raw, norm, weighted) in &s.nodes {
                     let _ = write!(out, " {:>18}", format!("{raw}/{norm}/{weighted}"));
+                }
+                out.push('\n');
+            }
+            for x in t.extenders.iter().filter(|x| x.verb == "prioritize") {
+                let _ = write!(out, "  {:<34}", format!("extender {}", x.extender));
+                match &x.error {
+                    Some(e) => {
+                        let _ = write!(out, " error: {e}");
+                    }
+                    None => {
+                        for n in &nodes {
+                            let cell = x.scores.iter().find(|(h, _, _)| h == n);
+                            let cell = cell.map_or("-".to_string(), |(_, raw, added)| format!("{raw}/{added}"));
+                            let _ = write!(out, " {cell:>18}");
+                        }
+                    }
                 }
                 out.push('\n');
             }
