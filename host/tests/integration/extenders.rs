@@ -1,0 +1,532 @@
+//! HTTP extenders against real HTTP servers on 127.0.0.1 (each test starts its own on a free port and stops it):
+//! filter with both failure kinds, prioritize with weights, IsInterested, ignoredByScheduler, nodeCacheCapable,
+//! ignorable and non-ignorable extenders that are down, answers in lowercase JSON, a binder, preemption.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube_wasm_scheduler::cluster::memory::Write as ClusterWrite;
+use kube_wasm_scheduler::plugins::in_tree_registry;
+use kube_wasm_scheduler::sim::{self, Report, SimOptions, Simulation};
+use serde_json::{json, Value};
+
+use crate::util::{config, message_of, node_of, nodes_yaml, pod_yaml, profile, root};
+
+/// The verb and JSON body of one request an extender server received.
+type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+/// Answers a request: the verb (path without `/`) and body → HTTP status and JSON text.
+type Answer = Arc<dyn Fn(&str, &Value) -> (u16, String) + Send + Sync>;
+
+/// A minimal HTTP/1.1 server with keep-alive on a free loopback port; stopped when dropped.
+struct ExtenderServer {
+    url: String,
+    seen: Seen,
+    stop: Arc<AtomicBool>,
+    addr: std::net::SocketAddr,
+}
+
+impl ExtenderServer {
+    fn start(answer: impl Fn(&str, &Value) -> (u16, String) + Send + Sync + 'static) -> ExtenderServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Seen = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let answer: Answer = Arc::new(answer);
+        let (seen2, stop2) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (seen, answer) = (seen2.clone(), answer.clone());
+                std::thread::spawn(move || serve(conn, &seen, &*answer));
+            }
+        });
+        ExtenderServer { url: format!("http://{addr}"), seen, stop, addr }
+    }
+
+    /// The verbs called so far, in order.
+    fn verbs(&self) -> Vec<String> {
+        self.seen.lock().unwrap().iter().map(|(v, _)| v.clone()).collect()
+    }
+
+    /// The bodies sent with `verb`.
+    fn bodies(&self, verb: &str) -> Vec<Value> {
+        self.seen.lock().unwrap().iter().filter(|(v, _)| v == verb).map(|(_, b)| b.clone()).collect()
+    }
+}
+
+impl Drop for ExtenderServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(conn: TcpStream, seen: &Seen, answer: &(dyn Fn(&str, &Value) -> (u16, String) + Send + Sync)) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut out = conn;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0; len];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let verb = path.trim_start_matches('/').to_string();
+        seen.lock().unwrap().push((verb.clone(), body.clone()));
+        let (code, text) = answer(&verb, &body);
+        let reply = format!(
+            "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        if out.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// The candidate node names of a filter or prioritize request, whichever form it came in.
+fn names(body: &Value) -> Vec<String> {
+    match body["NodeNames"].as_array() {
+        Some(a) => a.iter().map(|n| n.as_str().unwrap().to_string()).collect(),
+        None => body["Nodes"]["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+            .collect(),
+    }
+}
+
+const HEAD: &str = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+/// The default profile plus these extenders (YAML list items).
+fn with_extenders(extenders: &str) -> String {
+    format!("{HEAD}extenders:\n{extenders}")
+}
+
+/// Only PrioritySort and DefaultBinder (no Filter or Score plugin) plus these extenders.
+fn bare_with_extenders(extenders: &str) -> String {
+    format!("{}extenders:\n{extenders}", profile(""))
+}
+
+fn run(cfg_yaml: &str, cluster: &str, explain: &[&str]) -> Report {
+    let registry = in_tree_registry();
+    let cfg = config(&registry, cfg_yaml);
+    crate::util::simulate(&registry, &cfg, cluster, 1, explain)
+}
+
+fn gpu_pod(name: &str, gpus: u32) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n  uid: uid-{name}\nspec:\n  containers: [{{name: c, resources: {{requests: {{cpu: 100m, example.com/gpu: '{gpus}'}}, limits: {{example.com/gpu: '{gpus}'}}}}}}]\n---\n"
+    )
+}
+
+#[test]
+fn filter_rejections_of_both_kinds_are_counted_in_the_message() {
+    let ext = ExtenderServer::start(|_, body| {
+        let mut failed = serde_json::Map::new();
+        let mut unresolvable = serde_json::Map::new();
+        for n in names(body) {
+            match n.as_str() {
+                "n0" => {
+                    unresolvable.insert(n, json!("gpu driver missing"));
+                }
+                "n3" if body["Pod"]["metadata"]["name"] == "fits" => {}
+                _ => {
+                    failed.insert(n, json!("no gpu left"));
+                }
+            }
+        }
+        let kept: Vec<Value> = names(body)
+            .into_iter()
+            .filter(|n| !failed.contains_key(n) && !unresolvable.contains_key(n))
+            .map(Value::from)
+            .collect();
+        (
+            200,
+            json!({"NodeNames": kept, "FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""})
+                .to_string(),
+        )
+    });
+    let cfg =
+        bare_with_extenders(&format!("- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n", ext.url));
+    let cluster = format!("{}{}{}", nodes_yaml(4), pod_yaml("stuck", ""), pod_yaml("fits", ""));
+    let r = run(&cfg, &cluster, &["default/fits"]);
+    assert_eq!(node_of(&r, "default/stuck"), None);
+    assert_eq!(message_of(&r, "default/stuck"), "0/4 nodes are available: 1 gpu driver missing, 3 no gpu left.");
+    assert_eq!(node_of(&r, "default/fits").as_deref(), Some("n3"));
+    let explain = sim::render_explain(&r);
+    assert!(explain.contains(&format!("Extender {} filter:", ext.url)), "{explain}");
+    assert!(explain.contains("UnschedulableAndUnresolvable: gpu driver missing"), "{explain}");
+}
+
+#[test]
+fn prioritize_scores_are_weighted_and_scaled_to_the_framework_range() {
+    // Alone, `a` (score 10 on n1) would beat `b` (5 on n2); `b`'s weight 3 makes n2 win: 10×1×10 < 5×3×10.
+    let a = ExtenderServer::start(|_, body| {
+        let list: Vec<Value> =
+            names(body).iter().map(|n| json!({"Host": n, "Score": if n == "n1" { 10 } else { 0 }})).collect();
+        (200, Value::Array(list).to_string())
+    });
+    let b = ExtenderServer::start(|_, body| {
+        let list: Vec<Value> =
+            names(body).iter().map(|n| json!({"Host": n, "Score": if n == "n2" { 5 } else { 0 }})).collect();
+        (200, Value::Array(list).to_string())
+    });
+    let cfg = bare_with_extenders(&format!(
+        "- urlPrefix: {}\n  prioritizeVerb: prioritize\n  weight: 1\n- urlPrefix: {}/\n  prioritizeVerb: prioritize\n  weight: 3\n",
+        a.url, b.url
+    ));
+    let r = run(&cfg, &format!("{}{}", nodes_yaml(3), pod_yaml("p", "")), &["default/p"]);
+    assert_eq!(node_of(&r, "default/p").as_deref(), Some("n2"));
+    let t = &r.explain[0].trace;
+    assert_eq!(t.totals.iter().find(|(n, _)| n == "n2").unwrap().1, 150);
+    assert_eq!(t.totals.iter().find(|(n, _)| n == "n1").unwrap().1, 100);
+    let explain = sim::render_explain(&r);
+    assert!(explain.contains("5/150"), "{explain}");
+    assert_eq!(a.verbs(), ["prioritize"]);
+    assert_eq!(b.verbs(), ["prioritize"], "a trailing / in urlPrefix is trimmed");
+}
+
+#[test]
+fn an_extender_with_managed_resources_is_called_only_for_pods_that_use_them() {
+    let managing = ExtenderServer::start(|_, body| (200, json!({"NodeNames": names(body)}).to_string()));
+    let everyone = ExtenderServer::start(|_, body| (200, json!({"NodeNames": names(body)}).to_string()));
+    let cfg = bare_with_extenders(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n  managedResources: [{{name: example.com/gpu}}]\n- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n",
+        managing.url, everyone.url
+    ));
+    let cluster = format!("{}{}{}", nodes_yaml(2), pod_yaml("plain", ""), gpu_pod("gpu", 1));
+    let r = run(&cfg, &cluster, &[]);
+    assert!(node_of(&r, "default/plain").is_some() && node_of(&r, "default/gpu").is_some());
+    let called: Vec<String> =
+        managing.bodies("filter").iter().map(|b| b["Pod"]["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(called, ["gpu"], "the managing extender sees only the pod with a limit on its resource");
+    assert_eq!(everyone.bodies("filter").len(), 2);
+}
+
+#[test]
+fn resources_ignored_by_the_scheduler_do_not_need_node_capacity() {
+    let ext = ExtenderServer::start(|_, body| (200, json!({"NodeNames": names(body)}).to_string()));
+    let cluster = format!("{}{}", nodes_yaml(2), gpu_pod("gpu", 2));
+    let ignored = with_extenders(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n  managedResources: [{{name: example.com/gpu, ignoredByScheduler: true}}]\n",
+        ext.url
+    ));
+    let r = run(&ignored, &cluster, &[]);
+    assert!(node_of(&r, "default/gpu").is_some(), "{}", message_of(&r, "default/gpu"));
+    let counted = with_extenders(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n  managedResources: [{{name: example.com/gpu}}]\n",
+        ext.url
+    ));
+    let r = run(&counted, &cluster, &[]);
+    assert_eq!(node_of(&r, "default/gpu"), None);
+    assert!(
+        message_of(&r, "default/gpu").contains("2 Insufficient example.com/gpu"),
+        "{}",
+        message_of(&r, "default/gpu")
+    );
+}
+
+#[test]
+fn node_cache_capable_extenders_get_names_and_the_others_whole_nodes() {
+    // The second answers in whole nodes, dropping n0.
+    let names_only = ExtenderServer::start(|_, body| (200, json!({"NodeNames": names(body)}).to_string()));
+    let whole = ExtenderServer::start(|_, body| {
+        let items: Vec<Value> = body["Nodes"]["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["metadata"]["name"] != "n0")
+            .cloned()
+            .collect();
+        (200, json!({"Nodes": {"items": items}, "FailedNodes": {"n0": "not this one"}}).to_string())
+    });
+    let cfg = bare_with_extenders(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n- urlPrefix: {}\n  filterVerb: filter\n",
+        names_only.url, whole.url
+    ));
+    let r = run(&cfg, &format!("{}{}", nodes_yaml(2), pod_yaml("p", "")), &[]);
+    assert_eq!(node_of(&r, "default/p").as_deref(), Some("n1"));
+    let b = &names_only.bodies("filter")[0];
+    assert_eq!(b["NodeNames"], json!(["n0", "n1"]));
+    assert!(b["Nodes"].is_null() && b["Pod"]["metadata"]["name"] == "p");
+    let b = &whole.bodies("filter")[0];
+    assert!(b["NodeNames"].is_null());
+    let items = b["Nodes"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["status"]["allocatable"]["cpu"], "4", "whole Node objects: {}", items[0]);
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn an_ignorable_extender_that_is_down_is_skipped_and_another_fails_the_attempt() {
+    let port = closed_port();
+    let cluster = format!("{}{}", nodes_yaml(2), pod_yaml("p", ""));
+    let ignorable = bare_with_extenders(&format!(
+        "- urlPrefix: http://127.0.0.1:{port}/ext\n  filterVerb: filter\n  prioritizeVerb: prioritize\n  weight: 1\n  ignorable: true\n"
+    ));
+    let r = run(&ignorable, &cluster, &["default/p"]);
+    assert!(node_of(&r, "default/p").is_some(), "{}", message_of(&r, "default/p"));
+    let explain = sim::render_explain(&r);
+    assert!(explain.contains("(ignorable: skipped)"), "{explain}");
+
+    let required = bare_with_extenders(&format!("- urlPrefix: http://127.0.0.1:{port}/ext\n  filterVerb: filter\n"));
+    let r = run(&required, &cluster, &[]);
+    assert_eq!(node_of(&r, "default/p"), None);
+    let m = message_of(&r, "default/p");
+    assert!(m.starts_with(&format!("Post \"http://127.0.0.1:{port}/ext/filter\": ")), "{m}");
+    assert!(m.to_lowercase().contains("refused"), "{m}");
+}
+
+#[test]
+fn a_non_200_answer_and_a_timeout_are_errors_naming_the_url() {
+    let failing = ExtenderServer::start(|_, _| (500, "{}".into()));
+    let cluster = format!("{}{}", nodes_yaml(2), pod_yaml("p", ""));
+    let r = run(&bare_with_extenders(&format!("- urlPrefix: {}\n  filterVerb: filter\n", failing.url)), &cluster, &[]);
+    assert_eq!(
+        message_of(&r, "default/p"),
+        format!("failed filter with extender at URL {}/filter, code 500", failing.url)
+    );
+    let slow = ExtenderServer::start(|_, body| {
+        std::thread::sleep(Duration::from_millis(600));
+        (200, json!({"NodeNames": names(body)}).to_string())
+    });
+    let cfg = bare_with_extenders(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  nodeCacheCapable: true\n  httpTimeout: 100ms\n",
+        slow.url
+    ));
+    let r = run(&cfg, &cluster, &[]);
+    assert!(message_of(&r, "default/p").contains("no answer within 100ms"), "{}", message_of(&r, "default/p"));
+}
+
+#[test]
+fn answers_with_lowercase_json_keys_are_read_as_go_reads_them() {
+    let ext = ExtenderServer::start(|verb, body| match verb {
+        "filter" => {
+            let kept: Vec<String> = names(body).into_iter().filter(|n| n != "n0").collect();
+            (200, json!({"nodenames": kept, "failednodes": {"n0": "lowercase says no"}, "error": ""}).to_string())
+        }
+        _ => {
+            let list: Vec<Value> =
+                names(body).iter().map(|n| json!({"host": n, "score": if n == "n1" { 0 } else { 10 }})).collect();
+            (200, Value::Array(list).to_string())
+        }
+    });
+    let cfg = bare_with_extenders(&format!(
+        "- urlPrefix: {}\n  filterVerb: filter\n  prioritizeVerb: prioritize\n  weight: 1\n  nodeCacheCapable: true\n",
+        ext.url
+    ));
+    let r = run(&cfg, &format!("{}{}", nodes_yaml(3), pod_yaml("p", "")), &["default/p"]);
+    assert_eq!(node_of(&r, "default/p").as_deref(), Some("n2"));
+    assert!(sim::render_explain(&r).contains("Unschedulable: lowercase says no"));
+}
+
+#[test]
+fn a_binder_extender_binds_the_pods_it_is_interested_in() {
+    let ext = ExtenderServer::start(|_, body| {
+        let error = if body["PodName"] == "refused" { "no room in the licence pool" } else { "" };
+        (200, json!({"Error": error}).to_string())
+    });
+    let registry = in_tree_registry();
+    let cfg = config(
+        &registry,
+        &bare_with_extenders(&format!(
+            "- urlPrefix: {}\n  bindVerb: bind\n  managedResources: [{{name: example.com/gpu}}]\n",
+            ext.url
+        )),
+    );
+    let cluster = format!("{}{}{}{}", nodes_yaml(1), gpu_pod("gpu", 1), gpu_pod("refused", 1), pod_yaml("plain", ""));
+    let file = sim::load::parse("cluster.yaml", &cluster).unwrap();
+    let s = Simulation::new(&cfg, &registry, &file, &SimOptions { seed: 1, ..Default::default() }).unwrap();
+    let r = s.run();
+    assert_eq!(node_of(&r, "default/gpu").as_deref(), Some("n0"));
+    assert_eq!(node_of(&r, "default/refused"), None);
+    assert_eq!(message_of(&r, "default/refused"), "no room in the licence pool");
+    assert_eq!(node_of(&r, "default/plain").as_deref(), Some("n0"));
+    let b = ext.bodies("bind");
+    assert_eq!(b[0], json!({"PodName": "gpu", "PodNamespace": "default", "PodUID": "uid-gpu", "Node": "n0"}));
+    assert!(b.iter().all(|b| b["PodName"] != "plain"), "the extender binds only pods it is interested in");
+    let bound: Vec<String> = s
+        .cluster
+        .writes()
+        .iter()
+        .filter_map(|w| match w {
+            ClusterWrite::Bind { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bound, ["default/plain"], "DefaultBinder bound only the pod no extender took");
+}
+
+#[test]
+fn a_preempt_extender_vetoes_a_victim() {
+    // Each node is full with one low-priority pod; the preemptor fits after one eviction. Without the extender
+    // n0's victim goes (it has the lower priority); the extender protects it, so n1's is evicted instead.
+    let ext = ExtenderServer::start(|_, body| {
+        let mut keep = serde_json::Map::new();
+        for (node, v) in body["NodeNameToVictims"].as_object().unwrap() {
+            let pods = v["Pods"].as_array().unwrap();
+            if pods.iter().any(|p| p["metadata"]["labels"]["protected"] == "true") {
+                continue;
+            }
+            let uids: Vec<Value> = pods.iter().map(|p| json!({"UID": p["metadata"]["uid"]})).collect();
+            keep.insert(node.clone(), json!({"Pods": uids, "NumPDBViolations": v["NumPDBViolations"]}));
+        }
+        (200, json!({"NodeNameToMetaVictims": keep}).to_string())
+    });
+    let bound = |name: &str, node: &str, priority: i32, labels: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n  uid: uid-{name}\n  labels: {{{labels}}}\nspec:\n  nodeName: {node}\n  priority: {priority}\n  containers: [{{name: c, resources: {{requests: {{cpu: '4'}}}}}}]\n---\n")
+    };
+    let cluster = format!(
+        "{}{}{}apiVersion: v1\nkind: Pod\nmetadata:\n  name: urgent\n  namespace: default\nspec:\n  priority: 1000\n  containers: [{{name: c, resources: {{requests: {{cpu: '1'}}}}}}]\n---\n",
+        nodes_yaml(2),
+        bound("a", "n0", 1, "protected: 'true'"),
+        bound("b", "n1", 5, "")
+    );
+    let r = run(&with_extenders(&format!("- urlPrefix: {}\n  preemptVerb: preempt\n", ext.url)), &cluster, &[]);
+    let evicted: Vec<&str> = r.evictions.iter().map(|e| e.pod.as_str()).collect();
+    assert_eq!(evicted, ["default/b"]);
+    assert_eq!(node_of(&r, "default/urgent").as_deref(), Some("n1"));
+    let sent = &ext.bodies("preempt")[0];
+    assert!(sent["NodeNameToMetaVictims"].is_null());
+    assert_eq!(sent["Pod"]["metadata"]["name"], "urgent");
+
+    let without = run(HEAD, &cluster, &[]);
+    let evicted: Vec<&str> = without.evictions.iter().map(|e| e.pod.as_str()).collect();
+    assert_eq!(evicted, ["default/a"], "the veto is what changed the choice");
+}
+
+#[test]
+fn bad_extender_configuration_is_one_line_naming_the_field_and_exit_2() {
+    let dir = std::env::temp_dir().join(format!("kws-ext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("- urlPrefix: http://x\n  prioritizeVerb: p\n", "extenders[0].weight: must have a positive weight"),
+        (
+            "- {urlPrefix: 'http://x', bindVerb: b}\n- {urlPrefix: 'http://y', bindVerb: b}\n",
+            "extenders: Invalid value: \"found 2 extenders implementing bind\"",
+        ),
+        (
+            "- urlPrefix: http://x\n  managedResources: [{name: cpu}]\n",
+            "extenders[0].managedResources[0].name: Invalid value: \"cpu\": is an invalid extended resource name",
+        ),
+        (
+            "- urlPrefix: http://x\n  managedResources: [{name: a.com/x}, {name: a.com/x}]\n",
+            "extenders[0].managedResources[1].name: Invalid value: \"a.com/x\": duplicate",
+        ),
+        ("- urlPrefix: x\n", "extenders[0].urlPrefix: \"x\" must be an http:// or https:// URL"),
+        ("- urlPrefix: http://x\n  httpTimeout: soon\n", "extenders[0].httpTimeout: invalid duration"),
+        (
+            "- urlPrefix: https://x\n  tlsConfig: {caFile: /nonexistent/ca.pem}\n",
+            "extenders[0].tlsConfig.caFile: /nonexistent/ca.pem:",
+        ),
+        ("- urlPrefix: https://x\n  tlsConfig: {caData: '!!'}\n", "extenders[0].tlsConfig.caData: not valid base64"),
+        ("- urlPrefix: http://x\n  filterVerbs: f\n", "unknown field `filterVerbs`"),
+    ];
+    for (i, (ext, want)) in cases.iter().enumerate() {
+        let f = dir.join(format!("c{i}.yaml"));
+        std::fs::write(&f, with_extenders(ext)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+            .args(["simulate", "--cluster", "examples/taints/cluster.yaml", "--config"])
+            .arg(&f)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{ext}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{ext}: {err}");
+        assert!(err.contains(want), "{ext}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Starts examples/extender/extender.py on a free port; returns the child and its URL.
+fn start_example_extender() -> Option<(Child, String)> {
+    let script = root().join("examples/extender/extender.py");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).ok()?;
+    let url = line.trim().strip_prefix("listening on ")?.to_string();
+    Some((child, url))
+}
+
+#[test]
+fn the_example_extender_places_gpu_pods_in_simulate() {
+    let Some((mut child, url)) = start_example_extender() else {
+        panic!("python3 examples/extender/extender.py did not start");
+    };
+    let profile = std::fs::read_to_string(root().join("examples/extender/profile.yaml")).unwrap();
+    let profile = profile.replace("http://127.0.0.1:8888", &url);
+    let f = std::env::temp_dir().join(format!("kws-ext-example-{}.yaml", std::process::id()));
+    std::fs::write(&f, profile).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+        .args([
+            "simulate",
+            "--cluster",
+            "examples/extender/cluster.yaml",
+            "--seed",
+            "1",
+            "--explain",
+            "default/trainer",
+        ])
+        .arg("--config")
+        .arg(&f)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&f);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = |pod: &str| stdout.lines().find(|l| l.starts_with(pod)).unwrap_or_default().to_string();
+    assert!(line("default/trainer").contains("gpu-b"), "{stdout}");
+    let too_big = line("default/too-big");
+    assert!(
+        too_big.contains("0/4 nodes are available: 2 node(s) have fewer than 16 GPUs, 2 node(s) have no GPUs."),
+        "{stdout}"
+    );
+    assert!(line("default/web").contains("Scheduled"), "{stdout}");
+    assert!(stdout.contains(&format!("Extender {url} filter:")), "{stdout}");
+    assert!(Path::new(&root().join("examples/extender/README.md")).exists());
+}
