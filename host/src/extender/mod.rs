@@ -12,8 +12,9 @@ pub mod wire;
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use thiserror::Error;
@@ -134,6 +135,66 @@ pub enum ExtenderError {
     Task(String),
 }
 
+/// The four calls an extender may serve; the `verb` label of its metrics (the configured verbs are free text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `filterVerb`.
+    Filter,
+    /// `prioritizeVerb`.
+    Prioritize,
+    /// `preemptVerb`.
+    Preempt,
+    /// `bindVerb`.
+    Bind,
+}
+
+impl Call {
+    /// Every call, in the order of the stats arrays.
+    pub const ALL: [Call; 4] = [Call::Filter, Call::Prioritize, Call::Preempt, Call::Bind];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Call::Filter => "filter",
+            Call::Prioritize => "prioritize",
+            Call::Preempt => "preempt",
+            Call::Bind => "bind",
+        }
+    }
+}
+
+/// Counters of one extender's calls by [`Call`], read when metrics are scraped.
+#[derive(Debug, Default)]
+pub struct CallStats {
+    ok: [AtomicU64; 4],
+    failed: [AtomicU64; 4],
+    micros: [AtomicU64; 4],
+}
+
+impl CallStats {
+    fn record(&self, call: Call, ok: bool, took: Duration) {
+        let i = call as usize;
+        let counter = if ok { &self.ok[i] } else { &self.failed[i] };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.micros[i].fetch_add(took.as_micros().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+    }
+}
+
+/// One extender's counters for one call, as scraped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSample {
+    /// The extender (its URL prefix).
+    pub extender: String,
+    /// The call.
+    pub call: Call,
+    /// Calls answered usably.
+    pub ok: u64,
+    /// Calls that failed (transport, timeout, status, a malformed answer).
+    pub failed: u64,
+    /// Time spent in all of them.
+    pub seconds: f64,
+}
+
 /// One configured extender (upstream `HTTPExtender`).
 pub struct HttpExtender {
     /// The URL prefix: upstream names an extender by it in logs and scores.
@@ -147,6 +208,7 @@ pub struct HttpExtender {
     managed_resources: HashSet<String>,
     ignorable: bool,
     client: HttpClient,
+    stats: Arc<CallStats>,
 }
 
 impl HttpExtender {
@@ -165,6 +227,18 @@ impl HttpExtender {
             managed_resources: s.managed_resources.iter().map(|r| r.name.clone()).collect(),
             ignorable: s.ignorable,
             client,
+            stats: Arc::default(),
+        }
+    }
+
+    /// The call as a future for the extenders' runtime, counted in its stats.
+    fn send(&self, call: Call, verb: &str, body: Vec<u8>) -> impl Future<Output = Result<Value, ExtenderError>> {
+        let (client, stats, verb) = (self.client.clone(), self.stats.clone(), verb.to_string());
+        async move {
+            let t0 = Instant::now();
+            let r = client.send(verb, body).await;
+            stats.record(call, r.is_ok(), t0.elapsed());
+            r
         }
     }
 
@@ -226,6 +300,7 @@ impl Drop for CallRuntime {
 pub struct Extenders {
     list: Vec<HttpExtender>,
     runtime: Option<CallRuntime>,
+    prioritizing: AtomicU64,
 }
 
 impl Extenders {
@@ -240,7 +315,11 @@ impl Extenders {
             .enable_all()
             .build()
             .expect("a runtime for extender calls");
-        Extenders { list: configs.iter().map(HttpExtender::new).collect(), runtime: Some(CallRuntime(Some(rt))) }
+        Extenders {
+            list: configs.iter().map(HttpExtender::new).collect(),
+            runtime: Some(CallRuntime(Some(rt))),
+            prioritizing: AtomicU64::new(0),
+        }
     }
 
     /// Whether no extender is configured (the cycle then runs exactly as without this module).
@@ -267,9 +346,30 @@ impl Extenders {
             .collect()
     }
 
-    fn call(&self, e: &HttpExtender, verb: &str, body: Vec<u8>) -> Result<Value, ExtenderError> {
-        let fut = e.client.clone().send(verb.to_string(), body);
-        self.wait_all(vec![fut]).pop().expect("one call, one answer")
+    fn call(&self, e: &HttpExtender, call: Call, verb: &str, body: Vec<u8>) -> Result<Value, ExtenderError> {
+        self.wait_all(vec![e.send(call, verb, body)]).pop().expect("one call, one answer")
+    }
+
+    /// Every extender's call counters, for the metrics.
+    pub fn samples(&self) -> Vec<CallSample> {
+        let mut out = Vec::new();
+        for e in &self.list {
+            for call in Call::ALL {
+                let i = call as usize;
+                let (ok, failed) = (e.stats.ok[i].load(Ordering::Relaxed), e.stats.failed[i].load(Ordering::Relaxed));
+                if ok + failed == 0 {
+                    continue;
+                }
+                let seconds = e.stats.micros[i].load(Ordering::Relaxed) as f64 / 1e6;
+                out.push(CallSample { extender: e.name.clone(), call, ok, failed, seconds });
+            }
+        }
+        out
+    }
+
+    /// Prioritize calls in flight (upstream `scheduler_goroutines{operation="prioritizing_extender"}`).
+    pub fn prioritizing(&self) -> u64 {
+        self.prioritizing.load(Ordering::Relaxed)
     }
 
     /// Upstream `findNodesThatPassExtenders`: each interested extender with a filter verb, in order, sees the
@@ -337,7 +437,7 @@ impl Extenders {
     }
 
     fn filter_one(&self, e: &HttpExtender, pod: &Value, nodes: &[Arc<NodeInfo>]) -> Result<Filtered, ExtenderError> {
-        let answer = self.call(e, &e.filter_verb, e.args(pod, nodes))?;
+        let answer = self.call(e, Call::Filter, &e.filter_verb, e.args(pod, nodes))?;
         let r = wire::FilterResult::decode(&answer, "ExtenderFilterResult").map_err(|d| e.shape(d))?;
         if !r.error.is_empty() {
             return Err(ExtenderError::Answered(r.error));
@@ -379,9 +479,11 @@ impl Extenders {
         let pod_json = pod_value(pod);
         let calls = callers
             .iter()
-            .map(|e| e.client.clone().send(e.prioritize_verb.clone(), e.args(&pod_json, nodes)))
+            .map(|e| e.send(Call::Prioritize, &e.prioritize_verb, e.args(&pod_json, nodes)))
             .collect::<Vec<_>>();
+        self.prioritizing.fetch_add(calls.len() as u64, Ordering::Relaxed);
         let answers = self.wait_all(calls);
+        self.prioritizing.fetch_sub(callers.len() as u64, Ordering::Relaxed);
         let mut added: BTreeMap<&str, i64> = BTreeMap::new();
         for (e, answer) in callers.iter().zip(answers) {
             let mut t = ExtenderTrace { extender: e.name.clone(), verb: "prioritize".into(), ..Default::default() };
@@ -478,7 +580,7 @@ impl Extenders {
             .collect();
         let body =
             serde_json::to_vec(&wire::preemption_args(pod, sent, e.node_cache_capable)).expect("JSON values serialize");
-        let answer = self.call(e, &e.preempt_verb, body)?;
+        let answer = self.call(e, Call::Preempt, &e.preempt_verb, body)?;
         let mut r = wire::PreemptionResult::decode(&answer, "ExtenderPreemptionResult").map_err(|d| e.shape(d))?;
         let mut order: Vec<String> =
             candidates.iter().map(|c| c.node.clone()).filter(|n| r.node_name_to_meta_victims.contains_key(n)).collect();
@@ -526,7 +628,7 @@ impl Extenders {
                 node,
             ))
             .expect("JSON values serialize");
-            let result = self.call(e, &e.bind_verb, body).and_then(|v| {
+            let result = self.call(e, Call::Bind, &e.bind_verb, body).and_then(|v| {
                 let r = wire::BindingResult::decode(&v, "ExtenderBindingResult").map_err(|d| e.shape(d))?;
                 if r.error.is_empty() {
                     Ok(())

@@ -129,6 +129,11 @@ impl Scheduler {
         self
     }
 
+    /// The HTTP extenders (their call counters, for the metrics).
+    pub fn extenders(&self) -> &Extenders {
+        &self.extenders
+    }
+
     /// Binding cycles still running.
     pub fn bindings_in_flight(&self) -> u64 {
         self.in_flight_bindings.load(Ordering::SeqCst)

@@ -390,6 +390,10 @@ fn a_binder_extender_binds_the_pods_it_is_interested_in() {
         })
         .collect();
     assert_eq!(bound, ["default/plain"], "DefaultBinder bound only the pod no extender took");
+    let samples = s.scheduler().extenders().samples();
+    assert_eq!(samples.len(), 1, "{samples:?}");
+    assert_eq!((samples[0].call, samples[0].failed), (kube_wasm_scheduler::extender::Call::Bind, 0));
+    assert!(samples[0].ok >= 2, "{samples:?}");
 }
 
 #[test]
