@@ -30,8 +30,22 @@ struct ExtenderServer {
     addr: std::net::SocketAddr,
 }
 
+/// A connection the server reads requests from and writes answers to: plain TCP or TLS over it.
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+/// Turns an accepted connection into the stream to serve (None: drop it, e.g. a failed TLS handshake).
+type Accept = Arc<dyn Fn(TcpStream) -> Option<Box<dyn Stream>> + Send + Sync>;
+
 impl ExtenderServer {
     fn start(answer: impl Fn(&str, &Value) -> (u16, String) + Send + Sync + 'static) -> ExtenderServer {
+        Self::start_with(Arc::new(|c| Some(Box::new(c) as Box<dyn Stream>)), answer)
+    }
+
+    fn start_with(
+        accept: Accept,
+        answer: impl Fn(&str, &Value) -> (u16, String) + Send + Sync + 'static,
+    ) -> ExtenderServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen: Seen = Arc::default();
@@ -44,8 +58,12 @@ impl ExtenderServer {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (seen, answer) = (seen2.clone(), answer.clone());
-                std::thread::spawn(move || serve(conn, &seen, &*answer));
+                let (seen, answer, accept) = (seen2.clone(), answer.clone(), accept.clone());
+                std::thread::spawn(move || {
+                    if let Some(stream) = accept(conn) {
+                        serve(stream, &seen, &*answer)
+                    }
+                });
             }
         });
         ExtenderServer { url: format!("http://{addr}"), seen, stop, addr }
@@ -70,9 +88,8 @@ impl Drop for ExtenderServer {
     }
 }
 
-fn serve(conn: TcpStream, seen: &Seen, answer: &(dyn Fn(&str, &Value) -> (u16, String) + Send + Sync)) {
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut out = conn;
+fn serve(conn: Box<dyn Stream>, seen: &Seen, answer: &(dyn Fn(&str, &Value) -> (u16, String) + Send + Sync)) {
+    let mut reader = BufReader::new(conn);
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -107,7 +124,8 @@ fn serve(conn: TcpStream, seen: &Seen, answer: &(dyn Fn(&str, &Value) -> (u16, S
             "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
             text.len()
         );
-        if out.write_all(reply.as_bytes()).is_err() {
+        let out = reader.get_mut();
+        if out.write_all(reply.as_bytes()).and_then(|()| out.flush()).is_err() {
             return;
         }
     }
@@ -533,4 +551,115 @@ fn the_example_extender_places_gpu_pods_in_simulate() {
     assert!(line("default/web").contains("Scheduled"), "{stdout}");
     assert!(stdout.contains(&format!("Extender {url} filter:")), "{stdout}");
     assert!(Path::new(&root().join("examples/extender/README.md")).exists());
+}
+
+/// A CA, a server certificate it signed for `extender.test` only, and a client certificate it signed.
+struct Pki {
+    ca_pem: String,
+    server: (Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>),
+    client_pem: (String, String),
+}
+
+fn pki() -> Pki {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "extender test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["extender.test".to_string()])
+        .unwrap()
+        .signed_by(&server_key, &issuer)
+        .unwrap();
+    let client_key = rcgen::KeyPair::generate().unwrap();
+    let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    client_params.distinguished_name.push(rcgen::DnType::CommonName, "kube-wasm-scheduler");
+    let client = client_params.signed_by(&client_key, &issuer).unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        server: (
+            vec![server.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
+        ),
+        client_pem: (client.pem(), client_key.serialize_pem()),
+    }
+}
+
+/// An HTTPS extender answering every filter with all nodes; records whether each client presented a certificate
+/// the CA signed.
+fn https_extender(p: &Pki) -> (ExtenderServer, Arc<Mutex<Vec<bool>>>) {
+    use rustls::pki_types::pem::PemObject;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(p.ca_pem.as_bytes()).unwrap()).unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .unwrap();
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(p.server.0.clone(), p.server.1.clone_key())
+            .unwrap(),
+    );
+    let client_certs: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let certs = client_certs.clone();
+    let accept: Accept = Arc::new(move |mut tcp: TcpStream| {
+        let mut conn = rustls::ServerConnection::new(config.clone()).ok()?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp).ok()?;
+        }
+        certs.lock().unwrap().push(conn.peer_certificates().is_some());
+        Some(Box::new(rustls::StreamOwned::new(conn, tcp)) as Box<dyn Stream>)
+    });
+    let server = ExtenderServer::start_with(accept, |_, body| (200, json!({"NodeNames": names(body)}).to_string()));
+    (server, client_certs)
+}
+
+#[test]
+fn https_extenders_verify_with_the_configured_ca_and_present_the_client_certificate() {
+    use base64::Engine;
+    let p = pki();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let (ext, client_certs) = https_extender(&p);
+    let https = ext.url.replace("http://", "https://");
+    let cluster = format!("{}{}", nodes_yaml(2), pod_yaml("p", ""));
+    let filter = |tls: &str| {
+        bare_with_extenders(&format!("- urlPrefix: {https}\n  filterVerb: filter\n  nodeCacheCapable: true\n{tls}"))
+    };
+
+    // The CA and the client pair as base64 data; the certificate names extender.test, not 127.0.0.1.
+    let data = format!(
+        "  tlsConfig:\n    serverName: extender.test\n    caData: {}\n    certData: {}\n    keyData: {}\n",
+        b64(&p.ca_pem),
+        b64(&p.client_pem.0),
+        b64(&p.client_pem.1)
+    );
+    let r = run(&filter(&data), &cluster, &[]);
+    assert!(node_of(&r, "default/p").is_some(), "{}", message_of(&r, "default/p"));
+    assert_eq!(client_certs.lock().unwrap().as_slice(), [true], "the client certificate was presented");
+
+    // The same CA from a file, without serverName: the certificate is not for 127.0.0.1.
+    let dir = std::env::temp_dir().join(format!("kws-ext-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, &p.ca_pem).unwrap();
+    let r = run(&filter(&format!("  tlsConfig:\n    caFile: {}\n", ca_file.display())), &cluster, &[]);
+    let m = message_of(&r, "default/p");
+    assert!(node_of(&r, "default/p").is_none() && m.contains("certificate not valid for name \"127.0.0.1\""), "{m}");
+
+    // Another CA (of the same name, so webpki finds the issuer and then the signature wrong): not trusted.
+    std::fs::write(&ca_file, pki().ca_pem).unwrap();
+    let other = format!("  tlsConfig:\n    serverName: extender.test\n    caFile: {}\n", ca_file.display());
+    let r = run(&filter(&other), &cluster, &[]);
+    let m = message_of(&r, "default/p");
+    assert!(node_of(&r, "default/p").is_none() && m.contains("invalid peer certificate: BadSignature"), "{m}");
+
+    // enableHTTPS without a CA: not verified, as upstream.
+    let r = run(&filter("  enableHTTPS: true\n"), &cluster, &[]);
+    assert!(node_of(&r, "default/p").is_some(), "{}", message_of(&r, "default/p"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
