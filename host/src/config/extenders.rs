@@ -107,3 +107,48 @@ pub fn apply_ignored_resources(extenders: &[ExtenderConfig], profiles: &mut [Pro
         args["ignoredResources"] = serde_json::Value::Array(ignored.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(url: &str, ignorable: bool) -> Extender {
+        Extender { url_prefix: url.into(), ignorable, ..Default::default() }
+    }
+
+    #[test]
+    fn ignorable_extenders_are_called_last_in_their_order() {
+        let got = check(vec![ext("http://a", true), ext("http://b", false), ext("http://c", true)]).unwrap();
+        let order: Vec<&str> = got.iter().map(|e| e.spec.url_prefix.as_str()).collect();
+        assert_eq!(order, ["http://b", "http://a", "http://c"]);
+        assert_eq!(got[0].timeout, DEFAULT_TIMEOUT);
+    }
+
+    #[test]
+    fn resources_ignored_by_the_scheduler_replace_node_resources_fits_ignored_resources() {
+        let mut e = ext("http://a", false);
+        e.managed_resources = vec![
+            crate::config::ExtenderManagedResource { name: "example.com/gpu".into(), ignored_by_scheduler: true },
+            crate::config::ExtenderManagedResource { name: "example.com/fpga".into(), ignored_by_scheduler: false },
+        ];
+        let exts = check(vec![e]).unwrap();
+        let mut profiles = crate::config::SchedulerConfig::default_config().profiles;
+        profiles[0]
+            .plugin_args
+            .insert("NodeResourcesFit".into(), serde_json::json!({"ignoredResources": ["example.com/old"]}));
+        apply_ignored_resources(&exts, &mut profiles);
+        assert_eq!(
+            profiles[0].plugin_args["NodeResourcesFit"]["ignoredResources"],
+            serde_json::json!(["example.com/gpu"])
+        );
+    }
+
+    #[test]
+    fn the_client_key_is_never_written_out() {
+        let mut e = ext("https://a", false);
+        e.tls_config = Some(crate::config::ExtenderTlsConfig { key_data: "c2VjcmV0".into(), ..Default::default() });
+        let v = serde_json::to_value(&e).unwrap();
+        assert!(v["tlsConfig"].get("keyData").is_none(), "{v}");
+        assert_eq!(v["urlPrefix"], "https://a");
+    }
+}

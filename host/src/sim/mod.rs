@@ -22,7 +22,7 @@ use crate::queue::SchedulingQueue;
 use crate::scheduler::{build_profiles, AttemptResult, Clock, Observer, Scheduler, SchedulerOptions, VirtualClock};
 
 pub use load::{ClusterFile, ClusterFileError};
-pub use report::{render_explain, render_table};
+pub use report::{render_explain, render_table, render_trace};
 
 /// Simulated time one scheduling attempt takes, so that backoffs expire in a deterministic order.
 const ATTEMPT_TIME: Duration = Duration::from_millis(1);

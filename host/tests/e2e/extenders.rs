@@ -1,6 +1,7 @@
 //! An HTTP extender kept from a kube-scheduler setup: examples/extender/extender.py (a real server on a free
 //! loopback port) filters and scores the nodes of the pods that request its GPUs. The pod lands where the
-//! extender says, and the FailedScheduling event of a pod no node can take carries the extender's reasons.
+//! extender says, and the FailedScheduling event of a pod no node can take carries the extender's reasons; the
+//! live `--explain` logs the extender's verdicts.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -64,7 +65,9 @@ pub(crate) fn gpu_pods_land_where_the_extender_says(cp: &ControlPlane, k: &Kube,
         ),
     );
     let port = free_port();
-    let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("extenders.log"));
+    let explain = format!("{NS}/trainer");
+    let mut s =
+        Scheduler::start(&cp.kubeconfig(), &profile, port, &["--explain", &explain], work.join("extenders.log"));
     wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
     let api: Api<Pod> = Api::namespaced(k.client.clone(), NS);
     k.rt.block_on(api.create(&PostParams::default(), &gpu_pod("trainer", 4))).unwrap();
@@ -83,5 +86,11 @@ pub(crate) fn gpu_pods_land_where_the_extender_says(cp: &ControlPlane, k: &Kube,
     assert!(note.contains("2 node(s) have fewer than 16 GPUs"), "{note}");
     assert!(note.contains("node(s) have no GPUs"), "{note}");
     assert_eq!(k.node_of(NS, "too-big"), None);
+    // --explain logs the trainer's attempt with the extender's verdict on every node and its scores.
+    let log = wait_until("the explained attempt in the log", Duration::from_secs(10), || {
+        let log = s.log();
+        log.contains(&format!("Extender {url} filter:")).then_some(log)
+    });
+    assert!(log.contains("UnschedulableAndUnresolvable: node(s) have no GPUs"), "{log}");
     assert_eq!(s.term(), Some(0), "SIGTERM exits 0:\n{}", s.log());
 }
