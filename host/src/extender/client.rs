@@ -256,7 +256,12 @@ impl HttpClient {
         }
         let limited = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER_BYTES);
         let bytes = limited.collect().await.map_err(|e| CallFailure::Body(e.to_string()))?.to_bytes();
-        serde_json::from_slice(&bytes).map_err(CallFailure::Json)
+        // Go's json.Decoder reads the first value and leaves whatever follows it unread.
+        let first = serde_json::Deserializer::from_slice(&bytes).into_iter::<Value>().next();
+        match first {
+            Some(v) => v.map_err(CallFailure::Json),
+            None => Err(CallFailure::Json(serde_json::from_slice::<Value>(&bytes).expect_err("no value in it"))),
+        }
     }
 }
 
