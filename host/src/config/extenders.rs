@@ -35,7 +35,10 @@ pub fn check(extenders: Vec<Extender>) -> Result<Vec<ExtenderConfig>, (String, S
     for (i, e) in extenders.into_iter().enumerate() {
         let at = |f: &str| format!("extenders[{i}].{f}");
         if !e.prioritize_verb.is_empty() && e.weight <= 0 {
-            return Err((at("weight"), format!("must have a positive weight applied to it, got {}", e.weight)));
+            return Err((
+                at("weight"),
+                format!("Invalid value: {}: must have a positive weight applied to it", e.weight),
+            ));
         }
         if !e.bind_verb.is_empty() {
             binders += 1;

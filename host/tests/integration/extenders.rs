@@ -459,7 +459,10 @@ fn bad_extender_configuration_is_one_line_naming_the_field_and_exit_2() {
     let dir = std::env::temp_dir().join(format!("kws-ext-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cases = [
-        ("- urlPrefix: http://x\n  prioritizeVerb: p\n", "extenders[0].weight: must have a positive weight"),
+        (
+            "- urlPrefix: http://x\n  prioritizeVerb: p\n",
+            "extenders[0].weight: Invalid value: 0: must have a positive weight applied to it",
+        ),
         (
             "- {urlPrefix: 'http://x', bindVerb: b}\n- {urlPrefix: 'http://y', bindVerb: b}\n",
             "extenders: Invalid value: \"found 2 extenders implementing bind\"",
