@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{parse_go_duration, serialize_go_duration, Extender, ProfileConfig};
+use super::{parse_go_duration, Extender, ProfileConfig};
 use crate::extender::client::{TlsMaterial, DEFAULT_TIMEOUT};
 
 /// One extender ready to build a client from: its settings, the timeout parsed and the TLS material read.
@@ -18,8 +18,8 @@ pub struct ExtenderConfig {
     /// The settings as written.
     #[serde(flatten)]
     pub spec: Extender,
-    /// `httpTimeout`, defaulted.
-    #[serde(serialize_with = "serialize_go_duration")]
+    /// `httpTimeout`, defaulted (written out as the file gave it, in `spec`).
+    #[serde(skip)]
     pub timeout: Duration,
     /// The TLS material (never written out: it holds the client key).
     #[serde(skip)]
