@@ -659,3 +659,73 @@ fn push(trace: &mut Option<&mut Vec<ExtenderTrace>>, t: ExtenderTrace) {
         v.push(t);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Extender, ExtenderManagedResource};
+
+    fn extenders(managed: &[&str]) -> Extenders {
+        let spec = Extender {
+            url_prefix: "http://127.0.0.1:1".into(),
+            managed_resources: managed
+                .iter()
+                .map(|n| ExtenderManagedResource { name: n.to_string(), ignored_by_scheduler: false })
+                .collect(),
+            ..Default::default()
+        };
+        Extenders::new(&[ExtenderConfig { spec, timeout: client::DEFAULT_TIMEOUT, tls: None }])
+    }
+
+    fn pod(containers: serde_json::Value, init: serde_json::Value) -> PodInfo {
+        let pod =
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": containers, "initContainers": init}});
+        PodInfo::new(serde_json::from_value(pod).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn is_interested_as_upstream() {
+        let gpu = extenders(&["example.com/gpu"]);
+        let all = extenders(&[]);
+        let plain = serde_json::json!([{"name": "c", "resources": {"requests": {"cpu": "1"}}}]);
+        let cases = [
+            ("no managed resource", pod(plain.clone(), serde_json::json!([])), false),
+            (
+                "a request",
+                pod(
+                    serde_json::json!([{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}]),
+                    serde_json::json!([]),
+                ),
+                true,
+            ),
+            (
+                "a limit only",
+                pod(
+                    serde_json::json!([{"name": "c", "resources": {"limits": {"example.com/gpu": "1"}}}]),
+                    serde_json::json!([]),
+                ),
+                true,
+            ),
+            (
+                "an init container",
+                pod(
+                    plain.clone(),
+                    serde_json::json!([{"name": "i", "resources": {"limits": {"example.com/gpu": "1"}}}]),
+                ),
+                true,
+            ),
+            (
+                "another extended resource",
+                pod(
+                    serde_json::json!([{"name": "c", "resources": {"limits": {"example.com/fpga": "1"}}}]),
+                    serde_json::json!([]),
+                ),
+                false,
+            ),
+        ];
+        for (name, p, want) in cases {
+            assert_eq!(gpu.list()[0].is_interested(&p), want, "{name}");
+            assert!(all.list()[0].is_interested(&p), "{name}: without managedResources every pod");
+        }
+    }
+}

@@ -449,6 +449,24 @@ fn a_preempt_extender_vetoes_a_victim() {
     assert!(sent["NodeNameToMetaVictims"].is_null());
     assert_eq!(sent["Pod"]["metadata"]["name"], "urgent");
 
+    // An extender with a node cache gets the victims' UIDs only, and answers the same way.
+    let cached = ExtenderServer::start(|_, body| {
+        let mut keep = serde_json::Map::new();
+        for (node, v) in body["NodeNameToMetaVictims"].as_object().unwrap() {
+            if v["Pods"].as_array().unwrap().iter().any(|p| p["UID"] == "uid-a") {
+                continue;
+            }
+            keep.insert(node.clone(), v.clone());
+        }
+        (200, json!({"NodeNameToMetaVictims": keep}).to_string())
+    });
+    let cfg =
+        with_extenders(&format!("- urlPrefix: {}\n  preemptVerb: preempt\n  nodeCacheCapable: true\n", cached.url));
+    let r = run(&cfg, &cluster, &[]);
+    let evicted: Vec<&str> = r.evictions.iter().map(|e| e.pod.as_str()).collect();
+    assert_eq!(evicted, ["default/b"]);
+    assert!(cached.bodies("preempt")[0]["NodeNameToVictims"].is_null());
+
     let without = run(HEAD, &cluster, &[]);
     let evicted: Vec<&str> = without.evictions.iter().map(|e| e.pod.as_str()).collect();
     assert_eq!(evicted, ["default/a"], "the veto is what changed the choice");
