@@ -351,7 +351,8 @@ pub trait PostFilterHandle {
 pub struct PreemptionCandidate {
     /// The node.
     pub node: String,
-    /// The pods to evict, most important first.
+    /// The pods to evict, most important first as preemption picks them (an extender's answer keeps its own
+    /// order, as upstream does).
     pub victims: Vec<Arc<PodInfo>>,
     /// How many PodDisruptionBudgets evicting them violates.
     pub num_pdb_violations: usize,
