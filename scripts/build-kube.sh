@@ -57,9 +57,9 @@ else
   step "etcd: installing Debian package etcd-server"
   SUDO=""
   [[ "$(id -u)" == 0 ]] || SUDO="sudo"
-  if ! $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null; then
-    $SUDO apt-get update -q >/dev/null
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null
+  if ! $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q etcd-server >/dev/null; then
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q etcd-server >/dev/null
   fi
   command -v etcd >/dev/null 2>&1 || die "etcd still not on PATH after installing etcd-server"
   step "etcd: installed $(etcd --version 2>/dev/null | head -1)"

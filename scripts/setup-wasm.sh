@@ -27,8 +27,8 @@ apt_install() {
   [ ${#missing[@]} -eq 0 ] && return 0
   log "apt-get install ${missing[*]}"
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  if [ ! -f "$CACHE/.apt-updated" ]; then $sudo apt-get update -qq && touch "$CACHE/.apt-updated"; fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [ ! -f "$CACHE/.apt-updated" ]; then $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq && touch "$CACHE/.apt-updated"; fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 cargo_install() { # crate version binary

@@ -20,8 +20,8 @@ fi
 if ! have_cargo; then
   echo "setup: installing Rust (Debian packages)" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq rustc-web cargo-web >/dev/null
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq rustc-web cargo-web >/dev/null
 fi
 if ! have_cargo; then
   echo "setup: cargo with Rust >= 1.$need_rust_minor is required; install it (rustup or your distribution) and retry" >&2

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+
 use thiserror::Error;
 
 use super::types::PodInfo;
@@ -46,6 +48,10 @@ pub struct PodEvent {
 pub trait ClusterClient: Send + Sync {
     /// Binds the pod to the node (`pods/binding`).
     fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError>;
+    /// `bind` as a future that holds no thread while the cluster answers; `None` (the default): call `bind`.
+    fn bind_async(&self, _pod: &PodInfo, _node: &str) -> Option<BoxFuture<'static, Result<(), ClusterError>>> {
+        None
+    }
     /// Evicts a preemption victim.
     fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError>;
     /// Sets or clears `status.nominatedNodeName`.

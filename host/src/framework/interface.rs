@@ -5,6 +5,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+
 use super::cycle_state::CycleState;
 use super::snapshot::Snapshot;
 use super::status::Status;
@@ -438,6 +440,12 @@ pub trait PreBindPlugin: Plugin {
 pub trait BindPlugin: Plugin {
     /// Success when bound.
     fn bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+    /// The same bind as a future that holds no thread while the cluster answers, for a binder that reads nothing
+    /// from the `CycleState`. `None` (the default) has the binding cycle call `bind` on a blocking thread: plugin
+    /// code may block, and a scheduler binding a backlog would otherwise park a thread per pod in flight.
+    fn bind_async(&self, _pod: &PodInfo, _node: &str) -> Option<BoxFuture<'static, Status>> {
+        None
+    }
 }
 
 /// Informational, after a successful bind.

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use thiserror::Error;
 
 use super::cycle_state::CycleState;
@@ -798,21 +799,47 @@ impl Framework {
 
     /// Bind: Skip passes to the next binder; the first other answer is final. All skipping is Skip.
     pub fn run_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        self.run_bind_from(0, state, pod, node)
+    }
+
+    /// Bind from the `first`-th binder on (the ones before it answered Skip).
+    pub fn run_bind_from(&self, first: usize, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let timer = state.plugin_timer.clone();
-        for e in self.plugins_at(ExtensionPoint::Bind) {
+        for e in self.plugins_at(ExtensionPoint::Bind).iter().skip(first) {
             let s = timed(&timer, e, ExtensionPoint::Bind.metric_name(), Status::code, || {
                 e.plugin.as_bind().expect("registered at bind").bind(state, pod, node)
             });
             if s.is_skip() {
                 continue;
             }
-            if !s.is_success() {
-                return Status::error(format!("running Bind plugin {:?}: {}", &*e.name, s.message()))
-                    .with_plugin(&e.name);
-            }
-            return s;
+            return bind_answer(s, e);
         }
         Status::skip()
+    }
+
+    /// The first binder's bind as a future, when it has one (`BindPlugin::bind_async`): the binding cycle awaits
+    /// it instead of holding a thread. A Skip from it leaves the pod to `run_bind_from(1, …)`.
+    pub fn bind_future(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Option<BoxFuture<'static, Status>> {
+        let e = self.plugins_at(ExtensionPoint::Bind).first()?;
+        let bind = e.plugin.as_bind().expect("registered at bind").bind_async(pod, node)?;
+        let (timer, e) = (state.plugin_timer.clone(), e.clone());
+        Some(Box::pin(async move {
+            let t0 = Instant::now();
+            let s = bind.await;
+            if let Some(o) = &timer {
+                o.plugin_execution(&e.name, ExtensionPoint::Bind.metric_name(), s.code(), t0.elapsed());
+            }
+            if s.is_skip() {
+                s
+            } else {
+                bind_answer(s, &e)
+            }
+        }))
+    }
+
+    /// Whether any plugin is registered at `point`.
+    pub fn has_plugins_at(&self, point: ExtensionPoint) -> bool {
+        !self.plugins_at(point).is_empty()
     }
 
     /// PostBind: informational, every plugin runs.
@@ -844,6 +871,14 @@ fn timed<R>(
     let r = call();
     o.plugin_execution(&e.name, point, code(&r), t0.elapsed());
     r
+}
+
+/// A binder's final answer: Success as it is, anything else an Error naming the plugin.
+fn bind_answer(s: Status, e: &PluginEntry) -> Status {
+    if s.is_success() {
+        return s;
+    }
+    Status::error(format!("running Bind plugin {:?}: {}", &*e.name, s.message())).with_plugin(&e.name)
 }
 
 /// The code a batch of Filter verdicts is reported under: Error if any node errs, else Success (rejections are a

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::cluster::ClusterClient;
+use futures::future::BoxFuture;
+
+use crate::cluster::{ClusterClient, ClusterError};
 use crate::framework::PluginContext;
 use crate::framework::{BindPlugin, ClusterEvent, CycleState, Plugin, PodInfo, Status};
 
@@ -34,10 +36,20 @@ impl Plugin for DefaultBinder {
 
 impl BindPlugin for DefaultBinder {
     fn bind(&self, _state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        match self.cluster.bind(pod, node) {
-            Ok(()) => Status::success(),
-            Err(e) => Status::error(e.to_string()),
-        }
+        answer(self.cluster.bind(pod, node))
+    }
+
+    /// On a live cluster the Binding is a request the binding cycle awaits; the simulator binds inline.
+    fn bind_async(&self, pod: &PodInfo, node: &str) -> Option<BoxFuture<'static, Status>> {
+        let bind = self.cluster.bind_async(pod, node)?;
+        Some(Box::pin(async move { answer(bind.await) }))
+    }
+}
+
+fn answer(r: Result<(), ClusterError>) -> Status {
+    match r {
+        Ok(()) => Status::success(),
+        Err(e) => Status::error(e.to_string()),
     }
 }
 

@@ -43,9 +43,10 @@ pub struct SchedulerOptions {
     pub plugin_metrics_sample_percent: u32,
 }
 
-/// Binding cycles in PreBind/Bind/PostBind at once by default. Each holds a blocking-pool thread while its
-/// plugins call the API server; 64 keep a local API server busy (a binding takes milliseconds) while the threads
-/// stay few whatever the backlog. Upstream starts a goroutine per binding and lets the client's rate limit bound it.
+/// Binding cycles in PreBind/Bind/PostBind at once by default. The native binder's request is awaited; plugin
+/// code that may block (PreBind, a Wasm binder, PostBind) holds a blocking-pool thread. 64 keep a local API server
+/// busy (a binding takes milliseconds) while the threads stay few whatever the backlog. Upstream starts a goroutine
+/// per binding and lets the client's rate limit bound it.
 pub const DEFAULT_MAX_BINDINGS_IN_FLIGHT: usize = 64;
 
 /// Nominated pods by node name, as the snapshot shares them.

@@ -407,23 +407,49 @@ impl Scheduler {
         }
     }
 
-    /// The binding cycle as a task: WaitOnPermit is awaited (no thread is held while a pod waits), then PreBind,
-    /// Bind and PostBind — plugin code that may block on the API server — run on the runtime's blocking pool,
-    /// at most `max_bindings_in_flight` at a time; the rest wait for a slot as tasks, not threads.
-    async fn binding_task(self: Arc<Self>, a: Attempt, assumed: Assumed, waits: bool) {
+    /// The binding cycle as a task: WaitOnPermit is awaited (no thread is held while a pod waits), and so is the
+    /// native binder's request to the API server. Plugin code that may block — PreBind, a binder without a future
+    /// (Wasm), PostBind, Unreserve after a failure — runs on the runtime's blocking pool instead. At most
+    /// `max_bindings_in_flight` cycles are past WaitOnPermit at once; the rest wait for a slot as tasks.
+    async fn binding_task(self: Arc<Self>, mut a: Attempt, assumed: Assumed, waits: bool) {
         let t0 = Instant::now();
         let s = if waits { a.fwk.wait_on_permit_async(&assumed.pod).await } else { Status::success() };
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
-        let slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
+        let _slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
+        // A pod an extender binds takes the blocking way: bind_permitted asks the extenders first.
+        let direct = !a.fwk.has_plugins_at(ExtensionPoint::PreBind) && !self.extenders.binds(&assumed.pod);
+        let bind = match s.is_success() && direct {
+            true => a.fwk.bind_future(&a.state, &assumed.pod, &assumed.host),
+            false => None,
+        };
+        let Some(bind) = bind else {
+            let me = self.clone();
+            self.blocking(move || me.bind_permitted(a, assumed, s)).await;
+            return;
+        };
+        let t0 = Instant::now();
+        let s = bind.await;
+        if !s.is_skip() {
+            self.observe_point(&a, ExtensionPoint::Bind.metric_name(), s.code(), t0);
+        }
+        if s.is_success() && !a.fwk.has_plugins_at(ExtensionPoint::PostBind) {
+            // Nothing left that may block: the cache, the queue and the (queued) event.
+            self.finish_binding(a, assumed, s);
+            return;
+        }
         let me = self.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            me.bind_permitted(a, assumed, s);
-            drop(slot);
+        self.blocking(move || {
+            let s = if s.is_skip() { me.run_binders(1, &mut a, &assumed) } else { s };
+            me.finish_binding(a, assumed, s)
         })
         .await;
-        if let Err(e) = done {
+    }
+
+    /// Runs the rest of a binding cycle on the blocking pool.
+    async fn blocking(&self, f: impl FnOnce() + Send + 'static) {
+        if let Err(e) = tokio::task::spawn_blocking(f).await {
             // A panicking plugin: the pod stays assumed until the cache's expiry; say so rather than vanish.
             tracing::error!(error = %e, "binding cycle panicked");
             self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
@@ -447,24 +473,37 @@ impl Scheduler {
 
     /// The binding cycle after WaitOnPermit answered `s`: PreBind → Bind → PostBind; any failure unwinds.
     fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, mut s: Status) {
-        let (pod, host) = (&assumed.pod, assumed.host.as_str());
         if s.is_success() {
             let t0 = Instant::now();
-            s = a.fwk.run_pre_bind(&mut a.state, pod, host);
+            s = a.fwk.run_pre_bind(&mut a.state, &assumed.pod, &assumed.host);
             self.observe_point(&a, ExtensionPoint::PreBind.metric_name(), s.code(), t0);
         }
         if s.is_success() {
-            let t0 = Instant::now();
             // Extenders bind before the framework's binders (upstream's extendersBinding).
-            s = match self.extenders.bind(pod, host) {
+            s = match self.extenders.bind(&assumed.pod, &assumed.host) {
                 Some(bound) => bound,
-                None => a.fwk.run_bind(&mut a.state, pod, host),
+                None => self.run_binders(0, &mut a, &assumed),
             };
-            self.observe_point(&a, ExtensionPoint::Bind.metric_name(), s.code(), t0);
-            if s.is_skip() {
-                s = Status::error(format!("no bind plugin bound pod {}", pod.key()));
-            }
         }
+        self.finish_binding(a, assumed, s);
+    }
+
+    /// Bind, from the `first`-th binder on; a pod that every binder skipped is an error.
+    fn run_binders(&self, first: usize, a: &mut Attempt, assumed: &Assumed) -> Status {
+        let (pod, host) = (&assumed.pod, assumed.host.as_str());
+        let t0 = Instant::now();
+        let s = a.fwk.run_bind_from(first, &mut a.state, pod, host);
+        self.observe_point(a, ExtensionPoint::Bind.metric_name(), s.code(), t0);
+        if s.is_skip() {
+            return Status::error(format!("no bind plugin bound pod {}", pod.key()));
+        }
+        s
+    }
+
+    /// After Bind answered `s`: unwinds a failure; for a bound pod, the cache, the queue, the `Scheduled` event
+    /// and PostBind.
+    fn finish_binding(&self, mut a: Attempt, assumed: Assumed, s: Status) {
+        let (pod, host) = (&assumed.pod, assumed.host.as_str());
         if !s.is_success() {
             self.unwind(a, &assumed, s);
             self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
@@ -581,6 +620,118 @@ impl PostFilterHandle for Handle<'_> {
 #[cfg(test)]
 mod tests {
     use super::sampled;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use futures::future::BoxFuture;
+
+    use crate::cache::Cache;
+    use crate::cluster::memory::{MemoryCluster, Write};
+    use crate::cluster::{ClusterClient, ClusterError, EventHandler, PodEvent};
+    use crate::framework::{PluginContext, PodInfo};
+    use crate::queue::SchedulingQueue;
+    use crate::scheduler::{build_profiles, NoopObserver, RealClock, Scheduler, SchedulerOptions};
+
+    /// An API server that holds every Binding until the test opens the gate: the sync `bind` blocks its thread,
+    /// `bind_async` only its task.
+    struct GatedCluster {
+        inner: MemoryCluster,
+        started: AtomicUsize,
+        gate: Arc<tokio::sync::Semaphore>,
+    }
+
+    impl ClusterClient for GatedCluster {
+        fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
+            self.started.fetch_add(1, Ordering::SeqCst);
+            // Bounded, so that a failing test ends instead of holding the runtime's blocking pool for ever.
+            let deadline = Instant::now() + Duration::from_secs(12);
+            while self.gate.available_permits() == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.inner.bind(pod, node)
+        }
+        fn bind_async(&self, pod: &PodInfo, node: &str) -> Option<BoxFuture<'static, Result<(), ClusterError>>> {
+            self.started.fetch_add(1, Ordering::SeqCst);
+            let (gate, bound) = (self.gate.clone(), self.inner.bind(pod, node));
+            Some(Box::pin(async move {
+                let _open = gate.acquire().await.expect("gate");
+                bound
+            }))
+        }
+        fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError> {
+            self.inner.delete_pod(pod, preemptor)
+        }
+        fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError> {
+            self.inner.set_nominated_node(pod, node)
+        }
+        fn record(&self, pod: &PodInfo, event: PodEvent) {
+            self.inner.record(pod, event)
+        }
+    }
+
+    fn wait_for(what: &str, f: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn a_backlog_binds_with_every_request_in_flight_and_no_thread_per_binding() {
+        const PODS: usize = 40;
+        // One blocking thread: a binding cycle that parks a thread per request binds one pod at a time here.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let cluster = Arc::new(GatedCluster {
+            inner: MemoryCluster::default(),
+            started: AtomicUsize::new(0),
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+        });
+        let registry = crate::plugins::in_tree_registry();
+        let cfg = crate::config::parse(
+            "test",
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+            &|n| registry.names().contains(&n),
+        )
+        .unwrap();
+        let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
+        let queue =
+            SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);
+        let scheduler = Arc::new(
+            Scheduler::new(
+                profiles,
+                queue,
+                Cache::new(),
+                cluster.clone(),
+                Arc::new(RealClock::default()),
+                Arc::new(NoopObserver),
+                SchedulerOptions { async_binding: true, ..Default::default() },
+            )
+            .with_binding_runtime(rt.handle().clone()),
+        );
+        let file = crate::sim::generate::cluster(4, PODS);
+        for n in file.nodes {
+            EventHandler::node_applied(&*scheduler, n);
+        }
+        for p in file.pending_pods {
+            EventHandler::pod_applied(&*scheduler, Arc::new(p));
+        }
+        for _ in 0..PODS {
+            assert!(scheduler.schedule_one(), "a pod to schedule");
+        }
+        wait_for("every Binding sent while none is answered", || cluster.started.load(Ordering::SeqCst) == PODS);
+        assert_eq!(scheduler.bindings_in_flight(), PODS as u64);
+        cluster.gate.add_permits(PODS);
+        wait_for("every binding cycle finished", || scheduler.bindings_in_flight() == 0);
+        let binds = cluster.inner.writes().iter().filter(|w| matches!(w, Write::Bind { .. })).count();
+        assert_eq!(binds, PODS);
+    }
 
     #[test]
     fn plugin_metrics_sample_the_given_share_of_cycles_evenly() {

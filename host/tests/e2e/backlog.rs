@@ -84,7 +84,9 @@ pub(crate) fn backlog_on_few_connections_within_the_rate_limit(cp: &ControlPlane
     eprintln!("e2e: {PODS} waiting pods bound in {took:?}: peak {peak_conns} connection(s), {peak_threads} threads");
     assert!(peak_conns >= 1, "the sampler sees the scheduler's connection (else the check below proves nothing)");
     assert!(peak_conns <= 4, "connections to the API server stay few under a backlog: {peak_conns}");
-    assert!(peak_threads <= 2 * 64 + 16, "threads stay bounded, not one per binding: {peak_threads}");
+    // The native binder's requests are awaited, not parked on threads: the runtime's two workers, the scheduling
+    // loop and a few helpers (a thread per binding in flight made it 71-74 here, one per pod 299).
+    assert!(peak_threads <= 16, "no thread per binding in flight: {peak_threads}");
     // Every binding is a request under the limit: after the burst, at most QPS per second go out. This bounds the
     // time from below, so it cannot fail on a slow machine.
     let floor = Duration::from_secs_f64((PODS - BURST) as f64 / QPS);

@@ -1,9 +1,13 @@
 //! The cluster seam on a real API server (kube-rs): binding through `pods/binding`, preemption evictions,
 //! `status.nominatedNodeName`, events.k8s.io events reported by the profile's schedulerName, and the PodScheduled
-//! condition. Calls come from scheduler threads and block on the tokio runtime that owns the client, except
-//! events, which the recorder (`events`) writes in the background. The informers (`informers`) report the
+//! condition. A binding cycle awaits the Binding request (`bind_async`); the other calls come from scheduler
+//! threads and block on the tokio runtime that owns the client, except events and status patches, which are
+//! written in the background (`events`, `status`). The informers (`informers`) report the
 //! cluster's changes to the scheduler's event handlers.
 
+use std::future::Future;
+
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -90,8 +94,9 @@ fn pod_ref(pod: &PodInfo) -> ObjectReference {
     }
 }
 
-impl ClusterClient for KubeCluster {
-    fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
+impl KubeCluster {
+    /// The `pods/binding` request for `pod` on `node`.
+    fn binding(&self, pod: &PodInfo, node: &str) -> impl Future<Output = Result<(), ClusterError>> + Send + 'static {
         let binding = Binding {
             metadata: ObjectMeta {
                 name: Some(pod.name.clone()),
@@ -106,16 +111,24 @@ impl ClusterClient for KubeCluster {
                 ..Default::default()
             },
         };
-        let api = self.pods(&pod.namespace);
-        self.runtime
-            .block_on(api.create_subresource::<Binding, serde_json::Value>(
-                "binding",
-                &pod.name,
-                &PostParams::default(),
-                &binding,
-            ))
-            .map(|_| ())
-            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+        let (api, name, key) = (self.pods(&pod.namespace), pod.name.clone(), pod.key());
+        async move {
+            // The answer (the Status the API server returns) is not read: only whether the request succeeded.
+            api.create_subresource::<Binding, serde::de::IgnoredAny>("binding", &name, &PostParams::default(), &binding)
+                .await
+                .map(|_| ())
+                .map_err(|e| classify(format!("pod {key}"), e))
+        }
+    }
+}
+
+impl ClusterClient for KubeCluster {
+    fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
+        self.runtime.block_on(self.binding(pod, node))
+    }
+
+    fn bind_async(&self, pod: &PodInfo, node: &str) -> Option<BoxFuture<'static, Result<(), ClusterError>>> {
+        Some(Box::pin(self.binding(pod, node)))
     }
 
     fn delete_pod(&self, pod: &PodInfo, _preemptor: &PodInfo) -> Result<(), ClusterError> {
