@@ -10,7 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube_wasm_scheduler::cluster::memory::Write as ClusterWrite;
+use kube_wasm_scheduler::cluster::{ClusterError, PodEvent};
+use kube_wasm_scheduler::framework::PodInfo;
 use kube_wasm_scheduler::plugins::in_tree_registry;
 use kube_wasm_scheduler::sim::{self, Report, SimOptions, Simulation};
 use serde_json::{json, Value};
@@ -414,6 +417,98 @@ fn a_binder_extender_binds_the_pods_it_is_interested_in() {
     assert_eq!(samples.len(), 1, "{samples:?}");
     assert_eq!((samples[0].call, samples[0].failed), (kube_wasm_scheduler::extender::Call::Bind, 0));
     assert!(samples[0].ok >= 2, "{samples:?}");
+}
+
+/// The in-memory cluster with the live cluster's asynchronous Binding request, so that DefaultBinder offers its
+/// future to the binding cycle as it does live.
+struct AsyncBindingCluster(kube_wasm_scheduler::cluster::memory::MemoryCluster);
+
+impl kube_wasm_scheduler::cluster::ClusterClient for AsyncBindingCluster {
+    fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
+        self.0.bind(pod, node)
+    }
+    fn bind_async(&self, pod: &PodInfo, node: &str) -> Option<BoxFuture<'static, Result<(), ClusterError>>> {
+        let bound = self.0.bind(pod, node);
+        Some(Box::pin(async move { bound }))
+    }
+    fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError> {
+        self.0.delete_pod(pod, preemptor)
+    }
+    fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError> {
+        self.0.set_nominated_node(pod, node)
+    }
+    fn record(&self, pod: &PodInfo, event: PodEvent) {
+        self.0.record(pod, event)
+    }
+}
+
+/// The live scheduler binds asynchronously, a native binder's request as a future: a pod a binder extender is
+/// interested in must still go to the extender, and the others to DefaultBinder.
+#[test]
+fn a_binder_extender_binds_in_asynchronous_binding_cycles_too() {
+    use kube_wasm_scheduler::cache::Cache;
+    use kube_wasm_scheduler::cluster::memory::MemoryCluster;
+    use kube_wasm_scheduler::cluster::EventHandler;
+    use kube_wasm_scheduler::extender::Extenders;
+    use kube_wasm_scheduler::framework::PluginContext;
+    use kube_wasm_scheduler::queue::SchedulingQueue;
+    use kube_wasm_scheduler::scheduler::{build_profiles, NoopObserver, RealClock, Scheduler, SchedulerOptions};
+
+    let ext = ExtenderServer::start(|_, _| (200, json!({"Error": ""}).to_string()));
+    let registry = in_tree_registry();
+    let cfg = config(
+        &registry,
+        &bare_with_extenders(&format!(
+            "- urlPrefix: {}\n  bindVerb: bind\n  managedResources: [{{name: example.com/gpu}}]\n",
+            ext.url
+        )),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let cluster = Arc::new(AsyncBindingCluster(MemoryCluster::default()));
+    let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
+    let queue = SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);
+    let scheduler = Arc::new(
+        Scheduler::new(
+            profiles,
+            queue,
+            Cache::new(),
+            cluster.clone(),
+            Arc::new(RealClock::default()),
+            Arc::new(NoopObserver),
+            SchedulerOptions { async_binding: true, ..Default::default() },
+        )
+        .with_binding_runtime(rt.handle().clone())
+        .with_extenders(Extenders::new(&cfg.extenders)),
+    );
+    let file =
+        sim::load::parse("cluster.yaml", &format!("{}{}{}", nodes_yaml(1), gpu_pod("gpu", 1), pod_yaml("plain", "")))
+            .unwrap();
+    for n in file.nodes {
+        EventHandler::node_applied(&*scheduler, n);
+    }
+    for p in file.pending_pods {
+        EventHandler::pod_applied(&*scheduler, Arc::new(p));
+    }
+    while scheduler.schedule_one() {}
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while scheduler.bindings_in_flight() > 0 {
+        assert!(std::time::Instant::now() < deadline, "binding cycles did not finish");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let bound_by_extender: Vec<Value> = ext.bodies("bind").iter().map(|b| b["PodName"].clone()).collect();
+    assert_eq!(bound_by_extender, [json!("gpu")]);
+    let bound: Vec<String> = cluster
+        .0
+        .writes()
+        .iter()
+        .filter_map(|w| match w {
+            ClusterWrite::Bind { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bound, ["default/plain"]);
+    drop(scheduler);
+    rt.shutdown_background();
 }
 
 #[test]
