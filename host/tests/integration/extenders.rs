@@ -378,6 +378,13 @@ fn answers_with_lowercase_json_keys_are_read_as_go_reads_them() {
     assert!(sim::render_explain(&r).contains("Unschedulable: lowercase says no"));
 }
 
+/// A configuration whose one extender binds the pods that use example.com/gpu.
+fn gpu_binder(url: &str) -> String {
+    bare_with_extenders(&format!(
+        "- urlPrefix: {url}\n  bindVerb: bind\n  managedResources: [{{name: example.com/gpu}}]\n"
+    ))
+}
+
 #[test]
 fn a_binder_extender_binds_the_pods_it_is_interested_in() {
     let ext = ExtenderServer::start(|_, body| {
@@ -385,13 +392,7 @@ fn a_binder_extender_binds_the_pods_it_is_interested_in() {
         (200, json!({"Error": error}).to_string())
     });
     let registry = in_tree_registry();
-    let cfg = config(
-        &registry,
-        &bare_with_extenders(&format!(
-            "- urlPrefix: {}\n  bindVerb: bind\n  managedResources: [{{name: example.com/gpu}}]\n",
-            ext.url
-        )),
-    );
+    let cfg = config(&registry, &gpu_binder(&ext.url));
     let cluster = format!("{}{}{}{}", nodes_yaml(1), gpu_pod("gpu", 1), gpu_pod("refused", 1), pod_yaml("plain", ""));
     let file = sim::load::parse("cluster.yaml", &cluster).unwrap();
     let s = Simulation::new(&cfg, &registry, &file, &SimOptions { seed: 1, ..Default::default() }).unwrap();
@@ -403,20 +404,27 @@ fn a_binder_extender_binds_the_pods_it_is_interested_in() {
     let b = ext.bodies("bind");
     assert_eq!(b[0], json!({"PodName": "gpu", "PodNamespace": "default", "PodUID": "uid-gpu", "Node": "n0"}));
     assert!(b.iter().all(|b| b["PodName"] != "plain"), "the extender binds only pods it is interested in");
-    let bound: Vec<String> = s
-        .cluster
+    assert_eq!(
+        bound_by_the_framework(&s.cluster),
+        ["default/plain"],
+        "DefaultBinder bound only the pod no extender took"
+    );
+    let samples = s.scheduler().extenders().samples();
+    assert_eq!(samples.len(), 1, "{samples:?}");
+    assert_eq!((samples[0].call, samples[0].failed), (kube_wasm_scheduler::extender::Call::Bind, 0));
+    assert!(samples[0].ok >= 2, "{samples:?}");
+}
+
+/// The pods a Bind plugin bound through the in-memory cluster (an extender binds through its own API client).
+fn bound_by_the_framework(cluster: &kube_wasm_scheduler::cluster::memory::MemoryCluster) -> Vec<String> {
+    cluster
         .writes()
         .iter()
         .filter_map(|w| match w {
             ClusterWrite::Bind { pod, .. } => Some(pod.clone()),
             _ => None,
         })
-        .collect();
-    assert_eq!(bound, ["default/plain"], "DefaultBinder bound only the pod no extender took");
-    let samples = s.scheduler().extenders().samples();
-    assert_eq!(samples.len(), 1, "{samples:?}");
-    assert_eq!((samples[0].call, samples[0].failed), (kube_wasm_scheduler::extender::Call::Bind, 0));
-    assert!(samples[0].ok >= 2, "{samples:?}");
+        .collect()
 }
 
 /// The in-memory cluster with the live cluster's asynchronous Binding request, so that DefaultBinder offers its
@@ -456,13 +464,7 @@ fn a_binder_extender_binds_in_asynchronous_binding_cycles_too() {
 
     let ext = ExtenderServer::start(|_, _| (200, json!({"Error": ""}).to_string()));
     let registry = in_tree_registry();
-    let cfg = config(
-        &registry,
-        &bare_with_extenders(&format!(
-            "- urlPrefix: {}\n  bindVerb: bind\n  managedResources: [{{name: example.com/gpu}}]\n",
-            ext.url
-        )),
-    );
+    let cfg = config(&registry, &gpu_binder(&ext.url));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let cluster = Arc::new(AsyncBindingCluster(MemoryCluster::default()));
     let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
@@ -497,16 +499,7 @@ fn a_binder_extender_binds_in_asynchronous_binding_cycles_too() {
     }
     let bound_by_extender: Vec<Value> = ext.bodies("bind").iter().map(|b| b["PodName"].clone()).collect();
     assert_eq!(bound_by_extender, [json!("gpu")]);
-    let bound: Vec<String> = cluster
-        .0
-        .writes()
-        .iter()
-        .filter_map(|w| match w {
-            ClusterWrite::Bind { pod, .. } => Some(pod.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(bound, ["default/plain"]);
+    assert_eq!(bound_by_the_framework(&cluster.0), ["default/plain"]);
     drop(scheduler);
     rt.shutdown_background();
 }
