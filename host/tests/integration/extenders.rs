@@ -415,6 +415,23 @@ fn a_binder_extender_binds_the_pods_it_is_interested_in() {
     assert!(samples[0].ok >= 2, "{samples:?}");
 }
 
+#[test]
+fn an_ignorable_binder_that_is_down_leaves_the_pod_to_default_binder() {
+    let registry = in_tree_registry();
+    let port = closed_port();
+    let cfg = config(
+        &registry,
+        &bare_with_extenders(&format!("- urlPrefix: http://127.0.0.1:{port}\n  bindVerb: bind\n  ignorable: true\n")),
+    );
+    let file = sim::load::parse("cluster.yaml", &format!("{}{}", nodes_yaml(1), pod_yaml("p", ""))).unwrap();
+    let s = Simulation::new(&cfg, &registry, &file, &SimOptions { seed: 1, ..Default::default() }).unwrap();
+    let r = s.run();
+    assert_eq!(node_of(&r, "default/p").as_deref(), Some("n0"), "{}", message_of(&r, "default/p"));
+    assert_eq!(bound_by_the_framework(&s.cluster), ["default/p"]);
+    let samples = s.scheduler().extenders().samples();
+    assert_eq!((samples[0].call, samples[0].ok, samples[0].failed), (kube_wasm_scheduler::extender::Call::Bind, 0, 1));
+}
+
 /// The pods a Bind plugin bound through the in-memory cluster (an extender binds through its own API client).
 fn bound_by_the_framework(cluster: &kube_wasm_scheduler::cluster::memory::MemoryCluster) -> Vec<String> {
     cluster
