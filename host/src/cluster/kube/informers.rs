@@ -83,7 +83,10 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     {
         let (h, done) = (handler.clone(), mark(0b01));
         let mut known = Known::default();
-        watch(Api::<Pod>::all(client.clone()), move |ev| {
+        // As kube-scheduler's pod informer: finished pods are not listed or watched at all (one that finishes
+        // arrives as a Delete), so a cluster's history of completed Jobs costs neither side anything.
+        let config = list_watch_config().fields("status.phase!=Succeeded,status.phase!=Failed");
+        watch_with(Api::<Pod>::all(client.clone()), config, move |ev| {
             let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
             match ev {
                 Event::Apply(mut p) | Event::InitApply(mut p) => {
@@ -203,7 +206,17 @@ where
     K::DynamicType: Default,
     F: FnMut(Event<K>) + Send + 'static,
 {
-    drive(watcher::watcher(api, list_watch_config()).default_backoff(), f);
+    watch_with(api, list_watch_config(), f)
+}
+
+/// `watch` with its own list and watch parameters.
+fn watch_with<K, F>(api: Api<K>, config: watcher::Config, f: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+    F: FnMut(Event<K>) + Send + 'static,
+{
+    drive(watcher::watcher(api, config).default_backoff(), f);
 }
 
 /// Like `watch`, keeping `writer`'s store up to date before `f` sees each event.
