@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod cluster;
 pub mod config;
+pub mod extender;
 pub mod framework;
 pub mod live;
 pub mod options;

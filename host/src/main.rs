@@ -356,6 +356,7 @@ fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
         leader_election: cfg.leader_election.clone(),
         identity: format!("{host}_{}", std::process::id()),
         config_dir,
+        explain: opts.explain,
     };
     kube_wasm_scheduler::live::run(cfg, registry, live).map_err(|e| match e {
         LiveError::Client(_) | LiveError::Profile(_) => BadInput(e.to_string()).into(),

@@ -2,6 +2,7 @@
 
 mod defaults;
 mod duration;
+pub mod extenders;
 pub mod types;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -17,6 +18,7 @@ use crate::yaml::YamlError;
 
 pub use defaults::{default_plugins, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
 pub use duration::{check_go_seconds, format_go_duration, parse_go_duration, serialize_go_duration, MAX_GO_DURATION};
+pub use extenders::ExtenderConfig;
 pub use types::*;
 
 /// A configuration that cannot be used. Its message names the file and the field.
@@ -106,6 +108,8 @@ pub struct SchedulerConfig {
     pub client_connection: ClientConnectionConfiguration,
     /// Profiles.
     pub profiles: Vec<ProfileConfig>,
+    /// HTTP extenders, ignorable ones last.
+    pub extenders: Vec<ExtenderConfig>,
 }
 
 impl SchedulerConfig {
@@ -200,12 +204,7 @@ fn complete(
         }
     }
     let known = &|n: &str| known(n) || wasm_names.contains(n);
-    if raw.extenders.as_ref().is_some_and(|e| !e.is_empty()) {
-        return Err(err(
-            "extenders".into(),
-            "scheduler extenders are not supported; serve the extension point from a Wasm plugin instead".into(),
-        ));
-    }
+    let extenders = extenders::check(raw.extenders).map_err(|(f, m)| err(f, m))?;
     let parallelism = raw.parallelism.unwrap_or(default::PARALLELISM);
     if parallelism <= 0 {
         return Err(err("parallelism".into(), format!("should be greater than 0, got {parallelism}")));
@@ -298,6 +297,7 @@ fn complete(
         });
     }
     check_common_queue_sort(&profiles).map_err(|(f, m)| err(f, m))?;
+    extenders::apply_ignored_resources(&extenders, &mut profiles);
 
     let leader_election = LeaderElection {
         leader_elect: le.leader_elect,
@@ -323,6 +323,7 @@ fn complete(
         leader_election,
         client_connection,
         profiles,
+        extenders,
     })
 }
 

@@ -33,8 +33,10 @@ pub struct KubeSchedulerConfiguration {
     /// Scheduling profiles, one per schedulerName.
     #[serde(default)]
     pub profiles: Vec<KubeSchedulerProfile>,
-    /// Scheduler extenders (HTTP webhooks). Not supported: Wasm plugins take their place.
-    pub extenders: Option<Vec<serde_json::Value>>,
+    /// Scheduler extenders: HTTP webhooks called after the framework's Filter and Score, at preemption and to
+    /// bind, as kube-scheduler calls them.
+    #[serde(default)]
+    pub extenders: Vec<Extender>,
     /// Upstream: wait for leadership before filling caches.
     pub delay_cache_until_active: Option<bool>,
     /// Upstream debugging switch (accepted, no effect).
@@ -248,4 +250,89 @@ pub struct ClientConnectionConfiguration {
     pub qps: Option<f32>,
     /// Client burst (default 100).
     pub burst: Option<i32>,
+}
+
+/// One HTTP extender (upstream `Extender`), every field as kube-scheduler's v1 API spells it.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Extender {
+    /// The URL the verbs are appended to (`<urlPrefix>/<verb>`).
+    #[serde(rename = "urlPrefix", default)]
+    pub url_prefix: String,
+    /// Verb for Filter; empty: the extender does not filter.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub filter_verb: String,
+    /// Verb for preemption; empty: the extender is not asked about victims.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub preempt_verb: String,
+    /// Verb for Prioritize; empty: the extender does not score.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prioritize_verb: String,
+    /// Multiplier of the extender's 0–10 scores; must be positive when `prioritizeVerb` is set.
+    #[serde(default)]
+    pub weight: i64,
+    /// Verb for Bind; the one extender with it binds the pods it is interested in instead of the framework.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bind_verb: String,
+    /// Use TLS; without a CA in `tlsConfig` the server's certificate is not verified (as upstream).
+    #[serde(rename = "enableHTTPS", default)]
+    pub enable_https: bool,
+    /// TLS client settings.
+    #[serde(rename = "tlsConfig", default, skip_serializing_if = "Option::is_none")]
+    pub tls_config: Option<ExtenderTlsConfig>,
+    /// Timeout of one call (Go duration; unset or 0: 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_timeout: Option<String>,
+    /// The extender keeps its own node cache: send node names, not whole Node objects.
+    #[serde(default)]
+    pub node_cache_capable: bool,
+    /// Extended resources the extender manages; when set, it is called only for pods that request one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_resources: Vec<ExtenderManagedResource>,
+    /// An extender that fails or cannot be reached is skipped instead of failing the pod's attempt.
+    #[serde(default)]
+    pub ignorable: bool,
+}
+
+/// An extended resource an extender manages (upstream `ExtenderManagedResource`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtenderManagedResource {
+    /// The resource name, e.g. `example.com/gpu`.
+    #[serde(default)]
+    pub name: String,
+    /// NodeResourcesFit does not check this resource (the extender accounts for it).
+    #[serde(default)]
+    pub ignored_by_scheduler: bool,
+}
+
+/// TLS settings of an extender (upstream `ExtenderTLSConfig`); the `*Data` fields are base64, as Go's `[]byte`
+/// reads from JSON/YAML, and take precedence over the files.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtenderTlsConfig {
+    /// Do not verify the server's certificate.
+    #[serde(default)]
+    pub insecure: bool,
+    /// The name to verify the certificate against (and send as SNI) instead of the URL's host.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server_name: String,
+    /// Client certificate (PEM file).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cert_file: String,
+    /// Client key (PEM file).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key_file: String,
+    /// CA bundle to verify the server with (PEM file).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_file: String,
+    /// Client certificate, PEM, base64-encoded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cert_data: String,
+    /// Client key, PEM, base64-encoded; never written out (`/configz`).
+    #[serde(default, skip_serializing)]
+    pub key_data: String,
+    /// CA bundle, PEM, base64-encoded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_data: String,
 }

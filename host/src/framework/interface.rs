@@ -337,6 +337,27 @@ pub trait PostFilterHandle {
     ) -> Status;
     /// A random number in `0..n` from the scheduler's seeded generator.
     fn random(&self, n: usize) -> usize;
+    /// Lets the configured HTTP extenders trim the preemption candidates (upstream's `callExtenders`): they may
+    /// drop nodes and change victims. Without extenders the candidates come back unchanged.
+    fn call_extenders(
+        &self,
+        _pod: &PodInfo,
+        candidates: Vec<PreemptionCandidate>,
+    ) -> Result<Vec<PreemptionCandidate>, Status> {
+        Ok(candidates)
+    }
+}
+
+/// A node where a pod fits once `victims` are evicted (upstream's preemption `Candidate` with its `Victims`).
+#[derive(Debug, Clone)]
+pub struct PreemptionCandidate {
+    /// The node.
+    pub node: String,
+    /// The pods to evict, most important first as preemption picks them (an extender's answer keeps its own
+    /// order, as upstream does).
+    pub victims: Vec<Arc<PodInfo>>,
+    /// How many PodDisruptionBudgets evicting them violates.
+    pub num_pdb_violations: usize,
 }
 
 /// Runs when no node fits (preemption).

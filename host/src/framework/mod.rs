@@ -29,5 +29,5 @@ pub use registry::Registry;
 pub use runtime::{Framework, FrameworkError};
 pub use snapshot::{ClusterObjects, Snapshot};
 pub use status::{Code, Status};
-pub use trace::CycleTrace;
+pub use trace::{CycleTrace, ExtenderTrace};
 pub use types::{NodeInfo, PodInfo, QosClass, QueuedPodInfo, Resource};

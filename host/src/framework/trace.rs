@@ -20,6 +20,23 @@ pub struct CycleTrace {
     pub nominated_node: Option<String>,
     /// What PostFilter (preemption) decided, when it ran.
     pub post_filter: Option<String>,
+    /// What each HTTP extender called in this cycle answered (filter, then prioritize), in call order.
+    pub extenders: Vec<ExtenderTrace>,
+}
+
+/// One HTTP extender's answer in a cycle.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ExtenderTrace {
+    /// The extender (its URL prefix, as upstream names it).
+    pub extender: String,
+    /// `filter` or `prioritize`.
+    pub verb: String,
+    /// The call's error, when it failed (and what became of it).
+    pub error: Option<String>,
+    /// Filter: node → "feasible" or the rejection.
+    pub verdicts: Vec<(String, String)>,
+    /// Prioritize: node → (the extender's score, what it added to the node's total).
+    pub scores: Vec<(String, i64, i64)>,
 }
 
 /// One Score plugin's part in a cycle.

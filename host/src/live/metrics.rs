@@ -294,6 +294,10 @@ pub struct SchedulerState {
     pub assumed_pods: usize,
     /// Binding cycles running, each on its own thread (`scheduler_goroutines{operation="binding"}`).
     pub bindings: u64,
+    /// Extender prioritize calls in flight (`scheduler_goroutines{operation="prioritizing_extender"}`).
+    pub prioritizing_extenders: u64,
+    /// Each extender's call counters (`kws_extender_requests_total`, `kws_extender_request_duration_seconds_total`).
+    pub extender_calls: Vec<crate::extender::CallSample>,
 }
 
 impl SchedulerState {
@@ -307,7 +311,16 @@ impl SchedulerState {
             let c = s.cache.lock().expect("cache lock");
             (c.node_count(), c.pod_count(), c.assumed_pod_count())
         };
-        SchedulerState { pending, unschedulable, nodes, pods, assumed_pods, bindings: s.bindings_in_flight() }
+        SchedulerState {
+            pending,
+            unschedulable,
+            nodes,
+            pods,
+            assumed_pods,
+            bindings: s.bindings_in_flight(),
+            prioritizing_extenders: s.extenders().prioritizing(),
+            extender_calls: s.extenders().samples(),
+        }
     }
 }
 
@@ -395,7 +408,40 @@ impl SchedulerState {
                 "scheduler_goroutines",
                 "[ALPHA] Number of running goroutines split by the work they do such as binding.",
                 MetricType::GAUGE,
-                vec![(vec![("operation", "binding".to_string())], self.bindings as f64)],
+                std::iter::once((vec![("operation", "binding".to_string())], self.bindings as f64))
+                    // Upstream's series appears once an extender prioritized; without extenders it never does.
+                    .chain(self.extender_calls.iter().any(|c| c.call == crate::extender::Call::Prioritize).then(
+                        || (vec![("operation", "prioritizing_extender".to_string())], self.prioritizing_extenders as f64),
+                    ))
+                    .collect(),
+            ),
+            scraped(
+                "kws_extender_requests_total",
+                "HTTP extender calls by extender (URL prefix), verb (filter, prioritize, preempt, bind) and result.",
+                MetricType::COUNTER,
+                self.extender_calls
+                    .iter()
+                    .flat_map(|c| {
+                        [("success", c.ok), ("error", c.failed)].into_iter().map(move |(result, n)| {
+                            // In name order, as the Go client writes labels.
+                            let labels = vec![
+                                ("extender", c.extender.clone()),
+                                ("result", result.to_string()),
+                                ("verb", c.call.as_str().to_string()),
+                            ];
+                            (labels, n as f64)
+                        })
+                    })
+                    .collect(),
+            ),
+            scraped(
+                "kws_extender_request_duration_seconds_total",
+                "Time spent in HTTP extender calls by extender and verb (divide by kws_extender_requests_total for the mean).",
+                MetricType::COUNTER,
+                self.extender_calls
+                    .iter()
+                    .map(|c| (vec![("extender", c.extender.clone()), ("verb", c.call.as_str().to_string())], c.seconds))
+                    .collect(),
             ),
         ]
     }
@@ -535,6 +581,14 @@ mod tests {
             pods: 7,
             assumed_pods: 1,
             bindings: 3,
+            prioritizing_extenders: 1,
+            extender_calls: vec![crate::extender::CallSample {
+                extender: "http://ext".into(),
+                call: crate::extender::Call::Prioritize,
+                ok: 4,
+                failed: 1,
+                seconds: 0.5,
+            }],
         };
         (m, state)
     }
@@ -617,6 +671,10 @@ mod tests {
             r#"scheduler_cache_size{type="pods"} 7"#,
             r#"scheduler_unschedulable_pods{plugin="NodeAffinity",profile="default-scheduler"} 2"#,
             r#"scheduler_goroutines{operation="binding"} 3"#,
+            r#"scheduler_goroutines{operation="prioritizing_extender"} 1"#,
+            r#"kws_extender_requests_total{extender="http://ext",result="success",verb="prioritize"} 4"#,
+            r#"kws_extender_requests_total{extender="http://ext",result="error",verb="prioritize"} 1"#,
+            r#"kws_extender_request_duration_seconds_total{extender="http://ext",verb="prioritize"} 0.5"#,
         ] {
             assert!(out.lines().any(|l| l == line), "missing {line}:\n{out}");
         }

@@ -77,6 +77,8 @@ pub struct LiveOptions {
     pub identity: String,
     /// Directory relative component paths resolve against.
     pub config_dir: PathBuf,
+    /// `--explain`: pods (`ns/name`) whose attempts are logged with every plugin's and extender's verdicts.
+    pub explain: Vec<String>,
 }
 
 /// The process's clients (one connection pool; the scheduler's and the events' rate limits) from `--kubeconfig`,
@@ -164,6 +166,16 @@ impl Observer for LoggingObserver {
             AttemptResult::Error(msg) => tracing::warn!(pod = %pod.key(), profile, "scheduling error: {msg}"),
             _ => {}
         }
+        if let Some(trace) = &t {
+            // Traced only for the pods named by --explain: one multi-line record per attempt.
+            let outcome = match result {
+                AttemptResult::Scheduled(node) => format!("scheduled on {node}"),
+                AttemptResult::Unschedulable(msg) => msg.clone(),
+                AttemptResult::Error(msg) => format!("error: {msg}"),
+            };
+            let text = crate::sim::render_trace(&pod.key(), 0, &outcome, trace);
+            tracing::info!(pod = %pod.key(), profile, "explain:\n{text}");
+        }
         self.metrics.attempt(profile, pod, result, d, t);
     }
 
@@ -225,12 +237,13 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
                 SchedulerOptions {
                     seed: ctx.seed,
                     async_binding: true,
-                    trace_pods: Vec::new(),
+                    trace_pods: opts.explain.clone(),
                     plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
                     ..Default::default()
                 },
             )
-            .with_binding_runtime(handle.clone()),
+            .with_binding_runtime(handle.clone())
+            .with_extenders(crate::extender::Extenders::new(&cfg.extenders)),
         );
         let live = Arc::new(Live {
             scheduler,

@@ -111,6 +111,9 @@ pub struct Options {
     pub help: bool,
     /// `--version`.
     pub version: bool,
+    /// `--explain ns/name,...` (ours, as `simulate --explain`): log what each plugin and extender said about these
+    /// pods at every attempt.
+    pub explain: Vec<String>,
     /// One line per accepted flag that has no effect here, naming it.
     pub warnings: Vec<String>,
 }
@@ -132,6 +135,7 @@ impl Default for Options {
             logging_format: LoggingFormat::Text,
             help: false,
             version: false,
+            explain: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -247,6 +251,12 @@ const FLAGS: &[Flag] = &[
     used("port", Value, "insecure port: only 0 (off) is accepted"),
     ignored("logtostderr", Bool, NOT_STORED),
     ignored("log-file", Value, NOT_STORED),
+    // ours
+    used(
+        "explain",
+        Value,
+        "ns/name[,ns/name...]: log each attempt's verdicts and scores of these pods, plugins' and extenders'",
+    ),
     // global
     Flag { name: "help", short: Some('h'), kind: Bool, ignored: None, help: "print this help" },
     used("version", Bool, "print the version"),
@@ -529,6 +539,17 @@ fn set(o: &mut Options, name: &str, v: &str, first: bool) -> Result<(), String> 
                 return Err("insecure serving was removed from kube-scheduler; only --port=0 is accepted".into());
             }
         }
+        "explain" => {
+            if first {
+                o.explain.clear();
+            }
+            for pod in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                if pod.split('/').filter(|x| !x.is_empty()).count() != 2 {
+                    return Err(format!("{pod:?} is not namespace/name"));
+                }
+                o.explain.push(pod.to_string());
+            }
+        }
         "help" => o.help = parse_bool(v)?,
         "version" => o.version = parse_bool(v)?,
         other => unreachable!("flag {other} is in the table but not handled"),
@@ -725,6 +746,7 @@ mod tests {
                 ("feature-gates", _) => "A=true",
                 ("vmodule", _) => "x=2",
                 ("allow-metric-labels", _) => "m,l=a,b",
+                ("explain", _) => "default/p",
                 (n, _)
                     if n.ends_with("ttl")
                         || n.contains("duration")

@@ -20,7 +20,7 @@ use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
-    PostFilterResult, Status,
+    PostFilterResult, PreemptionCandidate, Status,
 };
 use crate::plugins::helper::{self, decode, invalid, ArgsError};
 
@@ -32,6 +32,8 @@ pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 /// Message for a pod whose preemptionPolicy is Never (upstream's wording).
 pub const POLICY_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+/// Message when the extenders left no candidate (upstream's wording).
+pub const NO_CANDIDATE: &str = "no candidate node for preemption";
 /// Prefix the plugin puts on every message it returns, as upstream's PostFilter does.
 pub const MESSAGE_PREFIX: &str = "preemption: ";
 
@@ -86,14 +88,8 @@ pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
 }
 
-/// A node where the pod fits once `victims` are gone.
-#[derive(Debug, Clone)]
-struct Candidate {
-    node: String,
-    /// Most important first.
-    victims: Vec<Arc<PodInfo>>,
-    num_pdb_violations: usize,
-}
+/// A node where the pod fits once its victims are gone.
+type Candidate = PreemptionCandidate;
 
 /// A PodDisruptionBudget reduced to what victim selection needs.
 struct Budget<'a> {
@@ -160,6 +156,12 @@ impl DefaultPreemption {
             return (Some(result), Status::unschedulable(msg));
         }
 
+        // HTTP extenders may trim the candidates (upstream's callExtenders); none left: no node to nominate.
+        let candidates = match handle.call_extenders(pod, candidates) {
+            Ok(c) if c.is_empty() => return (None, Status::unschedulable(NO_CANDIDATE)),
+            Ok(c) => c,
+            Err(s) => return (None, s),
+        };
         let best = pick_one_node_for_preemption(&candidates);
         let Candidate { node, victims, .. } = candidates.into_iter().nth(best).expect("index from the candidates");
         (Some(PostFilterResult { nominated_node_name: Some(node), victims }), Status::success())

@@ -20,6 +20,7 @@ pub use observer::{AttemptResult, NoopObserver, Observer};
 pub use profile::{build_profiles, ProfileMap};
 
 use crate::cache::Cache;
+use crate::extender::Extenders;
 use crate::framework::rng::Rng;
 use crate::framework::{ClusterClient, PodInfo, Snapshot};
 use crate::queue::SchedulingQueue;
@@ -79,6 +80,8 @@ pub struct Scheduler {
     cycles_started: AtomicU64,
     /// Where the next node search starts, shared by all profiles as upstream's `nextStartNodeIndex`.
     next_start_node_index: AtomicUsize,
+    /// HTTP extenders, shared by all profiles as upstream's `sched.Extenders`.
+    extenders: Arc<Extenders>,
 }
 
 impl Scheduler {
@@ -111,13 +114,25 @@ impl Scheduler {
             in_flight_bindings: AtomicU64::new(0),
             cycles_started: AtomicU64::new(0),
             next_start_node_index: AtomicUsize::new(0),
+            extenders: Arc::new(Extenders::default()),
         }
+    }
+
+    /// Calls these HTTP extenders after Filter and Score, at preemption and to bind.
+    pub fn with_extenders(mut self, extenders: Extenders) -> Scheduler {
+        self.extenders = Arc::new(extenders);
+        self
     }
 
     /// Runs binding cycles as tasks on `rt` (when `async_binding` is set).
     pub fn with_binding_runtime(mut self, rt: tokio::runtime::Handle) -> Scheduler {
         self.binding_runtime = Some(rt);
         self
+    }
+
+    /// The HTTP extenders (their call counters, for the metrics).
+    pub fn extenders(&self) -> &Extenders {
+        &self.extenders
     }
 
     /// Binding cycles still running.

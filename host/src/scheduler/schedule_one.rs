@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use super::observer::AttemptResult;
 use super::Scheduler;
+use crate::extender::Extenders;
 use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::rng::Rng;
 use crate::framework::runtime::NodePluginScores;
 use crate::framework::{
     action, ClusterEvent, Code, CycleState, CycleTrace, Diagnosis, EventResource, ExtensionPoint, Framework, NodeInfo,
-    PodEvent, PodInfo, PostFilterHandle, PostFilterResult, QueuedPodInfo, Snapshot, Status,
+    PodEvent, PodInfo, PostFilterHandle, PostFilterResult, PreemptionCandidate, QueuedPodInfo, Snapshot, Status,
 };
 
 /// Whether cycle `n` (counting from 0) is among the `percent` of cycles whose plugin calls are timed: spread evenly
@@ -109,7 +110,8 @@ impl Scheduler {
             Err(ScheduleError::Fit { mut diagnosis, num_all_nodes }) => {
                 if a.fwk.has_post_filter() {
                     let t0 = Instant::now();
-                    let handle = Handle { fwk: &a.fwk, snapshot: &snapshot, rng: &self.rng };
+                    let handle =
+                        Handle { fwk: &a.fwk, snapshot: &snapshot, rng: &self.rng, extenders: &self.extenders };
                     let (r, s) = a.fwk.run_post_filter(&a.state, &pod, &diagnosis.node_to_status, &handle);
                     self.observer.extension_point(
                         a.fwk.profile_name(),
@@ -224,7 +226,14 @@ impl Scheduler {
                 if s.code() == Code::Error {
                     return Err(ScheduleError::Status(s));
                 }
-                if s.is_success() {
+                // Upstream's evaluateNominatedNode asks the extenders about the nominated node too.
+                let passes_extenders = s.is_success()
+                    && (self.extenders.is_empty()
+                        || self
+                            .extenders
+                            .filter(pod, vec![n.clone()], &mut diagnosis.node_to_status, None)
+                            .is_ok_and(|kept| !kept.is_empty()));
+                if passes_extenders {
                     if let Some(t) = trace {
                         t.nominated_node = Some(n.name.clone());
                     }
@@ -253,6 +262,7 @@ impl Scheduler {
             .find_nodes_that_pass_filters(fwk, state, pod, snapshot, nodes, &mut diagnosis, trace.as_deref_mut())
             .map_err(ScheduleError::Status)?;
         observe(ExtensionPoint::Filter, Code::Success, t0);
+        let feasible = self.filter_by_extenders(pod, feasible, &mut diagnosis, trace.as_deref_mut())?;
         if feasible.is_empty() {
             return Err(ScheduleError::Fit { diagnosis: Box::new(diagnosis), num_all_nodes });
         }
@@ -267,9 +277,39 @@ impl Scheduler {
             return Err(ScheduleError::Status(s));
         }
         let t0 = Instant::now();
-        let scores = fwk.run_score_plugins(state, pod, &feasible, trace).map_err(ScheduleError::Status)?;
+        let mut scores =
+            fwk.run_score_plugins(state, pod, &feasible, trace.as_deref_mut()).map_err(ScheduleError::Status)?;
         observe(ExtensionPoint::Score, Code::Success, t0);
+        if !self.extenders.is_empty() {
+            self.extenders.prioritize(pod, &feasible, &mut scores, trace.as_deref_mut().map(|t| &mut t.extenders));
+            if let Some(t) = trace {
+                t.totals = scores.iter().map(|s| (feasible[s.index].name.clone(), s.total)).collect();
+            }
+        }
         Ok(ScheduleResult { host: feasible[self.select_host(&scores)].name.clone() })
+    }
+
+    /// Upstream `findNodesThatPassExtenders` after the framework's Filter; when an extender rejected nodes the
+    /// pod counts as unschedulable by "Extender", so any cluster event may requeue it (upstream #122019).
+    fn filter_by_extenders(
+        &self,
+        pod: &PodInfo,
+        feasible: Vec<Arc<NodeInfo>>,
+        diagnosis: &mut Diagnosis,
+        trace: Option<&mut CycleTrace>,
+    ) -> Result<Vec<Arc<NodeInfo>>, ScheduleError> {
+        if self.extenders.is_empty() {
+            return Ok(feasible);
+        }
+        let before = feasible.len();
+        let kept = self
+            .extenders
+            .filter(pod, feasible, &mut diagnosis.node_to_status, trace.map(|t| &mut t.extenders))
+            .map_err(ScheduleError::Status)?;
+        if kept.len() != before {
+            diagnosis.unschedulable_plugins.insert(crate::extender::EXTENDER_NAME.to_string());
+        }
+        Ok(kept)
     }
 
     /// The highest total wins; ties are broken uniformly at random (reservoir sampling, as upstream).
@@ -378,7 +418,9 @@ impl Scheduler {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
         let _slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
-        let bind = match s.is_success() && !a.fwk.has_plugins_at(ExtensionPoint::PreBind) {
+        // A pod an extender binds takes the blocking way: bind_permitted asks the extenders first.
+        let direct = !a.fwk.has_plugins_at(ExtensionPoint::PreBind) && !self.extenders.binds(&assumed.pod);
+        let bind = match s.is_success() && direct {
             true => a.fwk.bind_future(&a.state, &assumed.pod, &assumed.host),
             false => None,
         };
@@ -437,7 +479,11 @@ impl Scheduler {
             self.observe_point(&a, ExtensionPoint::PreBind.metric_name(), s.code(), t0);
         }
         if s.is_success() {
-            s = self.run_binders(0, &mut a, &assumed);
+            // Extenders bind before the framework's binders (upstream's extendersBinding).
+            s = match self.extenders.bind(&assumed.pod, &assumed.host) {
+                Some(bound) => bound,
+                None => self.run_binders(0, &mut a, &assumed),
+            };
         }
         self.finish_binding(a, assumed, s);
     }
@@ -531,6 +577,7 @@ struct Handle<'a> {
     fwk: &'a Framework,
     snapshot: &'a Snapshot,
     rng: &'a Mutex<Rng>,
+    extenders: &'a Extenders,
 }
 
 impl PostFilterHandle for Handle<'_> {
@@ -560,6 +607,13 @@ impl PostFilterHandle for Handle<'_> {
     }
     fn random(&self, n: usize) -> usize {
         self.rng.lock().expect("rng lock").below(n)
+    }
+    fn call_extenders(
+        &self,
+        pod: &PodInfo,
+        candidates: Vec<PreemptionCandidate>,
+    ) -> Result<Vec<PreemptionCandidate>, Status> {
+        self.extenders.process_preemption(pod, candidates, self.snapshot)
     }
 }
 

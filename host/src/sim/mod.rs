@@ -22,7 +22,7 @@ use crate::queue::SchedulingQueue;
 use crate::scheduler::{build_profiles, AttemptResult, Clock, Observer, Scheduler, SchedulerOptions, VirtualClock};
 
 pub use load::{ClusterFile, ClusterFileError};
-pub use report::{render_explain, render_table};
+pub use report::{render_explain, render_table, render_trace};
 
 /// Simulated time one scheduling attempt takes, so that backoffs expire in a deterministic order.
 const ATTEMPT_TIME: Duration = Duration::from_millis(1);
@@ -171,22 +171,26 @@ impl Simulation {
             config.pod_max_backoff,
         );
         let observer = Arc::new(SimObserver::default());
-        let scheduler = Arc::new(Scheduler::new(
-            profiles.clone(),
-            queue,
-            Cache::new(),
-            cluster.clone(),
-            clock.clone(),
-            observer.clone(),
-            SchedulerOptions {
-                seed: opts.seed,
-                async_binding: false,
-                trace_pods: opts.explain.clone(),
-                // The simulator reports no metrics.
-                plugin_metrics_sample_percent: 0,
-                ..Default::default()
-            },
-        ));
+        let scheduler = Arc::new(
+            Scheduler::new(
+                profiles.clone(),
+                queue,
+                Cache::new(),
+                cluster.clone(),
+                clock.clone(),
+                observer.clone(),
+                SchedulerOptions {
+                    seed: opts.seed,
+                    async_binding: false,
+                    trace_pods: opts.explain.clone(),
+                    // The simulator reports no metrics.
+                    plugin_metrics_sample_percent: 0,
+                    ..Default::default()
+                },
+            )
+            // The simulator calls the configured extenders' real URLs, as the live scheduler does.
+            .with_extenders(crate::extender::Extenders::new(&config.extenders)),
+        );
         // The file reaches the scheduler as the live one sees a cluster: through its event handlers.
         let handler: Arc<dyn EventHandler> = scheduler.clone();
         cluster.connect(Arc::downgrade(&handler));

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::Report;
+use crate::framework::CycleTrace;
 
 /// The placements as an aligned table, then evictions and ignored pods.
 pub fn render_table(r: &Report) -> String {
@@ -40,53 +41,89 @@ pub fn render_table(r: &Report) -> String {
 
 /// Per attempt of each explained pod: PreFilter, per-node Filter verdicts, and per-plugin scores.
 pub fn render_explain(r: &Report) -> String {
+    r.explain.iter().map(|e| render_trace(&e.pod, e.attempt, &e.result, &e.trace)).collect()
+}
+
+/// One attempt's trace as `render_explain` writes it (attempt 0: not numbered, as the live scheduler logs it).
+pub fn render_trace(pod: &str, attempt: u32, result: &str, t: &CycleTrace) -> String {
     let mut out = String::new();
-    for e in &r.explain {
-        let t = &e.trace;
-        let _ = writeln!(out, "== {} (attempt {}): {}", e.pod, e.attempt, e.result);
-        if !t.pre_filter.is_empty() {
-            let _ = writeln!(out, "PreFilter:");
-            for (p, s) in &t.pre_filter {
-                let _ = writeln!(out, "  {p:<34} {s}");
-            }
+    match attempt {
+        0 => {
+            let _ = writeln!(out, "== {pod}: {result}");
         }
-        if let Some(n) = &t.nominated_node {
-            let _ = writeln!(out, "Nominated node {n} was tried first and fits; no other node evaluated");
-            continue;
+        n => {
+            let _ = writeln!(out, "== {pod} (attempt {n}): {result}");
         }
-        let _ = writeln!(out, "Filter ({} nodes evaluated, {} not evaluated):", t.filter.len(), t.not_evaluated);
-        for (n, s) in &t.filter {
-            let _ = writeln!(out, "  {n:<34} {s}");
+    }
+    if !t.pre_filter.is_empty() {
+        let _ = writeln!(out, "PreFilter:");
+        for (p, s) in &t.pre_filter {
+            let _ = writeln!(out, "  {p:<34} {s}");
         }
-        if let Some(p) = &t.post_filter {
-            let _ = writeln!(out, "PostFilter: {p}");
+    }
+    if let Some(n) = &t.nominated_node {
+        let _ = writeln!(out, "Nominated node {n} was tried first and fits; no other node evaluated");
+        return out;
+    }
+    let _ = writeln!(out, "Filter ({} nodes evaluated, {} not evaluated):", t.filter.len(), t.not_evaluated);
+    for (n, s) in &t.filter {
+        let _ = writeln!(out, "  {n:<34} {s}");
+    }
+    for x in t.extenders.iter().filter(|x| x.verb == "filter") {
+        let _ = writeln!(out, "Extender {} filter:", x.extender);
+        if let Some(e) = &x.error {
+            let _ = writeln!(out, "  error: {e}");
         }
-        if !t.pre_score_skipped.is_empty() {
-            let _ = writeln!(out, "PreScore skipped: {}", t.pre_score_skipped.join(", "));
+        for (n, v) in &x.verdicts {
+            let _ = writeln!(out, "  {n:<34} {v}");
         }
-        if !t.scores.is_empty() {
-            let _ = writeln!(out, "Score (raw / normalized / weighted):");
-            let nodes: Vec<&str> = t.totals.iter().map(|(n, _)| n.as_str()).collect();
-            let _ = write!(out, "  {:<34}", "plugin (weight)");
-            for n in &nodes {
-                let _ = write!(out, " {n:>18}");
+    }
+    if let Some(p) = &t.post_filter {
+        let _ = writeln!(out, "PostFilter: {p}");
+    }
+    if !t.pre_score_skipped.is_empty() {
+        let _ = writeln!(out, "PreScore skipped: {}", t.pre_score_skipped.join(", "));
+    }
+    let prioritized = t.extenders.iter().any(|x| x.verb == "prioritize");
+    if !t.scores.is_empty() || prioritized {
+        let legend = if prioritized { "; extenders: score / added" } else { "" };
+        let _ = writeln!(out, "Score (raw / normalized / weighted{legend}):");
+        let nodes: Vec<&str> = t.totals.iter().map(|(n, _)| n.as_str()).collect();
+        let _ = write!(out, "  {:<34}", "plugin (weight)");
+        for n in &nodes {
+            let _ = write!(out, " {n:>18}");
+        }
+        out.push('\n');
+        for s in &t.scores {
+            let _ = write!(out, "  {:<34}", format!("{} ({})", s.plugin, s.weight));
+            for (_, raw, norm, weighted) in &s.nodes {
+                let _ = write!(out, " {:>18}", format!("{raw}/{norm}/{weighted}"));
             }
             out.push('\n');
-            for s in &t.scores {
-                let _ = write!(out, "  {:<34}", format!("{} ({})", s.plugin, s.weight));
-                for (_, raw, norm, weighted) in &s.nodes {
-                    let _ = write!(out, " {:>18}", format!("{raw}/{norm}/{weighted}"));
+        }
+        for x in t.extenders.iter().filter(|x| x.verb == "prioritize") {
+            let _ = write!(out, "  {:<34}", format!("extender {}", x.extender));
+            match &x.error {
+                Some(e) => {
+                    let _ = write!(out, " error: {e}");
                 }
-                out.push('\n');
-            }
-            let _ = write!(out, "  {:<34}", "total");
-            for (_, total) in &t.totals {
-                let _ = write!(out, " {total:>18}");
+                None => {
+                    for n in &nodes {
+                        let cell = x.scores.iter().find(|(h, _, _)| h == n);
+                        let cell = cell.map_or("-".to_string(), |(_, raw, added)| format!("{raw}/{added}"));
+                        let _ = write!(out, " {cell:>18}");
+                    }
+                }
             }
             out.push('\n');
-        } else if t.filter.iter().filter(|(_, s)| s == "feasible").count() == 1 {
-            let _ = writeln!(out, "Score: skipped (only one feasible node)");
         }
+        let _ = write!(out, "  {:<34}", "total");
+        for (_, total) in &t.totals {
+            let _ = write!(out, " {total:>18}");
+        }
+        out.push('\n');
+    } else if t.filter.iter().filter(|(_, s)| s == "feasible").count() == 1 {
+        let _ = writeln!(out, "Score: skipped (only one feasible node)");
     }
     out
 }

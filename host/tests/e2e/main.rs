@@ -15,6 +15,7 @@ use serde_json::json;
 mod backlog;
 mod deploy;
 mod events;
+mod extenders;
 mod faults;
 mod serving;
 
@@ -242,17 +243,29 @@ fn end_to_end_on_a_real_api_server() {
     let k = Kube::new(&cp.kubeconfig());
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
-    second_scheduler(&cp, &k, &work);
-    events::failed_scheduling_is_one_series(&cp, &k, &work);
-    serving::secure_serving_and_flags(&cp, &k, &work);
-    label_scenario_and_post_bind_log(&cp, &k, &work);
-    leader_election_hands_over(&cp, &k, &work);
-    thousand_pods_on_a_hundred_nodes(&cp, &k, &work);
-    backlog::backlog_on_few_connections_within_the_rate_limit(&cp, &k, &work);
-    faults::scheduler_killed_and_restarted_mid_backlog(&cp, &k, &work);
-    faults::leader_killed_mid_backlog(&cp, &k, &work);
-    // Last: it restarts the control plane under everything.
-    faults::apiserver_killed_mid_backlog_and_a_watch_expired(&cp, &k, &work);
+    type Scenario = fn(&ControlPlane, &Kube, &Path);
+    let scenarios: [(&str, Scenario); 11] = [
+        ("second_scheduler", second_scheduler),
+        ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
+        ("secure_serving_and_flags", serving::secure_serving_and_flags),
+        ("label_scenario_and_post_bind_log", label_scenario_and_post_bind_log),
+        ("gpu_pods_land_where_the_extender_says", extenders::gpu_pods_land_where_the_extender_says),
+        ("leader_election_hands_over", leader_election_hands_over),
+        ("thousand_pods_on_a_hundred_nodes", thousand_pods_on_a_hundred_nodes),
+        ("backlog_on_few_connections_within_the_rate_limit", backlog::backlog_on_few_connections_within_the_rate_limit),
+        ("scheduler_killed_and_restarted_mid_backlog", faults::scheduler_killed_and_restarted_mid_backlog),
+        ("leader_killed_mid_backlog", faults::leader_killed_mid_backlog),
+        // Last: it restarts the control plane under everything.
+        ("apiserver_killed_mid_backlog_and_a_watch_expired", faults::apiserver_killed_mid_backlog_and_a_watch_expired),
+    ];
+    // KWS_E2E_ONLY=name,name runs only those scenarios (in this order), for working on one of them.
+    let only = std::env::var("KWS_E2E_ONLY").ok();
+    for (name, run) in scenarios {
+        if only.as_deref().is_none_or(|o| o.split(',').any(|n| n.trim() == name)) {
+            eprintln!("e2e: {name}");
+            run(&cp, &k, &work);
+        }
+    }
 }
 
 /// Pods for default-scheduler (or none named) are left alone; pods for my-scheduler are bound by us, with a

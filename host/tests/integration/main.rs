@@ -5,6 +5,7 @@ mod util;
 mod config;
 mod config_props;
 mod deploy;
+mod extenders;
 mod framework;
 mod guest_failures;
 mod lifting;

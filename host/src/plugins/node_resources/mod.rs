@@ -45,7 +45,7 @@ fn qualified_name_error(s: &str) -> Option<&'static str> {
 }
 
 /// Upstream's `IsExtendedResourceName`: a domain-qualified name outside `kubernetes.io/` (and not a quota name).
-fn is_extended_resource_name(name: &str) -> bool {
+pub(crate) fn is_extended_resource_name(name: &str) -> bool {
     name.contains('/')
         && !name.contains("kubernetes.io/")
         && !name.starts_with("requests.")
