@@ -451,7 +451,7 @@ impl SchedulerState {
 fn wasm_plugins() -> Vec<MetricFamily> {
     type Get = fn(&crate::wasm::WasmStats) -> u64;
     let plugins = crate::wasm::loaded_plugins();
-    let families: [(&str, &str, Get); 9] = [
+    let families: [(&str, &str, Get); 11] = [
         ("kws_wasm_plugin_loads_total", "Wasm plugin versions loaded.", |s| s.loads.load(Ordering::Relaxed)),
         ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
         ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
@@ -475,6 +475,10 @@ fn wasm_plugins() -> Vec<MetricFamily> {
             "Wasm plugin output bytes dropped past the per-call cap.",
             |s| s.output_bytes_dropped.load(Ordering::Relaxed),
         ),
+        ("kws_wasm_plugin_instances_total", "Wasm plugin instances created.", |s| s.instances.load(Ordering::Relaxed)),
+        ("kws_wasm_plugin_node_rows_sent_total", "Node table rows sent to Wasm plugin instances.", |s| {
+            s.node_rows_sent.load(Ordering::Relaxed)
+        }),
     ];
     families
         .into_iter()

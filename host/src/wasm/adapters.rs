@@ -143,7 +143,7 @@ impl FilterPlugin for WasmPlugin {
 
     /// One crossing per batch: the nodes that changed, then the slots.
     fn filter_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut Vec<Status>) {
-        let ctx = self.ctx(Some(state));
+        let ctx = self.ctx(Some(state)).for_nodes(nodes);
         let r = self.call(&ctx, P::Filter.into(), |me, l, i| {
             me.begin(&ctx, pod, l, i)?;
             let slots = me.sync(l, i, nodes)?;
@@ -207,7 +207,7 @@ impl ScorePlugin for WasmPlugin {
 
     /// One crossing per batch: the nodes that changed, then the slots.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
-        let ctx = self.ctx(Some(state));
+        let ctx = self.ctx(Some(state)).for_nodes(nodes);
         let r = self.call(&ctx, P::Score.into(), |me, l, i| {
             me.begin(&ctx, pod, l, i)?;
             let slots = me.sync(l, i, nodes)?;

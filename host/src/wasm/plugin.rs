@@ -48,6 +48,8 @@ pub struct WasmStats {
     pub log_lines_dropped: AtomicU64,
     /// Guest output bytes dropped past the per-call cap.
     pub output_bytes_dropped: AtomicU64,
+    /// Node table rows sent to instances (a fresh instance is sent every node it is asked about).
+    pub node_rows_sent: AtomicU64,
 }
 
 /// A Wasm plugin.

@@ -202,6 +202,54 @@ fn qos_sort_guest_orders_guaranteed_first() {
 }
 
 #[test]
+fn scoring_takes_the_instance_whose_node_table_is_loaded_not_one_that_only_served_post_bind() {
+    use kube_wasm_scheduler::framework::{CycleState, Plugin as _};
+    use std::sync::atomic::Ordering::Relaxed;
+    const NODES: usize = 2000;
+    // A name of its own, so the plugin's counters are this test's alone.
+    let name = "PoolRandomScore";
+    let yaml = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\npercentageOfNodesToScore: 100\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: {name}}}]\n  pluginConfig:\n  - name: {name}\n    args:\n      component: {}\n",
+        guest("random-score").display()
+    );
+    let (reg, cfg) = registry_for(&yaml);
+    let cluster = nodes_yaml(NODES) + &pod_yaml("first", "");
+    let s =
+        Simulation::new(&cfg, &reg, &sim::load::parse("c.yaml", &cluster).unwrap(), &SimOptions::default()).unwrap();
+    assert!(node_of(&s.run(), "default/first").is_some());
+    let plugin = wasm::loaded_plugins().into_iter().find(|p| p.name() == name).expect("the plugin is loaded");
+    let rows = || plugin.stats.node_rows_sent.load(Relaxed);
+    assert!(rows() >= NODES as u64, "the first Score loaded the table: {} rows", rows());
+    // Binding cycles run PostBind many at a time (live, on the blocking pool): the pool grows cold instances.
+    let pod = kube_wasm_scheduler::framework::PodInfo::new(
+        serde_yaml::from_str(pod_yaml("bound", "").trim_end_matches("---\n")).unwrap(),
+    )
+    .unwrap();
+    let barrier = std::sync::Barrier::new(8);
+    std::thread::scope(|t| {
+        for _ in 0..8 {
+            t.spawn(|| {
+                barrier.wait();
+                for _ in 0..20 {
+                    plugin.as_post_bind().expect("PostBind").post_bind(&mut CycleState::new(), &pod, "n1");
+                }
+            });
+        }
+    });
+    let instances = plugin.stats.instances.load(Relaxed);
+    assert!(instances >= 3, "concurrent PostBinds ran on {instances} instance(s): the pool did not grow");
+    let before = rows();
+    for p in ["a", "b", "c"] {
+        add_pod(&s, p);
+    }
+    let r = s.run();
+    assert!(["a", "b", "c"].iter().all(|p| node_of(&r, &format!("default/{p}")).is_some()));
+    // The warm instance gets only the nodes that changed; a cold one would be sent all 2,000.
+    let sent = rows() - before;
+    assert!(sent < NODES as u64 / 10, "scoring 3 pods sent {sent} node rows over {instances} instances");
+}
+
+#[test]
 fn random_score_spreads_pods_and_logs_each_decision() {
     let dir = std::env::temp_dir().join(format!("kws-random-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
