@@ -590,10 +590,11 @@ impl HostPortInfo {
     }
 }
 
-/// How many nodes have an image, and its size (for ImageLocality's spread factor).
+/// An image as the cluster knows it (upstream `ImageStateSummary`): its cluster-wide size — the size the first node
+/// that reported the name gave — and how many nodes have it (for ImageLocality's spread factor).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImageStateSummary {
-    /// Image size in bytes.
+    /// Image size in bytes, cluster-wide (not necessarily this node's own report).
     pub size: i64,
     /// Number of nodes that have the image.
     pub num_nodes: usize,
@@ -630,7 +631,8 @@ pub struct NodeInfo {
     pub non_zero_requested: Resource,
     /// The node's allocatable resources.
     pub allocatable: Resource,
-    /// Images on the node, with their spread across the cluster (filled by the snapshot).
+    /// Images on the node, with their cluster-wide size and spread (the node's own sizes until the cache fills
+    /// them in with the next snapshot).
     pub image_states: rustc_hash::FxHashMap<String, ImageStateSummary>,
 }
 
@@ -644,7 +646,10 @@ impl NodeInfo {
         let mut image_states = rustc_hash::FxHashMap::default();
         for img in status.and_then(|s| s.images.as_ref()).into_iter().flatten() {
             for n in img.names.iter().flatten() {
-                image_states.insert(n.clone(), ImageStateSummary { size: img.size_bytes.unwrap_or(0), num_nodes: 1 });
+                // A name listed twice keeps its first size, as upstream's addNodeImageStates.
+                image_states
+                    .entry(n.clone())
+                    .or_insert(ImageStateSummary { size: img.size_bytes.unwrap_or(0), num_nodes: 1 });
             }
         }
         Ok(NodeInfo {
