@@ -1,0 +1,433 @@
+// Command parity places the same probe pods with kube-scheduler and with kube-wasm-scheduler, live on one API
+// server, and with kube-wasm-scheduler's simulator offline, and reports where their decisions differ.
+//
+// Per seed: a random cluster (nodes with zones, labels, taints, images; services; a background of pods bound by
+// spec.nodeName) is written to the API server, both schedulers are started on it (default profile, each under its
+// own schedulerName), and each probe is placed by each scheduler twice, one pod at a time (created, seen bound or
+// unschedulable, deleted with grace 0, seen gone), so no probe sees another. Scores can tie, and both schedulers
+// break ties at random: a scheduler whose runs differ has a tie for that probe, which is reported apart and left
+// out of the comparison. When both are consistent but disagree, each is run a few more times before the probe
+// counts as a divergence, so a tie that happened to fall the same way twice is not taken for one. The simulator
+// gets the same cluster and probe as a file, with two tie-breaking seeds (more on a disagreement).
+//
+// Exit status: 0 when every comparable probe is alike, 1 on any divergence, 2 on bad flags or a failed run.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	kubeName = "parity-kube-scheduler"
+	oursName = "parity-kube-wasm-scheduler"
+	simName  = "parity-simulator"
+)
+
+type options struct {
+	kubeconfig, kubeScheduler, ours, out string
+	seeds                                []int64
+	probes, nodes, background, confirm   int
+	timeout                              time.Duration
+	sim                                  bool
+}
+
+// parseSeeds reads "5" (seeds 1..5), "3-7" or "1,4,9".
+func parseSeeds(s string) ([]int64, error) {
+	var out []int64
+	if n, err := strconv.Atoi(s); err == nil && !strings.ContainsAny(s, ",-") {
+		if n < 1 {
+			return nil, fmt.Errorf("--seeds %q: want at least 1", s)
+		}
+		for i := 1; i <= n; i++ {
+			out = append(out, int64(i))
+		}
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseInt(strings.TrimSpace(lo), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--seeds %q: %q is not a seed", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseInt(strings.TrimSpace(hi), 10, 64); err != nil || b < a {
+				return nil, fmt.Errorf("--seeds %q: %q is not a range", s, part)
+			}
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+func parseFlags() (options, error) {
+	var o options
+	var seeds string
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server (required)")
+	flag.StringVar(&o.kubeScheduler, "kube-scheduler", "", "kube-scheduler binary (required)")
+	flag.StringVar(&o.ours, "ours", "", "kube-wasm-scheduler binary (required)")
+	flag.StringVar(&o.out, "out", "", "directory for configs, logs, cluster files and results.json (required)")
+	flag.StringVar(&seeds, "seeds", "5", `seeds: a count N (1..N), a range "3-7" or a list "1,4,9"`)
+	flag.IntVar(&o.probes, "probes", 80, "probe pods per seed")
+	flag.IntVar(&o.nodes, "nodes", 40, "nodes per seed (below 100, so both schedulers score every feasible node)")
+	flag.IntVar(&o.background, "background", 0, "background pods per seed (default 3 per node)")
+	flag.IntVar(&o.confirm, "confirm", 4, "extra runs per scheduler before a disagreement counts as a divergence")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long one placement may take")
+	flag.BoolVar(&o.sim, "sim", true, "also compare the simulator's decision with kube-scheduler's")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
+	}
+	for name, v := range map[string]string{"kubeconfig": o.kubeconfig, "kube-scheduler": o.kubeScheduler, "ours": o.ours, "out": o.out} {
+		if v == "" {
+			return o, fmt.Errorf("--%s is required", name)
+		}
+	}
+	var err error
+	if o.seeds, err = parseSeeds(seeds); err != nil {
+		return o, err
+	}
+	if o.probes < 1 || o.nodes < 1 || o.nodes >= 100 {
+		return o, fmt.Errorf("--probes must be at least 1 and --nodes between 1 and 99 (got %d, %d)", o.probes, o.nodes)
+	}
+	if o.background == 0 {
+		o.background = 3 * o.nodes
+	}
+	return o, nil
+}
+
+// verdict of one probe for one comparison.
+const (
+	alike     = "alike"
+	divergent = "divergent"
+	tie       = "tie"
+	failed    = "failed"
+)
+
+type probeResult struct {
+	Seed    int64    `json:"seed"`
+	Probe   int      `json:"probe"`
+	Summary string   `json:"summary"`
+	Kube    []string `json:"kubeScheduler"`
+	Ours    []string `json:"ours"`
+	Sim     []string `json:"simulator,omitempty"`
+	Live    string   `json:"live"`            // alike, divergent, tie
+	TieBy   string   `json:"tieBy,omitempty"` // kube-scheduler, ours, both
+	SimVs   string   `json:"simVsLive,omitempty"`
+	Message string   `json:"kubeSchedulerMessage,omitempty"`
+	File    string   `json:"clusterFile,omitempty"`
+}
+
+func names(os []outcome) []string {
+	var s []string
+	for _, o := range os {
+		s = append(s, o.String())
+	}
+	return s
+}
+
+func consistent(os []outcome) bool {
+	for _, o := range os[1:] {
+		if o.node != os[0].node {
+			return false
+		}
+	}
+	return true
+}
+
+type tally struct {
+	compared, alike, ties, kubeTies, oursTies, bothTies int
+	divergences                                         []probeResult
+}
+
+func (t *tally) line(what string) string {
+	pct := 100.0
+	if t.compared > 0 {
+		pct = 100 * float64(t.alike) / float64(t.compared)
+	}
+	return fmt.Sprintf("%s: %d/%d comparable probes alike (%.1f%%), %d divergent; %d ties excluded (%s)",
+		what, t.alike, t.compared, pct, len(t.divergences), t.ties, t.tieDetail())
+}
+
+func (t *tally) tieDetail() string {
+	if t.kubeTies+t.oursTies+t.bothTies == 0 {
+		return fmt.Sprintf("%d", t.ties)
+	}
+	return fmt.Sprintf("kube-scheduler %d, the other %d, both %d", t.kubeTies, t.oursTies, t.bothTies)
+}
+
+func main() {
+	o, err := parseFlags()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "parity: error: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	code, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "parity: error: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(code)
+}
+
+func run(ctx context.Context, o options) (int, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", o.kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return 0, err
+	}
+	fmt.Printf("parity: kube-scheduler %s vs kube-wasm-scheduler %s, seeds %v, %d probes, %d nodes, %d background pods per seed\n",
+		o.kubeScheduler, o.ours, o.seeds, o.probes, o.nodes, o.background)
+	fmt.Println("parity: upstream is nondeterministic where scores tie: kube-scheduler picks among the top-scoring nodes at random" +
+		" (selectHost's reservoir sampling), as we do; a probe whose runs differ for a scheduler is a tie and is excluded.")
+	var all []probeResult
+	var live, sim tally
+	for _, seed := range o.seeds {
+		res, err := runSeed(ctx, client, o, seed)
+		if err != nil {
+			return 0, fmt.Errorf("seed %d: %w", seed, err)
+		}
+		var sl, ss tally
+		for _, r := range res {
+			count(&sl, r.Live, r.TieBy, r)
+			count(&live, r.Live, r.TieBy, r)
+			if o.sim {
+				count(&ss, r.SimVs, "", r)
+				count(&sim, r.SimVs, "", r)
+			}
+		}
+		fmt.Printf("parity: seed %d: %s\n", seed, sl.line("live, kube-wasm-scheduler vs kube-scheduler"))
+		if o.sim {
+			fmt.Printf("parity: seed %d: %s\n", seed, ss.line("simulator vs kube-scheduler live"))
+		}
+		all = append(all, res...)
+	}
+	b, _ := json.MarshalIndent(all, "", "  ")
+	if err := os.WriteFile(filepath.Join(o.out, "results.json"), b, 0o644); err != nil {
+		return 0, err
+	}
+	fmt.Println()
+	for _, r := range all {
+		if r.Live == tie {
+			fmt.Printf("tie       seed %d probe %d (%s): kube-scheduler %v, kube-wasm-scheduler %v\n", r.Seed, r.Probe, r.TieBy, r.Kube, r.Ours)
+		}
+	}
+	for _, d := range live.divergences {
+		fmt.Printf("DIVERGENT seed %d probe %d live: kube-scheduler %v, kube-wasm-scheduler %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
+			d.Seed, d.Probe, d.Kube, d.Ours, d.Summary, filepath.Join(o.out, "sim-profile.yaml"), d.File, simPodRef(d))
+		if d.Message != "" {
+			fmt.Printf("  kube-scheduler: %s\n", d.Message)
+		}
+	}
+	for _, d := range sim.divergences {
+		fmt.Printf("DIVERGENT seed %d probe %d simulator: kube-scheduler %v, simulator %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
+			d.Seed, d.Probe, d.Kube, d.Sim, d.Summary, filepath.Join(o.out, "sim-profile.yaml"), d.File, simPodRef(d))
+	}
+	fmt.Printf("\nparity: %d seeds x %d probes\n", len(o.seeds), o.probes)
+	fmt.Printf("parity: %s\n", live.line("live, kube-wasm-scheduler vs kube-scheduler"))
+	if o.sim {
+		fmt.Printf("parity: %s\n", sim.line("simulator vs kube-scheduler live"))
+	}
+	fmt.Printf("parity: results in %s\n", filepath.Join(o.out, "results.json"))
+	if len(live.divergences)+len(sim.divergences) > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func simPodRef(r probeResult) string { return fmt.Sprintf("parity-%d/probe-%03d-sim", r.Seed, r.Probe) }
+
+func count(t *tally, verdict, tieBy string, r probeResult) {
+	switch verdict {
+	case alike:
+		t.compared++
+		t.alike++
+	case divergent:
+		t.compared++
+		t.divergences = append(t.divergences, r)
+	case tie:
+		t.ties++
+		switch tieBy {
+		case "kube-scheduler":
+			t.kubeTies++
+		case "ours":
+			t.oursTies++
+		case "both":
+			t.bothTies++
+		}
+	}
+}
+
+// runSeed generates the seed's cluster, writes it, runs both schedulers on it and places every probe.
+func runSeed(ctx context.Context, client kubernetes.Interface, o options, seed int64) ([]probeResult, error) {
+	start := time.Now()
+	cl, g := generateCluster(seed, o.nodes, o.background)
+	probes := make([]probe, o.probes)
+	for i := range probes {
+		probes[i] = g.generateProbe(i)
+	}
+	dir := filepath.Join(o.out, fmt.Sprintf("seed-%d", seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := clearCluster(ctx, client); err != nil {
+		return nil, err
+	}
+	if err := createCluster(ctx, client, cl); err != nil {
+		return nil, err
+	}
+	base, err := clusterFile(cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), base, 0o644); err != nil {
+		return nil, err
+	}
+	simProfile := filepath.Join(o.out, "sim-profile.yaml")
+	if err := schedulerConfig(simProfile, "", simName); err != nil {
+		return nil, err
+	}
+	w, err := watchPods(client, cl.namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer close(w.stop)
+
+	// Started after the cluster is in place: each lists it whole, in the API server's order, as its first view.
+	kube, err := startScheduler("kube-scheduler", o.kubeScheduler, dir, o.kubeconfig, kubeName)
+	if err != nil {
+		return nil, err
+	}
+	defer kube.stop()
+	ours, err := startScheduler("kube-wasm-scheduler", o.ours, dir, o.kubeconfig, oursName)
+	if err != nil {
+		return nil, err
+	}
+	defer ours.stop()
+	for _, p := range []*process{kube, ours} {
+		if err := p.waitReady(ctx, 2*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Printf("parity: seed %d: %d nodes, %d background pods, %d probes (schedulers ready in %s)\n",
+		seed, len(cl.nodes), len(cl.background), len(probes), time.Since(start).Round(time.Millisecond))
+
+	var results []probeResult
+	for _, pr := range probes {
+		r, err := compareProbe(ctx, client, w, o, cl, base, dir, simProfile, pr)
+		if err != nil {
+			return nil, fmt.Errorf("probe %d (%s): %w", pr.index, pr.summary, err)
+		}
+		results = append(results, r)
+		if r.Live == divergent || r.SimVs == divergent {
+			fmt.Printf("parity: seed %d probe %d: live %s, simulator %s: kube-scheduler %v, kube-wasm-scheduler %v, simulator %v\n",
+				seed, pr.index, r.Live, r.SimVs, r.Kube, r.Ours, r.Sim)
+		}
+	}
+	fmt.Printf("parity: seed %d done in %s\n", seed, time.Since(start).Round(time.Second))
+	return results, nil
+}
+
+// compareProbe places one probe with both schedulers (twice each, more on a disagreement) and the simulator.
+func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch, o options, cl *cluster, base []byte, dir, simProfile string, pr probe) (probeResult, error) {
+	r := probeResult{Seed: cl.seed, Probe: pr.index, Summary: pr.summary}
+	var kube, ours []outcome
+	run := func(who, sched string, n int) error {
+		for i := 0; i < n; i++ {
+			var list *[]outcome
+			if who == "kube" {
+				list = &kube
+			} else {
+				list = &ours
+			}
+			name := fmt.Sprintf("probe-%03d-%s-%d", pr.index, who, len(*list)+1)
+			out, err := place(ctx, client, w, pr, name, sched, o.timeout)
+			if err != nil {
+				return err
+			}
+			*list = append(*list, out)
+		}
+		return nil
+	}
+	for i := 0; i < 2; i++ {
+		if err := run("kube", kubeName, 1); err != nil {
+			return r, err
+		}
+		if err := run("ours", oursName, 1); err != nil {
+			return r, err
+		}
+	}
+	if consistent(kube) && consistent(ours) && kube[0].node != ours[0].node {
+		// Both steady, yet apart: a tie that fell the same way twice for each, or a real divergence.
+		for i := 0; i < o.confirm && consistent(kube) && consistent(ours); i++ {
+			if err := run("kube", kubeName, 1); err != nil {
+				return r, err
+			}
+			if err := run("ours", oursName, 1); err != nil {
+				return r, err
+			}
+		}
+	}
+	r.Kube, r.Ours, r.Message = names(kube), names(ours), kube[0].message
+	switch {
+	case !consistent(kube) && !consistent(ours):
+		r.Live, r.TieBy = tie, "both"
+	case !consistent(kube):
+		r.Live, r.TieBy = tie, "kube-scheduler"
+	case !consistent(ours):
+		r.Live, r.TieBy = tie, "ours"
+	case kube[0].node == ours[0].node:
+		r.Live = alike
+	default:
+		r.Live = divergent
+	}
+	if !o.sim {
+		return r, nil
+	}
+	r.File = filepath.Join(dir, fmt.Sprintf("probe-%03d.yaml", pr.index))
+	if err := writeProbeFile(r.File, base, pr, fmt.Sprintf("probe-%03d-sim", pr.index), simName); err != nil {
+		return r, err
+	}
+	var sim []outcome
+	for seed := 1; seed <= 2 || (seed <= 2+o.confirm && consistent(sim) && consistent(kube) && sim[0].node != kube[0].node); seed++ {
+		out, err := simulate(o.ours, simProfile, r.File, simPodRef(r), seed)
+		if err != nil {
+			return r, err
+		}
+		sim = append(sim, out)
+	}
+	r.Sim = names(sim)
+	switch {
+	case !consistent(kube) || !consistent(sim):
+		r.SimVs = tie
+	case sim[0].node == kube[0].node:
+		r.SimVs = alike
+	default:
+		r.SimVs = divergent
+	}
+	return r, nil
+}
