@@ -48,11 +48,21 @@ type image struct {
 type cluster struct {
 	seed       int64
 	namespace  string
+	other      string     // a second namespace, labelled team=other, with background pods of its own
 	nodes      []*v1.Node // sorted by name: the order the API server lists them, and the simulator's file order
 	services   []*v1.Service
 	background []*v1.Pod
 	images     []image
 	zones      []string
+}
+
+// namespaces are the seed's two namespaces; the second carries team=other for namespace selectors.
+func (c *cluster) namespaces() []*v1.Namespace {
+	seed := strconv.FormatInt(c.seed, 10)
+	return []*v1.Namespace{
+		{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: c.namespace, Labels: map[string]string{parityLabel: seed}}},
+		{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: c.other, Labels: map[string]string{parityLabel: seed, "team": "other"}}},
+	}
 }
 
 // gen holds the seed's random source and what it generated so far, so probes refer to what the cluster has.
@@ -70,7 +80,7 @@ func qty(s string) resource.Quantity { return resource.MustParse(s) }
 // the default topology spread constraints apply to pods they select).
 func generateCluster(seed int64, nodes, background int) (*cluster, *gen) {
 	g := &gen{r: rand.New(rand.NewSource(seed))}
-	c := &cluster{seed: seed, namespace: fmt.Sprintf("parity-%d", seed)}
+	c := &cluster{seed: seed, namespace: fmt.Sprintf("parity-%d", seed), other: fmt.Sprintf("parity-%d-other", seed)}
 	g.c = c
 	nz := 2 + g.r.Intn(3)
 	for i := 0; i < nz; i++ {
@@ -145,7 +155,8 @@ func (g *gen) node(i int) *v1.Node {
 	if g.chance(0.15) {
 		pods = strconv.Itoa(4 + g.r.Intn(12))
 	}
-	alloc := v1.ResourceList{v1.ResourceCPU: qty(cpu), v1.ResourceMemory: qty(mem), v1.ResourcePods: qty(pods)}
+	alloc := v1.ResourceList{v1.ResourceCPU: qty(cpu), v1.ResourceMemory: qty(mem), v1.ResourcePods: qty(pods),
+		v1.ResourceEphemeralStorage: qty(fmt.Sprintf("%dGi", 10+g.r.Intn(90)))}
 	var taints []v1.Taint
 	if g.chance(0.2) {
 		labels["gpu"] = "true"
@@ -200,14 +211,33 @@ func (g *gen) requests() v1.ResourceRequirements {
 	if g.chance(0.85) {
 		req[v1.ResourceMemory] = *resource.NewQuantity((16+g.r.Int63n(3000))*mb, resource.BinarySI)
 	}
+	if g.chance(0.1) {
+		req[v1.ResourceEphemeralStorage] = qty(fmt.Sprintf("%dGi", 1+g.r.Intn(40)))
+	}
+	if g.chance(0.08) {
+		// Limits only: the API server defaults the requests to them.
+		return v1.ResourceRequirements{Limits: req}
+	}
 	return v1.ResourceRequirements{Requests: req}
+}
+
+// effective is what a container asks for once the API server has defaulted requests from limits.
+func effective(r v1.ResourceRequirements) v1.ResourceList {
+	if len(r.Requests) == 0 && len(r.Limits) > 0 {
+		return r.Limits
+	}
+	return r.Requests
 }
 
 func (g *gen) containerImage() string {
 	if g.chance(0.5) {
 		return "registry.example/pause:3.10"
 	}
-	return g.c.images[g.r.Intn(len(g.c.images))].podName
+	im := g.c.images[g.r.Intn(len(g.c.images))]
+	if len(im.extraNames) > 0 && g.chance(0.3) {
+		return im.extraNames[0]
+	}
+	return im.podName
 }
 
 func (g *gen) selector() *metav1.LabelSelector {
@@ -235,14 +265,15 @@ func (g *gen) backgroundPods(n int) {
 	u := make([]used, len(c.nodes))
 	for i := 0; i < n; i++ {
 		res := g.requests()
-		cpu, mem := res.Requests.Cpu().MilliValue(), res.Requests.Memory().Value()
+		eff := effective(res)
+		cpu, mem := eff.Cpu().MilliValue(), eff.Memory().Value()
 		var spec v1.PodSpec
 		if g.chance(0.1) {
 			spec.Containers = append(spec.Containers, v1.Container{Name: "sidecar", Image: g.containerImage()})
 		}
 		ports := []v1.ContainerPort(nil)
 		if g.chance(0.1) {
-			ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: []int32{8080, 9090}[g.r.Intn(2)], Protocol: v1.ProtocolTCP}}
+			ports = []v1.ContainerPort{g.hostPort()}
 		}
 		spec.Containers = append([]v1.Container{{Name: "main", Image: g.containerImage(), Resources: res, Ports: ports}}, spec.Containers...)
 		if g.chance(0.08) {
@@ -268,7 +299,7 @@ func (g *gen) backgroundPods(n int) {
 			if u[k].cpu+cpu > a.Cpu().MilliValue() || u[k].mem+mem > a.Memory().Value() || u[k].pods+1 > a.Pods().Value() {
 				continue
 			}
-			if len(ports) > 0 && hostPortUsed(c.background, nd.Name, ports[0].HostPort) {
+			if len(ports) > 0 && hostPortUsed(c.background, nd.Name, ports[0]) {
 				continue
 			}
 			u[k].cpu += cpu
@@ -277,9 +308,13 @@ func (g *gen) backgroundPods(n int) {
 			spec.NodeName = nd.Name
 			zero := int64(0)
 			spec.TerminationGracePeriodSeconds = &zero
+			ns := c.namespace
+			if g.chance(0.2) {
+				ns = c.other
+			}
 			c.background = append(c.background, &v1.Pod{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bg-%03d", i), Namespace: c.namespace, Labels: g.podLabels()},
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bg-%03d", i), Namespace: ns, Labels: g.podLabels()},
 				Spec:       spec,
 			})
 			break
@@ -287,14 +322,29 @@ func (g *gen) backgroundPods(n int) {
 	}
 }
 
-func hostPortUsed(pods []*v1.Pod, node string, port int32) bool {
+// hostPort is a host port as pods write them: mostly TCP on every address, now and then UDP or one address.
+func (g *gen) hostPort() v1.ContainerPort {
+	p := v1.ContainerPort{ContainerPort: 80, HostPort: []int32{8080, 9090}[g.r.Intn(2)], Protocol: v1.ProtocolTCP}
+	if g.chance(0.2) {
+		p.Protocol = v1.ProtocolUDP
+	}
+	if g.chance(0.25) {
+		p.HostIP = []string{"127.0.0.1", "10.0.0.1"}[g.r.Intn(2)]
+	}
+	return p
+}
+
+// hostPortUsed: would port clash with one already on node (the same port and protocol, on the same or any
+// address)? Background pods are kept clear of clashes; probes are not.
+func hostPortUsed(pods []*v1.Pod, node string, port v1.ContainerPort) bool {
 	for _, p := range pods {
 		if p.Spec.NodeName != node {
 			continue
 		}
 		for _, ct := range p.Spec.Containers {
 			for _, cp := range ct.Ports {
-				if cp.HostPort == port {
+				if cp.HostPort == port.HostPort && cp.Protocol == port.Protocol &&
+					(cp.HostIP == port.HostIP || cp.HostIP == "" || port.HostIP == "" || cp.HostIP == "0.0.0.0" || port.HostIP == "0.0.0.0") {
 					return true
 				}
 			}
@@ -352,9 +402,15 @@ func (g *gen) generateProbe(i int) probe {
 		spec.InitContainers = []v1.Container{{Name: "init", Image: g.containerImage(), Resources: g.requests()}}
 		sum = append(sum, "init container")
 	}
+	if g.chance(0.08) {
+		always := v1.ContainerRestartPolicyAlways
+		spec.InitContainers = append(spec.InitContainers, v1.Container{Name: "sidecar", Image: g.containerImage(), Resources: g.requests(), RestartPolicy: &always})
+		sum = append(sum, "sidecar")
+	}
 	var req []string
 	for _, ct := range append(append([]v1.Container{}, spec.InitContainers...), spec.Containers...) {
-		req = append(req, fmt.Sprintf("%s cpu=%s mem=%s", ct.Image, ct.Resources.Requests.Cpu(), ct.Resources.Requests.Memory()))
+		e := effective(ct.Resources)
+		req = append(req, fmt.Sprintf("%s cpu=%s mem=%s", ct.Image, e.Cpu(), e.Memory()))
 	}
 	sum = append(sum, "containers["+strings.Join(req, "; ")+"]")
 	if g.chance(0.06) {
@@ -365,10 +421,25 @@ func (g *gen) generateProbe(i int) probe {
 		spec.Containers[0].Resources.Limits = v1.ResourceList{gpuResource: qty("1")}
 		sum = append(sum, "gpu=1")
 	}
-	if g.chance(0.1) {
-		hp := []int32{8080, 9090}[g.r.Intn(2)]
-		spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: hp, Protocol: v1.ProtocolTCP}}
-		sum = append(sum, fmt.Sprintf("hostPort=%d", hp))
+	if g.chance(0.12) {
+		hp := g.hostPort()
+		spec.Containers[0].Ports = []v1.ContainerPort{hp}
+		sum = append(sum, fmt.Sprintf("hostPort=%s:%d/%s", hp.HostIP, hp.HostPort, hp.Protocol))
+	}
+	if g.chance(0.05) {
+		// Pod-level resources (beta and on by default in v1.34): they replace the containers' sum.
+		// At least what the containers ask for together, as the API server requires.
+		var cpu, mem int64
+		for _, ct := range append(append([]v1.Container{}, spec.InitContainers...), spec.Containers...) {
+			e := effective(ct.Resources)
+			cpu += e.Cpu().MilliValue()
+			mem += e.Memory().Value()
+		}
+		spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(cpu+100+g.r.Int63n(2000), resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(mem+(64+g.r.Int63n(4000))*mb, resource.BinarySI),
+		}}
+		sum = append(sum, fmt.Sprintf("podResources(cpu=%s mem=%s)", spec.Resources.Requests.Cpu(), spec.Resources.Requests.Memory()))
 	}
 	labels := g.podLabels()
 	sum = append(sum, fmt.Sprintf("labels=%v", labels))
@@ -407,7 +478,16 @@ func (g *gen) generateProbe(i int) probe {
 		sum = append(sum, "preferredNodeAffinity="+nodeSelectorString(terms))
 	}
 	term := func() v1.PodAffinityTerm {
-		return v1.PodAffinityTerm{LabelSelector: g.selector(), TopologyKey: g.pick(topologyKeys)}
+		t := v1.PodAffinityTerm{LabelSelector: g.selector(), TopologyKey: g.pick(topologyKeys)}
+		switch {
+		case g.chance(0.1):
+			t.NamespaceSelector = &metav1.LabelSelector{} // every namespace
+		case g.chance(0.1):
+			t.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "other"}}
+		case g.chance(0.05):
+			t.Namespaces = []string{g.c.other}
+		}
+		return t
 	}
 	if g.chance(0.35) {
 		aff.PodAffinity = &v1.PodAffinity{}
@@ -478,7 +558,11 @@ func (g *gen) generateProbe(i int) probe {
 	if g.chance(0.45) {
 		for k := 0; k < 1+g.r.Intn(3); k++ {
 			var t v1.Toleration
-			switch g.r.Intn(5) {
+			switch g.r.Intn(7) {
+			case 5:
+				t = v1.Toleration{Operator: v1.TolerationOpExists}
+			case 6:
+				t = v1.Toleration{Key: "node.kubernetes.io/unschedulable", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}
 			case 0:
 				t = v1.Toleration{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: g.pick(pools), Effect: v1.TaintEffectPreferNoSchedule}
 			case 1:
@@ -514,6 +598,9 @@ func nodeSelectorString(terms []v1.NodeSelectorTerm) string {
 }
 
 func selectorString(s *metav1.LabelSelector) string {
+	if len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 {
+		return "{}"
+	}
 	if len(s.MatchLabels) > 0 {
 		return fmt.Sprintf("%v", s.MatchLabels)
 	}
@@ -525,7 +612,14 @@ func selectorString(s *metav1.LabelSelector) string {
 }
 
 func podTermString(t v1.PodAffinityTerm) string {
-	return fmt.Sprintf("%s@%s", selectorString(t.LabelSelector), t.TopologyKey)
+	s := fmt.Sprintf("%s@%s", selectorString(t.LabelSelector), t.TopologyKey)
+	if t.NamespaceSelector != nil {
+		s += " namespaceSelector=" + selectorString(t.NamespaceSelector)
+	}
+	if len(t.Namespaces) > 0 {
+		s += fmt.Sprintf(" namespaces=%v", t.Namespaces)
+	}
+	return s
 }
 
 func spreadString(c v1.TopologySpreadConstraint) string {

@@ -77,11 +77,10 @@ func clearCluster(ctx context.Context, c kubernetes.Interface) error {
 
 // createCluster writes the seed's namespace, nodes, services and background pods; nodes first, in name order.
 func createCluster(ctx context.Context, c kubernetes.Interface, cl *cluster) error {
-	_, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: cl.namespace, Labels: map[string]string{parityLabel: fmt.Sprint(cl.seed)},
-	}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", cl.namespace, err)
+	for _, ns := range cl.namespaces() {
+		if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+		}
 	}
 	for _, n := range cl.nodes {
 		created, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
@@ -102,7 +101,7 @@ func createCluster(ctx context.Context, c kubernetes.Interface, cl *cluster) err
 		}
 	}
 	for _, p := range cl.background {
-		if _, err := c.CoreV1().Pods(cl.namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating background pod %s: %w", p.Name, err)
 		}
 	}

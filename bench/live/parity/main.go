@@ -168,7 +168,7 @@ func (t *tally) tieDetail() string {
 	if t.kubeTies+t.oursTies+t.bothTies == 0 {
 		return fmt.Sprintf("%d", t.ties)
 	}
-	return fmt.Sprintf("kube-scheduler %d, the other %d, both %d", t.kubeTies, t.oursTies, t.bothTies)
+	return fmt.Sprintf("kube-scheduler %d, kube-wasm-scheduler %d, both %d", t.kubeTies, t.oursTies, t.bothTies)
 }
 
 func main() {

@@ -52,9 +52,10 @@ func clusterFile(cl *cluster) ([]byte, error) {
 		buf.WriteString("\n")
 		return nil
 	}
-	ns := map[string]interface{}{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]interface{}{"name": cl.namespace}}
-	if err := write(ns); err != nil {
-		return nil, err
+	for _, ns := range cl.namespaces() {
+		if err := write(ns); err != nil {
+			return nil, err
+		}
 	}
 	for _, n := range cl.nodes {
 		if err := write(n); err != nil {

@@ -16,6 +16,7 @@ mod backlog;
 mod deploy;
 mod events;
 mod faults;
+mod parity;
 mod serving;
 
 fn root() -> PathBuf {
