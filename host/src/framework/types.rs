@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodAffinityTerm, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodAffinityTerm, ResourceRequirements, Taint, Toleration};
 
 use super::labels::{no_labels, node_labels, Labels, Selector};
 use super::quantity::{parse_milli, parse_value};
@@ -275,7 +275,12 @@ impl PodInfo {
         let containers: &[Container] = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
         let init: &[Container] = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
 
-        let (requests, non_zero) = pod_requests(containers, init, spec.and_then(|s| s.overhead.as_ref()))?;
+        let (requests, non_zero) = pod_requests(
+            containers,
+            init,
+            spec.and_then(|s| s.resources.as_ref()),
+            spec.and_then(|s| s.overhead.as_ref()),
+        )?;
         let qos = qos_class(containers, init)?;
 
         let mut host_ports = Vec::new();
@@ -465,10 +470,16 @@ fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
+/// Resources a pod may request at pod level (upstream `IsSupportedPodLevelResource`).
+fn pod_level_resource(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with("hugepages-")
+}
+
 /// Upstream's `PodRequests` and the non-zero CPU/memory used for scoring.
 fn pod_requests(
     containers: &[Container],
     init: &[Container],
+    pod_level: Option<&ResourceRequirements>,
     overhead: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
 ) -> Result<(Resource, (i64, i64)), String> {
     let mut reqs = Resource::default();
@@ -504,6 +515,30 @@ fn pod_requests(
     reqs.set_max(&init_max);
     nz_cpu = nz_cpu.max(init_nz_cpu);
     nz_mem = nz_mem.max(init_nz_mem);
+    // Pod-level requests (PodLevelResources, on by default since v1.34) replace the containers' sum for CPU,
+    // memory and hugepages. Scoring's defaults then apply only to a resource neither level names: one the pod
+    // names is counted as requested, as upstream's `getNonMissingContainerRequests`.
+    let pod_level = pod_level.and_then(|r| r.requests.as_ref()).filter(|l| l.keys().any(|k| pod_level_resource(k)));
+    if let Some(list) = pod_level {
+        let p = Resource::from_list(Some(list)).map_err(|e| format!("spec.resources.requests: {e}"))?;
+        let named = |n: &str| {
+            list.contains_key(n)
+                || containers.iter().chain(init).any(|c| {
+                    let r = c.resources.as_ref();
+                    r.and_then(|r| r.requests.as_ref()).is_some_and(|l| l.contains_key(n))
+                        || r.and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(n))
+                })
+        };
+        for name in list.keys().filter(|k| pod_level_resource(k)) {
+            reqs.set(name, p.get(name));
+        }
+        if named(CPU) {
+            nz_cpu = reqs.milli_cpu;
+        }
+        if named(MEMORY) {
+            nz_mem = reqs.memory;
+        }
+    }
     if let Some(o) = overhead {
         let o = Resource::from_list(Some(o)).map_err(|e| format!("spec.overhead: {e}"))?;
         nz_cpu += o.milli_cpu;
@@ -792,6 +827,43 @@ mod tests {
         assert_eq!(p.requests.milli_cpu, 1010);
         assert_eq!(p.requests.memory, 100 * 1024 * 1024);
         assert_eq!(p.qos, QosClass::Burstable);
+    }
+
+    /// PodLevelResources (beta, on by default in v1.34): `spec.resources.requests` replace the containers' sum
+    /// for CPU and memory, in the filter's requests and in scoring's non-zero requests alike; overhead still adds.
+    #[test]
+    fn pod_level_requests_replace_the_containers_sum() {
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"cpu": "2", "memory": "3Gi"}},
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                {"name": "b"}
+            ],
+            "overhead": {"cpu": "10m"}
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.requests.memory), (2010, 3 << 30));
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (2010, 3 << 30));
+
+        // Memory only at pod level: CPU is the containers' sum, and a container naming no CPU counts the
+        // scoring default only when no container names CPU at all.
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"memory": "3Gi"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}, {"name": "b"}]
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.requests.memory), (500, 3 << 30));
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (500, 3 << 30));
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"memory": "3Gi"}},
+            "containers": [{"name": "a"}, {"name": "b"}]
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.non_zero_milli_cpu), (0, 2 * DEFAULT_MILLI_CPU_REQUEST));
+
+        // Only unsupported names at pod level: the containers decide.
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"ephemeral-storage": "1Gi"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}]
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.requests.ephemeral_storage), (500, 0));
     }
 
     #[test]
