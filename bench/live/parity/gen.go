@@ -102,6 +102,14 @@ func generateCluster(seed int64, nodes, background int) (*cluster, *gen) {
 		})
 	}
 	g.backgroundPods(background)
+	// Pending pods for a scheduler nobody runs: not on any node, so they count for nothing.
+	for i := 0; i < 3; i++ {
+		c.background = append(c.background, &v1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pending-%d", i), Namespace: c.namespace, Labels: g.podLabels()},
+			Spec:       v1.PodSpec{SchedulerName: "nobody", Containers: []v1.Container{{Name: "main", Image: g.containerImage(), Resources: g.requests()}}},
+		})
+	}
 	return c, g
 }
 
@@ -149,7 +157,12 @@ func (g *gen) node(i int) *v1.Node {
 		"pool":             g.pick(pools),
 		"tier":             strconv.Itoa(1 + g.r.Intn(9)),
 	}
-	cpu := []string{"2", "4", "8", "16", "32", "3500m", "7800m"}[g.r.Intn(7)]
+	if g.chance(0.06) {
+		// No zone (and no region): topology spread and zone affinity must leave such a node out of the domains.
+		delete(labels, zoneLabel)
+		delete(labels, regionLabel)
+	}
+	cpu := []string{"2", "4", "8", "16", "32", "3500m", "7800m", "500m"}[g.r.Intn(8)]
 	mem := fmt.Sprintf("%dMi", []int64{4096, 8192, 16384, 32768, 65536}[g.r.Intn(5)]+g.r.Int63n(2048))
 	pods := "110"
 	if g.chance(0.15) {
@@ -184,6 +197,10 @@ func (g *gen) node(i int) *v1.Node {
 			size = im.arm64Size
 		}
 		imgs = append(imgs, v1.ContainerImage{Names: append([]string{im.name}, im.extraNames...), SizeBytes: size})
+		if g.chance(0.03) {
+			// The same name twice on one node, another size: the first listing counts.
+			imgs = append(imgs, v1.ContainerImage{Names: []string{im.name}, SizeBytes: (5 + g.r.Int63n(1500)) * mb})
+		}
 	}
 	return &v1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
@@ -487,35 +504,36 @@ func (g *gen) generateProbe(i int) probe {
 		case g.chance(0.05):
 			t.Namespaces = []string{g.c.other}
 		}
+		switch {
+		case g.chance(0.08):
+			t.MatchLabelKeys = []string{"tier"}
+		case g.chance(0.08):
+			t.MismatchLabelKeys = []string{"tier"}
+		}
 		return t
 	}
-	if g.chance(0.35) {
-		aff.PodAffinity = &v1.PodAffinity{}
+	// Required (sometimes) and preferred terms of one kind, each added to the summary.
+	podTerms := func(kind string) (req []v1.PodAffinityTerm, pref []v1.WeightedPodAffinityTerm) {
 		if g.chance(0.3) {
 			t := term()
-			aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = []v1.PodAffinityTerm{t}
-			sum = append(sum, "requiredPodAffinity="+podTermString(t))
+			req = append(req, t)
+			sum = append(sum, "required"+kind+"="+podTermString(t))
 		}
 		for k := 0; k < 1+g.r.Intn(2); k++ {
 			t := term()
 			w := int32(1 + g.r.Intn(100))
-			aff.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(aff.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, v1.WeightedPodAffinityTerm{Weight: w, PodAffinityTerm: t})
-			sum = append(sum, fmt.Sprintf("preferredPodAffinity(%d)=%s", w, podTermString(t)))
+			pref = append(pref, v1.WeightedPodAffinityTerm{Weight: w, PodAffinityTerm: t})
+			sum = append(sum, fmt.Sprintf("preferred%s(%d)=%s", kind, w, podTermString(t)))
 		}
+		return req, pref
 	}
 	if g.chance(0.35) {
-		aff.PodAntiAffinity = &v1.PodAntiAffinity{}
-		if g.chance(0.3) {
-			t := term()
-			aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = []v1.PodAffinityTerm{t}
-			sum = append(sum, "requiredPodAntiAffinity="+podTermString(t))
-		}
-		for k := 0; k < 1+g.r.Intn(2); k++ {
-			t := term()
-			w := int32(1 + g.r.Intn(100))
-			aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, v1.WeightedPodAffinityTerm{Weight: w, PodAffinityTerm: t})
-			sum = append(sum, fmt.Sprintf("preferredPodAntiAffinity(%d)=%s", w, podTermString(t)))
-		}
+		req, pref := podTerms("PodAffinity")
+		aff.PodAffinity = &v1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: req, PreferredDuringSchedulingIgnoredDuringExecution: pref}
+	}
+	if g.chance(0.35) {
+		req, pref := podTerms("PodAntiAffinity")
+		aff.PodAntiAffinity = &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: req, PreferredDuringSchedulingIgnoredDuringExecution: pref}
 	}
 	if aff.NodeAffinity != nil || aff.PodAffinity != nil || aff.PodAntiAffinity != nil {
 		spec.Affinity = aff
@@ -538,6 +556,10 @@ func (g *gen) generateProbe(i int) probe {
 			if g.chance(0.2) {
 				p := []v1.NodeInclusionPolicy{v1.NodeInclusionPolicyHonor, v1.NodeInclusionPolicyIgnore}[g.r.Intn(2)]
 				c.NodeAffinityPolicy = &p
+			}
+			if g.chance(0.15) {
+				// The API server merges `tier In (<the pod's tier>)` into the selector when the pod has the label.
+				c.MatchLabelKeys = []string{"tier"}
 			}
 			if g.chance(0.2) {
 				p := []v1.NodeInclusionPolicy{v1.NodeInclusionPolicyHonor, v1.NodeInclusionPolicyIgnore}[g.r.Intn(2)]
@@ -619,6 +641,12 @@ func podTermString(t v1.PodAffinityTerm) string {
 	if len(t.Namespaces) > 0 {
 		s += fmt.Sprintf(" namespaces=%v", t.Namespaces)
 	}
+	if len(t.MatchLabelKeys) > 0 {
+		s += fmt.Sprintf(" matchLabelKeys=%v", t.MatchLabelKeys)
+	}
+	if len(t.MismatchLabelKeys) > 0 {
+		s += fmt.Sprintf(" mismatchLabelKeys=%v", t.MismatchLabelKeys)
+	}
 	return s
 }
 
@@ -632,6 +660,9 @@ func spreadString(c v1.TopologySpreadConstraint) string {
 	}
 	if c.NodeTaintsPolicy != nil {
 		s += " nodeTaintsPolicy=" + string(*c.NodeTaintsPolicy)
+	}
+	if len(c.MatchLabelKeys) > 0 {
+		s += fmt.Sprintf(" matchLabelKeys=%v", c.MatchLabelKeys)
 	}
 	return s + ")"
 }

@@ -38,6 +38,7 @@ const (
 
 type options struct {
 	kubeconfig, kubeScheduler, ours, out string
+	kubeFlags, oursFlags                 string
 	seeds                                []int64
 	probes, nodes, background, confirm   int
 	timeout                              time.Duration
@@ -84,10 +85,12 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.out, "out", "", "directory for configs, logs, cluster files and results.json (required)")
 	flag.StringVar(&seeds, "seeds", "5", `seeds: a count N (1..N), a range "3-7" or a list "1,4,9"`)
 	flag.IntVar(&o.probes, "probes", 80, "probe pods per seed")
-	flag.IntVar(&o.nodes, "nodes", 40, "nodes per seed (below 100, so both schedulers score every feasible node)")
+	flag.IntVar(&o.nodes, "nodes", 40, "nodes per seed (below 100 both schedulers score every feasible node; from 100 on they sample, and the simulator comparison is off)")
 	flag.IntVar(&o.background, "background", 0, "background pods per seed (default 3 per node)")
 	flag.IntVar(&o.confirm, "confirm", 4, "extra runs per scheduler before a disagreement counts as a divergence")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long one placement may take")
+	flag.StringVar(&o.kubeFlags, "kube-scheduler-flags", "", `extra flags for kube-scheduler, space-separated (e.g. "-v=10" logs every plugin's score)`)
+	flag.StringVar(&o.oursFlags, "ours-flags", "", "extra flags for kube-wasm-scheduler, space-separated")
 	flag.BoolVar(&o.sim, "sim", true, "also compare the simulator's decision with kube-scheduler's")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -102,8 +105,14 @@ func parseFlags() (options, error) {
 	if o.seeds, err = parseSeeds(seeds); err != nil {
 		return o, err
 	}
-	if o.probes < 1 || o.nodes < 1 || o.nodes >= 100 {
-		return o, fmt.Errorf("--probes must be at least 1 and --nodes between 1 and 99 (got %d, %d)", o.probes, o.nodes)
+	if o.probes < 1 || o.nodes < 1 || o.nodes > 5000 {
+		return o, fmt.Errorf("--probes must be at least 1 and --nodes between 1 and 5000 (got %d, %d)", o.probes, o.nodes)
+	}
+	if o.nodes >= 100 && o.sim {
+		// From 100 nodes on, both schedulers stop after enough feasible nodes, starting where the previous cycle
+		// stopped (percentageOfNodesToScore); the simulator starts afresh on every file, so it cannot agree.
+		fmt.Fprintf(os.Stderr, "parity: warning: %d nodes: the simulator comparison is off (node sampling starts where the live scheduler's previous cycle stopped)\n", o.nodes)
+		o.sim = false
 	}
 	if o.background == 0 {
 		o.background = 3 * o.nodes
@@ -318,12 +327,12 @@ func runSeed(ctx context.Context, client kubernetes.Interface, o options, seed i
 	defer close(w.stop)
 
 	// Started after the cluster is in place: each lists it whole, in the API server's order, as its first view.
-	kube, err := startScheduler("kube-scheduler", o.kubeScheduler, dir, o.kubeconfig, kubeName)
+	kube, err := startScheduler("kube-scheduler", o.kubeScheduler, dir, o.kubeconfig, kubeName, strings.Fields(o.kubeFlags)...)
 	if err != nil {
 		return nil, err
 	}
 	defer kube.stop()
-	ours, err := startScheduler("kube-wasm-scheduler", o.ours, dir, o.kubeconfig, oursName)
+	ours, err := startScheduler("kube-wasm-scheduler", o.ours, dir, o.kubeconfig, oursName, strings.Fields(o.oursFlags)...)
 	if err != nil {
 		return nil, err
 	}
