@@ -243,6 +243,12 @@ pub struct PodInfo {
     pub non_zero_milli_cpu: i64,
     /// Memory request counted for scoring, with the default for containers that set none.
     pub non_zero_memory: i64,
+    /// CPU NodeResourcesFit's score counts for the pod: the containers' non-zero requests, pod-level requests left
+    /// out. Upstream v1.34 builds Fit's scorer without the PodLevelResources gate, while its filter,
+    /// BalancedAllocation and the node's totals (`non_zero_milli_cpu`) honour the gate, which is on by default.
+    pub fit_score_milli_cpu: i64,
+    /// Memory NodeResourcesFit's score counts for the pod (see `fit_score_milli_cpu`).
+    pub fit_score_memory: i64,
     /// Host ports requested by the containers.
     pub host_ports: Vec<HostPort>,
     /// Required pod affinity terms.
@@ -275,7 +281,7 @@ impl PodInfo {
         let containers: &[Container] = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
         let init: &[Container] = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
 
-        let (requests, non_zero) = pod_requests(
+        let (requests, non_zero, fit_score) = pod_requests(
             containers,
             init,
             spec.and_then(|s| s.resources.as_ref()),
@@ -355,6 +361,8 @@ impl PodInfo {
             requests,
             non_zero_milli_cpu: non_zero.0,
             non_zero_memory: non_zero.1,
+            fit_score_milli_cpu: fit_score.0,
+            fit_score_memory: fit_score.1,
             host_ports,
             required_affinity_terms,
             required_anti_affinity_terms,
@@ -433,6 +441,8 @@ impl PodInfo {
             requests: self.requests.clone(),
             non_zero_milli_cpu: self.non_zero_milli_cpu,
             non_zero_memory: self.non_zero_memory,
+            fit_score_milli_cpu: self.fit_score_milli_cpu,
+            fit_score_memory: self.fit_score_memory,
             host_ports: self.host_ports.clone(),
             required_affinity_terms: self.required_affinity_terms.clone(),
             required_anti_affinity_terms: self.required_anti_affinity_terms.clone(),
@@ -475,13 +485,14 @@ fn pod_level_resource(name: &str) -> bool {
     name == CPU || name == MEMORY || name.starts_with("hugepages-")
 }
 
-/// Upstream's `PodRequests` and the non-zero CPU/memory used for scoring.
+/// Upstream's `PodRequests`, the non-zero CPU/memory used for scoring and the node's totals, and the non-zero
+/// CPU/memory of the containers alone (NodeResourcesFit's score).
 fn pod_requests(
     containers: &[Container],
     init: &[Container],
     pod_level: Option<&ResourceRequirements>,
     overhead: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-) -> Result<(Resource, (i64, i64)), String> {
+) -> Result<(Resource, (i64, i64), (i64, i64)), String> {
     let mut reqs = Resource::default();
     let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
     for c in containers {
@@ -515,6 +526,7 @@ fn pod_requests(
     reqs.set_max(&init_max);
     nz_cpu = nz_cpu.max(init_nz_cpu);
     nz_mem = nz_mem.max(init_nz_mem);
+    let (mut fit_cpu, mut fit_mem) = (nz_cpu, nz_mem);
     // Pod-level requests (PodLevelResources, on by default since v1.34) replace the containers' sum for CPU,
     // memory and hugepages. Scoring's defaults then apply only to a resource neither level names: one the pod
     // names is counted as requested, as upstream's `getNonMissingContainerRequests`.
@@ -543,9 +555,11 @@ fn pod_requests(
         let o = Resource::from_list(Some(o)).map_err(|e| format!("spec.overhead: {e}"))?;
         nz_cpu += o.milli_cpu;
         nz_mem += o.memory;
+        fit_cpu += o.milli_cpu;
+        fit_mem += o.memory;
         reqs.add(&o);
     }
-    Ok((reqs, (nz_cpu, nz_mem)))
+    Ok((reqs, (nz_cpu, nz_mem), (fit_cpu, fit_mem)))
 }
 
 fn non_zero(c: &Container, r: &Resource) -> (i64, i64) {
@@ -843,6 +857,8 @@ mod tests {
         }}));
         assert_eq!((p.requests.milli_cpu, p.requests.memory), (2010, 3 << 30));
         assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (2010, 3 << 30));
+        // NodeResourcesFit's score still counts the containers: 500m + the default 100m for b, + overhead.
+        assert_eq!((p.fit_score_milli_cpu, p.fit_score_memory), (610, (1 << 30) + DEFAULT_MEMORY_REQUEST));
 
         // Memory only at pod level: CPU is the containers' sum, and a container naming no CPU counts the
         // scoring default only when no container names CPU at all.
