@@ -16,8 +16,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -92,7 +94,17 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.kubeFlags, "kube-scheduler-flags", "", `extra flags for kube-scheduler, space-separated (e.g. "-v=10" logs every plugin's score)`)
 	flag.StringVar(&o.oursFlags, "ours-flags", "", "extra flags for kube-wasm-scheduler, space-separated")
 	flag.BoolVar(&o.sim, "sim", true, "also compare the simulator's decision with kube-scheduler's")
-	flag.Parse()
+	// Bad flags are one line, not the usage; -h prints the usage.
+	flag.CommandLine.Init(os.Args[0], flag.ContinueOnError)
+	flag.CommandLine.SetOutput(io.Discard)
+	if err := flag.CommandLine.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			flag.CommandLine.SetOutput(os.Stdout)
+			flag.Usage()
+			os.Exit(0)
+		}
+		return o, err
+	}
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	}
