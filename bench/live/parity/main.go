@@ -151,7 +151,12 @@ type probeResult struct {
 	TieBy   string   `json:"tieBy,omitempty"` // kube-scheduler, ours, both
 	SimVs   string   `json:"simVsLive,omitempty"`
 	Message string   `json:"kubeSchedulerMessage,omitempty"`
-	File    string   `json:"clusterFile,omitempty"`
+	OursMsg string   `json:"oursMessage,omitempty"`
+	SimMsg  string   `json:"simulatorMessage,omitempty"`
+	// Messages: for a probe every scheduler found unschedulable, whether the PodScheduled=False messages
+	// ("0/40 nodes are available: ...") are the same, live and in the simulator.
+	Messages string `json:"messages,omitempty"`
+	File     string `json:"clusterFile,omitempty"`
 }
 
 func names(os []outcome) []string {
@@ -226,7 +231,7 @@ func run(ctx context.Context, o options) (int, error) {
 	fmt.Println("parity: upstream is nondeterministic where scores tie: kube-scheduler picks among the top-scoring nodes at random" +
 		" (selectHost's reservoir sampling), as we do; a probe whose runs differ for a scheduler is a tie and is excluded.")
 	var all []probeResult
-	var live, sim tally
+	var live, sim, msgs tally
 	for _, seed := range o.seeds {
 		res, err := runSeed(ctx, client, o, seed)
 		if err != nil {
@@ -239,6 +244,7 @@ func run(ctx context.Context, o options) (int, error) {
 			if o.sim {
 				count(&ss, r.SimVs, "", r)
 				count(&sim, r.SimVs, "", r)
+				count(&msgs, r.Messages, "", r)
 			}
 		}
 		fmt.Printf("parity: seed %d: %s\n", seed, sl.line("live, kube-wasm-scheduler vs kube-scheduler"))
@@ -264,6 +270,10 @@ func run(ctx context.Context, o options) (int, error) {
 			fmt.Printf("  kube-scheduler: %s\n", d.Message)
 		}
 	}
+	for _, d := range msgs.divergences {
+		fmt.Printf("MESSAGE   seed %d probe %d (unschedulable everywhere):\n  kube-scheduler:      %s\n  kube-wasm-scheduler: %s\n  simulator:           %s\n",
+			d.Seed, d.Probe, d.Message, d.OursMsg, d.SimMsg)
+	}
 	for _, d := range sim.divergences {
 		fmt.Printf("DIVERGENT seed %d probe %d simulator: kube-scheduler %v, simulator %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
 			d.Seed, d.Probe, d.Kube, d.Sim, d.Summary, filepath.Join(o.out, "sim-profile.yaml"), d.File, simPodRef(d))
@@ -272,6 +282,10 @@ func run(ctx context.Context, o options) (int, error) {
 	fmt.Printf("parity: %s\n", live.line("live, kube-wasm-scheduler vs kube-scheduler"))
 	if o.sim {
 		fmt.Printf("parity: %s\n", sim.line("simulator vs kube-scheduler live"))
+	}
+	if o.sim {
+		fmt.Printf("parity: unschedulable probes, PodScheduled=False messages the same as kube-scheduler's (ours live and the simulator): %d/%d\n",
+			msgs.alike, msgs.compared)
 	}
 	fmt.Printf("parity: results in %s\n", filepath.Join(o.out, "results.json"))
 	if len(live.divergences)+len(sim.divergences) > 0 {
@@ -413,7 +427,7 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 			}
 		}
 	}
-	r.Kube, r.Ours, r.Message = names(kube), names(ours), kube[0].message
+	r.Kube, r.Ours, r.Message, r.OursMsg = names(kube), names(ours), kube[0].message, ours[0].message
 	switch {
 	case !consistent(kube) && !consistent(ours):
 		r.Live, r.TieBy = tie, "both"
@@ -441,7 +455,7 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 		}
 		sim = append(sim, out)
 	}
-	r.Sim = names(sim)
+	r.Sim, r.SimMsg = names(sim), sim[0].message
 	switch {
 	case !consistent(kube) || !consistent(sim):
 		r.SimVs = tie
@@ -449,6 +463,12 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 		r.SimVs = alike
 	default:
 		r.SimVs = divergent
+	}
+	if r.Live == alike && r.SimVs == alike && kube[0].node == "" {
+		r.Messages = alike
+		if r.OursMsg != r.Message || r.SimMsg != r.Message {
+			r.Messages = divergent
+		}
 	}
 	return r, nil
 }
