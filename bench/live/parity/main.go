@@ -7,7 +7,8 @@
 // unschedulable, deleted with grace 0, seen gone), so no probe sees another. Scores can tie, and both schedulers
 // break ties at random: a scheduler whose runs differ has a tie for that probe, which is reported apart and left
 // out of the comparison. When both are consistent but disagree, each is run a few more times before the probe
-// counts as a divergence, so a tie that happened to fall the same way twice is not taken for one. The simulator
+// counts as a divergence, so a tie that happened to fall the same way twice is not taken for one; when only one
+// scheduler's runs differ, the steady one is run more, and a tie on one side only is a divergence. The simulator
 // gets the same cluster and probe as a file, with two tie-breaking seeds (more on a disagreement).
 //
 // Exit status: 0 when every comparable probe is alike, 1 on any divergence, 2 on bad flags or a failed run.
@@ -48,6 +49,7 @@ type options struct {
 	kubeFlags, oursFlags                 string
 	seeds                                []int64
 	probes, nodes, background, confirm   int
+	confirmTies                          int
 	timeout                              time.Duration
 	sim                                  bool
 }
@@ -95,6 +97,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.nodes, "nodes", 40, "nodes per seed (below 100 both schedulers score every feasible node; from 100 on they sample, and the simulator comparison is off)")
 	flag.IntVar(&o.background, "background", 0, "background pods per seed (default 3 per node)")
 	flag.IntVar(&o.confirm, "confirm", 4, "extra runs per scheduler before a disagreement counts as a divergence")
+	flag.IntVar(&o.confirmTies, "confirm-ties", 8, "extra runs of the steady scheduler when only the other one's runs differ, before that counts as a divergence (a tie on one side only)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long one placement may take")
 	flag.StringVar(&o.kubeFlags, "kube-scheduler-flags", "", `extra flags for kube-scheduler, space-separated (e.g. "-v=10" logs every plugin's score)`)
 	flag.StringVar(&o.oursFlags, "ours-flags", "", "extra flags for kube-wasm-scheduler, space-separated")
@@ -162,6 +165,8 @@ type probeResult struct {
 	// ("0/40 nodes are available: ...") are the same, live and in the simulator.
 	Messages string `json:"messages,omitempty"`
 	File     string `json:"clusterFile,omitempty"`
+	Note     string `json:"note,omitempty"`
+	SimNote  string `json:"simulatorNote,omitempty"`
 }
 
 func names(os []outcome) []string {
@@ -271,6 +276,9 @@ func run(ctx context.Context, o options) (int, error) {
 	for _, d := range live.divergences {
 		fmt.Printf("DIVERGENT seed %d probe %d live: kube-scheduler %v, kube-wasm-scheduler %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
 			d.Seed, d.Probe, d.Kube, d.Ours, d.Summary, filepath.Join(o.out, "sim-profile.yaml"), d.File, simPodRef(d))
+		if d.Note != "" {
+			fmt.Printf("  %s\n", d.Note)
+		}
 		if d.Message != "" {
 			fmt.Printf("  kube-scheduler: %s\n", d.Message)
 		}
@@ -282,6 +290,9 @@ func run(ctx context.Context, o options) (int, error) {
 	for _, d := range sim.divergences {
 		fmt.Printf("DIVERGENT seed %d probe %d simulator: kube-scheduler %v, simulator %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
 			d.Seed, d.Probe, d.Kube, d.Sim, d.Summary, filepath.Join(o.out, "sim-profile.yaml"), d.File, simPodRef(d))
+		if d.SimNote != "" {
+			fmt.Printf("  %s\n", d.SimNote)
+		}
 	}
 	fmt.Printf("\nparity: %d seeds x %d probes\n", len(o.seeds), o.probes)
 	fmt.Printf("parity: %s\n", live.line("live, kube-wasm-scheduler vs kube-scheduler"))
@@ -432,19 +443,41 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 			}
 		}
 	}
-	r.Kube, r.Ours, r.Message, r.OursMsg = names(kube), names(ours), kube[0].message, ours[0].message
-	switch {
-	case !consistent(kube) && !consistent(ours):
-		r.Live, r.TieBy = tie, "both"
-	case !consistent(kube):
-		r.Live, r.TieBy = tie, "kube-scheduler"
-	case !consistent(ours):
-		r.Live, r.TieBy = tie, "ours"
-	case kube[0].node == ours[0].node:
-		r.Live = alike
-	default:
-		r.Live = divergent
+	// A tie on one side only: the other is run more, to tell a tie that fell the same way each time from scores
+	// that tie for one scheduler and not for the other.
+	if consistent(kube) != consistent(ours) {
+		who, sched, list := "kube", kubeName, &kube
+		if consistent(ours) {
+			who, sched, list = "ours", oursName, &ours
+		}
+		for i := 0; i < o.confirmTies && consistent(*list); i++ {
+			if err := run(who, sched, 1); err != nil {
+				return r, err
+			}
+		}
+		if consistent(*list) {
+			r.Note = fmt.Sprintf("a tie on one side only: %s placed it on %s in all %d runs", map[string]string{"kube": "kube-scheduler", "ours": "kube-wasm-scheduler"}[who], (*list)[0], len(*list))
+		}
 	}
+	liveVerdict := func() {
+		r.Kube, r.Ours, r.Message, r.OursMsg = names(kube), names(ours), kube[0].message, ours[0].message
+		r.Live, r.TieBy = "", ""
+		switch {
+		case r.Note != "":
+			r.Live = divergent
+		case !consistent(kube) && !consistent(ours):
+			r.Live, r.TieBy = tie, "both"
+		case !consistent(kube):
+			r.Live, r.TieBy = tie, "kube-scheduler"
+		case !consistent(ours):
+			r.Live, r.TieBy = tie, "ours"
+		case kube[0].node == ours[0].node:
+			r.Live = alike
+		default:
+			r.Live = divergent
+		}
+	}
+	liveVerdict()
 	if !o.sim {
 		return r, nil
 	}
@@ -460,8 +493,34 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 		}
 		sim = append(sim, out)
 	}
+	// A tie on one side only, as live: more tie-breaking seeds when kube-scheduler's runs differ, more
+	// kube-scheduler runs when the simulator's differ.
+	for seed := len(sim) + 1; !consistent(kube) && consistent(sim) && seed <= 2+o.confirmTies; seed++ {
+		out, err := simulate(o.ours, simProfile, r.File, simPodRef(r), seed)
+		if err != nil {
+			return r, err
+		}
+		sim = append(sim, out)
+	}
+	if consistent(kube) && !consistent(sim) && len(kube) < 2+o.confirmTies {
+		for consistent(kube) && len(kube) < 2+o.confirmTies {
+			if err := run("kube", kubeName, 1); err != nil {
+				return r, err
+			}
+		}
+		liveVerdict()
+	}
 	r.Sim, r.SimMsg = names(sim), sim[0].message
+	if consistent(kube) != consistent(sim) {
+		steady, runs := "kube-scheduler", r.Kube
+		if consistent(sim) {
+			steady, runs = "the simulator", r.Sim
+		}
+		r.SimNote = fmt.Sprintf("a tie on one side only: %s placed it on %s in all %d runs", steady, runs[0], len(runs))
+	}
 	switch {
+	case r.SimNote != "":
+		r.SimVs = divergent
 	case !consistent(kube) || !consistent(sim):
 		r.SimVs = tie
 	case sim[0].node == kube[0].node:
