@@ -281,7 +281,7 @@ impl PodInfo {
         let containers: &[Container] = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
         let init: &[Container] = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
 
-        let (requests, non_zero, fit_score) = pod_requests(
+        let PodRequests { requests, non_zero, fit_score } = pod_requests(
             containers,
             init,
             spec.and_then(|s| s.resources.as_ref()),
@@ -485,6 +485,16 @@ fn pod_level_resource(name: &str) -> bool {
     name == CPU || name == MEMORY || name.starts_with("hugepages-")
 }
 
+/// What `pod_requests` computes.
+struct PodRequests {
+    /// Upstream's `PodRequests`.
+    requests: Resource,
+    /// Non-zero CPU and memory, for scoring and the node's totals.
+    non_zero: (i64, i64),
+    /// Non-zero CPU and memory of the containers alone, pod-level requests left out (NodeResourcesFit's score).
+    fit_score: (i64, i64),
+}
+
 /// Upstream's `PodRequests`, the non-zero CPU/memory used for scoring and the node's totals, and the non-zero
 /// CPU/memory of the containers alone (NodeResourcesFit's score).
 fn pod_requests(
@@ -492,7 +502,7 @@ fn pod_requests(
     init: &[Container],
     pod_level: Option<&ResourceRequirements>,
     overhead: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-) -> Result<(Resource, (i64, i64), (i64, i64)), String> {
+) -> Result<PodRequests, String> {
     let mut reqs = Resource::default();
     let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
     for c in containers {
@@ -559,7 +569,7 @@ fn pod_requests(
         fit_mem += o.memory;
         reqs.add(&o);
     }
-    Ok((reqs, (nz_cpu, nz_mem), (fit_cpu, fit_mem)))
+    Ok(PodRequests { requests: reqs, non_zero: (nz_cpu, nz_mem), fit_score: (fit_cpu, fit_mem) })
 }
 
 fn non_zero(c: &Container, r: &Resource) -> (i64, i64) {
