@@ -407,38 +407,34 @@ func runSeed(ctx context.Context, client kubernetes.Interface, o options, seed i
 func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch, o options, cl *cluster, base []byte, dir, simProfile string, pr probe) (probeResult, error) {
 	r := probeResult{Seed: cl.seed, Probe: pr.index, Summary: pr.summary}
 	var kube, ours []outcome
-	run := func(who, sched string, n int) error {
-		for i := 0; i < n; i++ {
-			var list *[]outcome
-			if who == "kube" {
-				list = &kube
-			} else {
-				list = &ours
-			}
-			name := fmt.Sprintf("probe-%03d-%s-%d", pr.index, who, len(*list)+1)
-			out, err := place(ctx, client, w, pr, name, sched, o.timeout)
-			if err != nil {
-				return err
-			}
-			*list = append(*list, out)
+	// run places the probe once more with one scheduler ("kube" or "ours") and records where it went.
+	run := func(who string) error {
+		list, sched := &kube, kubeName
+		if who == "ours" {
+			list, sched = &ours, oursName
 		}
+		out, err := place(ctx, client, w, pr, fmt.Sprintf("probe-%03d-%s-%d", pr.index, who, len(*list)+1), sched, o.timeout)
+		if err != nil {
+			return err
+		}
+		*list = append(*list, out)
 		return nil
 	}
 	for i := 0; i < 2; i++ {
-		if err := run("kube", kubeName, 1); err != nil {
+		if err := run("kube"); err != nil {
 			return r, err
 		}
-		if err := run("ours", oursName, 1); err != nil {
+		if err := run("ours"); err != nil {
 			return r, err
 		}
 	}
 	if consistent(kube) && consistent(ours) && kube[0].node != ours[0].node {
 		// Both steady, yet apart: a tie that fell the same way twice for each, or a real divergence.
 		for i := 0; i < o.confirm && consistent(kube) && consistent(ours); i++ {
-			if err := run("kube", kubeName, 1); err != nil {
+			if err := run("kube"); err != nil {
 				return r, err
 			}
-			if err := run("ours", oursName, 1); err != nil {
+			if err := run("ours"); err != nil {
 				return r, err
 			}
 		}
@@ -446,12 +442,12 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 	// A tie on one side only: the other is run more, to tell a tie that fell the same way each time from scores
 	// that tie for one scheduler and not for the other.
 	if consistent(kube) != consistent(ours) {
-		who, sched, list := "kube", kubeName, &kube
+		who, list := "kube", &kube
 		if consistent(ours) {
-			who, sched, list = "ours", oursName, &ours
+			who, list = "ours", &ours
 		}
 		for i := 0; i < o.confirmTies && consistent(*list); i++ {
-			if err := run(who, sched, 1); err != nil {
+			if err := run(who); err != nil {
 				return r, err
 			}
 		}
@@ -504,7 +500,7 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 	}
 	if consistent(kube) && !consistent(sim) && len(kube) < 2+o.confirmTies {
 		for consistent(kube) && len(kube) < 2+o.confirmTies {
-			if err := run("kube", kubeName, 1); err != nil {
+			if err := run("kube"); err != nil {
 				return r, err
 			}
 		}
