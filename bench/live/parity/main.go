@@ -441,19 +441,27 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 	}
 	// A tie on one side only: the other is run more, to tell a tie that fell the same way each time from scores
 	// that tie for one scheduler and not for the other.
-	if consistent(kube) != consistent(ours) {
+	oneSided := func() error {
+		r.Note = ""
+		if consistent(kube) == consistent(ours) {
+			return nil
+		}
 		who, list := "kube", &kube
 		if consistent(ours) {
 			who, list = "ours", &ours
 		}
-		for i := 0; i < o.confirmTies && consistent(*list); i++ {
+		for consistent(*list) && len(*list) < 2+o.confirmTies {
 			if err := run(who); err != nil {
-				return r, err
+				return err
 			}
 		}
 		if consistent(*list) {
 			r.Note = fmt.Sprintf("a tie on one side only: %s placed it on %s in all %d runs", map[string]string{"kube": "kube-scheduler", "ours": "kube-wasm-scheduler"}[who], (*list)[0], len(*list))
 		}
+		return nil
+	}
+	if err := oneSided(); err != nil {
+		return r, err
 	}
 	liveVerdict := func() {
 		r.Kube, r.Ours, r.Message, r.OursMsg = names(kube), names(ours), kube[0].message, ours[0].message
@@ -503,6 +511,10 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 			if err := run("kube"); err != nil {
 				return r, err
 			}
+		}
+		// kube-scheduler may have shown a tie only now: give ours the same chance to show one.
+		if err := oneSided(); err != nil {
+			return r, err
 		}
 		liveVerdict()
 	}
