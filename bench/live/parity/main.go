@@ -145,7 +145,7 @@ const (
 	alike     = "alike"
 	divergent = "divergent"
 	tie       = "tie"
-	failed    = "failed"
+	stray     = "stray"
 )
 
 type probeResult struct {
@@ -155,8 +155,8 @@ type probeResult struct {
 	Kube    []string `json:"kubeScheduler"`
 	Ours    []string `json:"ours"`
 	Sim     []string `json:"simulator,omitempty"`
-	Live    string   `json:"live"`            // alike, divergent, tie
-	TieBy   string   `json:"tieBy,omitempty"` // kube-scheduler, ours, both
+	Live    string   `json:"live"`            // alike, divergent, tie, stray
+	TieBy   string   `json:"tieBy,omitempty"` // both (a tie on one side only is a divergence)
 	SimVs   string   `json:"simVsLive,omitempty"`
 	Message string   `json:"kubeSchedulerMessage,omitempty"`
 	OursMsg string   `json:"oursMessage,omitempty"`
@@ -187,8 +187,8 @@ func consistent(os []outcome) bool {
 }
 
 type tally struct {
-	compared, alike, ties, kubeTies, oursTies, bothTies int
-	divergences                                         []probeResult
+	compared, alike, ties int
+	divergences, strays   []probeResult
 }
 
 func (t *tally) line(what string) string {
@@ -196,15 +196,8 @@ func (t *tally) line(what string) string {
 	if t.compared > 0 {
 		pct = 100 * float64(t.alike) / float64(t.compared)
 	}
-	return fmt.Sprintf("%s: %d/%d comparable probes alike (%.1f%%), %d divergent; %d ties excluded (%s)",
-		what, t.alike, t.compared, pct, len(t.divergences), t.ties, t.tieDetail())
-}
-
-func (t *tally) tieDetail() string {
-	if t.kubeTies+t.oursTies+t.bothTies == 0 {
-		return fmt.Sprintf("%d", t.ties)
-	}
-	return fmt.Sprintf("kube-scheduler %d, kube-wasm-scheduler %d, both %d", t.kubeTies, t.oursTies, t.bothTies)
+	return fmt.Sprintf("%s: %d/%d comparable probes alike (%.1f%%), %d divergent; excluded: %d ties, %d stray runs",
+		what, t.alike, t.compared, pct, len(t.divergences), t.ties, len(t.strays))
 }
 
 func main() {
@@ -249,12 +242,12 @@ func run(ctx context.Context, o options) (int, error) {
 		}
 		var sl, ss tally
 		for _, r := range res {
-			count(&sl, r.Live, r.TieBy, r)
-			count(&live, r.Live, r.TieBy, r)
+			count(&sl, r.Live, r)
+			count(&live, r.Live, r)
 			if o.sim {
-				count(&ss, r.SimVs, "", r)
-				count(&sim, r.SimVs, "", r)
-				count(&msgs, r.Messages, "", r)
+				count(&ss, r.SimVs, r)
+				count(&sim, r.SimVs, r)
+				count(&msgs, r.Messages, r)
 			}
 		}
 		fmt.Printf("parity: seed %d: %s\n", seed, sl.line("live, kube-wasm-scheduler vs kube-scheduler"))
@@ -270,8 +263,15 @@ func run(ctx context.Context, o options) (int, error) {
 	fmt.Println()
 	for _, r := range all {
 		if r.Live == tie {
-			fmt.Printf("tie       seed %d probe %d (%s): kube-scheduler %v, kube-wasm-scheduler %v\n", r.Seed, r.Probe, r.TieBy, r.Kube, r.Ours)
+			fmt.Printf("tie       seed %d probe %d: kube-scheduler %v, kube-wasm-scheduler %v\n", r.Seed, r.Probe, r.Kube, r.Ours)
 		}
+	}
+	for _, r := range append(append([]probeResult{}, live.strays...), sim.strays...) {
+		note := r.Note
+		if r.Live != stray {
+			note = r.SimNote
+		}
+		fmt.Printf("stray     seed %d probe %d: %s\n", r.Seed, r.Probe, note)
 	}
 	for _, d := range live.divergences {
 		fmt.Printf("DIVERGENT seed %d probe %d live: kube-scheduler %v, kube-wasm-scheduler %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
@@ -312,7 +312,7 @@ func run(ctx context.Context, o options) (int, error) {
 
 func simPodRef(r probeResult) string { return fmt.Sprintf("parity-%d/probe-%03d-sim", r.Seed, r.Probe) }
 
-func count(t *tally, verdict, tieBy string, r probeResult) {
+func count(t *tally, verdict string, r probeResult) {
 	switch verdict {
 	case alike:
 		t.compared++
@@ -322,14 +322,8 @@ func count(t *tally, verdict, tieBy string, r probeResult) {
 		t.divergences = append(t.divergences, r)
 	case tie:
 		t.ties++
-		switch tieBy {
-		case "kube-scheduler":
-			t.kubeTies++
-		case "ours":
-			t.oursTies++
-		case "both":
-			t.bothTies++
-		}
+	case stray:
+		t.strays = append(t.strays, r)
 	}
 }
 
@@ -406,7 +400,7 @@ func runSeed(ctx context.Context, client kubernetes.Interface, o options, seed i
 // compareProbe places one probe with both schedulers (twice each, more on a disagreement) and the simulator.
 func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch, o options, cl *cluster, base []byte, dir, simProfile string, pr probe) (probeResult, error) {
 	r := probeResult{Seed: cl.seed, Probe: pr.index, Summary: pr.summary}
-	var kube, ours []outcome
+	var kube, ours, sim []outcome
 	// run places the probe once more with one scheduler ("kube" or "ours") and records where it went.
 	run := func(who string) error {
 		list, sched := &kube, kubeName
@@ -420,6 +414,27 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 		*list = append(*list, out)
 		return nil
 	}
+	// upTo runs who until it has n runs.
+	upTo := func(who string, n int) error {
+		list := &kube
+		if who == "ours" {
+			list = &ours
+		}
+		for len(*list) < n {
+			if err := run(who); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	simulateOnce := func() error {
+		out, err := simulate(o.ours, simProfile, r.File, simPodRef(r), len(sim)+1)
+		if err == nil {
+			sim = append(sim, out)
+		}
+		return err
+	}
+	many := 2 + o.confirmTies
 	for i := 0; i < 2; i++ {
 		if err := run("kube"); err != nil {
 			return r, err
@@ -439,103 +454,52 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 			}
 		}
 	}
-	// A tie on one side only: the other is run more, to tell a tie that fell the same way each time from scores
-	// that tie for one scheduler and not for the other.
+	// Only one side's runs differ: both run more, to tell a tie on one side only (a divergence) from a tie that
+	// fell the same way each time, or from one stray run.
 	oneSided := func() error {
-		r.Note = ""
 		if consistent(kube) == consistent(ours) {
 			return nil
 		}
-		who, list := "kube", &kube
-		if consistent(ours) {
-			who, list = "ours", &ours
+		if err := upTo("kube", many); err != nil {
+			return err
 		}
-		for consistent(*list) && len(*list) < 2+o.confirmTies {
-			if err := run(who); err != nil {
-				return err
-			}
-		}
-		if consistent(*list) {
-			r.Note = fmt.Sprintf("a tie on one side only: %s placed it on %s in all %d runs", map[string]string{"kube": "kube-scheduler", "ours": "kube-wasm-scheduler"}[who], (*list)[0], len(*list))
-		}
-		return nil
+		return upTo("ours", many)
 	}
 	if err := oneSided(); err != nil {
 		return r, err
 	}
-	liveVerdict := func() {
-		r.Kube, r.Ours, r.Message, r.OursMsg = names(kube), names(ours), kube[0].message, ours[0].message
-		r.Live, r.TieBy = "", ""
-		switch {
-		case r.Note != "":
-			r.Live = divergent
-		case !consistent(kube) && !consistent(ours):
-			r.Live, r.TieBy = tie, "both"
-		case !consistent(kube):
-			r.Live, r.TieBy = tie, "kube-scheduler"
-		case !consistent(ours):
-			r.Live, r.TieBy = tie, "ours"
-		case kube[0].node == ours[0].node:
-			r.Live = alike
-		default:
-			r.Live = divergent
-		}
-	}
-	liveVerdict()
-	if !o.sim {
-		return r, nil
-	}
-	r.File = filepath.Join(dir, fmt.Sprintf("probe-%03d.yaml", pr.index))
-	if err := writeProbeFile(r.File, base, pr, fmt.Sprintf("probe-%03d-sim", pr.index), simName); err != nil {
-		return r, err
-	}
-	var sim []outcome
-	for seed := 1; seed <= 2 || (seed <= 2+o.confirm && consistent(sim) && consistent(kube) && sim[0].node != kube[0].node); seed++ {
-		out, err := simulate(o.ours, simProfile, r.File, simPodRef(r), seed)
-		if err != nil {
+	if o.sim {
+		r.File = filepath.Join(dir, fmt.Sprintf("probe-%03d.yaml", pr.index))
+		if err := writeProbeFile(r.File, base, pr, fmt.Sprintf("probe-%03d-sim", pr.index), simName); err != nil {
 			return r, err
 		}
-		sim = append(sim, out)
-	}
-	// A tie on one side only, as live: more tie-breaking seeds when kube-scheduler's runs differ, more
-	// kube-scheduler runs when the simulator's differ.
-	for seed := len(sim) + 1; !consistent(kube) && consistent(sim) && seed <= 2+o.confirmTies; seed++ {
-		out, err := simulate(o.ours, simProfile, r.File, simPodRef(r), seed)
-		if err != nil {
-			return r, err
-		}
-		sim = append(sim, out)
-	}
-	if consistent(kube) && !consistent(sim) && len(kube) < 2+o.confirmTies {
-		for consistent(kube) && len(kube) < 2+o.confirmTies {
-			if err := run("kube"); err != nil {
+		for len(sim) < 2 || (len(sim) < 2+o.confirm && consistent(sim) && consistent(kube) && sim[0].node != kube[0].node) {
+			if err := simulateOnce(); err != nil {
 				return r, err
 			}
 		}
-		// kube-scheduler may have shown a tie only now: give ours the same chance to show one.
-		if err := oneSided(); err != nil {
-			return r, err
+		if consistent(kube) != consistent(sim) {
+			for len(sim) < many {
+				if err := simulateOnce(); err != nil {
+					return r, err
+				}
+			}
+			if err := upTo("kube", many); err != nil {
+				return r, err
+			}
+			// kube-scheduler may have shown a tie only now: give ours the same number of runs.
+			if err := oneSided(); err != nil {
+				return r, err
+			}
 		}
-		liveVerdict()
+	}
+	r.Kube, r.Ours, r.Message, r.OursMsg = names(kube), names(ours), kube[0].message, ours[0].message
+	r.Live, r.TieBy, r.Note = classify(kube, ours, "kube-scheduler", "kube-wasm-scheduler")
+	if !o.sim {
+		return r, nil
 	}
 	r.Sim, r.SimMsg = names(sim), sim[0].message
-	if consistent(kube) != consistent(sim) {
-		steady, runs := "kube-scheduler", r.Kube
-		if consistent(sim) {
-			steady, runs = "the simulator", r.Sim
-		}
-		r.SimNote = fmt.Sprintf("a tie on one side only: %s placed it on %s in all %d runs", steady, runs[0], len(runs))
-	}
-	switch {
-	case r.SimNote != "":
-		r.SimVs = divergent
-	case !consistent(kube) || !consistent(sim):
-		r.SimVs = tie
-	case sim[0].node == kube[0].node:
-		r.SimVs = alike
-	default:
-		r.SimVs = divergent
-	}
+	r.SimVs, _, r.SimNote = classify(kube, sim, "kube-scheduler", "the simulator")
 	if r.Live == alike && r.SimVs == alike && kube[0].node == "" {
 		r.Messages = alike
 		want := strings.Replace(r.Message, draPostFilterPart, "", 1)
@@ -544,4 +508,38 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 		}
 	}
 	return r, nil
+}
+
+// classify compares two series of placements of one probe. Both steady: alike or divergent. Both varying: a tie.
+// One varying while the other stays steady: a tie on one side only (divergent) when its minority answers came up
+// twice or more; one stray run (the rest agreeing with the steady side) is reported apart: kube-scheduler handles
+// deleted and new pods in separate event handlers, so a probe can now and then be scheduled before the previous
+// placement's deletion has reached its cache.
+func classify(a, b []outcome, aName, bName string) (verdict, tieBy, note string) {
+	switch {
+	case consistent(a) && consistent(b):
+		if a[0].node == b[0].node {
+			return alike, "", ""
+		}
+		return divergent, "", ""
+	case !consistent(a) && !consistent(b):
+		return tie, "both", ""
+	}
+	v, s, vName, sName := a, b, aName, bName
+	if consistent(a) {
+		v, s, vName, sName = b, a, bName, aName
+	}
+	counts := map[string]int{}
+	mode := ""
+	for _, x := range v {
+		counts[x.node]++
+		if counts[x.node] > counts[mode] || (counts[x.node] == counts[mode] && x.node < mode) {
+			mode = x.node
+		}
+	}
+	if minority := len(v) - counts[mode]; minority >= 2 || mode != s[0].node {
+		return divergent, "", fmt.Sprintf("a tie on one side only: %s placed it on %s in all %d runs, %s on %v",
+			sName, s[0], len(s), vName, names(v))
+	}
+	return stray, "", fmt.Sprintf("one of %d runs of %s went elsewhere (%v); the rest and %s agree", len(v), vName, names(v), sName)
 }
