@@ -232,7 +232,10 @@ func run(ctx context.Context, o options) (int, error) {
 	fmt.Printf("parity: kube-scheduler %s vs kube-wasm-scheduler %s, seeds %v, %d probes, %d nodes, %d background pods per seed\n",
 		o.kubeScheduler, o.ours, o.seeds, o.probes, o.nodes, o.background)
 	fmt.Println("parity: upstream is nondeterministic where scores tie: kube-scheduler picks among the top-scoring nodes at random" +
-		" (selectHost's reservoir sampling), as we do; a probe whose runs differ for a scheduler is a tie and is excluded.")
+		" (selectHost's reservoir sampling), as we do; a probe whose runs differ for both is a tie and is excluded.")
+	fmt.Println("parity: and in timing: kube-scheduler handles deleted (assigned) and new (pending) pods in separate event handlers," +
+		" so now and then it schedules a probe before the previous placement's deletion has reached its cache; such a single" +
+		" stray run is reported apart and excluded.")
 	var all []probeResult
 	var live, sim, msgs tally
 	for _, seed := range o.seeds {
