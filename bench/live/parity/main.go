@@ -97,7 +97,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.nodes, "nodes", 40, "nodes per seed (below 100 both schedulers score every feasible node; from 100 on they sample, and the simulator comparison is off)")
 	flag.IntVar(&o.background, "background", 0, "background pods per seed (default 3 per node)")
 	flag.IntVar(&o.confirm, "confirm", 4, "extra runs per scheduler before a disagreement counts as a divergence")
-	flag.IntVar(&o.confirmTies, "confirm-ties", 8, "extra runs of the steady scheduler when only the other one's runs differ, before that counts as a divergence (a tie on one side only)")
+	flag.IntVar(&o.confirmTies, "confirm-ties", 8, "when only one side's runs differ, both run up to 2+N times before the probe counts as a divergence (a tie on one side only) or a stray run")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long one placement may take")
 	flag.StringVar(&o.kubeFlags, "kube-scheduler-flags", "", `extra flags for kube-scheduler, space-separated (e.g. "-v=10" logs every plugin's score)`)
 	flag.StringVar(&o.oursFlags, "ours-flags", "", "extra flags for kube-wasm-scheduler, space-separated")
