@@ -21,7 +21,8 @@ func TestClassify(t *testing.T) {
 		{"both unschedulable", runs("", ""), runs("", ""), alike},
 		{"both steady, apart", runs("n1", "n1"), runs("n2", "n2"), divergent},
 		{"both vary: a tie", runs("n1", "n2"), runs("n2", "n2", "n1"), tie},
-		{"a tie on one side only", runs("n1", "n2", "n1", "n2"), runs("n1", "n1", "n1", "n1"), divergent},
+		{"a tie on one side only", runs("n1", "n2", "n1", "n2", "n2"), runs("n1", "n1", "n1", "n1"), divergent},
+		{"two stray runs", runs("n1", "n7", "n7", "n1", "n1", "n1"), runs("n1", "n1", "n1", "n1"), stray},
 		{"one stray run", runs("n1", "n7", "n1", "n1"), runs("n1", "n1", "n1", "n1"), stray},
 		{"one stray run, the rest elsewhere", runs("n2", "n7", "n2", "n2"), runs("n1", "n1", "n1", "n1"), divergent},
 	} {
