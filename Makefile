@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test fuzz campaign bench bench-ratio bench-live lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test fuzz campaign bench bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -62,6 +62,14 @@ bench-ratio: setup guests
 ## KWS_BIN: see bench/live/run.sh and docs/performance.md).
 bench-live: setup
 	bench/live/run.sh $(BENCH_ARGS)
+
+## parity: our decisions beside kube-scheduler v1.34.4's, live on a throwaway control plane, and the simulator's on
+## the same cluster files: seeded random clusters and probe pods covering every default plugin's inputs; prints the
+## agreement, the ties (apart) and every divergence with the probe and both choices, and fails on any divergence.
+## PARITY_SEEDS (default 5, or "3-7", "1,4,9"), PARITY_PROBES (80), PARITY_NODES (40), PARITY_ARGS (harness flags);
+## see scripts/parity.sh. `make test` runs a short one (host/tests/e2e/parity.rs).
+parity: setup
+	scripts/parity.sh $(PARITY_ARGS)
 
 check: setup
 	cargo check --workspace --all-targets

@@ -35,6 +35,15 @@ pub enum CacheError {
     },
 }
 
+/// One image across the cluster (upstream cache's `imageStates` entry): the size comes from the first node that
+/// reported the name and stays while any node still has it, whatever size later nodes report (multi-arch images
+/// are one name with a different size per architecture).
+#[derive(Debug, Clone, Copy)]
+struct ImageState {
+    size: i64,
+    nodes: usize,
+}
+
 #[derive(Debug, Clone)]
 struct PodState {
     pod: Arc<PodInfo>,
@@ -49,6 +58,8 @@ pub struct Cache {
     pods: HashMap<String, PodState>,
     /// Pods bound to nodes the cache has not seen yet, attached when the node arrives.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
+    /// Image name -> its cluster-wide state; every node's `image_states` is filled from it with the next snapshot.
+    images: HashMap<String, ImageState>,
     dirty: HashSet<String>,
     structure_changed: bool,
     objects: Arc<ClusterObjects>,
@@ -71,12 +82,18 @@ impl Cache {
         match self.nodes.get_mut(&name) {
             Some(ni) => {
                 let ni = Arc::make_mut(ni);
+                let old_images: Vec<String> = ni.image_states.keys().cloned().collect();
                 ni.set_node(node).map_err(bad)?;
-                // Image spread counts are cluster-wide: recompute them with the next snapshot.
+                // As upstream's UpdateNode: the node's old images leave first, so an image only this node has is
+                // sized again from its new report, while one that other nodes share keeps its size.
+                Self::forget_images(&mut self.images, old_images.iter());
+                Self::record_images(&mut self.images, ni);
+                // Image sizes and spread counts are cluster-wide: recompute them with the next snapshot.
                 self.structure_changed = true;
             }
             None => {
                 let mut ni = NodeInfo::new(node).map_err(bad)?;
+                Self::record_images(&mut self.images, &ni);
                 ni.id = self.free_ids.pop().unwrap_or_else(|| {
                     self.next_id += 1;
                     self.next_id - 1
@@ -96,6 +113,7 @@ impl Cache {
     /// Removes a node; its pods stay known (they are deleted through their own events).
     pub fn remove_node(&mut self, name: &str) {
         if let Some(ni) = self.nodes.remove(name) {
+            Self::forget_images(&mut self.images, ni.image_states.keys());
             self.free_ids.push(ni.id);
             self.orphans.insert(name.to_string(), ni.pods.clone());
             self.structure_changed = true;
@@ -270,18 +288,39 @@ impl Cache {
         }
     }
 
-    fn refresh_image_states(&mut self) {
-        let mut counts: HashMap<String, usize> = HashMap::new();
-        for ni in self.nodes.values() {
-            for img in ni.image_states.keys() {
-                *counts.entry(img.clone()).or_insert(0) += 1;
+    /// Counts a node's images into the cluster-wide states; a name no node had before takes this node's size.
+    fn record_images(images: &mut HashMap<String, ImageState>, ni: &NodeInfo) {
+        for (name, own) in &ni.image_states {
+            images.entry(name.clone()).and_modify(|s| s.nodes += 1).or_insert(ImageState { size: own.size, nodes: 1 });
+        }
+    }
+
+    /// Takes a node's images out of the cluster-wide states; an image no node has any more is dropped, so the
+    /// next node to report it sets its size afresh.
+    fn forget_images<'a>(images: &mut HashMap<String, ImageState>, names: impl Iterator<Item = &'a String>) {
+        for name in names {
+            if let Some(s) = images.get_mut(name) {
+                s.nodes -= 1;
+                if s.nodes == 0 {
+                    images.remove(name);
+                }
             }
         }
+    }
+
+    /// Gives every node's images the cluster-wide size and spread (upstream's `ImageStateSummary.Snapshot`),
+    /// copying only the nodes whose view changed.
+    fn refresh_image_states(&mut self) {
+        let images = &self.images;
+        let cluster_wide = |k: &String| {
+            let s = images[k];
+            ImageStateSummary { size: s.size, num_nodes: s.nodes }
+        };
         for ni in self.nodes.values_mut() {
-            if ni.image_states.values().zip(ni.image_states.keys()).any(|(s, k)| s.num_nodes != counts[k]) {
+            if ni.image_states.iter().any(|(k, s)| *s != cluster_wide(k)) {
                 let ni = Arc::make_mut(ni);
                 for (k, s) in ni.image_states.iter_mut() {
-                    *s = ImageStateSummary { size: s.size, num_nodes: counts[k] };
+                    *s = cluster_wide(k);
                 }
             }
         }
@@ -323,6 +362,73 @@ mod tests {
         c.update_snapshot(&mut s);
         assert_eq!(s.get("a").unwrap().requested.milli_cpu, 1000);
         assert!(Arc::ptr_eq(&b_before, s.get("b").unwrap()), "untouched node is shared, not copied");
+    }
+
+    fn node_with_image(name: &str, image: &str, size: i64) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name}, "status": {
+            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "images": [{"names": [image], "sizeBytes": size}]}}))
+        .unwrap()
+    }
+
+    /// The image as the scheduler's snapshot shows it on `node`, after bringing the snapshot up to date.
+    fn image_in_snapshot(c: &mut Cache, s: &mut Snapshot, node: &str, image: &str) -> ImageStateSummary {
+        c.update_snapshot(s);
+        s.get(node).unwrap().image_states[image].clone()
+    }
+
+    /// Multi-arch images: one name, a different size on each architecture's nodes. Upstream keeps one state per
+    /// name whose size is the first reporting node's, for every node, until no node has the name any more.
+    #[test]
+    fn same_image_name_with_different_sizes_takes_the_first_reported_size() {
+        let (mut c, mut s) = (Cache::new(), Snapshot::default());
+        // Added out of name order: "first" means first reported, not first by name.
+        c.add_node(node_with_image("b-arm64", "app:1", 300)).unwrap();
+        c.add_node(node_with_image("a-amd64", "app:1", 900)).unwrap();
+        let want = ImageStateSummary { size: 300, num_nodes: 2 };
+        assert_eq!(image_in_snapshot(&mut c, &mut s, "a-amd64", "app:1"), want);
+        assert_eq!(image_in_snapshot(&mut c, &mut s, "b-arm64", "app:1"), want);
+
+        // The first node leaving does not resize the image while another node has it.
+        c.remove_node("b-arm64");
+        assert_eq!(
+            image_in_snapshot(&mut c, &mut s, "a-amd64", "app:1"),
+            ImageStateSummary { size: 300, num_nodes: 1 }
+        );
+        // A node updating its report keeps the shared size too.
+        c.add_node(node_with_image("c-amd64", "app:1", 500)).unwrap();
+        c.add_node(node_with_image("c-amd64", "app:1", 700)).unwrap();
+        assert_eq!(
+            image_in_snapshot(&mut c, &mut s, "c-amd64", "app:1"),
+            ImageStateSummary { size: 300, num_nodes: 2 }
+        );
+
+        // Once no node has the name, the next one to report it sets the size.
+        c.remove_node("a-amd64");
+        c.remove_node("c-amd64");
+        c.add_node(node_with_image("d-arm64", "app:1", 400)).unwrap();
+        assert_eq!(
+            image_in_snapshot(&mut c, &mut s, "d-arm64", "app:1"),
+            ImageStateSummary { size: 400, num_nodes: 1 }
+        );
+        // The only holder updating its report is sized afresh (its old report left first).
+        c.add_node(node_with_image("d-arm64", "app:1", 450)).unwrap();
+        assert_eq!(
+            image_in_snapshot(&mut c, &mut s, "d-arm64", "app:1"),
+            ImageStateSummary { size: 450, num_nodes: 1 }
+        );
+    }
+
+    /// A node listing one name under two images counts once, with the first listing's size.
+    #[test]
+    fn image_name_listed_twice_on_a_node_counts_once_with_the_first_size() {
+        let (mut c, mut s) = (Cache::new(), Snapshot::default());
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": "a"}, "status": {"images": [
+            {"names": ["app:1"], "sizeBytes": 100}, {"names": ["app:1", "app:latest"], "sizeBytes": 200}]}}))
+        .unwrap();
+        c.add_node(n).unwrap();
+        assert_eq!(image_in_snapshot(&mut c, &mut s, "a", "app:1"), ImageStateSummary { size: 100, num_nodes: 1 });
+        assert_eq!(image_in_snapshot(&mut c, &mut s, "a", "app:latest"), ImageStateSummary { size: 200, num_nodes: 1 });
     }
 
     #[test]

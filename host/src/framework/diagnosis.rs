@@ -33,8 +33,10 @@ pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
             msg.push_str(&format!(" {}.", histogram));
         }
     }
+    // PostFilter's message ends with its own period (preemption's is a whole FitError message): none is added, as
+    // upstream's `FitError.Error`.
     if !d.post_filter_msg.is_empty() {
-        msg.push_str(&format!(" {}.", d.post_filter_msg));
+        msg.push_str(&format!(" {}", d.post_filter_msg));
     }
     msg
 }
@@ -50,4 +52,25 @@ pub fn reason_histogram<'a>(statuses: impl Iterator<Item = &'a Status>) -> Strin
     let mut parts: Vec<String> = counts.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
     parts.sort();
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the parity harness: preemption's message is a whole FitError message with its own period, and
+    /// upstream appends PostFilter's message as it is; we added a second period (`...incoming pod..`).
+    #[test]
+    fn post_filter_message_is_appended_without_a_second_period() {
+        let mut d = Diagnosis::default();
+        for n in ["a", "b"] {
+            d.node_to_status.insert(n.into(), Status::unresolvable("node(s) had untolerated taint(s)"));
+        }
+        d.post_filter_msg = "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".into();
+        assert_eq!(
+            fit_error_message(2, &d),
+            "0/2 nodes are available: 2 node(s) had untolerated taint(s). preemption: 0/2 nodes are available: 2 \
+             Preemption is not helpful for scheduling."
+        );
+    }
 }

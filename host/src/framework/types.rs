@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodAffinityTerm, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodAffinityTerm, ResourceRequirements, Taint, Toleration};
 
 use super::labels::{no_labels, node_labels, Labels, Selector};
 use super::quantity::{parse_milli, parse_value};
@@ -243,6 +243,12 @@ pub struct PodInfo {
     pub non_zero_milli_cpu: i64,
     /// Memory request counted for scoring, with the default for containers that set none.
     pub non_zero_memory: i64,
+    /// CPU NodeResourcesFit's score counts for the pod: the containers' non-zero requests, pod-level requests left
+    /// out. Upstream v1.34 builds Fit's scorer without the PodLevelResources gate, while its filter,
+    /// BalancedAllocation and the node's totals (`non_zero_milli_cpu`) honour the gate, which is on by default.
+    pub fit_score_milli_cpu: i64,
+    /// Memory NodeResourcesFit's score counts for the pod (see `fit_score_milli_cpu`).
+    pub fit_score_memory: i64,
     /// Host ports requested by the containers.
     pub host_ports: Vec<HostPort>,
     /// Required pod affinity terms.
@@ -275,7 +281,12 @@ impl PodInfo {
         let containers: &[Container] = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
         let init: &[Container] = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
 
-        let (requests, non_zero) = pod_requests(containers, init, spec.and_then(|s| s.overhead.as_ref()))?;
+        let PodRequests { requests, non_zero, fit_score } = pod_requests(
+            containers,
+            init,
+            spec.and_then(|s| s.resources.as_ref()),
+            spec.and_then(|s| s.overhead.as_ref()),
+        )?;
         let qos = qos_class(containers, init)?;
 
         let mut host_ports = Vec::new();
@@ -350,6 +361,8 @@ impl PodInfo {
             requests,
             non_zero_milli_cpu: non_zero.0,
             non_zero_memory: non_zero.1,
+            fit_score_milli_cpu: fit_score.0,
+            fit_score_memory: fit_score.1,
             host_ports,
             required_affinity_terms,
             required_anti_affinity_terms,
@@ -428,6 +441,8 @@ impl PodInfo {
             requests: self.requests.clone(),
             non_zero_milli_cpu: self.non_zero_milli_cpu,
             non_zero_memory: self.non_zero_memory,
+            fit_score_milli_cpu: self.fit_score_milli_cpu,
+            fit_score_memory: self.fit_score_memory,
             host_ports: self.host_ports.clone(),
             required_affinity_terms: self.required_affinity_terms.clone(),
             required_anti_affinity_terms: self.required_anti_affinity_terms.clone(),
@@ -465,12 +480,29 @@ fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
-/// Upstream's `PodRequests` and the non-zero CPU/memory used for scoring.
+/// Resources a pod may request at pod level (upstream `IsSupportedPodLevelResource`).
+fn pod_level_resource(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with("hugepages-")
+}
+
+/// What `pod_requests` computes.
+struct PodRequests {
+    /// Upstream's `PodRequests`.
+    requests: Resource,
+    /// Non-zero CPU and memory, for scoring and the node's totals.
+    non_zero: (i64, i64),
+    /// Non-zero CPU and memory of the containers alone, pod-level requests left out (NodeResourcesFit's score).
+    fit_score: (i64, i64),
+}
+
+/// Upstream's `PodRequests`, the non-zero CPU/memory used for scoring and the node's totals, and the non-zero
+/// CPU/memory of the containers alone (NodeResourcesFit's score).
 fn pod_requests(
     containers: &[Container],
     init: &[Container],
+    pod_level: Option<&ResourceRequirements>,
     overhead: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-) -> Result<(Resource, (i64, i64)), String> {
+) -> Result<PodRequests, String> {
     let mut reqs = Resource::default();
     let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
     for c in containers {
@@ -504,13 +536,40 @@ fn pod_requests(
     reqs.set_max(&init_max);
     nz_cpu = nz_cpu.max(init_nz_cpu);
     nz_mem = nz_mem.max(init_nz_mem);
+    let (mut fit_cpu, mut fit_mem) = (nz_cpu, nz_mem);
+    // Pod-level requests (PodLevelResources, on by default since v1.34) replace the containers' sum for CPU,
+    // memory and hugepages. Scoring's defaults then apply only to a resource neither level names: one the pod
+    // names is counted as requested, as upstream's `getNonMissingContainerRequests`.
+    let pod_level = pod_level.and_then(|r| r.requests.as_ref()).filter(|l| l.keys().any(|k| pod_level_resource(k)));
+    if let Some(list) = pod_level {
+        let p = Resource::from_list(Some(list)).map_err(|e| format!("spec.resources.requests: {e}"))?;
+        let named = |n: &str| {
+            list.contains_key(n)
+                || containers.iter().chain(init).any(|c| {
+                    let r = c.resources.as_ref();
+                    r.and_then(|r| r.requests.as_ref()).is_some_and(|l| l.contains_key(n))
+                        || r.and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(n))
+                })
+        };
+        for name in list.keys().filter(|k| pod_level_resource(k)) {
+            reqs.set(name, p.get(name));
+        }
+        if named(CPU) {
+            nz_cpu = reqs.milli_cpu;
+        }
+        if named(MEMORY) {
+            nz_mem = reqs.memory;
+        }
+    }
     if let Some(o) = overhead {
         let o = Resource::from_list(Some(o)).map_err(|e| format!("spec.overhead: {e}"))?;
         nz_cpu += o.milli_cpu;
         nz_mem += o.memory;
+        fit_cpu += o.milli_cpu;
+        fit_mem += o.memory;
         reqs.add(&o);
     }
-    Ok((reqs, (nz_cpu, nz_mem)))
+    Ok(PodRequests { requests: reqs, non_zero: (nz_cpu, nz_mem), fit_score: (fit_cpu, fit_mem) })
 }
 
 fn non_zero(c: &Container, r: &Resource) -> (i64, i64) {
@@ -590,10 +649,11 @@ impl HostPortInfo {
     }
 }
 
-/// How many nodes have an image, and its size (for ImageLocality's spread factor).
+/// An image as the cluster knows it (upstream `ImageStateSummary`): its cluster-wide size — the size the first node
+/// that reported the name gave — and how many nodes have it (for ImageLocality's spread factor).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImageStateSummary {
-    /// Image size in bytes.
+    /// Image size in bytes, cluster-wide (not necessarily this node's own report).
     pub size: i64,
     /// Number of nodes that have the image.
     pub num_nodes: usize,
@@ -630,7 +690,8 @@ pub struct NodeInfo {
     pub non_zero_requested: Resource,
     /// The node's allocatable resources.
     pub allocatable: Resource,
-    /// Images on the node, with their spread across the cluster (filled by the snapshot).
+    /// Images on the node, with their cluster-wide size and spread (the node's own sizes until the cache fills
+    /// them in with the next snapshot).
     pub image_states: rustc_hash::FxHashMap<String, ImageStateSummary>,
 }
 
@@ -644,7 +705,10 @@ impl NodeInfo {
         let mut image_states = rustc_hash::FxHashMap::default();
         for img in status.and_then(|s| s.images.as_ref()).into_iter().flatten() {
             for n in img.names.iter().flatten() {
-                image_states.insert(n.clone(), ImageStateSummary { size: img.size_bytes.unwrap_or(0), num_nodes: 1 });
+                // A name listed twice keeps its first size, as upstream's addNodeImageStates.
+                image_states
+                    .entry(n.clone())
+                    .or_insert(ImageStateSummary { size: img.size_bytes.unwrap_or(0), num_nodes: 1 });
             }
         }
         Ok(NodeInfo {
@@ -787,6 +851,45 @@ mod tests {
         assert_eq!(p.requests.milli_cpu, 1010);
         assert_eq!(p.requests.memory, 100 * 1024 * 1024);
         assert_eq!(p.qos, QosClass::Burstable);
+    }
+
+    /// PodLevelResources (beta, on by default in v1.34): `spec.resources.requests` replace the containers' sum
+    /// for CPU and memory, in the filter's requests and in scoring's non-zero requests alike; overhead still adds.
+    #[test]
+    fn pod_level_requests_replace_the_containers_sum() {
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"cpu": "2", "memory": "3Gi"}},
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                {"name": "b"}
+            ],
+            "overhead": {"cpu": "10m"}
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.requests.memory), (2010, 3 << 30));
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (2010, 3 << 30));
+        // NodeResourcesFit's score still counts the containers: 500m + the default 100m for b, + overhead.
+        assert_eq!((p.fit_score_milli_cpu, p.fit_score_memory), (610, (1 << 30) + DEFAULT_MEMORY_REQUEST));
+
+        // Memory only at pod level: CPU is the containers' sum, and a container naming no CPU counts the
+        // scoring default only when no container names CPU at all.
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"memory": "3Gi"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}, {"name": "b"}]
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.requests.memory), (500, 3 << 30));
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (500, 3 << 30));
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"memory": "3Gi"}},
+            "containers": [{"name": "a"}, {"name": "b"}]
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.non_zero_milli_cpu), (0, 2 * DEFAULT_MILLI_CPU_REQUEST));
+
+        // Only unsupported names at pod level: the containers decide.
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"ephemeral-storage": "1Gi"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}]
+        }}));
+        assert_eq!((p.requests.milli_cpu, p.requests.ephemeral_storage), (500, 0));
     }
 
     #[test]

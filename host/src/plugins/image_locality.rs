@@ -266,6 +266,26 @@ mod tests {
         }
     }
 
+    /// Multi-arch: nodes report one image name with different sizes. Upstream scores every node with the
+    /// cluster-wide size (the first reporting node's), so the nodes score alike; their own sizes would not.
+    #[test]
+    fn multi_arch_image_scores_every_node_with_the_first_reported_size() {
+        let mut cache = crate::cache::Cache::new();
+        for (name, size) in [("arm64-node", 300 * MB), ("amd64-node", 900 * MB)] {
+            let n =
+                json!({"metadata": {"name": name}, "status": {"images": [{"names": ["app:1"], "sizeBytes": size}]}});
+            cache.add_node(serde_json::from_value(n).unwrap()).unwrap();
+        }
+        let mut snap = Snapshot::default();
+        cache.update_snapshot(&mut snap);
+        let p = pod_with(&["app:1"], &[]);
+        let mut st = CycleState::new();
+        assert!(ImageLocality.pre_score(&mut st, &p, &[], &snap).is_success());
+        let score = |n: &str| ImageLocality.score(&st, &p, snap.get(n).unwrap()).unwrap();
+        // 300 MB on 2 of 2 nodes: 100 * (300 - 23) / (1000 - 23) = 28 on both.
+        assert_eq!((score("arm64-node"), score("amd64-node")), (28, 28));
+    }
+
     #[test]
     fn score_without_prescore_is_an_error_and_no_events() {
         let p = pod_with(&["a"], &[]);

@@ -69,10 +69,9 @@ pub fn find_matching_untolerated_taint<'a>(
     taints.iter().find(|taint| include(taint) && !tolerations_tolerate_taint(tolerations, taint))
 }
 
-/// The Filter rejection reason for an untolerated taint, upstream's format `{key: value}`.
-pub fn untolerated_taint_reason(taint: &Taint) -> String {
-    format!("node(s) had untolerated taint {{{}: {}}}", taint.key, taint.value.as_deref().unwrap_or(""))
-}
+/// The Filter rejection reason for an untolerated taint (upstream v1.34's `ErrReasonNotMatch`): the taint itself is
+/// not named, so nodes with different taints count as one reason in `0/N nodes are available`.
+pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
 
 /// The tolerations PreScore keeps: effect PreferNoSchedule or empty (an empty effect matches every effect).
 #[derive(Debug, Clone, Default)]
@@ -109,7 +108,7 @@ impl FilterPlugin for TaintToleration {
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         match find_matching_untolerated_taint(node.taints(), pod.tolerations(), is_do_not_schedule_taint) {
             None => Status::success(),
-            Some(taint) => Status::unresolvable(untolerated_taint_reason(taint)),
+            Some(_) => Status::unresolvable(ERR_REASON_UNTOLERATED),
         }
     }
 }
@@ -216,7 +215,7 @@ mod tests {
                 "untolerated NoSchedule",
                 json!([{"key": "dedicated", "value": "user1", "effect": "NoSchedule"}]),
                 json!([]),
-                Some("node(s) had untolerated taint {dedicated: user1}"),
+                Some(ERR_REASON_UNTOLERATED),
             ),
             (
                 "tolerated NoSchedule",
@@ -228,7 +227,7 @@ mod tests {
                 "toleration with other value",
                 json!([{"key": "dedicated", "value": "user1", "effect": "NoSchedule"}]),
                 json!([{"key": "dedicated", "operator": "Equal", "value": "user2", "effect": "NoSchedule"}]),
-                Some("node(s) had untolerated taint {dedicated: user1}"),
+                Some(ERR_REASON_UNTOLERATED),
             ),
             (
                 "Exists toleration",
@@ -243,20 +242,20 @@ mod tests {
                 None,
             ),
             (
-                "NoExecute filters, first untolerated taint named",
+                "NoExecute filters",
                 json!([
                     {"key": "a", "value": "1", "effect": "NoSchedule"},
                     {"key": "b", "value": "2", "effect": "NoExecute"},
                     {"key": "c", "value": "3", "effect": "NoSchedule"}
                 ]),
                 json!([{"key": "a", "operator": "Exists"}]),
-                Some("node(s) had untolerated taint {b: 2}"),
+                Some(ERR_REASON_UNTOLERATED),
             ),
             (
                 "taint without value",
                 json!([{"key": "gpu", "effect": "NoSchedule"}]),
                 json!([]),
-                Some("node(s) had untolerated taint {gpu: }"),
+                Some(ERR_REASON_UNTOLERATED),
             ),
         ];
         for (name, taints, tols, want) in cases {
@@ -271,6 +270,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Upstream v1.34 names no taint in the reason (found by the parity harness: we wrote `{gpu: true}` and
+    /// `{maintenance: soon}` where kube-scheduler counted `6 node(s) had untolerated taint(s)`), so nodes with
+    /// different taints are one count in `0/N nodes are available`.
+    #[test]
+    fn untolerated_taints_are_one_reason_whatever_the_taint() {
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}));
+        let reasons: Vec<Vec<String>> = [("gpu", "true", "NoSchedule"), ("maintenance", "soon", "NoExecute")]
+            .iter()
+            .map(|(k, v, e)| {
+                let n =
+                    node(json!({"metadata": {"name": k}, "spec": {"taints": [{"key": k, "value": v, "effect": e}]}}));
+                TaintToleration.filter(&CycleState::new(), &p, &n).reasons().to_vec()
+            })
+            .collect();
+        assert_eq!(reasons[0], reasons[1]);
+        assert_eq!(reasons[0], [ERR_REASON_UNTOLERATED.to_string()]);
     }
 
     fn run_score(tols: Value, nodes: &[Value]) -> Vec<i64> {

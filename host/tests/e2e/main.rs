@@ -17,6 +17,7 @@ mod deploy;
 mod events;
 mod extenders;
 mod faults;
+mod parity;
 mod serving;
 
 fn root() -> PathBuf {

@@ -829,6 +829,23 @@ mod tests {
         );
     }
 
+    /// Pod-level requests (PodLevelResources, on by default in v1.34): upstream's Fit builds its scorer without
+    /// the gate, so the score counts the containers' requests, while the filter counts the pod-level ones. Found
+    /// live by the parity harness (`make parity`): kube-scheduler v1.34.4 logged LeastAllocated with the
+    /// containers' 735m where the pod asked for 2671m at pod level.
+    #[test]
+    fn pod_level_requests_count_in_the_filter_but_not_in_the_score() {
+        let pl = plugin(json!({}));
+        let p = pod(json!({"metadata": {"name": "p", "uid": "p"}, "spec": {
+            "resources": {"requests": {"cpu": "3000m", "memory": "5000"}},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1000m", "memory": "1000"}}}]}}));
+        // The score as if only the container's 1000m / 1000 were asked: cpu 75, memory 90 -> 82.
+        assert_eq!(run_score(&pl, &p, &big_node("n", "4000m", "10000", json!({}), vec![])), 82);
+        // The filter counts the pod-level 3000m: 1500m of 4000m used leaves too little.
+        let used = big_node("n", "4000m", "10000", json!({}), vec![pod_named("e", json!({"cpu": "1500m"}))]);
+        assert_eq!(run_filter(&pl, &p, &used).code(), Code::Unschedulable);
+    }
+
     #[test]
     fn events() {
         let ev = plugin(json!({})).events_to_register();

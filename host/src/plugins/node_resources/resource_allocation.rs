@@ -114,9 +114,10 @@ impl<const USE_REQUESTED: bool> ResourceAllocationScorer<USE_REQUESTED> {
     fn pod_request(&self, pod: &PodInfo, r: &ScoredResource) -> i64 {
         let non_zero = !USE_REQUESTED;
         match r.kind {
-            ResourceKind::Cpu if non_zero => pod.non_zero_milli_cpu,
+            // Only NodeResourcesFit scores without USE_REQUESTED, and its scorer leaves pod-level requests out.
+            ResourceKind::Cpu if non_zero => pod.fit_score_milli_cpu,
             ResourceKind::Cpu => pod.requests.milli_cpu,
-            ResourceKind::Memory if non_zero => pod.non_zero_memory,
+            ResourceKind::Memory if non_zero => pod.fit_score_memory,
             ResourceKind::Memory => pod.requests.memory,
             ResourceKind::EphemeralStorage => pod.requests.ephemeral_storage,
             ResourceKind::Named => pod.requests.scalar.get(r.name.as_str()).copied().unwrap_or(0),
