@@ -72,13 +72,11 @@ pub(super) struct GuestInstance {
 /// instance whose table is already loaded.
 fn reads_node_table(call: Call) -> bool {
     use crate::framework::ExtensionPoint as P;
-    match call {
-        Call::Point(P::PreEnqueue | P::QueueSort | P::Reserve | P::Permit | P::PreBind | P::Bind | P::PostBind) => {
-            false
-        }
-        Call::Unreserve => false,
-        _ => true,
-    }
+    !matches!(
+        call,
+        Call::Point(P::PreEnqueue | P::QueueSort | P::Reserve | P::Permit | P::PreBind | P::Bind | P::PostBind)
+            | Call::Unreserve
+    )
 }
 
 /// One version of the component, with its instance pool.
