@@ -27,21 +27,11 @@ TOOLS="$CACHE/parity/bin"
 say() { echo "parity: $*" >&2; }
 die() { echo "parity: error: $*" >&2; exit 2; }
 
-say "kube-apiserver, etcd, kube-scheduler (scripts/build-kube.sh --with-kube-scheduler)"
-KUBE_BIN="$("$ROOT/scripts/build-kube.sh" --with-kube-scheduler | tail -1)"
-[[ -x "$KUBE_BIN/kube-scheduler" ]] || die "no $KUBE_BIN/kube-scheduler"
-
-if [[ -n "${KWS_BIN:-}" ]]; then
-  [[ -x "$KWS_BIN" ]] || die "KWS_BIN=$KWS_BIN is not an executable"
-else
-  say "kube-wasm-scheduler: cargo build --bin kube-wasm-scheduler (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-  (cd "$ROOT" && cargo build --bin kube-wasm-scheduler)
-  KWS_BIN="$CARGO_TARGET_DIR/debug/kube-wasm-scheduler"
-fi
-
-if [[ -z "${GO:-}" ]]; then
-  if command -v go >/dev/null 2>&1; then GO=go; else GO=/usr/local/go/bin/go; fi
-fi
+# shellcheck source=live-lib.sh
+source "$ROOT/scripts/live-lib.sh"
+live_kube_bin
+live_kws_bin debug
+live_go
 say "harness: go build (bench/live/parity, client-go v0.34.4) -> $TOOLS/parity"
 mkdir -p "$TOOLS"
 # Built to a name of its own, then renamed: two runs at once never execute a half-written file.
@@ -49,40 +39,11 @@ mkdir -p "$TOOLS"
   || die "go build failed in bench/live"
 mv -f "$TOOLS/parity.$$" "$TOOLS/parity"
 
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-PIN="$OUT/.bin"
-HARNESS_PID=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [[ -n "$HARNESS_PID" ]] && kill -0 "$HARNESS_PID" 2>/dev/null; then
-    kill -TERM "$HARNESS_PID" 2>/dev/null || true
-    wait "$HARNESS_PID" 2>/dev/null || true
-  fi
-  if [[ -d "$CP" ]]; then
-    "$ROOT/scripts/control-plane.sh" down "$CP" --purge >/dev/null 2>&1 || true
-  fi
-  rm -rf -- "$PIN"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+live_up
 
-# Pin the binary under test: a hard link keeps this build even if cargo replaces the file during the run.
-mkdir -p "$PIN"
-ln -f "$KWS_BIN" "$PIN/kube-wasm-scheduler" 2>/dev/null || cp "$KWS_BIN" "$PIN/kube-wasm-scheduler"
-
-say "control plane in $CP"
-"$ROOT/scripts/control-plane.sh" up "$CP" >/dev/null
-
-"$TOOLS/parity" \
+live_run "$TOOLS/parity" \
   --kubeconfig "$CP/kubeconfig" --out "$OUT" \
   --kube-scheduler "$KUBE_BIN/kube-scheduler" --ours "$PIN/kube-wasm-scheduler" \
   --seeds "${PARITY_SEEDS:-5}" --probes "${PARITY_PROBES:-80}" --nodes "${PARITY_NODES:-40}" \
-  "$@" &
-HARNESS_PID=$!
-rc=0
-wait "$HARNESS_PID" || rc=$?
-HARNESS_PID=""
-exit "$rc"
+  "$@"
+exit "$LIVE_RC"

@@ -39,18 +39,10 @@ say() { echo "bench-live: $*" >&2; }
 die() { echo "bench-live: error: $*" >&2; exit 1; }
 
 # --- binaries ---------------------------------------------------------------------------------------
-say "kube-apiserver, etcd, kube-scheduler (scripts/build-kube.sh --with-kube-scheduler)"
-KUBE_BIN="$("$ROOT/scripts/build-kube.sh" --with-kube-scheduler | tail -1)"
-[[ -x "$KUBE_BIN/kube-scheduler" ]] || die "no $KUBE_BIN/kube-scheduler"
-
-if [[ -n "${KWS_BIN:-}" ]]; then
-  [[ -x "$KWS_BIN" ]] || die "KWS_BIN=$KWS_BIN is not an executable"
-  say "kube-wasm-scheduler: $KWS_BIN (KWS_BIN)"
-else
-  say "kube-wasm-scheduler: cargo build --release --bin kube-wasm-scheduler (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-  (cd "$ROOT" && cargo build --release --bin kube-wasm-scheduler)
-  KWS_BIN="$CARGO_TARGET_DIR/release/kube-wasm-scheduler"
-fi
+# shellcheck source=../../scripts/live-lib.sh
+source "$ROOT/scripts/live-lib.sh"
+live_kube_bin
+live_kws_bin release
 
 if [[ " $CONTENDERS " == *" ours-guests "* ]]; then
   missing=()
@@ -63,9 +55,7 @@ if [[ " $CONTENDERS " == *" ours-guests "* ]]; then
   fi
 fi
 
-if [[ -z "${GO:-}" ]]; then
-  if command -v go >/dev/null 2>&1; then GO=go; else GO=/usr/local/go/bin/go; fi
-fi
+live_go
 say "driver and null binder: go build (bench/live, client-go v0.34.4) -> $TOOLS"
 mkdir -p "$TOOLS"
 (cd "$ROOT/bench/live" && CGO_ENABLED=0 "$GO" build -mod=readonly -trimpath -ldflags "-s -w" -o "$TOOLS/" ./driver ./nullbinder) \
@@ -85,44 +75,16 @@ else
 fi
 
 # --- control plane and run --------------------------------------------------------------------------
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-PIN="$OUT/.bin"
-DRIVER_PID=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [[ -n "$DRIVER_PID" ]] && kill -0 "$DRIVER_PID" 2>/dev/null; then
-    kill -TERM "$DRIVER_PID" 2>/dev/null || true
-    wait "$DRIVER_PID" 2>/dev/null || true
-  fi
-  if [[ -d "$CP" ]]; then
-    "$ROOT/scripts/control-plane.sh" down "$CP" --purge || true
-  fi
-  rm -rf -- "$PIN"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Pin the measured binary: a hard link keeps this build even if cargo replaces the file during the run.
-mkdir -p "$PIN"
-ln -f "$KWS_BIN" "$PIN/kube-wasm-scheduler" 2>/dev/null || cp "$KWS_BIN" "$PIN/kube-wasm-scheduler"
-
-say "control plane in $CP"
-"$ROOT/scripts/control-plane.sh" up "$CP" >/dev/null
+live_up
 
 say "sizes: $SIZES; shapes: $SHAPES; contenders: $CONTENDERS; repetitions: $REPS; results in $OUT"
-"$TOOLS/driver" \
+live_run "$TOOLS/driver" \
   --control-plane "$CP" --out "$OUT" \
   --sizes "$SIZES" --shapes "$SHAPES" --contenders "$CONTENDERS" --reps "$REPS" \
   --kube-scheduler "$KUBE_BIN/kube-scheduler" --ours "$PIN/kube-wasm-scheduler" --null-binder "$TOOLS/nullbinder" \
   --guests "$ROOT/guest-plugins/build" \
-  "$@" &
-DRIVER_PID=$!
-rc=0
-wait "$DRIVER_PID" || rc=$?
-DRIVER_PID=""
+  "$@"
+rc=$LIVE_RC
 
 if [[ -s "$OUT/runs.json" ]]; then
   "$PYTHON" "$ROOT/bench/live/report.py" "$OUT" || rc=$((rc ? rc : 1))
