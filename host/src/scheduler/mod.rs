@@ -49,6 +49,15 @@ pub struct SchedulerOptions {
 /// per binding and lets the client's rate limit bound it.
 pub const DEFAULT_MAX_BINDINGS_IN_FLIGHT: usize = 64;
 
+/// How many binding cycles run the plugin code after their Binding request at once: one per core (at least two).
+/// That code is CPU-bound and short (PostBind, say, logging the decision), so more at once would not finish sooner,
+/// but each would hold a blocking-pool thread and, for a Wasm plugin, an instance (a guest's memory and node
+/// table) of its own: with a slot per binding cycle, a backlog peaked at 50–66 threads where the default profile
+/// needs 5.
+fn tail_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+}
+
 /// Nominated pods by node name, as the snapshot shares them.
 type NominatedPods = Arc<HashMap<String, Vec<Arc<PodInfo>>>>;
 
@@ -75,6 +84,9 @@ pub struct Scheduler {
     binding_runtime: Option<tokio::runtime::Handle>,
     /// Slots for binding cycles past WaitOnPermit.
     binding_slots: Arc<tokio::sync::Semaphore>,
+    /// Slots for the plugin code that follows the native binder's request (PostBind, a binder after Skip,
+    /// Unreserve after a failure), on the blocking pool: one per core (`tail_slots`).
+    tail_slots: Arc<tokio::sync::Semaphore>,
     in_flight_bindings: AtomicU64,
     /// Scheduling cycles started, for sampling plugin metrics evenly.
     cycles_started: AtomicU64,
@@ -110,6 +122,7 @@ impl Scheduler {
                 0 => DEFAULT_MAX_BINDINGS_IN_FLIGHT,
                 n => n,
             })),
+            tail_slots: Arc::new(tokio::sync::Semaphore::new(tail_slots())),
             options,
             in_flight_bindings: AtomicU64::new(0),
             cycles_started: AtomicU64::new(0),

@@ -439,6 +439,7 @@ impl Scheduler {
             self.finish_binding(a, assumed, s);
             return;
         }
+        let _tail = self.tail_slots.clone().acquire_owned().await.expect("tail slots are never closed");
         let me = self.clone();
         self.blocking(move || {
             let s = if s.is_skip() { me.run_binders(1, &mut a, &assumed) } else { s };
@@ -731,6 +732,86 @@ mod tests {
         wait_for("every binding cycle finished", || scheduler.bindings_in_flight() == 0);
         let binds = cluster.inner.writes().iter().filter(|w| matches!(w, Write::Bind { .. })).count();
         assert_eq!(binds, PODS);
+    }
+
+    /// A PostBind plugin that takes a while and counts how many of its calls ran at once.
+    #[derive(Default)]
+    struct SlowPostBind {
+        running: AtomicUsize,
+        most: AtomicUsize,
+        calls: AtomicUsize,
+    }
+
+    impl crate::framework::Plugin for SlowPostBind {
+        fn name(&self) -> &str {
+            "SlowPostBind"
+        }
+        fn as_post_bind(&self) -> Option<&dyn crate::framework::PostBindPlugin> {
+            Some(self)
+        }
+    }
+
+    impl crate::framework::PostBindPlugin for SlowPostBind {
+        fn post_bind(&self, _: &mut crate::framework::CycleState, _: &PodInfo, _: &str) {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20));
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            self.calls.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn post_bind_runs_at_most_one_per_core_at_once_however_many_bindings_are_in_flight() {
+        const PODS: usize = 40;
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        // Bindings are answered at once, by the awaited request as in the live scheduler.
+        let cluster = Arc::new(GatedCluster {
+            inner: MemoryCluster::default(),
+            started: AtomicUsize::new(0),
+            gate: Arc::new(tokio::sync::Semaphore::new(PODS)),
+        });
+        let slow = Arc::new(SlowPostBind::default());
+        let mut registry = crate::plugins::in_tree_registry();
+        let plugin = slow.clone();
+        registry
+            .register("SlowPostBind", Arc::new(move |_, _| Ok(plugin.clone() as Arc<dyn crate::framework::Plugin>)))
+            .unwrap();
+        let cfg = crate::config::parse(
+            "test",
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    postBind:\n      enabled: [{name: SlowPostBind}]\n",
+            &|n| registry.names().contains(&n),
+        )
+        .unwrap();
+        let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
+        let queue =
+            SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);
+        let scheduler = Arc::new(
+            Scheduler::new(
+                profiles,
+                queue,
+                Cache::new(),
+                cluster.clone(),
+                Arc::new(RealClock::default()),
+                Arc::new(NoopObserver),
+                SchedulerOptions { async_binding: true, ..Default::default() },
+            )
+            .with_binding_runtime(rt.handle().clone()),
+        );
+        let file = crate::sim::generate::cluster(4, PODS);
+        for n in file.nodes {
+            EventHandler::node_applied(&*scheduler, n);
+        }
+        for p in file.pending_pods {
+            EventHandler::pod_applied(&*scheduler, Arc::new(p));
+        }
+        for _ in 0..PODS {
+            assert!(scheduler.schedule_one(), "a pod to schedule");
+        }
+        wait_for("every binding cycle finished", || scheduler.bindings_in_flight() == 0);
+        assert_eq!(slow.calls.load(Ordering::SeqCst), PODS);
+        let most = slow.most.load(Ordering::SeqCst);
+        assert!(most <= super::super::tail_slots(), "{most} PostBind calls at once");
     }
 
     #[test]
