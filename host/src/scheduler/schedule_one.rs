@@ -679,28 +679,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_backlog_binds_with_every_request_in_flight_and_no_thread_per_binding() {
-        const PODS: usize = 40;
-        // One blocking thread: a binding cycle that parks a thread per request binds one pod at a time here.
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .max_blocking_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+    /// A scheduler on `rt` over a `GatedCluster` whose gate has `open` permits, with the in-tree plugins plus
+    /// `extra` (name and plugin) and the configuration `profiles` (YAML after the header), that has scheduled `pods`
+    /// pods on 4 nodes; their binding cycles are under way.
+    fn scheduled(
+        rt: &tokio::runtime::Runtime,
+        open: usize,
+        extra: Option<(&str, Arc<dyn crate::framework::Plugin>)>,
+        profiles: &str,
+        pods: usize,
+    ) -> (Arc<GatedCluster>, Arc<Scheduler>) {
         let cluster = Arc::new(GatedCluster {
             inner: MemoryCluster::default(),
             started: AtomicUsize::new(0),
-            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            gate: Arc::new(tokio::sync::Semaphore::new(open)),
         });
-        let registry = crate::plugins::in_tree_registry();
-        let cfg = crate::config::parse(
-            "test",
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
-            &|n| registry.names().contains(&n),
-        )
-        .unwrap();
+        let mut registry = crate::plugins::in_tree_registry();
+        if let Some((name, plugin)) = extra {
+            registry.register(name, Arc::new(move |_, _| Ok(plugin.clone()))).unwrap();
+        }
+        let yaml = format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{profiles}");
+        let cfg = crate::config::parse("test", &yaml, &|n| registry.names().contains(&n)).unwrap();
         let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
         let queue =
             SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);
@@ -716,16 +715,30 @@ mod tests {
             )
             .with_binding_runtime(rt.handle().clone()),
         );
-        let file = crate::sim::generate::cluster(4, PODS);
+        let file = crate::sim::generate::cluster(4, pods);
         for n in file.nodes {
             EventHandler::node_applied(&*scheduler, n);
         }
         for p in file.pending_pods {
             EventHandler::pod_applied(&*scheduler, Arc::new(p));
         }
-        for _ in 0..PODS {
+        for _ in 0..pods {
             assert!(scheduler.schedule_one(), "a pod to schedule");
         }
+        (cluster, scheduler)
+    }
+
+    #[test]
+    fn a_backlog_binds_with_every_request_in_flight_and_no_thread_per_binding() {
+        const PODS: usize = 40;
+        // One blocking thread: a binding cycle that parks a thread per request binds one pod at a time here.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (cluster, scheduler) = scheduled(&rt, 0, None, "", PODS);
         wait_for("every Binding sent while none is answered", || cluster.started.load(Ordering::SeqCst) == PODS);
         assert_eq!(scheduler.bindings_in_flight(), PODS as u64);
         cluster.gate.add_permits(PODS);
@@ -765,49 +778,10 @@ mod tests {
     fn post_bind_runs_at_most_one_per_core_at_once_however_many_bindings_are_in_flight() {
         const PODS: usize = 40;
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        // Bindings are answered at once, by the awaited request as in the live scheduler.
-        let cluster = Arc::new(GatedCluster {
-            inner: MemoryCluster::default(),
-            started: AtomicUsize::new(0),
-            gate: Arc::new(tokio::sync::Semaphore::new(PODS)),
-        });
         let slow = Arc::new(SlowPostBind::default());
-        let mut registry = crate::plugins::in_tree_registry();
-        let plugin = slow.clone();
-        registry
-            .register("SlowPostBind", Arc::new(move |_, _| Ok(plugin.clone() as Arc<dyn crate::framework::Plugin>)))
-            .unwrap();
-        let cfg = crate::config::parse(
-            "test",
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    postBind:\n      enabled: [{name: SlowPostBind}]\n",
-            &|n| registry.names().contains(&n),
-        )
-        .unwrap();
-        let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
-        let queue =
-            SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);
-        let scheduler = Arc::new(
-            Scheduler::new(
-                profiles,
-                queue,
-                Cache::new(),
-                cluster.clone(),
-                Arc::new(RealClock::default()),
-                Arc::new(NoopObserver),
-                SchedulerOptions { async_binding: true, ..Default::default() },
-            )
-            .with_binding_runtime(rt.handle().clone()),
-        );
-        let file = crate::sim::generate::cluster(4, PODS);
-        for n in file.nodes {
-            EventHandler::node_applied(&*scheduler, n);
-        }
-        for p in file.pending_pods {
-            EventHandler::pod_applied(&*scheduler, Arc::new(p));
-        }
-        for _ in 0..PODS {
-            assert!(scheduler.schedule_one(), "a pod to schedule");
-        }
+        let profiles = "profiles:\n- plugins:\n    postBind:\n      enabled: [{name: SlowPostBind}]\n";
+        // Bindings are answered at once, by the awaited request as in the live scheduler.
+        let (_, scheduler) = scheduled(&rt, PODS, Some(("SlowPostBind", slow.clone())), profiles, PODS);
         wait_for("every binding cycle finished", || scheduler.bindings_in_flight() == 0);
         assert_eq!(slow.calls.load(Ordering::SeqCst), PODS);
         let most = slow.most.load(Ordering::SeqCst);
