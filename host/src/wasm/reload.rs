@@ -133,13 +133,13 @@ impl WasmPlugin {
     /// Polls the component file every `period` (and re-checks an OCI tag every `recheckInterval`, when set) on a
     /// background thread until the plugin is dropped.
     pub fn watch(self: &Arc<Self>, period: Duration) {
-        let (period, check): (Duration, fn(&WasmPlugin) -> Result<bool, WasmError>) =
-            match (&self.args.component, self.args.pull.recheck_interval) {
-                (Source::File(_), _) => (period, WasmPlugin::reload_if_changed),
-                (Source::Oci(_), Some(interval)) => (interval, WasmPlugin::recheck),
-                // A pinned https download or an OCI digest cannot change.
-                _ => return,
-            };
+        type Check = fn(&WasmPlugin) -> Result<bool, WasmError>;
+        let (period, check): (Duration, Check) = match (&self.args.component, self.args.pull.recheck_interval) {
+            (Source::File(_), _) => (period, WasmPlugin::reload_if_changed),
+            (Source::Oci(_), Some(interval)) => (interval, WasmPlugin::recheck),
+            // A pinned https download or an OCI digest cannot change.
+            _ => return,
+        };
         let weak: Weak<WasmPlugin> = Arc::downgrade(self);
         let _ = std::thread::Builder::new().name(format!("wasm-watch-{}", self.name)).spawn(move || loop {
             std::thread::sleep(period);
