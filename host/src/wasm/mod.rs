@@ -22,7 +22,7 @@ use thiserror::Error;
 use wasmtime::component::Component;
 
 pub use args::{CircuitBreakerArgs, FailurePolicy, WasmArgs};
-pub use plugin::{loaded_plugins, WasmPlugin, WasmStats};
+pub use plugin::{loaded_plugins, observe_refusals, RefusalObserver, RefusedVersion, WasmPlugin, WasmStats};
 pub use source::{PullArgs, PullPolicy, Source};
 
 use crate::framework::Registry;

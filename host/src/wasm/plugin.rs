@@ -25,6 +25,35 @@ pub fn loaded_plugins() -> Vec<Arc<WasmPlugin>> {
     LOADED.lock().expect("loaded plugins lock").iter().filter_map(Weak::upgrade).collect()
 }
 
+/// A version of a Wasm plugin refused while the running one keeps serving (a bad file, a failed pull or re-check,
+/// a digest that does not match the pin, something that is not a component).
+#[derive(Debug)]
+pub struct RefusedVersion<'a> {
+    /// The plugin's name.
+    pub plugin: &'a str,
+    /// Where its component comes from.
+    pub source: &'a Source,
+    /// Why the version was refused.
+    pub error: &'a WasmError,
+}
+
+/// Called for every refused version, besides the log line and the counter.
+pub type RefusalObserver = Arc<dyn Fn(&RefusedVersion<'_>) + Send + Sync>;
+
+static REFUSAL_OBSERVERS: RwLock<Vec<RefusalObserver>> = RwLock::new(Vec::new());
+
+/// Adds an observer of refused versions (the live scheduler turns them into Kubernetes Events).
+pub fn observe_refusals(observer: RefusalObserver) {
+    REFUSAL_OBSERVERS.write().expect("refusal observers lock").push(observer);
+}
+
+/// Tells the observers of a refused version.
+pub(super) fn notify_refusal(refused: &RefusedVersion<'_>) {
+    for o in REFUSAL_OBSERVERS.read().expect("refusal observers lock").iter() {
+        o(refused);
+    }
+}
+
 /// Counters of one Wasm plugin (exported as metrics by the live scheduler).
 #[derive(Debug, Default)]
 pub struct WasmStats {

@@ -12,6 +12,7 @@ use wasmtime::component::Component;
 use super::args::WasmArgs;
 use super::engine::{Origin, WasmEngine};
 use super::instance::Loaded;
+use super::plugin::{notify_refusal, RefusedVersion};
 use super::source::{self, Fetched, Source};
 use super::{WasmError, WasmPlugin};
 
@@ -124,6 +125,7 @@ impl WasmPlugin {
             Ok(false) => {}
             Err(e) => {
                 self.stats.reload_failures.fetch_add(1, Ordering::Relaxed);
+                notify_refusal(&RefusedVersion { plugin: &self.name, source: &self.args.component, error: e });
                 tracing::error!(plugin = &*self.name, source = %self.args.component, error = %e, "wasm plugin reload refused; the previous version keeps serving");
             }
         }

@@ -11,7 +11,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kube_wasm_scheduler::sim::{self, SimOptions, Simulation};
@@ -410,12 +410,24 @@ fn a_moved_tag_that_does_not_match_the_pinned_digest_keeps_the_old_version_servi
     let s = tag_simulation(&tag, &format!("      sha256: {}\n", sha(&guest("priority-label"))));
     assert_eq!(place_one(&s, "before"), "high");
     let p = running(&tag);
+    // What the live scheduler turns into a Warning Event on its Lease.
+    let refusals: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (seen, source) = (refusals.clone(), tag.clone());
+    wasm::observe_refusals(Arc::new(move |r| {
+        if r.source.to_string() == source {
+            seen.lock().unwrap().push(format!("{}: {}", r.plugin, r.error));
+        }
+    }));
 
     push(&guest("priority-label-inverted"), &tag);
     wait_for("the refusal", || p.stats.reload_failures.load(Ordering::Relaxed) >= 1);
     assert_eq!(place_one(&s, "after"), "high", "the pinned version keeps serving");
     assert_eq!(p.digest(), sha(&guest("priority-label")));
     assert_eq!(p.stats.reloads.load(Ordering::Relaxed), 0);
+    let refusals = refusals.lock().unwrap();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    let want = format!("PriorityLabel: {tag}: sha256 is {}, the profile pins", sha(&guest("priority-label-inverted")));
+    assert!(refusals[0].starts_with(&want), "{refusals:?}");
 }
 
 #[test]
