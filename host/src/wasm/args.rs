@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::config::parse_go_duration;
 use crate::framework::quantity::parse_value;
 
-use super::source::{PullArgs, PullPolicy, Source};
+use super::source::{CosignKey, PullArgs, PullPolicy, Source};
 
 /// The shortest `recheckInterval`: a registry is not asked about a tag more often than this.
 pub const MIN_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
@@ -80,6 +80,13 @@ struct RawAuth {
     docker_config: String,
 }
 
+/// `signature` as written in the profile.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSignature {
+    key: String,
+}
+
 /// The args as written in the profile.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -89,6 +96,7 @@ struct RawArgs {
     pull_policy: Option<PullPolicy>,
     auth: Option<RawAuth>,
     recheck_interval: Option<String>,
+    signature: Option<RawSignature>,
     #[serde(default)]
     config: Option<serde_json::Value>,
     timeout: Option<String>,
@@ -228,6 +236,7 @@ fn parse_pull(raw: &RawArgs, component: &Source, base: &std::path::Path) -> Resu
             (raw.pull_policy.is_some(), "pullPolicy"),
             (raw.auth.is_some(), "auth"),
             (raw.recheck_interval.is_some(), "recheckInterval"),
+            (raw.signature.is_some(), "signature"),
         ] {
             if given {
                 return Err(format!("{field}: only an https or oci component is pulled; a local file is read"));
@@ -243,6 +252,16 @@ fn parse_pull(raw: &RawArgs, component: &Source, base: &std::path::Path) -> Resu
         }
         let path = std::path::PathBuf::from(&a.docker_config);
         pull.docker_config = Some(if path.is_absolute() { path } else { base.join(path) });
+    }
+    if let Some(sig) = &raw.signature {
+        if !matches!(component, Source::Oci(_)) {
+            return Err(
+                "signature: only an oci component carries a cosign signature (pin an https one with sha256)".into()
+            );
+        }
+        let path = std::path::PathBuf::from(&sig.key);
+        let path = if path.is_absolute() { path } else { base.join(path) };
+        pull.signature = Some(CosignKey::load(&path).map_err(|e| format!("signature.key: {e}"))?);
     }
     if let Some(t) = &raw.recheck_interval {
         if !component.is_tag() {
@@ -310,6 +329,11 @@ mod tests {
                 "auth: registry credentials are for an oci component",
             ),
             (json!({"component": "oci://r.io/x:v1", "auth": {"config": "c"}}), "auth.config"),
+            (
+                json!({"component": "oci://r.io/x:v1", "signature": {"key": "/nonexistent.pub"}}),
+                "signature.key: /nonexistent.pub",
+            ),
+            (json!({"component": "x", "signature": {"key": "k.pub"}}), "signature: only an https or oci"),
             (json!({"component": "x", "circuitBreaker": {"backoff": "0s"}}), "circuitBreaker.backoff: must be"),
             (json!({"component": "x", "circuitBreaker": {"backoff": "1m", "maxBackoff": "10s"}}), "maxBackoff"),
             (
@@ -348,6 +372,7 @@ mod pull_tests {
                 policy: PullPolicy::Always,
                 docker_config: Some("/etc/sched/pull/config.json".into()),
                 recheck_interval: Some(Duration::from_secs(30)),
+                signature: None,
             }
         );
         let a = WasmArgs::parse(&json!({"component": "https://r.io/x.wasm", "sha256": "A".repeat(64)}), base).unwrap();

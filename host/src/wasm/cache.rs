@@ -37,6 +37,8 @@ pub struct CachedRef {
     pub manifest: String,
     /// SHA-256 of the component layer, hex (the key of its bytes in `blobs/`).
     pub layer: String,
+    /// The id of the cosign key its signature was verified with, if any.
+    pub verified_with: Option<String>,
 }
 
 impl PluginCache {
@@ -109,12 +111,14 @@ impl PluginCache {
         let text = std::fs::read_to_string(self.ref_path(reference)).ok()?;
         let mut lines = text.lines();
         let (name, manifest, layer) = (lines.next()?, lines.next()?, lines.next()?);
-        (name == reference).then(|| CachedRef { manifest: manifest.into(), layer: layer.into() })
+        let verified_with = lines.next().filter(|k| !k.is_empty()).map(str::to_string);
+        (name == reference).then(|| CachedRef { manifest: manifest.into(), layer: layer.into(), verified_with })
     }
 
     /// Records what `reference` resolved to.
     pub fn put_reference(&self, reference: &str, resolved: &CachedRef) {
-        let text = format!("{reference}\n{}\n{}\n", resolved.manifest, resolved.layer);
+        let key = resolved.verified_with.as_deref().unwrap_or("");
+        let text = format!("{reference}\n{}\n{}\n{key}\n", resolved.manifest, resolved.layer);
         self.write(&self.ref_path(reference), text.as_bytes());
     }
 
@@ -247,7 +251,7 @@ mod tests {
         assert_eq!(c.blob(&digest), None, "a damaged blob is not served");
         assert!(!c.blob_path(&digest).exists(), "and is removed");
 
-        let r = CachedRef { manifest: "sha256:abc".into(), layer: digest.clone() };
+        let r = CachedRef { manifest: "sha256:abc".into(), layer: digest.clone(), verified_with: Some("k".into()) };
         c.put_reference("127.0.0.1:5000/p:v1", &r);
         assert_eq!(c.reference("127.0.0.1:5000/p:v1"), Some(r));
         assert_eq!(c.reference("127.0.0.1:5000/p:v2"), None);

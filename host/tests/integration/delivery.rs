@@ -477,3 +477,103 @@ fn the_plugin_cache_survives_a_restart_with_no_download_and_no_recompile() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cosign key pair (ECDSA P-256, what `cosign generate-key-pair` makes), its public key written as `cosign.pub`.
+struct CosignKey {
+    pair: ring::signature::EcdsaKeyPair,
+    public_pem: PathBuf,
+}
+
+fn cosign_key(dir: &Path, name: &str) -> CosignKey {
+    use base64::Engine as _;
+    use ring::signature::KeyPair as _;
+    let rng = ring::rand::SystemRandom::new();
+    let alg = &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+    let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+    let pair = ring::signature::EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap();
+    // SubjectPublicKeyInfo: id-ecPublicKey, prime256v1, then the uncompressed point.
+    let mut der: Vec<u8> = [
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48,
+        0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+    ]
+    .to_vec();
+    der.extend_from_slice(pair.public_key().as_ref());
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let public_pem = dir.join(format!("{name}.pub"));
+    std::fs::write(&public_pem, format!("-----BEGIN PUBLIC KEY-----\n{b64}\n-----END PUBLIC KEY-----\n")).unwrap();
+    CosignKey { pair, public_pem }
+}
+
+/// Signs the manifest `digest` of `tag`'s repository as `cosign sign --key` does (cosign's SIGNATURE_SPEC: a
+/// simple-signing payload, its signature in an annotation, under the tag `sha256-HEX.sig`).
+fn cosign_sign(tag: &str, digest: &str, key: &CosignKey) {
+    use base64::Engine as _;
+    use oci_client::client::{Config, ImageLayer};
+    let r = oci_client::Reference::try_from(tag.strip_prefix("oci://").unwrap()).unwrap();
+    let payload = serde_json::to_vec(&serde_json::json!({
+        "critical": {
+            "identity": {"docker-reference": format!("{}/{}", r.registry(), r.repository())},
+            "image": {"docker-manifest-digest": digest},
+            "type": "cosign container image signature",
+        },
+        "optional": null,
+    }))
+    .unwrap();
+    let sig = key.pair.sign(&ring::rand::SystemRandom::new(), &payload).unwrap();
+    let annotations = std::collections::BTreeMap::from([(
+        "dev.cosignproject.cosign/signature".to_string(),
+        base64::engine::general_purpose::STANDARD.encode(sig.as_ref()),
+    )]);
+    let layers = vec![ImageLayer::new(
+        payload,
+        "application/vnd.dev.cosign.simplesigning.v1+json".to_string(),
+        Some(annotations),
+    )];
+    let config = Config {
+        data: b"{}".to_vec().into(),
+        media_type: "application/vnd.oci.image.config.v1+json".into(),
+        annotations: None,
+    };
+    let sig_ref = oci_client::Reference::with_tag(
+        r.registry().to_string(),
+        r.repository().to_string(),
+        format!("{}.sig", digest.replace(':', "-")),
+    );
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::Http,
+        ..Default::default()
+    });
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+        client.push(&sig_ref, &layers, config, &oci_client::secrets::RegistryAuth::Anonymous, None).await.unwrap();
+    });
+}
+
+#[test]
+fn a_component_signed_with_the_cosign_key_loads_and_an_unsigned_or_foreign_one_is_refused() {
+    let reg = Registry::start("signed");
+    let dir = temp_dir("signed");
+    let cache = dir.join("cache");
+    let (key, other) = (cosign_key(&dir, "cosign"), cosign_key(&dir, "other"));
+    let tag = reg.tag(&unique_repo("signed"), "v1");
+    let manifest = push(&guest("priority-label"), &tag);
+    let args = format!("      signature: {{key: {}}}\n      pullPolicy: Always\n", key.public_pem.display());
+    let (profile, cluster) = write_inputs(&dir, &tag, &args);
+
+    let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
+    assert_refused(&out, &["\"PriorityLabel\"", &tag, "signature refused: no cosign signature of"]);
+
+    cosign_sign(&tag, &manifest, &other);
+    let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
+    assert_refused(&out, &["\"PriorityLabel\"", &tag, "does not verify with the key"]);
+
+    cosign_sign(&tag, &manifest, &key);
+    let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
+    assert_eq!(placed(&out).as_deref(), Some("high"));
+
+    // A key that is not one: refused at config load, naming the field.
+    std::fs::write(&key.public_pem, "not a key").unwrap();
+    let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
+    assert_refused(&out, &["signature.key: ", "not a PEM public key"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

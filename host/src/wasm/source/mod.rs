@@ -5,6 +5,7 @@
 
 mod auth;
 pub mod oci;
+pub mod signature;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use super::engine::sha256_hex;
 use super::WasmError;
 
 pub use oci::OciRef;
+pub use signature::CosignKey;
 
 /// How long a connection to a source may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,6 +108,8 @@ pub struct PullArgs {
     pub docker_config: Option<PathBuf>,
     /// How often an OCI tag is resolved again; a moved tag is hot-reloaded. `None`: never.
     pub recheck_interval: Option<Duration>,
+    /// The cosign key every pulled version must be signed with (OCI only).
+    pub signature: Option<CosignKey>,
 }
 
 impl PullArgs {
@@ -115,7 +119,7 @@ impl PullArgs {
             Source::Oci(r) if r.tag() == Some("latest") => PullPolicy::Always,
             _ => PullPolicy::IfNotPresent,
         };
-        PullArgs { policy, docker_config: None, recheck_interval: None }
+        PullArgs { policy, docker_config: None, recheck_interval: None, signature: None }
     }
 }
 
@@ -128,6 +132,8 @@ pub struct Fetched {
     pub digest: String,
     /// For an OCI source, the manifest digest it came from (what a tag is compared by).
     pub revision: Option<String>,
+    /// The id of the cosign key its signature was verified with, if any.
+    pub verified_with: Option<String>,
 }
 
 /// A remote source that could not be fetched. Clone (causes shared) so that `WasmError` stays a plain value.
@@ -171,6 +177,14 @@ pub enum SourceError {
         /// Why.
         detail: String,
     },
+    /// The cosign signature is missing or does not verify.
+    #[error("{reference}: signature refused: {detail}")]
+    Signature {
+        /// The OCI reference.
+        reference: String,
+        /// Why.
+        detail: String,
+    },
     /// `pullPolicy: Never` and the plugin cache does not hold it.
     #[error("{source_name}: not in the plugin cache and pullPolicy is Never")]
     NotCached {
@@ -209,21 +223,21 @@ pub fn fetch(source: &Source, sha256: Option<&str>, pull: &PullArgs) -> Result<F
         Source::File(path) => {
             let bytes = std::fs::read(path)
                 .map_err(|e| WasmError::Read { path: path.display().to_string(), message: e.to_string() })?;
-            Fetched { digest: sha256_hex(&bytes), bytes, revision: None }
+            Fetched { digest: sha256_hex(&bytes), bytes, revision: None, verified_with: None }
         }
         Source::Https(url) => {
             let want = sha256.expect("args validation requires sha256 for https");
             match cache.filter(|_| pull.policy != PullPolicy::Always).and_then(|c| c.blob(want)) {
                 Some(bytes) => {
                     tracing::debug!(%url, "component from the plugin cache");
-                    Fetched { digest: want.to_string(), bytes, revision: None }
+                    Fetched { digest: want.to_string(), bytes, revision: None, verified_with: None }
                 }
                 None if pull.policy == PullPolicy::Never => {
                     return Err(SourceError::NotCached { source_name: url.clone() }.into())
                 }
                 None => {
                     let bytes = block_on(https_get(url))?;
-                    let f = Fetched { digest: sha256_hex(&bytes), bytes, revision: None };
+                    let f = Fetched { digest: sha256_hex(&bytes), bytes, revision: None, verified_with: None };
                     check_pin(source, sha256, &f.digest)?;
                     if let Some(c) = cache {
                         c.put_blob(&f.digest, &f.bytes);

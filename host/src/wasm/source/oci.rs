@@ -11,7 +11,9 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::{auth, block_on, chain, Fetched, PullArgs, PullPolicy, SourceError, CONNECT_TIMEOUT, FETCH_TIMEOUT};
+use super::{
+    auth, block_on, chain, signature, Fetched, PullArgs, PullPolicy, SourceError, CONNECT_TIMEOUT, FETCH_TIMEOUT,
+};
 use crate::wasm::cache::{CachedRef, PluginCache};
 use crate::wasm::engine::sha256_hex;
 use crate::wasm::{ComponentInfo, WasmError};
@@ -97,10 +99,20 @@ fn registry_auth(r: &OciRef, docker_config: Option<&Path>) -> Result<RegistryAut
 /// to (`IfNotPresent`, `Never`), from the registry otherwise.
 pub(super) fn fetch(r: &OciRef, pull: &PullArgs, cache: Option<&PluginCache>) -> Result<Fetched, WasmError> {
     if pull.policy != PullPolicy::Always {
+        let key = pull.signature.as_ref().map(|k| k.id.clone());
         let cached = cache.and_then(|c| {
             let resolved = c.reference(&r.key())?;
+            // A version cached before a key was required (or with another key) is pulled and verified again.
+            if key.is_some() && resolved.verified_with != key {
+                return None;
+            }
             let bytes = c.blob(&resolved.layer)?;
-            Some(Fetched { bytes, digest: resolved.layer, revision: Some(resolved.manifest) })
+            Some(Fetched {
+                bytes,
+                digest: resolved.layer,
+                revision: Some(resolved.manifest),
+                verified_with: resolved.verified_with,
+            })
         });
         if let Some(f) = cached {
             tracing::debug!(reference = %r, "component from the plugin cache");
@@ -135,7 +147,11 @@ pub(crate) fn fetch_revision(r: &OciRef, pull: &PullArgs, manifest_digest: &str)
 pub(crate) fn remember(r: &OciRef, fetched: &Fetched) {
     let (Some(cache), Some(manifest)) = (PluginCache::shared(), &fetched.revision) else { return };
     cache.put_blob(&fetched.digest, &fetched.bytes);
-    let resolved = CachedRef { manifest: manifest.clone(), layer: fetched.digest.clone() };
+    let resolved = CachedRef {
+        manifest: manifest.clone(),
+        layer: fetched.digest.clone(),
+        verified_with: fetched.verified_with.clone(),
+    };
     cache.put_reference(&r.key(), &resolved);
     cache.put_reference(&r.at(manifest).whole(), &resolved);
 }
@@ -148,9 +164,18 @@ async fn pull_at(r: &OciRef, at: Reference, pull: &PullArgs) -> Result<Fetched, 
     let (manifest, manifest_digest) = client.pull_image_manifest(&at, &auth).await.map_err(|e| r.err(e))?;
     let layer =
         wasm_layer(&manifest).map_err(|detail| SourceError::NotWasmArtifact { reference: r.to_string(), detail })?;
+    // Before the component is read: an unsigned version is not even downloaded.
+    if let Some(key) = &pull.signature {
+        signature::verify(&client, &at, &r.to_string(), &auth, &manifest_digest, key).await?;
+    }
     let mut bytes = Vec::with_capacity(layer.size.max(0) as usize);
     client.pull_blob(&at, layer, &mut bytes).await.map_err(|e| r.err(e))?;
-    Ok(Fetched { digest: sha256_hex(&bytes), bytes, revision: Some(manifest_digest) })
+    Ok(Fetched {
+        digest: sha256_hex(&bytes),
+        bytes,
+        revision: Some(manifest_digest),
+        verified_with: pull.signature.as_ref().map(|k| k.id.clone()),
+    })
 }
 
 /// The component layer of a CNCF Wasm artifact manifest, or what the manifest is instead.
@@ -211,6 +236,7 @@ pub fn pull(r: &OciRef, docker_config: Option<&Path>) -> Result<Fetched, WasmErr
         policy: PullPolicy::Always,
         docker_config: docker_config.map(Path::to_path_buf),
         recheck_interval: None,
+        signature: None,
     };
     block_on(pull_at(r, r.reference.clone(), &pull)).map_err(WasmError::from)
 }
