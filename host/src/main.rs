@@ -343,8 +343,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print_component(&info, Output::Table)
         }
         Command::Plugin { command: PluginCommand::Pull { reference, output, docker_config: auth } } => {
-            let (info, sha256) = wasm::pull_file(&reference, &output, docker_config(auth).as_deref())
-                .map_err(|e| BadInput(format!("{reference}: {e}")))?;
+            let (info, sha256) =
+                wasm::pull_file(&reference, &output, docker_config(auth).as_deref()).map_err(|e| match e {
+                    // These name the reference already.
+                    wasm::WasmError::Source(_) | wasm::WasmError::InvalidSource(_) => BadInput(e.to_string()),
+                    e => BadInput(format!("{reference}: {e}")),
+                })?;
             eprintln!("wrote {} (sha256 {sha256})", output.display());
             print_component(&info, Output::Table)
         }

@@ -26,6 +26,8 @@ pub use signature::CosignKey;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a whole download may take (a 20 MB guest over a slow link fits).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+/// The largest component downloaded: a guest is a few MB to a few tens of MB, and a download is held in memory.
+pub const MAX_COMPONENT_BYTES: u64 = 512 << 20;
 
 /// Where a component comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +187,12 @@ pub enum SourceError {
         /// Why.
         detail: String,
     },
+    /// The download is larger than any component.
+    #[error("{source_name}: over the {MAX_COMPONENT_BYTES}-byte maximum of a component")]
+    TooLarge {
+        /// The source.
+        source_name: String,
+    },
     /// `pullPolicy: Never` and the plugin cache does not hold it.
     #[error("{source_name}: not in the plugin cache and pullPolicy is Never")]
     NotCached {
@@ -306,8 +314,20 @@ async fn https_get(url: &str) -> Result<Vec<u8>, SourceError> {
         .https_only(true)
         .build()
         .map_err(err)?;
-    let response = client.get(url).send().await.map_err(err)?.error_for_status().map_err(err)?;
-    Ok(response.bytes().await.map_err(err)?.to_vec())
+    let mut response = client.get(url).send().await.map_err(err)?.error_for_status().map_err(err)?;
+    let too_large = || SourceError::TooLarge { source_name: url.to_string() };
+    if response.content_length().is_some_and(|n| n > MAX_COMPONENT_BYTES) {
+        return Err(too_large());
+    }
+    // Read in chunks so that a server that sends no length (or lies about it) cannot fill the memory.
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(err)? {
+        if (bytes.len() + chunk.len()) as u64 > MAX_COMPONENT_BYTES {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use oci_client::{Client, Reference};
 
 use super::{
     auth, block_on, chain, signature, Fetched, PullArgs, PullPolicy, SourceError, CONNECT_TIMEOUT, FETCH_TIMEOUT,
+    MAX_COMPONENT_BYTES,
 };
 use crate::wasm::cache::{CachedRef, PluginCache};
 use crate::wasm::engine::sha256_hex;
@@ -25,8 +26,6 @@ pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The config media type that wasm-to-oci (and oci-client's own example) wrote before the CNCF layout; read,
 /// never written.
 const LEGACY_WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v1+json";
-/// The largest component layer accepted: a guest is a few MB to a few tens of MB; the layer is held in memory.
-const MAX_LAYER_BYTES: i64 = 512 << 20;
 
 /// An OCI reference to a component: `REGISTRY/REPO:TAG` or `REGISTRY/REPO@sha256:DIGEST`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,8 +191,8 @@ fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, String> {
     if layer.media_type != WASM_LAYER_MEDIA_TYPE {
         return Err(format!("its layer's media type is {:?}, not {WASM_LAYER_MEDIA_TYPE:?}", layer.media_type));
     }
-    if layer.size > MAX_LAYER_BYTES {
-        return Err(format!("its layer is {} bytes, over the {MAX_LAYER_BYTES}-byte maximum", layer.size));
+    if layer.size < 0 || layer.size as u64 > MAX_COMPONENT_BYTES {
+        return Err(format!("its layer is {} bytes, over the {MAX_COMPONENT_BYTES}-byte maximum", layer.size));
     }
     Ok(layer)
 }
