@@ -64,14 +64,20 @@ struct Registry {
 
 impl Registry {
     fn start(name: &str) -> Registry {
+        Registry::start_with(name, "")
+    }
+
+    /// A registry with more configuration (YAML lines at the top level; `DIR` stands for its directory).
+    fn start_with(name: &str, extra: &str) -> Registry {
         let dir = temp_dir(&format!("registry-{name}"));
         let host = format!("127.0.0.1:{}", free_port());
         let config = dir.join("config.yml");
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: {host}}}\n",
-                dir.join("data").display()
+                "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: {host}}}\n{}",
+                dir.join("data").display(),
+                extra.replace("DIR", &dir.display().to_string()),
             ),
         )
         .unwrap();
@@ -84,7 +90,8 @@ impl Registry {
             .unwrap();
         let r = Registry { child, host, dir };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while http_status(&r.host, "/v2/") != Some(200) {
+        // 401 when the registry asks for credentials: it answers.
+        while !matches!(http_status(&r.host, "/v2/"), Some(200 | 401)) {
             assert!(Instant::now() < deadline, "the registry did not answer /v2/ on {}", r.host);
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -578,5 +585,42 @@ fn a_component_signed_with_the_cosign_key_loads_and_an_unsigned_or_foreign_one_i
     std::fs::write(&key.public_pem, "not a key").unwrap();
     let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
     assert_refused(&out, &["signature.key: ", "not a PEM public key"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn registry_credentials_come_from_a_docker_config_file() {
+    // htpasswd (bcrypt) for kws / s3cret-pw, made once with Python's crypt: no tool is needed at test time.
+    const HTPASSWD: &str = "kws:$2b$12$iw3lLR7Ulf7E6L7tGlgCoO1k8raApH3RRb/NDwEZCr4CqoCeQlvLa\n";
+    let reg = Registry::start_with("auth", "auth:\n  htpasswd: {realm: kws, path: DIR/htpasswd}\n");
+    std::fs::write(reg.dir.join("htpasswd"), HTPASSWD).unwrap();
+    let dir = temp_dir("auth");
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        format!(r#"{{"auths": {{"{}": {{"username": "kws", "password": "s3cret-pw"}}}}}}"#, reg.host),
+    )
+    .unwrap();
+    let tag = reg.tag(&unique_repo("private"), "v1");
+
+    let out = Command::new(bin()).args(["plugin", "push"]).arg(guest("priority-label")).arg(&tag).output().unwrap();
+    assert_refused(&out, &[&tag, "401"]);
+    let out = Command::new(bin())
+        .args(["plugin", "push", "--docker-config"])
+        .arg(&config)
+        .arg(guest("priority-label"))
+        .arg(&tag)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let cache = dir.join("cache");
+    let (profile, cluster) = write_inputs(&dir, &tag, "");
+    let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
+    assert_refused(&out, &["\"PriorityLabel\"", &tag, "Not authorized"]);
+    let auth = format!("      auth: {{dockerConfig: {}}}\n", config.display());
+    let (profile, _) = write_inputs(&dir, &tag, &auth);
+    let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
+    assert_eq!(placed(&out).as_deref(), Some("high"));
     let _ = std::fs::remove_dir_all(&dir);
 }
