@@ -267,6 +267,9 @@ fn parse_pull(raw: &RawArgs, component: &Source, base: &std::path::Path) -> Resu
         if !component.is_tag() {
             return Err(format!("recheckInterval: only an oci tag can move; {component} cannot"));
         }
+        if pull.policy == PullPolicy::Never {
+            return Err("recheckInterval: pullPolicy Never never asks the registry".into());
+        }
         let d = parse_go_duration(t).map_err(|e| format!("recheckInterval: {e}"))?;
         if d < MIN_RECHECK_INTERVAL {
             return Err(format!("recheckInterval: {d:?} is under the {MIN_RECHECK_INTERVAL:?} minimum"));
@@ -320,6 +323,10 @@ mod tests {
             (json!({"component": "oci://r.io/x:v1", "pullPolicy": "Sometimes"}), "pullPolicy: unknown variant"),
             (json!({"component": "oci://r.io/x:v1", "recheckInterval": "10ms"}), "recheckInterval: 10ms is under"),
             (json!({"component": "oci://r.io/x:v1", "recheckInterval": "often"}), "recheckInterval:"),
+            (
+                json!({"component": "oci://r.io/x:v1", "recheckInterval": "1m", "pullPolicy": "Never"}),
+                "recheckInterval: pullPolicy Never",
+            ),
             (
                 json!({"component": format!("oci://r.io/x@sha256:{}", "a".repeat(64)), "recheckInterval": "1m"}),
                 "recheckInterval: only an oci tag can move",

@@ -459,6 +459,26 @@ fn failure_policy_decides_whether_the_scheduler_starts_without_an_unreachable_pl
 }
 
 #[test]
+fn an_unavailable_plugin_with_failure_policy_ignore_is_left_out_of_the_points_it_is_enabled_at() {
+    let source = format!("oci://127.0.0.1:{}/{}:v1", free_port(), unique_repo("gone"));
+    let points = format!(
+        "    filter:\n      enabled: [{{name: PriorityLabel}}]\n    score:\n      enabled: [{{name: PriorityLabel, weight: 2}}]\n  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {source}\n      failurePolicy: Ignore\n"
+    );
+    let (reg, cfg) = registry_for(&profile(&points));
+    let file = sim::load::parse("c.yaml", &label_cluster()).unwrap();
+    let s = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).expect("the profile runs without it");
+    let fwk = s.scheduler().profiles.get("default-scheduler").unwrap().clone();
+    use kube_wasm_scheduler::framework::ExtensionPoint;
+    assert!(fwk.plugins_at(ExtensionPoint::Filter).is_empty() && fwk.plugins_at(ExtensionPoint::Score).is_empty());
+    assert!(node_of(&s.run(), "default/p1").is_some());
+
+    // With failurePolicy Fail the same profile is refused.
+    let (reg, cfg) = registry_for(&profile(&points.replace("Ignore", "Fail")));
+    let e = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).err().expect("refused");
+    assert!(e.to_string().contains(&source), "{e}");
+}
+
+#[test]
 fn the_plugin_cache_survives_a_restart_with_no_download_and_no_recompile() {
     let reg = Registry::start("restart");
     let dir = temp_dir("restart");
