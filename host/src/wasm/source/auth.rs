@@ -72,34 +72,31 @@ fn matches_registry(key: &str, registry: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn file(text: &str) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("kws-auth-{}-{}.json", std::process::id(), sha_of(text)));
+    /// The credentials `text` as a file, parsed for `registry` (the file removed again).
+    fn auth_of(text: &str, registry: &str) -> Result<RegistryAuth, SourceError> {
+        let name = &crate::wasm::engine::sha256_hex(text.as_bytes())[..12];
+        let p = std::env::temp_dir().join(format!("kws-auth-{}-{name}.json", std::process::id()));
         std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn sha_of(s: &str) -> String {
-        crate::wasm::engine::sha256_hex(s.as_bytes())[..12].to_string()
+        let auth = registry_auth(&p, registry);
+        std::fs::remove_file(&p).unwrap();
+        auth
     }
 
     #[test]
     fn credentials_are_found_by_registry_in_both_forms() {
         let basic = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
-        let config = file(&format!(r#"{{"auths": {{"https://r.example:5000/v1/": {{"auth": "{basic}"}}}}}}"#));
-        assert_eq!(
-            registry_auth(&config, "r.example:5000").unwrap(),
-            RegistryAuth::Basic("alice".into(), "s3cret".into())
-        );
-        assert_eq!(registry_auth(&config, "other.example").unwrap(), RegistryAuth::Anonymous);
-        let legacy = file(r#"{"index.docker.io": {"username": "bob", "password": "pw"}}"#);
-        assert_eq!(registry_auth(&legacy, "docker.io").unwrap(), RegistryAuth::Basic("bob".into(), "pw".into()));
+        let config = format!(r#"{{"auths": {{"https://r.example:5000/v1/": {{"auth": "{basic}"}}}}}}"#);
+        assert_eq!(auth_of(&config, "r.example:5000").unwrap(), RegistryAuth::Basic("alice".into(), "s3cret".into()));
+        assert_eq!(auth_of(&config, "other.example").unwrap(), RegistryAuth::Anonymous);
+        let legacy = r#"{"index.docker.io": {"username": "bob", "password": "pw"}}"#;
+        assert_eq!(auth_of(legacy, "docker.io").unwrap(), RegistryAuth::Basic("bob".into(), "pw".into()));
         for (text, want) in [
             ("[]", "not a docker config.json"),
             (r#"{"auths": {"r.io": {"auth": "***"}}}"#, "auths[\"r.io\"].auth: not base64"),
             (r#"{"auths": {"r.io": {"auth": "YWxpY2U="}}}"#, "not USERNAME:PASSWORD"),
             (r#"{"auths": {"r.io": {}}}"#, "neither auth"),
         ] {
-            let e = registry_auth(&file(text), "r.io").unwrap_err().to_string();
+            let e = auth_of(text, "r.io").unwrap_err().to_string();
             assert!(e.starts_with("auth.dockerConfig ") && e.contains(want), "{text}: {e}");
         }
         let e = registry_auth(Path::new("/nonexistent/config.json"), "r.io").unwrap_err().to_string();
