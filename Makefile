@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test fuzz campaign bench bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test registry fuzz campaign bench bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -31,9 +31,15 @@ demo: build
 	$(BIN) plugin check guest-plugins/build/priority-label.wasm
 	$(BIN) simulate --config examples/wasm-priority-label/profile.yaml --cluster examples/wasm-priority-label/cluster.yaml --explain default/web-1
 
-## test: every test (unit, integration with the built guests, golden simulator runs, benchmarks once each).
-test: setup guests
+## test: every test (unit, integration with the built guests and a local OCI registry, golden simulator runs,
+## benchmarks once each).
+test: setup registry guests
 	cargo test --workspace --all-targets --no-fail-fast
+
+## registry: the CNCF distribution registry for the plugin delivery tests, built from the Go module proxy on first
+## use (a few minutes) and cached under ~/.cache/kube-wasm-scheduler/registry.
+registry:
+	@scripts/build-registry.sh >/dev/null
 
 ## fuzz: the property tests (quantities, cluster files, configurations) and the hostile guest's garbled answers
 ## (lifting) with many more cases than `make test` runs: PROPTEST_CASES (default 20000), KWS_FUZZ_SEEDS (default

@@ -53,7 +53,7 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
-    /// Inspect WebAssembly plugins.
+    /// Inspect, build, push and pull WebAssembly plugins.
     Plugin {
         #[command(subcommand)]
         command: PluginCommand,
@@ -91,6 +91,37 @@ enum PluginCommand {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Check a component as `plugin check` does and push it to an OCI registry as a CNCF Wasm artifact.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// Where: oci://REGISTRY/REPO:TAG
+        reference: String,
+        /// Registry credentials, a docker config.json (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json).
+        #[arg(long, value_name = "PATH")]
+        docker_config: Option<PathBuf>,
+    },
+    /// Pull a component from an OCI registry, check it as `plugin check` does, and write it.
+    Pull {
+        /// oci://REGISTRY/REPO:TAG or oci://REGISTRY/REPO@sha256:DIGEST
+        reference: String,
+        /// Where to write the component.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Registry credentials, a docker config.json (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json).
+        #[arg(long, value_name = "PATH")]
+        docker_config: Option<PathBuf>,
+    },
+}
+
+/// `--docker-config`, or docker's own file when there is one, as docker and oras find it.
+fn docker_config(flag: Option<PathBuf>) -> Option<PathBuf> {
+    flag.or_else(|| {
+        let dir = std::env::var_os("DOCKER_CONFIG")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker")))?;
+        Some(dir.join("config.json")).filter(|p| p.exists())
+    })
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -227,8 +258,11 @@ fn watched_files(config: Option<&PathBuf>, cluster: &Path) -> Vec<PathBuf> {
             let base = c.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
             for p in &cfg.profiles {
                 for args in p.plugin_args.values() {
-                    if let Ok(a) = wasm::WasmArgs::parse(args, base) {
-                        files.push(a.component);
+                    if let Some(path) = wasm::WasmArgs::parse(args, base)
+                        .ok()
+                        .and_then(|a| a.component.as_path().map(Path::to_path_buf))
+                    {
+                        files.push(path);
                     }
                 }
             }
@@ -300,6 +334,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 output.display(),
                 std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0)
             );
+            print_component(&info, Output::Table)
+        }
+        Command::Plugin { command: PluginCommand::Push { file, reference, docker_config: auth } } => {
+            let (info, digest) = wasm::push_file(&file, &reference, docker_config(auth).as_deref())
+                .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
+            eprintln!("pushed {} to {reference} (manifest {digest})", file.display());
+            print_component(&info, Output::Table)
+        }
+        Command::Plugin { command: PluginCommand::Pull { reference, output, docker_config: auth } } => {
+            let (info, sha256) =
+                wasm::pull_file(&reference, &output, docker_config(auth).as_deref()).map_err(|e| match e {
+                    // These name the reference already.
+                    wasm::WasmError::Source(_) | wasm::WasmError::InvalidSource(_) => BadInput(e.to_string()),
+                    e => BadInput(format!("{reference}: {e}")),
+                })?;
+            eprintln!("wrote {} (sha256 {sha256})", output.display());
             print_component(&info, Output::Table)
         }
         Command::Bench { config, nodes, pods } => {

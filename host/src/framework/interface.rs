@@ -124,6 +124,13 @@ pub trait Plugin: Send + Sync {
     /// cycle will use, so a hot reload never changes plugins mid-cycle).
     fn begin_cycle(&self, _state: &mut CycleState) {}
 
+    /// Why the plugin cannot serve, for one that failed to load and whose failure policy lets the profile run
+    /// without it (a Wasm plugin with `failurePolicy: Ignore`): the runner leaves it out of every extension point
+    /// it is enabled at instead of refusing the profile.
+    fn unavailable(&self) -> Option<&str> {
+        None
+    }
+
     /// This plugin as a PreEnqueue plugin, if it is one.
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         None

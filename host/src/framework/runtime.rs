@@ -165,6 +165,9 @@ impl Framework {
             let mut explicit: Vec<(String, Option<i32>)> = Vec::new();
             for e in &set.enabled {
                 let p = instance(&e.name)?;
+                if p.unavailable().is_some() {
+                    continue;
+                }
                 if !implements(p.as_ref()) {
                     return Err(FrameworkError::NotImplemented {
                         profile: pname.clone(),

@@ -451,12 +451,17 @@ impl SchedulerState {
 fn wasm_plugins() -> Vec<MetricFamily> {
     type Get = fn(&crate::wasm::WasmStats) -> u64;
     let plugins = crate::wasm::loaded_plugins();
-    let families: [(&str, &str, Get); 11] = [
+    let families: [(&str, &str, Get); 12] = [
         ("kws_wasm_plugin_loads_total", "Wasm plugin versions loaded.", |s| s.loads.load(Ordering::Relaxed)),
         ("kws_wasm_plugin_reloads_total", "Wasm plugin hot reloads.", |s| s.reloads.load(Ordering::Relaxed)),
         ("kws_wasm_plugin_reload_failures_total", "Refused Wasm plugin replacements.", |s| {
             s.reload_failures.load(Ordering::Relaxed)
         }),
+        (
+            "kws_wasm_plugin_precompiled_loads_total",
+            "Wasm plugin versions loaded precompiled from the plugin cache (no compile).",
+            |s| s.precompiled_loads.load(Ordering::Relaxed),
+        ),
         ("kws_wasm_plugin_traps_total", "Wasm plugin calls that trapped.", |s| s.traps.load(Ordering::Relaxed)),
         ("kws_wasm_plugin_timeouts_total", "Wasm plugin calls past their deadline.", |s| {
             s.timeouts.load(Ordering::Relaxed)

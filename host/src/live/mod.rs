@@ -217,6 +217,17 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         let cluster =
             Arc::new(KubeCluster::new(client.clone(), clients.events.clone(), handle.clone(), opts.identity.clone()));
         let events = cluster.events().clone();
+        // A refused Wasm plugin version (log line and counter in wasm/reload.rs) is also a Warning Event.
+        let (recorder, le, instance) = (events.clone(), cfg.leader_election.clone(), opts.identity.clone());
+        crate::wasm::observe_refusals(Arc::new(move |refused| {
+            let e = crate::cluster::kube::refused_version_event(
+                &le.resource_namespace,
+                &le.resource_name,
+                &instance,
+                refused,
+            );
+            recorder.record(e);
+        }));
         let ctx =
             PluginContext { cluster: cluster.clone(), seed: rand_seed(), reload_period: Some(Duration::from_secs(2)) };
         let profiles = Arc::new(

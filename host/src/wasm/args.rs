@@ -1,12 +1,17 @@
-//! A Wasm plugin's `pluginConfig` args: which component, the guest's own config, limits and failure policy.
+//! A Wasm plugin's `pluginConfig` args: which component and how it is pulled, the guest's own config, limits and
+//! failure policy.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::config::parse_go_duration;
 use crate::framework::quantity::parse_value;
+
+use super::source::{CosignKey, PullArgs, PullPolicy, Source};
+
+/// The shortest `recheckInterval`: a registry is not asked about a tag more often than this.
+pub const MIN_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Default deadline of one guest call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
@@ -68,12 +73,30 @@ struct RawCircuitBreaker {
     max_backoff: Option<String>,
 }
 
+/// `auth` as written in the profile.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawAuth {
+    docker_config: String,
+}
+
+/// `signature` as written in the profile.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSignature {
+    key: String,
+}
+
 /// The args as written in the profile.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawArgs {
     component: String,
     sha256: Option<String>,
+    pull_policy: Option<PullPolicy>,
+    auth: Option<RawAuth>,
+    recheck_interval: Option<String>,
+    signature: Option<RawSignature>,
     #[serde(default)]
     config: Option<serde_json::Value>,
     timeout: Option<String>,
@@ -86,10 +109,12 @@ struct RawArgs {
 /// A Wasm plugin's settings, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WasmArgs {
-    /// The component file (relative paths resolve against the configuration file's directory).
-    pub component: PathBuf,
-    /// Expected SHA-256 of the file, lowercase hex.
+    /// Where the component comes from (relative paths resolve against the configuration file's directory).
+    pub component: Source,
+    /// Expected SHA-256 of the component's bytes, lowercase hex (required for https).
     pub sha256: Option<String>,
+    /// How a remote component is pulled (ignored for a local file).
+    pub pull: PullArgs,
     /// The guest's own configuration, passed to it as JSON.
     pub config_json: String,
     /// Deadline of one call.
@@ -110,8 +135,10 @@ impl WasmArgs {
 
     /// The defaults for a component file (any path, UTF-8 or not: `plugin check` names files, not JSON).
     pub fn for_file(path: &std::path::Path) -> WasmArgs {
+        let component = Source::File(path.to_path_buf());
         WasmArgs {
-            component: path.to_path_buf(),
+            pull: PullArgs::default_for(&component),
+            component,
             sha256: None,
             config_json: "{}".into(),
             timeout: DEFAULT_TIMEOUT,
@@ -131,19 +158,13 @@ impl WasmArgs {
             p if p == "." => e.into_inner().to_string(),
             p => format!("{p}: {}", e.into_inner()),
         })?;
-        if raw.component.starts_with("https://") || raw.component.starts_with("oci://") {
-            return Err(format!(
-                "component: {:?}: only local files are supported in this build (no network access)",
-                raw.component
-            ));
-        }
-        let path = PathBuf::from(raw.component.strip_prefix("file://").unwrap_or(&raw.component));
-        let component = if path.is_absolute() { path } else { base.join(path) };
+        let component = Source::parse(&raw.component, base).map_err(|e| format!("component: {e}"))?;
         if let Some(h) = &raw.sha256 {
             if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(format!("sha256: {h:?} is not 64 hexadecimal digits"));
             }
         }
+        let pull = parse_pull(&raw, &component, base)?;
         let timeout = match &raw.timeout {
             Some(t) => parse_go_duration(t).map_err(|e| format!("timeout: {e}"))?,
             None => DEFAULT_TIMEOUT,
@@ -192,6 +213,7 @@ impl WasmArgs {
         };
         Ok(WasmArgs {
             component,
+            pull,
             sha256: raw.sha256.map(|h| h.to_ascii_lowercase()),
             config_json: raw.config.map(|c| c.to_string()).unwrap_or_else(|| "{}".into()),
             timeout,
@@ -202,6 +224,61 @@ impl WasmArgs {
     }
 }
 
+/// `pullPolicy`, `auth` and `recheckInterval`, which only a remote source takes; and `sha256`, which an https one
+/// requires (the download is trusted for its digest, not for where it came from).
+fn parse_pull(raw: &RawArgs, component: &Source, base: &std::path::Path) -> Result<PullArgs, String> {
+    let mut pull = PullArgs::default_for(component);
+    if matches!(component, Source::Https(_)) && raw.sha256.is_none() {
+        return Err(format!("sha256: required for an https component ({component})"));
+    }
+    if let Source::File(_) = component {
+        for (given, field) in [
+            (raw.pull_policy.is_some(), "pullPolicy"),
+            (raw.auth.is_some(), "auth"),
+            (raw.recheck_interval.is_some(), "recheckInterval"),
+            (raw.signature.is_some(), "signature"),
+        ] {
+            if given {
+                return Err(format!("{field}: only an https or oci component is pulled; a local file is read"));
+            }
+        }
+    }
+    if let Some(p) = raw.pull_policy {
+        pull.policy = p;
+    }
+    if let Some(a) = &raw.auth {
+        if !matches!(component, Source::Oci(_)) {
+            return Err("auth: registry credentials are for an oci component".into());
+        }
+        let path = std::path::PathBuf::from(&a.docker_config);
+        pull.docker_config = Some(if path.is_absolute() { path } else { base.join(path) });
+    }
+    if let Some(sig) = &raw.signature {
+        if !matches!(component, Source::Oci(_)) {
+            return Err(
+                "signature: only an oci component carries a cosign signature (pin an https one with sha256)".into()
+            );
+        }
+        let path = std::path::PathBuf::from(&sig.key);
+        let path = if path.is_absolute() { path } else { base.join(path) };
+        pull.signature = Some(CosignKey::load(&path).map_err(|e| format!("signature.key: {e}"))?);
+    }
+    if let Some(t) = &raw.recheck_interval {
+        if !component.is_tag() {
+            return Err(format!("recheckInterval: only an oci tag can move; {component} cannot"));
+        }
+        if pull.policy == PullPolicy::Never {
+            return Err("recheckInterval: pullPolicy Never never asks the registry".into());
+        }
+        let d = parse_go_duration(t).map_err(|e| format!("recheckInterval: {e}"))?;
+        if d < MIN_RECHECK_INTERVAL {
+            return Err(format!("recheckInterval: {d:?} is under the {MIN_RECHECK_INTERVAL:?} minimum"));
+        }
+        pull.recheck_interval = Some(d);
+    }
+    Ok(pull)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,7 +287,7 @@ mod tests {
     #[test]
     fn defaults_and_errors() {
         let a = WasmArgs::parse(&json!({"component": "x.wasm"}), std::path::Path::new("/etc/sched")).unwrap();
-        assert_eq!(a.component, PathBuf::from("/etc/sched/x.wasm"));
+        assert_eq!(a.component, Source::File("/etc/sched/x.wasm".into()));
         assert_eq!(a.timeout, DEFAULT_TIMEOUT);
         assert_eq!(a.config_json, "{}");
         assert_eq!(a.failure_policy, FailurePolicy::Fail);
@@ -240,7 +317,30 @@ mod tests {
             (json!({"component": "x", "sha256": "abc"}), "sha256:"),
             (json!({"component": "x", "failurePolicy": "Maybe"}), "Maybe"),
             (json!({"component": "x", "colour": 1}), "colour"),
-            (json!({"component": "https://example.com/x.wasm"}), "only local files"),
+            (json!({"component": "https://example.com/x.wasm"}), "sha256: required for an https component"),
+            (json!({"component": "http://example.com/x.wasm"}), "component: \"http://example.com/x.wasm\": plain http"),
+            (json!({"component": "x", "pullPolicy": "Always"}), "pullPolicy: only an https or oci component"),
+            (json!({"component": "oci://r.io/x:v1", "pullPolicy": "Sometimes"}), "pullPolicy: unknown variant"),
+            (json!({"component": "oci://r.io/x:v1", "recheckInterval": "10ms"}), "recheckInterval: 10ms is under"),
+            (json!({"component": "oci://r.io/x:v1", "recheckInterval": "often"}), "recheckInterval:"),
+            (
+                json!({"component": "oci://r.io/x:v1", "recheckInterval": "1m", "pullPolicy": "Never"}),
+                "recheckInterval: pullPolicy Never",
+            ),
+            (
+                json!({"component": format!("oci://r.io/x@sha256:{}", "a".repeat(64)), "recheckInterval": "1m"}),
+                "recheckInterval: only an oci tag can move",
+            ),
+            (
+                json!({"component": "https://r.io/x.wasm", "sha256": "a".repeat(64), "auth": {"dockerConfig": "c"}}),
+                "auth: registry credentials are for an oci component",
+            ),
+            (json!({"component": "oci://r.io/x:v1", "auth": {"config": "c"}}), "auth.config"),
+            (
+                json!({"component": "oci://r.io/x:v1", "signature": {"key": "/nonexistent.pub"}}),
+                "signature.key: /nonexistent.pub",
+            ),
+            (json!({"component": "x", "signature": {"key": "k.pub"}}), "signature: only an https or oci"),
             (json!({"component": "x", "circuitBreaker": {"backoff": "0s"}}), "circuitBreaker.backoff: must be"),
             (json!({"component": "x", "circuitBreaker": {"backoff": "1m", "maxBackoff": "10s"}}), "maxBackoff"),
             (
@@ -255,5 +355,34 @@ mod tests {
             let e = WasmArgs::parse(&args, std::path::Path::new("/")).unwrap_err();
             assert!(e.contains(want), "{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod pull_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn remote_sources_take_pull_settings() {
+        let base = std::path::Path::new("/etc/sched");
+        let a = WasmArgs::parse(
+            &json!({"component": "oci://127.0.0.1:5000/prio:v1", "auth": {"dockerConfig": "pull/config.json"},
+                    "recheckInterval": "30s", "pullPolicy": "Always"}),
+            base,
+        )
+        .unwrap();
+        assert!(a.component.is_tag());
+        assert_eq!(
+            a.pull,
+            PullArgs {
+                policy: PullPolicy::Always,
+                docker_config: Some("/etc/sched/pull/config.json".into()),
+                recheck_interval: Some(Duration::from_secs(30)),
+                signature: None,
+            }
+        );
+        let a = WasmArgs::parse(&json!({"component": "https://r.io/x.wasm", "sha256": "A".repeat(64)}), base).unwrap();
+        assert_eq!((a.pull.policy, a.sha256), (PullPolicy::IfNotPresent, Some("a".repeat(64))));
     }
 }

@@ -1,15 +1,27 @@
 //! The process's one wasmtime `Engine`: configured once, an epoch ticker turning wall-clock deadlines into ticks,
-//! and components compiled once per content digest.
+//! and components compiled once per content digest (in memory, and on disk through the plugin cache).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
+use super::cache::PluginCache;
 use super::WasmError;
+
+/// Where a compiled component came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled earlier in this process.
+    Memory,
+    /// Loaded precompiled from the plugin cache on disk: no compile.
+    Precompiled,
+    /// Compiled now (and written to the plugin cache).
+    Compiled,
+}
 
 /// How often the epoch advances; a deadline is rounded up to whole ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(2);
@@ -59,8 +71,26 @@ impl WasmEngine {
     /// SHA-256 (hex).
     pub fn compile(&self, bytes: &[u8]) -> Result<(Component, String), WasmError> {
         let digest = sha256_hex(bytes);
-        if let Some(c) = self.compiled.lock().expect("compile cache lock").get(&digest) {
-            return Ok((c.clone(), digest));
+        let (c, _) = self.compile_digest(bytes, &digest)?;
+        Ok((c, digest))
+    }
+
+    /// Compiles bytes whose SHA-256 is `digest` (the caller computed it), or returns them compiled: from this
+    /// process, or precompiled from the plugin cache, which keeps what is compiled here for the next start.
+    pub fn compile_digest(&self, bytes: &[u8], digest: &str) -> Result<(Component, Origin), WasmError> {
+        if let Some(c) = self.compiled.lock().expect("compile cache lock").get(digest) {
+            return Ok((c.clone(), Origin::Memory));
+        }
+        let cache = PluginCache::shared();
+        let start = Instant::now();
+        if let Some(c) = cache.and_then(|cache| cache.compiled(&self.engine, digest)) {
+            tracing::info!(
+                digest,
+                ms = start.elapsed().as_millis() as u64,
+                "component loaded precompiled from the plugin cache (no compile)"
+            );
+            self.compiled.lock().expect("compile cache lock").insert(digest.to_string(), c.clone());
+            return Ok((c, Origin::Precompiled));
         }
         if is_core_module(bytes) {
             return Err(WasmError::NotAComponent(
@@ -69,8 +99,12 @@ impl WasmEngine {
             ));
         }
         let component = Component::new(&self.engine, bytes).map_err(|e| WasmError::NotAComponent(first_line(&e)))?;
-        self.compiled.lock().expect("compile cache lock").insert(digest.clone(), component.clone());
-        Ok((component, digest))
+        tracing::info!(digest, bytes = bytes.len(), ms = start.elapsed().as_millis() as u64, "component compiled");
+        if let Some(cache) = cache {
+            cache.put_compiled(&self.engine, digest, &component);
+        }
+        self.compiled.lock().expect("compile cache lock").insert(digest.to_string(), component.clone());
+        Ok((component, Origin::Compiled))
     }
 }
 

@@ -4,6 +4,7 @@
 mod adapters;
 mod args;
 pub mod bindings;
+pub mod cache;
 mod convert;
 pub mod engine;
 mod failure;
@@ -12,6 +13,7 @@ mod instance;
 mod output;
 mod plugin;
 mod reload;
+pub mod source;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,7 +22,8 @@ use thiserror::Error;
 use wasmtime::component::Component;
 
 pub use args::{CircuitBreakerArgs, FailurePolicy, WasmArgs};
-pub use plugin::{loaded_plugins, WasmPlugin, WasmStats};
+pub use plugin::{loaded_plugins, observe_refusals, RefusalObserver, RefusedVersion, WasmPlugin, WasmStats};
+pub use source::{PullArgs, PullPolicy, Source};
 
 use crate::framework::Registry;
 use crate::framework::{ExtensionPoint, Plugin};
@@ -69,6 +72,12 @@ pub enum WasmError {
     /// A core module could not be turned into a component.
     #[error("cannot make a component of it: {0}")]
     Componentize(String),
+    /// A remote source could not be fetched (unreachable, refused, not a Wasm artifact).
+    #[error(transparent)]
+    Source(#[from] source::SourceError),
+    /// A source named on the command line that cannot be used.
+    #[error("{0}")]
+    InvalidSource(String),
     /// The output could not be written.
     #[error("writing {path}: {message}")]
     Write {
@@ -147,8 +156,8 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
 
 /// `plugin check`: loads a file the way the scheduler would and describes it.
 pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
-    let (component, _) = reload::load_component(path, None)?;
-    let info = describe(&component)?;
+    let version = reload::load_version(&WasmArgs::for_file(path))?;
+    let info = describe(&version.component)?;
     // Linking proves every import is really satisfied (WASI versions included). The file is checked, not a
     // configuration: the guest is not asked to validate the empty one.
     WasmPlugin::load_unvalidated("check", WasmArgs::for_file(path), 0)?;
@@ -174,12 +183,17 @@ pub fn componentize(core: &Path, out: &Path) -> Result<ComponentInfo, WasmError>
         .and_then(|mut encoder| encoder.encode())
         // One line: some decoder messages span several.
         .map_err(|e| WasmError::Componentize(format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" ")))?;
+    write_checked(&component, out)
+}
+
+/// Writes a component to `out` only once it passed `plugin check`'s checks (a temporary file, checked, renamed).
+fn write_checked(component: &[u8], out: &Path) -> Result<ComponentInfo, WasmError> {
     let write_err =
         |p: &Path, e: std::io::Error| WasmError::Write { path: p.display().to_string(), message: e.to_string() };
     let mut tmp = out.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, &component).map_err(|e| write_err(&tmp, e))?;
+    std::fs::write(&tmp, component).map_err(|e| write_err(&tmp, e))?;
     let info = check_file(&tmp).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })?;
@@ -187,8 +201,50 @@ pub fn componentize(core: &Path, out: &Path) -> Result<ComponentInfo, WasmError>
     Ok(info)
 }
 
+/// An `oci://` reference given on the command line.
+fn oci_reference(reference: &str) -> Result<source::OciRef, WasmError> {
+    match Source::parse(reference, Path::new(".")) {
+        Ok(Source::Oci(r)) => Ok(r),
+        Ok(_) => Err(WasmError::InvalidSource(format!("{reference:?} is not an oci:// reference"))),
+        Err(e) => Err(WasmError::InvalidSource(e)),
+    }
+}
+
+/// `plugin push`: checks a component file as `plugin check` does, then pushes it to an OCI registry as a CNCF Wasm
+/// artifact. Returns what it serves and the pushed manifest's digest.
+pub fn push_file(
+    file: &Path,
+    reference: &str,
+    docker_config: Option<&Path>,
+) -> Result<(ComponentInfo, String), WasmError> {
+    let r = oci_reference(reference)?;
+    let info = check_file(file)?;
+    let bytes = std::fs::read(file)
+        .map_err(|e| WasmError::Read { path: file.display().to_string(), message: e.to_string() })?;
+    let digest = source::oci::push(bytes, &info, &r, docker_config)?;
+    Ok((info, digest))
+}
+
+/// `plugin pull`: pulls a component from an OCI registry and writes it to `out` once it passed `plugin check`'s
+/// checks. Returns what it serves and its SHA-256 (what a profile's `sha256` pins).
+pub fn pull_file(
+    reference: &str,
+    out: &Path,
+    docker_config: Option<&Path>,
+) -> Result<(ComponentInfo, String), WasmError> {
+    let r = oci_reference(reference)?;
+    let fetched = source::oci::pull(&r, docker_config)?;
+    let info = write_checked(&fetched.bytes, out)?;
+    Ok((info, fetched.digest))
+}
+
 /// Registers a factory for every plugin that a profile declares as Wasm (a `pluginConfig` entry whose args name
 /// a `component`). Relative component paths resolve against `base` (the configuration file's directory).
+///
+/// A component that cannot be loaded at start (unreadable, a failed pull, an unreachable source, a digest that
+/// does not match the pin, not a component) fails the profile with one line naming the plugin and the source,
+/// unless the plugin's `failurePolicy` is `Ignore`: then the profile runs without it, and that is logged. A guest
+/// that refuses its configuration fails the profile whatever the policy: that is the profile's mistake.
 pub fn register_plugins(registry: &mut Registry, config: &crate::config::SchedulerConfig, base: &Path) {
     for profile in &config.profiles {
         for (name, args) in &profile.plugin_args {
@@ -201,11 +257,19 @@ pub fn register_plugins(registry: &mut Registry, config: &crate::config::Schedul
                 name,
                 Arc::new(move |args, ctx| {
                     let args = WasmArgs::parse(args.unwrap_or(&serde_json::Value::Null), &base)?;
-                    let component = args.component.display().to_string();
-                    let p = WasmPlugin::load(&plugin_name, args, ctx.seed).map_err(|e| match e {
-                        WasmError::Read { .. } | WasmError::Digest { .. } => format!("component: {e}"),
-                        e => format!("component: {component}: {e}"),
-                    })?;
+                    let component = args.component.to_string();
+                    let policy = args.failure_policy;
+                    let p = match WasmPlugin::load(&plugin_name, args, ctx.seed) {
+                        Ok(p) => p,
+                        Err(e) if policy == FailurePolicy::Ignore && !matches!(e, WasmError::Config(_)) => {
+                            tracing::warn!(plugin = %plugin_name, source = %component, error = %e, "wasm plugin unavailable; failurePolicy Ignore: the profile runs without it");
+                            return Ok(Arc::new(plugin::Unavailable::new(&plugin_name, e.to_string())) as Arc<dyn Plugin>);
+                        }
+                        Err(e @ (WasmError::Read { .. } | WasmError::Digest { .. } | WasmError::Source(_))) => {
+                            return Err(format!("component: {e}"))
+                        }
+                        Err(e) => return Err(format!("component: {component}: {e}")),
+                    };
                     if let Some(period) = ctx.reload_period {
                         p.watch(period);
                     }

@@ -3,7 +3,6 @@
 //! failed call answers what the failure policy says (`failure`); the component can be replaced while the
 //! scheduler runs, and a cycle keeps the version it started with (`reload`).
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
@@ -12,7 +11,8 @@ use super::convert::QueuedPodCache;
 use super::failure::Breaker;
 use super::instance::{CycleCtx, Loaded};
 use super::output::GuestLog;
-use super::reload::{file_stamp, load_component, FileStamp};
+use super::reload::{file_stamp, load_version, FileStamp};
+use super::source::Source;
 use super::WasmError;
 use crate::framework::rng::Rng;
 use crate::framework::CycleState;
@@ -25,6 +25,35 @@ pub fn loaded_plugins() -> Vec<Arc<WasmPlugin>> {
     LOADED.lock().expect("loaded plugins lock").iter().filter_map(Weak::upgrade).collect()
 }
 
+/// A version of a Wasm plugin refused while the running one keeps serving (a bad file, a failed pull or re-check,
+/// a digest that does not match the pin, something that is not a component).
+#[derive(Debug)]
+pub struct RefusedVersion<'a> {
+    /// The plugin's name.
+    pub plugin: &'a str,
+    /// Where its component comes from.
+    pub source: &'a Source,
+    /// Why the version was refused.
+    pub error: &'a WasmError,
+}
+
+/// Called for every refused version, besides the log line and the counter.
+pub type RefusalObserver = Arc<dyn Fn(&RefusedVersion<'_>) + Send + Sync>;
+
+static REFUSAL_OBSERVERS: RwLock<Vec<RefusalObserver>> = RwLock::new(Vec::new());
+
+/// Adds an observer of refused versions (the live scheduler turns them into Kubernetes Events).
+pub fn observe_refusals(observer: RefusalObserver) {
+    REFUSAL_OBSERVERS.write().expect("refusal observers lock").push(observer);
+}
+
+/// Tells the observers of a refused version.
+pub(super) fn notify_refusal(refused: &RefusedVersion<'_>) {
+    for o in REFUSAL_OBSERVERS.read().expect("refusal observers lock").iter() {
+        o(refused);
+    }
+}
+
 /// Counters of one Wasm plugin (exported as metrics by the live scheduler).
 #[derive(Debug, Default)]
 pub struct WasmStats {
@@ -32,8 +61,11 @@ pub struct WasmStats {
     pub loads: AtomicU64,
     /// Replacements of a running version.
     pub reloads: AtomicU64,
-    /// Replacement files that were refused (the previous version kept serving).
+    /// Replacement versions that were refused (the previous version kept serving): a bad file, a failed pull or
+    /// re-check of a tag, a digest that does not match the pin, a tag moved to something that is not a component.
     pub reload_failures: AtomicU64,
+    /// Versions loaded precompiled from the plugin cache (no compile).
+    pub precompiled_loads: AtomicU64,
     /// Calls that trapped.
     pub traps: AtomicU64,
     /// Calls that ran past their deadline.
@@ -64,6 +96,8 @@ pub struct WasmPlugin {
     pub(super) state_key: String,
     /// The component file's stamp when it was last read.
     pub(super) watched: Mutex<Option<FileStamp>>,
+    /// For an OCI tag, the manifest digest it pointed at when last pulled.
+    pub(super) revision: Mutex<Option<String>>,
     /// Counters.
     pub stats: Arc<WasmStats>,
     /// Where every instance's `host.log` lines and output go, under one rate limit.
@@ -91,9 +125,11 @@ impl WasmPlugin {
 
     /// Loads the component without asking the guest about its configuration (`plugin check` describes a file).
     pub(super) fn load_unvalidated(name: &str, args: WasmArgs, seed: u64) -> Result<Arc<WasmPlugin>, WasmError> {
-        let (component, digest) = load_component(&args.component, args.sha256.as_deref())?;
-        let loaded = Loaded::new(component, digest)?;
-        let watched = file_stamp(&args.component);
+        let watched = args.component.as_path().and_then(file_stamp);
+        let version = load_version(&args)?;
+        let precompiled = version.origin == super::engine::Origin::Precompiled;
+        let revision = version.revision;
+        let loaded = Loaded::new(version.component, version.digest)?;
         let stats = Arc::new(WasmStats::default());
         let state_key = format!("wasm/{name}");
         let name: Arc<str> = Arc::from(name);
@@ -107,9 +143,13 @@ impl WasmPlugin {
             current: RwLock::new(Arc::new(loaded)),
             rng: Arc::new(Mutex::new(Rng::new(seed ^ 0x5_EED0_F7A5))),
             watched: Mutex::new(watched),
+            revision: Mutex::new(revision),
             stats,
         });
         p.stats.loads.fetch_add(1, Ordering::Relaxed);
+        if precompiled {
+            p.stats.precompiled_loads.fetch_add(1, Ordering::Relaxed);
+        }
         let mut all = LOADED.lock().expect("loaded plugins lock");
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&p));
@@ -121,8 +161,8 @@ impl WasmPlugin {
         self.current().points()
     }
 
-    /// The component file this plugin serves from.
-    pub fn component(&self) -> &Path {
+    /// Where this plugin's component comes from.
+    pub fn component(&self) -> &Source {
         &self.args.component
     }
 
@@ -142,5 +182,29 @@ impl WasmPlugin {
             .and_then(|s| s.read::<CycleCtx>(&self.state_key))
             .cloned()
             .unwrap_or_else(|| CycleCtx::new(self.current()))
+    }
+}
+
+/// A Wasm plugin whose component could not be loaded at start, with `failurePolicy: Ignore`: it serves no
+/// extension point, and the profile runs without it.
+#[derive(Debug)]
+pub struct Unavailable {
+    name: String,
+    reason: String,
+}
+
+impl Unavailable {
+    /// The plugin `name`, unavailable for `reason`.
+    pub fn new(name: &str, reason: String) -> Unavailable {
+        Unavailable { name: name.to_string(), reason }
+    }
+}
+
+impl crate::framework::Plugin for Unavailable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn unavailable(&self) -> Option<&str> {
+        Some(&self.reason)
     }
 }

@@ -4,6 +4,7 @@ mod util;
 
 mod config;
 mod config_props;
+mod delivery;
 mod deploy;
 mod extenders;
 mod framework;

@@ -94,6 +94,44 @@ fn pod_ref(pod: &PodInfo) -> ObjectReference {
     }
 }
 
+/// The Warning Event about a Wasm plugin version that was refused while the running one keeps serving. It regards
+/// the scheduler's own Lease (`leaderElection.resourceNamespace/resourceName`), the object client-go's leader
+/// election records the scheduler's own events on: `kubectl get events --field-selector involvedObject.kind=Lease`
+/// shows it whether or not leader election is on.
+pub fn refused_version_event(
+    lease_namespace: &str,
+    lease_name: &str,
+    instance: &str,
+    refused: &crate::wasm::RefusedVersion<'_>,
+) -> Event {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{lease_name}.{:x}", now.as_nanosecond() as u128 ^ u128::from(std::process::id()))),
+            namespace: Some(lease_namespace.to_string()),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some("Reloading".into()),
+        reason: Some("WasmPluginVersionRefused".into()),
+        note: Some(truncate_note(&format!(
+            "wasm plugin {:?}: a new version from {} was refused, the running one keeps serving: {}",
+            refused.plugin, refused.source, refused.error
+        ))),
+        type_: Some("Warning".into()),
+        regarding: Some(ObjectReference {
+            api_version: Some("coordination.k8s.io/v1".into()),
+            kind: Some("Lease".into()),
+            name: Some(lease_name.to_string()),
+            namespace: Some(lease_namespace.to_string()),
+            ..Default::default()
+        }),
+        reporting_controller: Some("kube-wasm-scheduler".into()),
+        reporting_instance: Some(instance.to_string()),
+        ..Default::default()
+    }
+}
+
 impl KubeCluster {
     /// The `pods/binding` request for `pod` on `node`.
     fn binding(&self, pod: &PodInfo, node: &str) -> impl Future<Output = Result<(), ClusterError>> + Send + 'static {
@@ -217,6 +255,23 @@ fn pod_scheduled_condition_is(pod: &PodInfo, reason: &str, message: &str) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_plugin_version_is_a_warning_on_the_scheduler_s_lease() {
+        let source = crate::wasm::Source::parse("oci://127.0.0.1:5000/p:v2", std::path::Path::new("/")).unwrap();
+        let error = crate::wasm::WasmError::NotAComponent("bad magic".into());
+        let refused = crate::wasm::RefusedVersion { plugin: "PriorityLabel", source: &source, error: &error };
+        let e = refused_version_event("kube-system", "kube-wasm-scheduler", "host_1", &refused);
+        assert_eq!((e.type_.as_deref(), e.reason.as_deref()), (Some("Warning"), Some("WasmPluginVersionRefused")));
+        let r = e.regarding.unwrap();
+        assert_eq!((r.kind.as_deref(), r.name.as_deref()), (Some("Lease"), Some("kube-wasm-scheduler")));
+        assert_eq!(e.metadata.namespace.as_deref(), Some("kube-system"));
+        assert!(e.metadata.name.unwrap().starts_with("kube-wasm-scheduler."));
+        assert_eq!(
+            e.note.as_deref(),
+            Some("wasm plugin \"PriorityLabel\": a new version from oci://127.0.0.1:5000/p:v2 was refused, the running one keeps serving: not a WebAssembly component: bad magic")
+        );
+    }
 
     #[test]
     fn event_notes_are_cut_at_1024_bytes() {
