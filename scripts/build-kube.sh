@@ -47,6 +47,11 @@ ROOT="$KUBE_CACHE_DIR/$KUBE_VERSION"
 BIN="$ROOT/bin"
 MOD="$ROOT/module"
 mkdir -p "$BIN"
+# One build at a time per version: tests that each start a control plane run this script at once on a fresh
+# machine, and the second build's `mv` of the shared .tmp file failed after the first had moved it. A later
+# caller waits here, then finds the binaries built.
+exec 9>"$ROOT/.build.lock"
+flock 9
 
 # --- etcd -------------------------------------------------------------------------------------------
 if [[ -n "${ETCD:-}" && -x "${ETCD}" ]]; then
