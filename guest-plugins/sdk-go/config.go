@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Config is the plugin's configuration: pluginConfig[].args.config from the scheduler's configuration, which the
@@ -16,6 +17,9 @@ type Config struct {
 // parseConfig parses the host's JSON; the configuration must be an object, as the scheduler's own args are.
 func parseConfig(raw string) (*Config, error) {
 	c := &Config{raw: raw}
+	if strings.TrimSpace(raw) == "" {
+		raw = "{}" // as the Rust SDK reads an empty configuration
+	}
 	if err := json.Unmarshal([]byte(raw), &c.doc); err != nil {
 		return nil, fmt.Errorf("config: not a JSON object: %v", err)
 	}
@@ -28,7 +32,11 @@ func (c *Config) Raw() string { return c.raw }
 // Decode unmarshals the whole configuration into v (a pointer to a struct with json tags), refusing members
 // v does not have, so a misspelt key is an error rather than a silently ignored setting.
 func (c *Config) Decode(v any) error {
-	d := json.NewDecoder(bytes.NewReader([]byte(c.raw)))
+	text := c.raw
+	if strings.TrimSpace(text) == "" {
+		text = "{}"
+	}
+	d := json.NewDecoder(strings.NewReader(text))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return fmt.Errorf("config: %v", err)

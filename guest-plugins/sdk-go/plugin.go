@@ -93,13 +93,15 @@ func build() (any, error) {
 	if constructor == nil {
 		return nil, errors.New("no plugin registered: call kws.Register from an init function")
 	}
-	cfg, err := parseConfig(hostConfig())
+	// Errors name the configuration as the Rust SDK's do, so a user reads the same line whatever the language.
+	raw := hostConfig()
+	cfg, err := parseConfig(raw)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("plugin configuration %q: %v", raw, err)
 	}
 	p, err := constructor(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("plugin configuration %q: %v", raw, err)
 	}
 	_, f := p.(Filterer)
 	_, s := p.(Scorer)
