@@ -7,6 +7,7 @@ mod config_props;
 mod deploy;
 mod extenders;
 mod framework;
+mod go_guest;
 mod guest_failures;
 mod lifting;
 mod properties;
