@@ -183,3 +183,77 @@ fn componentize_embeds_only_worlds_of_the_contract() {
     assert!(!target.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn go_sdk_decodes_every_field_of_the_pod_and_node_the_host_sends() {
+    // guest-plugins/pod-echo-go rejects the node with the pod (host.cycle-pod) and node as the Go SDK read them
+    // from the host's memory: every field of the contract's pod and node records, at the canonical ABI's offsets.
+    let dir = scratch("echo");
+    let profile = dir.join("profile.yaml");
+    std::fs::write(&profile, format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: Echo}}]\n  pluginConfig:\n  - name: Echo\n    args:\n      component: {}\n",
+        guest("pod-echo-go").display()
+    )).unwrap();
+    let cluster = dir.join("cluster.yaml");
+    std::fs::write(
+        &cluster,
+        r#"apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {kubernetes.io/hostname: n1, zone: z1}
+spec:
+  taints: [{key: dedicated, value: gpu, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "4", memory: 8Gi, pods: "110", ephemeral-storage: 10Gi, example.com/gpu: "2"}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: shop
+  uid: u-123
+  labels: {app: web, tier: front}
+  annotations: {note: hello}
+spec:
+  priority: 7
+  nodeSelector: {zone: z1}
+  tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}, {operator: Exists}]
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchExpressions: [{key: zone, operator: In, values: [z1, z2]}]
+          matchFields: [{key: metadata.name, operator: In, values: [n1]}]
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 40
+        preference:
+          matchExpressions: [{key: tier, operator: Exists}]
+  containers:
+  - name: c
+    image: x
+    resources:
+      requests: {cpu: 250m, memory: 64Mi, example.com/gpu: "1"}
+      limits: {cpu: 500m, memory: 128Mi, example.com/gpu: "1"}
+"#,
+    )
+    .unwrap();
+    let placed = placements(&profile, &cluster);
+    let (_, node, message) = &placed[0];
+    assert_eq!(*node, None);
+    let pod = "POD={UID:u-123 Namespace:shop Name:web Labels:[{Key:app Value:web} {Key:tier Value:front}] \
+        Annotations:[{Key:note Value:hello}] Priority:7 QoSClass:1 \
+        Requests:{MilliCPU:250 Memory:67108864 EphemeralStorage:0 Pods:0 Scalar:[{Name:example.com/gpu Value:1}]} \
+        Limits:{MilliCPU:500 Memory:134217728 EphemeralStorage:0 Pods:0 Scalar:[{Name:example.com/gpu Value:1}]} \
+        Tolerations:[{Key:dedicated Operator:Equal Value:gpu Effect:NoSchedule} {Key: Operator:Exists Value: Effect:}] \
+        NodeSelector:[{Key:zone Value:z1}] \
+        RequiredNodeAffinity:[{MatchExpressions:[{Key:zone Operator:In Values:[z1 z2]}] MatchFields:[{Key:metadata.name Operator:In Values:[n1]}]}] \
+        PreferredNodeAffinity:[{Weight:40 Term:{MatchExpressions:[{Key:tier Operator:Exists Values:[]}] MatchFields:[]}}] \
+        SchedulerName:default-scheduler NodeName:}";
+    let node = "NODE={Name:n1 Labels:[{Key:kubernetes.io/hostname Value:n1} {Key:zone Value:z1}] \
+        Taints:[{Key:dedicated Value:gpu Effect:NoSchedule}] \
+        Allocatable:{MilliCPU:4000 Memory:8589934592 EphemeralStorage:10737418240 Pods:110 Scalar:[{Name:example.com/gpu Value:2}]} \
+        Requested:{MilliCPU:0 Memory:0 EphemeralStorage:0 Pods:0 Scalar:[]} Unschedulable:false PodCount:0}";
+    assert!(message.contains(&format!("1 {pod} {node}.")), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
