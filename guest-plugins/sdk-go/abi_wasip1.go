@@ -79,109 +79,89 @@ func str(p unsafe.Pointer, off uintptr) string {
 	return string(unsafe.Slice((*byte)(b), n))
 }
 
-// strs reads a list<string> at p+off.
-func strs(p unsafe.Pointer, off uintptr) []string {
+// listAt reads the list<T> at p+off, whose elements are size bytes apart, each with read; nil when empty.
+func listAt[T any](p unsafe.Pointer, off uintptr, size int, read func(e unsafe.Pointer) T) []T {
 	b, n := list(p, off)
 	if n == 0 {
 		return nil
 	}
-	out := make([]string, n)
+	out := make([]T, n)
 	for i := range out {
-		out[i] = str(b, uintptr(i)*8)
+		out[i] = read(unsafe.Add(b, i*size))
 	}
 	return out
 }
 
-// kvs reads a list<tuple<string, string>> (labels) at p+off; a tuple is 16 bytes.
-func kvs(p unsafe.Pointer, off uintptr) []KV {
-	b, n := list(p, off)
-	if n == 0 {
-		return nil
-	}
-	out := make([]KV, n)
-	for i := range out {
-		e := unsafe.Add(b, i*16)
-		out[i] = KV{Key: str(e, 0), Value: str(e, 8)}
-	}
-	return out
+// The element readers, each with its size in the comment where the caller gives it.
+
+func strAt(e unsafe.Pointer) string { return str(e, 0) } // 8 bytes
+
+func kvAt(e unsafe.Pointer) KV { return KV{Key: str(e, 0), Value: str(e, 8)} } // tuple<string, string>: 16
+
+func scalarAt(e unsafe.Pointer) Scalar { return Scalar{Name: str(e, 0), Value: s64at(e, 8)} } // tuple<string, s64>: 16
+
+func taintAt(e unsafe.Pointer) Taint {
+	return Taint{Key: str(e, 0), Value: str(e, 8), Effect: str(e, 16)}
+} // 24
+
+func tolerationAt(e unsafe.Pointer) Toleration { // 32
+	return Toleration{Key: str(e, 0), Operator: str(e, 8), Value: str(e, 16), Effect: str(e, 24)}
+}
+
+func requirementAt(e unsafe.Pointer) SelectorRequirement { // 24
+	return SelectorRequirement{Key: str(e, 0), Operator: str(e, 8), Values: listAt(e, 16, 8, strAt)}
+}
+
+func termAt(e unsafe.Pointer) NodeSelectorTerm { // 16
+	return NodeSelectorTerm{MatchExpressions: listAt(e, 0, 24, requirementAt), MatchFields: listAt(e, 8, 24, requirementAt)}
+}
+
+func preferredAt(e unsafe.Pointer) PreferredTerm { // weight s32, then the term: 20
+	return PreferredTerm{Weight: int32(u32at(e, 0)), Term: termAt(unsafe.Add(e, 4))}
 }
 
 // resources reads a resources record (40 bytes, align 8) at p+off.
 func resources(p unsafe.Pointer, off uintptr) Resources {
 	r := unsafe.Add(p, off)
-	out := Resources{MilliCPU: s64at(r, 0), Memory: s64at(r, 8), EphemeralStorage: s64at(r, 16), Pods: s64at(r, 24)}
-	b, n := list(r, 32)
-	for i := 0; i < n; i++ {
-		e := unsafe.Add(b, i*16) // tuple<string, s64>: the s64 at 8
-		out.Scalar = append(out.Scalar, Scalar{Name: str(e, 0), Value: s64at(e, 8)})
+	return Resources{
+		MilliCPU:         s64at(r, 0),
+		Memory:           s64at(r, 8),
+		EphemeralStorage: s64at(r, 16),
+		Pods:             s64at(r, 24),
+		Scalar:           listAt(r, 32, 16, scalarAt),
 	}
-	return out
 }
 
 // node reads a node record (112 bytes, align 8) at p.
 func node(p unsafe.Pointer) *Node {
-	n := &Node{
+	return &Node{
 		Name:          str(p, 0),
-		Labels:        kvs(p, 8),
+		Labels:        listAt(p, 8, 16, kvAt),
+		Taints:        listAt(p, 16, 24, taintAt),
 		Allocatable:   resources(p, 24),
 		Requested:     resources(p, 64),
 		Unschedulable: u8at(p, 104) != 0,
 		PodCount:      u32at(p, 108),
 	}
-	b, k := list(p, 16)
-	for i := 0; i < k; i++ {
-		e := unsafe.Add(b, i*24)
-		n.Taints = append(n.Taints, Taint{Key: str(e, 0), Value: str(e, 8), Effect: str(e, 16)})
-	}
-	return n
-}
-
-// requirements reads a list<selector-requirement> (24 bytes each) at p+off.
-func requirements(p unsafe.Pointer, off uintptr) []SelectorRequirement {
-	b, n := list(p, off)
-	var out []SelectorRequirement
-	for i := 0; i < n; i++ {
-		e := unsafe.Add(b, i*24)
-		out = append(out, SelectorRequirement{Key: str(e, 0), Operator: str(e, 8), Values: strs(e, 16)})
-	}
-	return out
-}
-
-// term reads a node-selector-term (16 bytes) at p.
-func term(p unsafe.Pointer) NodeSelectorTerm {
-	return NodeSelectorTerm{MatchExpressions: requirements(p, 0), MatchFields: requirements(p, 8)}
 }
 
 // pod reads a pod record (184 bytes, align 8) at p.
 func pod(p unsafe.Pointer) *Pod {
 	out := &Pod{
-		UID:           str(p, 0),
-		Namespace:     str(p, 8),
-		Name:          str(p, 16),
-		Labels:        kvs(p, 24),
-		Annotations:   kvs(p, 32),
-		Priority:      int32(u32at(p, 40)),
-		QoSClass:      QoSClass(u8at(p, 44)),
-		Requests:      resources(p, 48),
-		Limits:        resources(p, 88),
-		NodeSelector:  kvs(p, 136),
-		SchedulerName: str(p, 160),
-	}
-	b, n := list(p, 128)
-	for i := 0; i < n; i++ {
-		e := unsafe.Add(b, i*32)
-		out.Tolerations = append(out.Tolerations,
-			Toleration{Key: str(e, 0), Operator: str(e, 8), Value: str(e, 16), Effect: str(e, 24)})
-	}
-	b, n = list(p, 144)
-	for i := 0; i < n; i++ {
-		out.RequiredNodeAffinity = append(out.RequiredNodeAffinity, term(unsafe.Add(b, i*16)))
-	}
-	b, n = list(p, 152)
-	for i := 0; i < n; i++ {
-		e := unsafe.Add(b, i*20) // preferred-term: weight s32, then the term
-		out.PreferredNodeAffinity = append(out.PreferredNodeAffinity,
-			PreferredTerm{Weight: int32(u32at(e, 0)), Term: term(unsafe.Add(e, 4))})
+		UID:                   str(p, 0),
+		Namespace:             str(p, 8),
+		Name:                  str(p, 16),
+		Labels:                listAt(p, 24, 16, kvAt),
+		Annotations:           listAt(p, 32, 16, kvAt),
+		Priority:              int32(u32at(p, 40)),
+		QoSClass:              QoSClass(u8at(p, 44)),
+		Requests:              resources(p, 48),
+		Limits:                resources(p, 88),
+		Tolerations:           listAt(p, 128, 32, tolerationAt),
+		NodeSelector:          listAt(p, 136, 16, kvAt),
+		RequiredNodeAffinity:  listAt(p, 144, 16, termAt),
+		PreferredNodeAffinity: listAt(p, 152, 20, preferredAt),
+		SchedulerName:         str(p, 160),
 	}
 	if u8at(p, 168) == 1 { // option<string>: the string at 172
 		out.NodeName = str(p, 172)
