@@ -169,6 +169,49 @@ const CONTRACT_WIT: [(&str, &str); 4] = [
 const WASIP1_FOR_GO: &str = include_str!("wasip1_for_go.wat");
 const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.1.0; }\n";
 
+/// The adapter's text for `module`: wasip1_for_go.wat, plus a stub answering ENOSYS, of the module's exact type,
+/// for every other `wasi_snapshot_preview1` function the module imports (files, sockets: a plugin has none), so a
+/// Go guest whose libraries merely link such functions still builds, and a call fails in Go as an error.
+fn wasip1_for_go(module: &[u8]) -> Result<String, WasmError> {
+    use wasmparser::{Payload, TypeRef, ValType};
+    let bad = |e: wasmparser::BinaryReaderError| WasmError::Componentize(format!("reading the module: {e}"));
+    let mut text = WASIP1_FOR_GO.trim_end().strip_suffix(')').unwrap_or(WASIP1_FOR_GO).to_string();
+    let mut types = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        match payload.map_err(bad)? {
+            Payload::TypeSection(section) => {
+                for group in section {
+                    types.extend(group.map_err(bad)?.into_types());
+                }
+            }
+            Payload::ImportSection(section) => {
+                for import in section.into_imports() {
+                    let import = import.map_err(bad)?;
+                    let (TypeRef::Func(ty), "wasi_snapshot_preview1") = (import.ty, import.module) else { continue };
+                    if text.contains(&format!("(export \"{}\")", import.name)) {
+                        continue; // implemented, or already stubbed (Go may import a function twice)
+                    }
+                    let Some(wasmparser::CompositeInnerType::Func(func)) =
+                        types.get(ty as usize).map(|t| &t.composite_type.inner)
+                    else {
+                        continue; // an invalid module: wit-component says why
+                    };
+                    let names = |v: &[ValType]| v.iter().map(|t| format!(" {t}")).collect::<String>();
+                    let body = if func.results() == [ValType::I32] { "i32.const 52" } else { "unreachable" };
+                    text += &format!(
+                        "  (func (export \"{}\") (param{}) (result{}) {body})\n",
+                        import.name,
+                        names(func.params()),
+                        names(func.results())
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(text + ")\n")
+}
+
 /// A WIT package group parsed into `resolve`; the texts are the host's own, so an error is a build defect.
 fn push_wit(resolve: &mut wit_parser::Resolve, files: &[(&str, &str)]) -> Result<wit_parser::PackageId, WasmError> {
     let mut map = wit_parser::SourceMap::new();
@@ -217,7 +260,7 @@ pub fn componentize(core: &Path, world: Option<&str>, out: &Path) -> Result<Comp
         embed_world(&mut bytes, &resolve, contract, world)?;
     }
     let adapter_pkg = push_wit(&mut resolve, &[("wasip1-for-go.wit", WASIP1_FOR_GO_WIT)])?;
-    let mut adapter = wat::parse_str(WASIP1_FOR_GO)
+    let mut adapter = wat::parse_str(wasip1_for_go(&bytes)?)
         .map_err(|e| WasmError::Componentize(format!("the host's wasip1 adapter for Go: {e}")))?;
     embed_world(&mut adapter, &resolve, adapter_pkg, "adapter")?;
     // wit-component builds the adapter into the component only when the module imports from it.
