@@ -40,11 +40,20 @@ func alloc(size, align uint32) unsafe.Pointer {
 	return p
 }
 
+// cannotLeave tells the host's adapter for Go (host/src/wasm/wasip1_for_go.wat) that the guest may not call
+// out of the component: the host is running cabi_realloc or a post-return function, where the component model
+// forbids it, and Go's allocator reads the clock.
+//
+//go:wasmimport wasi_snapshot_preview1 kws_cannot_leave
+func cannotLeave(on uint32)
+
 // cabiRealloc is the allocator the host calls to place an export's arguments and an import's results in
 // guest memory.
 //
 //go:wasmexport cabi_realloc
 func cabiRealloc(old, oldSize, align, newSize uint32) uint32 {
+	cannotLeave(1)
+	defer cannotLeave(0)
 	p := alloc(newSize, align)
 	if oldSize > 0 {
 		copy(unsafe.Slice((*byte)(p), newSize), unsafe.Slice((*byte)(ptr(old)), min(oldSize, newSize)))
@@ -224,8 +233,15 @@ func exportValidate() uint32 {
 	return addr(r)
 }
 
+// postReturn releases what an export's answer pinned, once the host has read it.
+func postReturn() {
+	cannotLeave(1)
+	unpin(0)
+	cannotLeave(0)
+}
+
 //go:wasmexport cabi_post_kws:plugin/config@0.1.0#validate
-func postValidate(uint32) { unpin(0) }
+func postValidate(uint32) { postReturn() }
 
 // apply: list<node-change>, 128 bytes each: the discriminant at 0 (0 upsert, 1 remove), the slot at 8, an
 // upserted node at 16.
@@ -272,7 +288,7 @@ func exportFilter(p, n uint32) uint32 {
 }
 
 //go:wasmexport cabi_post_kws:plugin/filter@0.1.0#filter
-func postFilter(uint32) { unpin(0) }
+func postFilter(uint32) { postReturn() }
 
 // putScores writes result<list<s64>, status>: the discriminant at 0, the list or the status at 4.
 func putScores(scores []int64, err *Status) uint32 {
@@ -301,7 +317,7 @@ func exportScore(p, n uint32) uint32 {
 }
 
 //go:wasmexport cabi_post_kws:plugin/score@0.1.0#score
-func postScore(uint32) { unpin(0) }
+func postScore(uint32) { postReturn() }
 
 //go:wasmexport kws:plugin/score@0.1.0#normalize-score
 func exportNormalizeScore(p, n, scores, k uint32) uint32 {
@@ -313,7 +329,7 @@ func exportNormalizeScore(p, n, scores, k uint32) uint32 {
 }
 
 //go:wasmexport cabi_post_kws:plugin/score@0.1.0#normalize-score
-func postNormalizeScore(uint32) { unpin(0) }
+func postNormalizeScore(uint32) { postReturn() }
 
 // ---- imports (kws:plugin/host) ----
 

@@ -13,14 +13,25 @@
 ;; host.random (seeded in the simulator, so runs repeat); both clocks from host.now-ns, the monotonic one never
 ;; going backwards; poll_oneoff returns at once with no event (a guest that sleeps spins until the call's
 ;; deadline); proc_exit traps.
+;;
+;; While the host runs the guest's `cabi_realloc` or a post-return function, the component model forbids calls
+;; out of the component ("cannot leave component instance"), yet Go's allocator reads the clock (and could print
+;; a crash). The Go SDK brackets those functions with `kws_cannot_leave(1)` / `kws_cannot_leave(0)`; meanwhile
+;; the clocks answer the last time read and output is dropped.
 (module
   (import "env" "memory" (memory 0))
   (import "kws:plugin/host@0.1.0" "log" (func $log (param i32 i32 i32)))
   (import "kws:plugin/host@0.1.0" "random" (func $random (result i64)))
   (import "kws:plugin/host@0.1.0" "now-ns" (func $now (result i64)))
 
-  ;; The last monotonic time handed out.
+  ;; The last time handed out by each clock.
   (global $monotonic (mut i64) (i64.const 0))
+  (global $realtime (mut i64) (i64.const 0))
+  ;; Set while the guest may not call the host (see above).
+  (global $cannot_leave (mut i32) (i32.const 0))
+
+  (func (export "kws_cannot_leave") (param $on i32)
+    (global.set $cannot_leave (local.get $on)))
 
   (func (export "args_sizes_get") (param $count i32) (param $bytes i32) (result i32)
     (i32.store (local.get $count) (i32.const 0))
@@ -38,9 +49,15 @@
   ;; Clock 0 is the realtime clock, every other one is treated as monotonic.
   (func (export "clock_time_get") (param $clock i32) (param $precision i64) (param $out i32) (result i32)
     (local $t i64)
-    (local.set $t (call $now))
-    (if (i32.ne (local.get $clock) (i32.const 0))
+    (if (global.get $cannot_leave)
       (then
+        (i64.store (local.get $out)
+          (select (global.get $realtime) (global.get $monotonic) (i32.eqz (local.get $clock))))
+        (return (i32.const 0))))
+    (local.set $t (call $now))
+    (if (i32.eqz (local.get $clock))
+      (then (global.set $realtime (local.get $t)))
+      (else
         (if (i64.lt_u (local.get $t) (global.get $monotonic))
           (then (local.set $t (global.get $monotonic))))
         (global.set $monotonic (local.get $t))))
@@ -79,7 +96,7 @@
         (br_if $done (i32.eqz (local.get $n)))
         (local.set $ptr (i32.load (local.get $iovs)))
         (local.set $len (i32.load offset=4 (local.get $iovs)))
-        (if (i32.gt_u (local.get $len) (i32.const 0))
+        (if (i32.and (i32.gt_u (local.get $len) (i32.const 0)) (i32.eqz (global.get $cannot_leave)))
           (then (call $log (local.get $level) (local.get $ptr) (local.get $len))))
         (local.set $total (i32.add (local.get $total) (local.get $len)))
         (local.set $iovs (i32.add (local.get $iovs) (i32.const 8)))
