@@ -1,3 +1,7 @@
+//go:build !wasip1
+
+// The policy's unit tests run natively, through the SDK's Harness (a fake host).
+
 package main
 
 import (
