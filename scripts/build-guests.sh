@@ -9,7 +9,7 @@
 #     profile, then turned into components by the scheduler itself (`kube-wasm-scheduler plugin componentize`,
 #     which also checks them as the scheduler would load them).
 #   Other guests: every guest-plugins/<name>/build.sh, called as `build.sh OUTPUT.wasm` with KWS_BIN set to the
-#     scheduler binary (for `plugin componentize`).
+#     scheduler binary (for `plugin componentize`); the toolchain by the name's suffix (-c, -py, -js, -go).
 #
 # Each build step checks its own exit status (`set -e` does not apply inside a function called from `||`), so a
 # failed guest is reported and the others still build.
@@ -109,7 +109,10 @@ build_rust() { # name crate [features]
 
 build_script() { # name
   local name="$1" dir="$ROOT/guest-plugins/$1" out="$OUT/$1.wasm"
-  if up_to_date "$out" "$dir" "$ROOT/wit"; then
+  local inputs=("$dir" "$ROOT/wit")
+  # A Go guest is built from the Go SDK too.
+  case "$name" in *-go) inputs+=("$ROOT/guest-plugins/sdk-go" "$ROOT/scripts/go-guest.sh") ;; esac
+  if up_to_date "$out" "${inputs[@]}"; then
     echo "$name: up to date ($out, $(size_of "$out") bytes)"
     return 0
   fi
@@ -117,6 +120,7 @@ build_script() { # name
     *-c) setup c || return 1 ;;
     *-py) setup python || return 1 ;;
     *-js) setup js || return 1 ;;
+    *-go) setup go || return 1 ;;
   esac
   mkdir -p "$OUT"
   scheduler_bin || return 1

@@ -7,7 +7,9 @@
 #   C guests:     clang, wasi-libc, compiler-rt for wasm32 (Debian), wit-bindgen-cli (cargo install)
 #   Python:       componentize-py in a virtualenv
 #   JavaScript:   @bytecodealliance/componentize-js (npm)
-# Usage: setup-wasm.sh [rust|c|python|js|all] ...   (default: all)
+#   Go:           Go 1.24 or later (//go:wasmexport): an installed one (PATH, /usr/local/go), else Go's own
+#                 toolchain module from the Go module proxy (Debian 12's golang is 1.19)
+# Usage: setup-wasm.sh [rust|c|python|js|go|all] ...   (default: all)
 set -euo pipefail
 
 CACHE="${KWS_CACHE:-$HOME/.cache/kube-wasm-scheduler}"
@@ -18,6 +20,7 @@ export PATH="$TOOLS/bin:$HOME/.cargo/bin:$PATH"
 WIT_BINDGEN_VERSION=0.63.0
 COMPONENTIZE_PY_VERSION=0.25.1
 COMPONENTIZE_JS_VERSION=0.23.0
+GO_VERSION=1.26.8 # fetched only when no Go 1.24 or later is installed
 
 log() { echo "setup-wasm: $*" >&2; }
 
@@ -75,6 +78,24 @@ setup_js() {
     npm install --silent --no-audit --no-fund "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" >/dev/null)
 }
 
+setup_go() {
+  # scripts/go-guest.sh picks the Go to use, with the same rule.
+  source "$(dirname "$0")/go-guest.sh"
+  if go_guest_go >/dev/null; then return 0; fi
+  # Go publishes each toolchain as the module golang.org/toolchain (what GOTOOLCHAIN downloads); its zip holds
+  # bin/, pkg/ and src/ under one folder, without file modes.
+  local arch; arch="$(uname -m)"; case "$arch" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
+  local version="v0.0.1-go$GO_VERSION.linux-$arch" dir="$TOOLS/go-toolchain"
+  log "downloading Go $GO_VERSION (golang.org/toolchain@$version) from the Go module proxy"
+  curl -fsSL -o "$TOOLS/go.zip.tmp" "https://proxy.golang.org/golang.org/toolchain/@v/$version.zip"
+  rm -rf "$dir" && mkdir -p "$dir"
+  unzip -q "$TOOLS/go.zip.tmp" -d "$dir" && rm -f "$TOOLS/go.zip.tmp"
+  local root="$dir/golang.org/toolchain@$version"
+  chmod +x "$root"/bin/* "$root"/pkg/tool/*/*
+  ln -sf "$root/bin/go" "$TOOLS/bin/go"
+  go_guest_go >/dev/null || { log "Go $GO_VERSION did not install"; return 1; }
+}
+
 targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=(all)
 for t in "${targets[@]}"; do
   case "$t" in
@@ -82,7 +103,8 @@ for t in "${targets[@]}"; do
     c) setup_c ;;
     python) setup_python ;;
     js) setup_js ;;
-    all) setup_rust; setup_c; setup_python; setup_js ;;
-    *) log "unknown toolchain $t (rust, c, python, js, all)"; exit 2 ;;
+    go) setup_go ;;
+    all) setup_rust; setup_c; setup_python; setup_js; setup_go ;;
+    *) log "unknown toolchain $t (rust, c, python, js, go, all)"; exit 2 ;;
   esac
 done

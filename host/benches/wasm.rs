@@ -1,8 +1,10 @@
 //! The Wasm boundary's cost, side by side with the same policy written natively (priority-label: Filter rejects
 //! nodes without the label, Score is its integer value, normalized by the maximum):
 //! (a) one pod's whole scheduling cycle over 5,000 nodes, default profile + priority-label;
-//! (b) priority-label's Filter + Score alone for one pod over 5,000 nodes, and one node update reaching the guest.
-//! Needs `make guests` (guest-plugins/build/priority-label.wasm).
+//! (b) priority-label's Filter + Score alone for one pod over 5,000 nodes, and one node update reaching the guest,
+//!     for the Rust guest and the Go one (guest-plugins/priority-label-go);
+//! (c) compiling and instantiating each guest.
+//! Needs `make guests` (guest-plugins/build/priority-label.wasm, priority-label-go.wasm).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
@@ -23,8 +25,11 @@ use kube_wasm_scheduler::wasm::{self, WasmArgs, WasmPlugin};
 const NODES: usize = 5000;
 const KEY: &str = "priority.example.com";
 
-fn component() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-plugins/build/priority-label.wasm");
+/// The guests of the same policy, by language.
+const GUESTS: [(&str, &str); 2] = [("rust", "priority-label"), ("go", "priority-label-go")];
+
+fn component(guest: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../guest-plugins/build/{guest}.wasm"));
     assert!(p.exists(), "run `make guests` first: {} is missing", p.display());
     p
 }
@@ -78,7 +83,10 @@ fn labelled_cluster(pods: usize) -> kube_wasm_scheduler::sim::ClusterFile {
 fn profile(wasm: bool) -> (Registry, config::SchedulerConfig) {
     let mut reg = in_tree_registry();
     let args = if wasm {
-        format!("  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n", component().display())
+        format!(
+            "  pluginConfig:\n  - name: PriorityLabel\n    args:\n      component: {}\n",
+            component("priority-label").display()
+        )
     } else {
         String::new()
     };
@@ -195,16 +203,17 @@ fn filter_score(c: &mut Criterion) {
     cache.update_snapshot(&mut snap);
     let nodes: Vec<&NodeInfo> = snap.nodes().iter().map(|n| &**n).collect();
     let pod = &file.pending_pods[0];
-    let wasm_plugin = WasmPlugin::load(
-        "PriorityLabel",
-        WasmArgs::parse(&serde_json::json!({"component": component()}), std::path::Path::new("/")).unwrap(),
-        0,
-    )
-    .unwrap();
+    let load = |guest: &str| {
+        let args = WasmArgs::parse(&serde_json::json!({"component": component(guest)}), std::path::Path::new("/"));
+        WasmPlugin::load("PriorityLabel", args.unwrap(), 0).unwrap()
+    };
+    let (rust, go) = (load("priority-label"), load("priority-label-go"));
     let native = NativePriorityLabel;
     let mut g = c.benchmark_group("priority_label_filter_score_5000_nodes");
     g.sample_size(30);
-    for (name, p) in [("native", &native as &dyn Plugin), ("wasm", &*wasm_plugin as &dyn Plugin)] {
+    let variants =
+        [("native", &native as &dyn Plugin), ("wasm", &*rust as &dyn Plugin), ("wasm_go", &*go as &dyn Plugin)];
+    for (name, p) in variants {
         let mut state = CycleState::new();
         p.begin_cycle(&mut state);
         g.bench_function(name, |b| {
@@ -213,7 +222,7 @@ fn filter_score(c: &mut Criterion) {
                 p.as_filter().unwrap().filter_nodes(&state, pod, &nodes, &mut out);
                 let mut scores = vec![0i64; nodes.len()];
                 let s = p.as_score().unwrap().score_nodes(&state, pod, &nodes, &mut scores);
-                assert!(s.is_success());
+                assert!(s.is_success(), "{name}: {}", s.message());
                 let mut list: Vec<NodeScore> =
                     nodes.iter().zip(&scores).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
                 p.as_score().unwrap().normalize_score(&state, pod, &mut list);
@@ -221,27 +230,60 @@ fn filter_score(c: &mut Criterion) {
             })
         });
     }
-    // One node changes (a pod bound to it): the next call carries that node to the guest.
-    let mut state = CycleState::new();
-    wasm_plugin.begin_cycle(&mut state);
-    let mut changed = (*snap.nodes()[0]).clone();
-    let mut gen = 1_000_000u64;
-    g.bench_function("wasm_one_node_update_then_score_one_node", |b| {
-        b.iter(|| {
-            gen += 1;
-            changed.generation = gen;
-            let mut s = [0i64];
-            wasm_plugin.score_nodes(&state, pod, &[&changed], &mut s)
-        })
-    });
-    g.bench_function("wasm_score_one_node_no_update", |b| {
-        b.iter(|| {
-            let mut s = [0i64];
-            wasm_plugin.score_nodes(&state, pod, &[&changed], &mut s)
-        })
-    });
+    // One node changes (a pod bound to it): the next call carries that node to the guest. The Rust guest keeps the
+    // names it had before the Go guest was added.
+    for (prefix, plugin) in [("wasm", &rust), ("wasm_go", &go)] {
+        let mut state = CycleState::new();
+        plugin.begin_cycle(&mut state);
+        let mut changed = (*snap.nodes()[0]).clone();
+        let mut gen = 1_000_000u64;
+        g.bench_function(format!("{prefix}_one_node_update_then_score_one_node"), |b| {
+            b.iter(|| {
+                gen += 1;
+                changed.generation = gen;
+                let mut s = [0i64];
+                plugin.score_nodes(&state, pod, &[&changed], &mut s)
+            })
+        });
+        g.bench_function(format!("{prefix}_score_one_node_no_update"), |b| {
+            b.iter(|| {
+                let mut s = [0i64];
+                plugin.score_nodes(&state, pod, &[&changed], &mut s)
+            })
+        });
+    }
     g.finish();
 }
 
-criterion_group!(benches, whole_cycle, filter_score);
+/// (c) What a guest costs before it serves: its size (printed), compiling it (uncached, as on the first load of a
+/// file) and instantiating the compiled component. Instantiation links the host functions a guest may call while
+/// it starts (Go's runtime asks for random bytes and the time from `_initialize`); every other import traps.
+fn load(c: &mut Criterion) {
+    use wasmtime::component::{Component, Linker};
+    let engine = wasm::engine::WasmEngine::shared().engine();
+    let mut g = c.benchmark_group("priority_label_load");
+    g.sample_size(10);
+    for (lang, guest) in GUESTS {
+        let bytes = std::fs::read(component(guest)).unwrap();
+        eprintln!("{guest}: component of {} bytes", bytes.len());
+        g.bench_function(BenchmarkId::new("compile", lang), |b| b.iter(|| Component::new(engine, &bytes).unwrap()));
+        let compiled = Component::new(engine, &bytes).unwrap();
+        let mut linker = Linker::<()>::new(engine);
+        let mut host = linker.instance("kws:plugin/host@0.1.0").unwrap();
+        host.func_wrap("random", |_, (): ()| Ok((0x5eed_u64,))).unwrap();
+        host.func_wrap("now-ns", |_, (): ()| Ok((1_700_000_000_000_000_000_u64,))).unwrap();
+        linker.define_unknown_imports_as_traps(&compiled).unwrap();
+        let pre = linker.instantiate_pre(&compiled).unwrap();
+        g.bench_function(BenchmarkId::new("instantiate", lang), |b| {
+            b.iter(|| {
+                let mut store = wasmtime::Store::new(engine, ());
+                store.set_epoch_deadline(wasm::engine::WasmEngine::ticks_for(Duration::from_secs(10)));
+                pre.instantiate(&mut store).unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, whole_cycle, filter_score, load);
 criterion_main!(benches);

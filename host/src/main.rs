@@ -82,14 +82,18 @@ enum PluginCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Turn a core module built with wit-bindgen (for example cargo's wasm32-unknown-unknown output) into a
-    /// component, check it as `plugin check` does, and write it.
+    /// Turn a core module built with wit-bindgen (for example cargo's wasm32-unknown-unknown output) or Go's
+    /// wasip1 reactor (with --world) into a component, check it as `plugin check` does, and write it.
     Componentize {
         /// The core module.
         module: PathBuf,
         /// Where to write the component.
         #[arg(short, long)]
         output: PathBuf,
+        /// Embed this world of the host's contract (e.g. filter-score-plugin), for a module that carries no
+        /// component-type section of its own (Go's output).
+        #[arg(long)]
+        world: Option<String>,
     },
     /// Check a component as `plugin check` does and push it to an OCI registry as a CNCF Wasm artifact.
     Push {
@@ -326,9 +330,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let info = wasm::check_file(&file).map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
             print_component(&info, output)
         }
-        Command::Plugin { command: PluginCommand::Componentize { module, output } } => {
-            let info =
-                wasm::componentize(&module, &output).map_err(|e| BadInput(format!("{}: {e}", module.display())))?;
+        Command::Plugin { command: PluginCommand::Componentize { module, output, world } } => {
+            let info = wasm::componentize(&module, world.as_deref(), &output)
+                .map_err(|e| BadInput(format!("{}: {e}", module.display())))?;
             eprintln!(
                 "wrote {} ({} bytes)",
                 output.display(),

@@ -164,11 +164,97 @@ pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     Ok(info)
 }
 
-/// `plugin componentize`: wraps a core module built with wit-bindgen (its component-type section names the world)
-/// into a component, checks the result as `plugin check` does, and only then writes `out`, so a failed build
-/// leaves no half-made plugin behind.
-pub fn componentize(core: &Path, out: &Path) -> Result<ComponentInfo, WasmError> {
-    let bytes = std::fs::read(core)
+/// The contract's WIT, compiled in: `plugin componentize --world` embeds one of its worlds in a core module that
+/// cannot carry its component-type section itself (Go's `wasip1` output has no way to add a custom section).
+const CONTRACT_WIT: [(&str, &str); 4] = [
+    ("types.wit", include_str!("../../../wit/types.wit")),
+    ("host.wit", include_str!("../../../wit/host.wit")),
+    ("points.wit", include_str!("../../../wit/points.wit")),
+    ("worlds.wit", include_str!("../../../wit/worlds.wit")),
+];
+
+/// The `wasi_snapshot_preview1` imports of Go's runtime, implemented with the contract's host imports (the file
+/// says why wasmtime's preview1 adapter cannot serve Go), and the world that says so to wit-component.
+const WASIP1_FOR_GO: &str = include_str!("wasip1_for_go.wat");
+const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.1.0; }\n";
+
+/// The adapter's text for `module`: wasip1_for_go.wat, plus a stub answering ENOSYS, of the module's exact type,
+/// for every other `wasi_snapshot_preview1` function the module imports (files, sockets: a plugin has none), so a
+/// Go guest whose libraries merely link such functions still builds, and a call fails in Go as an error.
+fn wasip1_for_go(module: &[u8]) -> Result<String, WasmError> {
+    use wasmparser::{Payload, TypeRef, ValType};
+    let bad = |e: wasmparser::BinaryReaderError| WasmError::Componentize(format!("reading the module: {e}"));
+    let mut text = WASIP1_FOR_GO.trim_end().strip_suffix(')').unwrap_or(WASIP1_FOR_GO).to_string();
+    let mut types = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        match payload.map_err(bad)? {
+            Payload::TypeSection(section) => {
+                for group in section {
+                    types.extend(group.map_err(bad)?.into_types());
+                }
+            }
+            Payload::ImportSection(section) => {
+                for import in section.into_imports() {
+                    let import = import.map_err(bad)?;
+                    let (TypeRef::Func(ty), "wasi_snapshot_preview1") = (import.ty, import.module) else { continue };
+                    if text.contains(&format!("(export \"{}\")", import.name)) {
+                        continue; // implemented, or already stubbed (Go may import a function twice)
+                    }
+                    let Some(wasmparser::CompositeInnerType::Func(func)) =
+                        types.get(ty as usize).map(|t| &t.composite_type.inner)
+                    else {
+                        continue; // an invalid module: wit-component says why
+                    };
+                    let names = |v: &[ValType]| v.iter().map(|t| format!(" {t}")).collect::<String>();
+                    let body = if func.results() == [ValType::I32] { "i32.const 52" } else { "unreachable" };
+                    text += &format!(
+                        "  (func (export \"{}\") (param{}) (result{}) {body})\n",
+                        import.name,
+                        names(func.params()),
+                        names(func.results())
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(text + ")\n")
+}
+
+/// A WIT package group parsed into `resolve`; the texts are the host's own, so an error is a build defect.
+fn push_wit(resolve: &mut wit_parser::Resolve, files: &[(&str, &str)]) -> Result<wit_parser::PackageId, WasmError> {
+    let mut map = wit_parser::SourceMap::new();
+    for (name, text) in files {
+        map.push_str(name, *text);
+    }
+    let group = map.parse().map_err(|(_, e)| WasmError::Componentize(format!("the host's WIT: {e}")))?;
+    resolve.push_group(group).map_err(|e| WasmError::Componentize(format!("the host's WIT: {e}")))
+}
+
+/// Appends the component-type section of `world` (in package `pkg`) to a core module.
+fn embed_world(
+    module: &mut Vec<u8>,
+    resolve: &wit_parser::Resolve,
+    pkg: wit_parser::PackageId,
+    world: &str,
+) -> Result<(), WasmError> {
+    let id = resolve.select_world(&[pkg], Some(world)).map_err(|_| {
+        let worlds = resolve.packages[pkg].worlds.keys().cloned().collect::<Vec<_>>().join(", ");
+        WasmError::Componentize(format!(
+            "{CONTRACT_PACKAGE}@{CONTRACT_VERSION} has no world {world:?} (it has {worlds})"
+        ))
+    })?;
+    wit_component::embed_component_metadata(module, resolve, id, wit_component::StringEncoding::UTF8)
+        .map_err(|e| WasmError::Componentize(format!("embedding world {world}: {e:#}")))
+}
+
+/// `plugin componentize`: wraps a core module into a component, checks the result as `plugin check` does, and
+/// only then writes `out`, so a failed build leaves no half-made plugin behind. The module names its world with
+/// a component-type section (wit-bindgen puts one in), or `world` names one of this host's contract to embed.
+/// A module that imports `wasi_snapshot_preview1` (Go's `GOOS=wasip1` reactor) gets the host's adapter for Go
+/// (`wasip1_for_go.wat`), so the component imports only `kws:plugin/host`.
+pub fn componentize(core: &Path, world: Option<&str>, out: &Path) -> Result<ComponentInfo, WasmError> {
+    let mut bytes = std::fs::read(core)
         .map_err(|e| WasmError::Read { path: core.display().to_string(), message: e.to_string() })?;
     if !engine::is_core_module(&bytes) {
         return Err(WasmError::Componentize(if bytes.starts_with(b"\0asm") {
@@ -177,9 +263,20 @@ pub fn componentize(core: &Path, out: &Path) -> Result<ComponentInfo, WasmError>
             "not a WebAssembly core module".into()
         }));
     }
+    let mut resolve = wit_parser::Resolve::default();
+    let contract = push_wit(&mut resolve, &CONTRACT_WIT)?;
+    if let Some(world) = world {
+        embed_world(&mut bytes, &resolve, contract, world)?;
+    }
+    let adapter_pkg = push_wit(&mut resolve, &[("wasip1-for-go.wit", WASIP1_FOR_GO_WIT)])?;
+    let mut adapter = wat::parse_str(wasip1_for_go(&bytes)?)
+        .map_err(|e| WasmError::Componentize(format!("the host's wasip1 adapter for Go: {e}")))?;
+    embed_world(&mut adapter, &resolve, adapter_pkg, "adapter")?;
+    // wit-component builds the adapter into the component only when the module imports from it.
     let component = wit_component::ComponentEncoder::default()
         .validate(true)
         .module(&bytes)
+        .and_then(|e| e.adapter("wasi_snapshot_preview1", &adapter))
         .and_then(|mut encoder| encoder.encode())
         // One line: some decoder messages span several.
         .map_err(|e| WasmError::Componentize(format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" ")))?;

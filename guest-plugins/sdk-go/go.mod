@@ -1,0 +1,3 @@
+module example.invalid/kws/sdk-go
+
+go 1.24
