@@ -32,8 +32,9 @@ demo: build
 	$(BIN) simulate --config examples/wasm-priority-label/profile.yaml --cluster examples/wasm-priority-label/cluster.yaml --explain default/web-1
 
 ## test: every test (unit, integration with the built guests and a local OCI registry, golden simulator runs,
-## benchmarks once each).
+## benchmarks once each, and the Go guest SDK's and Go guests' own `go test`).
 test: setup registry guests
+	scripts/go-test.sh
 	cargo test --workspace --all-targets --no-fail-fast
 
 ## registry: the CNCF distribution registry for the plugin delivery tests, built from the Go module proxy on first

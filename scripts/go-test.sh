@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the Go guest SDK's and the Go guests' own unit tests (`go test`, natively: the SDK's Harness plays the host),
+# with the Go that builds the guests (scripts/go-guest.sh). `make test` runs it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=go-guest.sh
+source "$ROOT/scripts/go-guest.sh"
+go="$(go_guest_go)" || { "$ROOT/scripts/setup-wasm.sh" go && go="$(go_guest_go)"; } \
+  || { echo "go-test: Go 1.24 or later not found; run scripts/setup-wasm.sh go" >&2; exit 1; }
+for dir in "$ROOT"/guest-plugins/*-go; do   # sdk-go and every Go guest
+  [ -f "$dir/go.mod" ] || continue
+  (cd "$dir" && GOTOOLCHAIN=local "$go" test -count=1 ./...)
+done
