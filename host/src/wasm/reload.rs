@@ -33,12 +33,13 @@ pub(crate) struct Version {
 
 /// Fetches a plugin's component from its source (pin and pull policy applied) and compiles it.
 pub(crate) fn load_version(args: &WasmArgs) -> Result<Version, WasmError> {
-    compile(source::fetch(&args.component, args.sha256.as_deref(), &args.pull)?)
+    compile(&source::fetch(&args.component, args.sha256.as_deref(), &args.pull)?)
 }
 
-fn compile(fetched: Fetched) -> Result<Version, WasmError> {
+/// Compiles fetched bytes (borrowed: an accepted OCI version's bytes go on to the plugin cache).
+fn compile(fetched: &Fetched) -> Result<Version, WasmError> {
     let (component, origin) = WasmEngine::shared().compile_digest(&fetched.bytes, &fetched.digest)?;
-    Ok(Version { component, digest: fetched.digest, revision: fetched.revision, origin })
+    Ok(Version { component, digest: fetched.digest.clone(), revision: fetched.revision.clone(), origin })
 }
 
 /// The file's stamp, or `None` while it cannot be read.
@@ -87,10 +88,9 @@ impl WasmPlugin {
             // pull is retried), only a further move of the tag is.
             *self.revision.lock().expect("revision lock") = Some(now);
             source::check_pin(&self.args.component, self.args.sha256.as_deref(), &fetched.digest)?;
-            let accepted = fetched.clone();
-            let swapped = self.swap_in(compile(fetched)?)?;
+            let swapped = self.swap_in(compile(&fetched)?)?;
             // Only an accepted version becomes what the tag means in the cache (an `IfNotPresent` restart uses it).
-            source::oci::remember(r, &accepted);
+            source::oci::remember(r, &fetched);
             Ok(swapped)
         })();
         self.report(result)
