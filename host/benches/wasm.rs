@@ -269,7 +269,7 @@ fn load(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("compile", lang), |b| b.iter(|| Component::new(engine, &bytes).unwrap()));
         let compiled = Component::new(engine, &bytes).unwrap();
         let mut linker = Linker::<()>::new(engine);
-        let mut host = linker.instance("kws:plugin/host@0.1.0").unwrap();
+        let mut host = linker.instance(&format!("{}/host@{}", wasm::CONTRACT_PACKAGE, wasm::CONTRACT_VERSION)).unwrap();
         host.func_wrap("random", |_, (): ()| Ok((0x5eed_u64,))).unwrap();
         host.func_wrap("now-ns", |_, (): ()| Ok((1_700_000_000_000_000_000_u64,))).unwrap();
         linker.define_unknown_imports_as_traps(&compiled).unwrap();

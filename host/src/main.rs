@@ -146,6 +146,12 @@ fn print_component(info: &wasm::ComponentInfo, output: Output) -> anyhow::Result
                 "imports:          {}",
                 if info.imports.is_empty() { "(none)".to_string() } else { info.imports.join(", ") }
             );
+            let events = match &info.events {
+                None => "every event (it does not export kws:plugin/events)".to_string(),
+                Some(e) if e.is_empty() => "none (a pod it rejects waits for the periodic flush)".to_string(),
+                Some(e) => format!("{} (with queueing hints)", e.join(", ")),
+            };
+            println!("events:           {events}");
             if info.imports_wasi {
                 println!(
                     "wasi:             imported; granted with no files, network or environment, output to the log"

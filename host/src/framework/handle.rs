@@ -8,7 +8,9 @@ use futures::future::BoxFuture;
 
 use thiserror::Error;
 
+use super::pod_view::PodView;
 use super::types::PodInfo;
+use super::waiting_pods::WaitingPods;
 
 /// A cluster call that failed.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -60,8 +62,8 @@ pub trait ClusterClient: Send + Sync {
     fn record(&self, pod: &PodInfo, event: PodEvent);
 }
 
-/// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, and whether
-/// plugin files are watched for replacement.
+/// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, whether plugin
+/// files are watched for replacement, the profile's waiting pods and the scheduler's pod view.
 #[derive(Clone)]
 pub struct PluginContext {
     /// The cluster writes (binding, evictions, nominations, events).
@@ -70,11 +72,15 @@ pub struct PluginContext {
     pub seed: u64,
     /// When set, Wasm plugins poll their component file this often and swap in a changed one.
     pub reload_period: Option<std::time::Duration>,
+    /// The pods of the plugin's profile waiting at Permit (each profile's framework sets its own).
+    pub waiting: Arc<WaitingPods>,
+    /// The pods the scheduler knows, for plugins that follow them (Wasm guests exporting `pods`).
+    pub pods: Arc<PodView>,
 }
 
 impl PluginContext {
     /// A context on a cluster, seed 0, no file watching.
     pub fn new(cluster: Arc<dyn ClusterClient>) -> PluginContext {
-        PluginContext { cluster, seed: 0, reload_period: None }
+        PluginContext { cluster, seed: 0, reload_period: None, waiting: Arc::default(), pods: Arc::default() }
     }
 }

@@ -110,6 +110,25 @@ impl ClusterEvent {
     }
 }
 
+/// The object a cluster event is about, for queueing hints.
+#[derive(Debug, Clone)]
+pub enum EventObject {
+    /// A pod.
+    Pod(Arc<PodInfo>),
+    /// A node.
+    Node(Arc<NodeInfo>),
+}
+
+/// A plugin's verdict on whether a cluster event may make a pod it rejected schedulable (upstream's
+/// `QueueingHint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueingHint {
+    /// It may: retry the pod.
+    Queue,
+    /// It cannot: leave the pod where it is.
+    QueueSkip,
+}
+
 /// Every plugin: a name and the extension points it serves.
 pub trait Plugin: Send + Sync {
     /// The plugin's name as written in profiles.
@@ -118,6 +137,19 @@ pub trait Plugin: Send + Sync {
     /// Cluster events that may make a pod this plugin rejected schedulable (all by default).
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         ClusterEvent::all()
+    }
+
+    /// Whether `event` may make `pod`, which this plugin rejected, schedulable (called only for events the plugin
+    /// registered). `old` is the object before the event (none for an add), `new` after it (none for a delete).
+    /// Queue by default, as a plugin without hints.
+    fn queueing_hint(
+        &self,
+        _pod: &PodInfo,
+        _event: &ClusterEvent,
+        _old: Option<&EventObject>,
+        _new: Option<&EventObject>,
+    ) -> QueueingHint {
+        QueueingHint::Queue
     }
 
     /// Called once at the start of every scheduling cycle, before PreFilter (a Wasm plugin pins the version the

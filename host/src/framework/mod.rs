@@ -10,6 +10,7 @@ pub mod interface;
 pub mod labels;
 pub mod metrics;
 pub mod parallelize;
+pub mod pod_view;
 pub mod quantity;
 pub mod registry;
 pub mod rng;

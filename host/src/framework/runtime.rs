@@ -96,7 +96,7 @@ pub struct Framework {
     instances: BTreeMap<String, Arc<dyn Plugin>>,
     percentage_of_nodes_to_score: Option<i32>,
     parallelizer: Parallelizer,
-    waiting: WaitingPods,
+    waiting: Arc<WaitingPods>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -136,6 +136,9 @@ impl Framework {
         parallelizer: Parallelizer,
     ) -> Result<Framework, FrameworkError> {
         let pname = profile.scheduler_name.clone();
+        // The profile's own waiting pods: its plugins (Wasm guests through their host imports) allow and reject them.
+        let waiting = Arc::new(WaitingPods::default());
+        let ctx = &PluginContext { waiting: waiting.clone(), ..ctx.clone() };
         let mut instances: BTreeMap<String, Arc<dyn Plugin>> = BTreeMap::new();
         let mut instance = |name: &str| -> Result<Arc<dyn Plugin>, FrameworkError> {
             if let Some(p) = instances.get(name) {
@@ -246,7 +249,7 @@ impl Framework {
             instances,
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score.or(global_percentage),
             parallelizer,
-            waiting: WaitingPods::default(),
+            waiting,
         })
     }
 
@@ -766,7 +769,7 @@ impl Framework {
         if waits.is_empty() {
             return Status::success();
         }
-        self.waiting.park(pod.clone(), waits);
+        self.waiting.park(pod.clone(), node, waits);
         Status::code_only(Code::Wait)
     }
 

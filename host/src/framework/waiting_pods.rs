@@ -13,6 +13,7 @@ use super::types::PodInfo;
 #[derive(Debug)]
 pub struct WaitingPod {
     pod: Arc<PodInfo>,
+    node: String,
     pending: Mutex<HashMap<String, Instant>>,
     verdict: Mutex<Option<Status>>,
     signal: Condvar,
@@ -21,9 +22,10 @@ pub struct WaitingPod {
 }
 
 impl WaitingPod {
-    fn new(pod: Arc<PodInfo>, pending: HashMap<String, Instant>) -> WaitingPod {
+    fn new(pod: Arc<PodInfo>, node: String, pending: HashMap<String, Instant>) -> WaitingPod {
         WaitingPod {
             pod,
+            node,
             pending: Mutex::new(pending),
             verdict: Mutex::new(None),
             signal: Condvar::new(),
@@ -34,6 +36,21 @@ impl WaitingPod {
     /// The waiting pod.
     pub fn pod(&self) -> &Arc<PodInfo> {
         &self.pod
+    }
+
+    /// The node the pod is assumed on.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The Permit plugins that have not allowed the pod yet, sorted (none once a verdict is known).
+    pub fn pending_plugins(&self) -> Vec<String> {
+        if self.verdict.lock().expect("waiting pod lock").is_some() {
+            return Vec::new();
+        }
+        let mut v: Vec<String> = self.pending.lock().expect("waiting pod lock").keys().cloned().collect();
+        v.sort();
+        v
     }
 
     /// A plugin allows the pod; when none is left pending the pod goes on to binding.
@@ -117,9 +134,14 @@ pub struct WaitingPods(Mutex<HashMap<String, Arc<WaitingPod>>>);
 
 impl WaitingPods {
     /// Parks a pod until every plugin in `pending` allows it (each by its deadline) or one rejects it.
-    pub fn park(&self, pod: Arc<PodInfo>, pending: HashMap<String, Instant>) {
+    pub fn park(&self, pod: Arc<PodInfo>, node: &str, pending: HashMap<String, Instant>) {
         let uid = pod.uid.clone();
-        self.0.lock().expect("waiting lock").insert(uid, Arc::new(WaitingPod::new(pod, pending)));
+        self.0.lock().expect("waiting lock").insert(uid, Arc::new(WaitingPod::new(pod, node.to_string(), pending)));
+    }
+
+    /// Every waiting pod (upstream's `IterateOverWaitingPods`), in no order.
+    pub fn list(&self) -> Vec<Arc<WaitingPod>> {
+        self.0.lock().expect("waiting lock").values().cloned().collect()
     }
 
     /// The waiting pod with this UID.
@@ -163,7 +185,7 @@ mod tests {
     fn an_awaiting_binding_cycle_wakes_when_the_last_plugin_allows() {
         let w = Arc::new(WaitingPods::default());
         let far = Instant::now() + Duration::from_secs(600);
-        w.park(pod("a"), HashMap::from([("P".to_string(), far), ("Q".to_string(), far)]));
+        w.park(pod("a"), "n", HashMap::from([("P".to_string(), far), ("Q".to_string(), far)]));
         let allower = w.clone();
         let s = runtime().block_on(async move {
             let waiting = tokio::spawn(async move { w.wait_async("a").await });
@@ -181,13 +203,13 @@ mod tests {
     fn an_awaiting_binding_cycle_is_rejected_by_a_plugin_or_by_its_timeout() {
         let w = Arc::new(WaitingPods::default());
         let far = Instant::now() + Duration::from_secs(600);
-        w.park(pod("r"), HashMap::from([("P".to_string(), far)]));
+        w.park(pod("r"), "n", HashMap::from([("P".to_string(), far)]));
         w.get("r").unwrap().reject("P", "no quorum");
         let s = runtime().block_on(w.wait_async("r"));
         assert_eq!((s.code(), s.message()), (Code::Unschedulable, "no quorum".to_string()));
         assert!(w.get("r").is_none(), "forgotten once waited for");
 
-        w.park(pod("t"), HashMap::from([("Slow".to_string(), Instant::now() + Duration::from_millis(30))]));
+        w.park(pod("t"), "n", HashMap::from([("Slow".to_string(), Instant::now() + Duration::from_millis(30))]));
         let s = runtime().block_on(w.wait_async("t"));
         assert_eq!(s.code(), Code::Unschedulable);
         assert!(s.message().contains("timeout"), "{}", s.message());

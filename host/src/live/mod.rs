@@ -228,8 +228,11 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             );
             recorder.record(e);
         }));
-        let ctx =
-            PluginContext { cluster: cluster.clone(), seed: rand_seed(), reload_period: Some(Duration::from_secs(2)) };
+        let ctx = PluginContext {
+            seed: rand_seed(),
+            reload_period: Some(Duration::from_secs(2)),
+            ..PluginContext::new(cluster.clone())
+        };
         let profiles = Arc::new(
             build_profiles(&cfg, &registry, &ctx).map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?,
         );

@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::framework::{ClusterEvent, Framework, PodInfo, QueuedPodInfo};
+use crate::framework::{
+    action, ClusterEvent, EventObject, EventResource, Framework, PodInfo, QueuedPodInfo, QueueingHint,
+};
 
 /// Where a pod is waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +99,17 @@ pub struct SchedulingQueue {
     in_flight: HashSet<String>,
     deleted_in_flight: HashSet<String>,
     observer: Option<Arc<dyn QueueObserver>>,
+    /// Some plugin registered UnscheduledPod Add, so a new pod is an event (see `add`).
+    unscheduled_pod_add_registered: bool,
+}
+
+/// A cluster event as the queue hands it to plugins: the objects before and after, and whether only the pods
+/// rejected by a plugin that registered it may move.
+struct Event<'a> {
+    event: ClusterEvent,
+    old: Option<&'a EventObject>,
+    new: Option<&'a EventObject>,
+    registered_only: bool,
 }
 
 impl SchedulingQueue {
@@ -107,8 +120,14 @@ impl SchedulingQueue {
         initial_backoff: Duration,
         max_backoff: Duration,
     ) -> SchedulingQueue {
-        let events =
+        let events: HashMap<String, HashMap<String, Vec<ClusterEvent>>> =
             names.iter().filter_map(|n| profiles.framework(n).map(|f| (n.clone(), f.events_to_register()))).collect();
+        let pod_add = ClusterEvent::new(EventResource::UnscheduledPod, action::ADD);
+        // Plugins that register every event (the default) are not asking for this one: upstream has no such move.
+        let unscheduled_pod_add_registered = events
+            .values()
+            .flat_map(|m| m.values())
+            .any(|evs| evs.iter().any(|e| e.covers(&pod_add)) && *evs != ClusterEvent::all());
         SchedulingQueue {
             profiles,
             entries: HashMap::new(),
@@ -126,6 +145,7 @@ impl SchedulingQueue {
             in_flight: HashSet::new(),
             deleted_in_flight: HashSet::new(),
             observer: None,
+            unscheduled_pod_add_registered,
         }
     }
 
@@ -149,9 +169,17 @@ impl SchedulingQueue {
         if let Some(n) = pod.nominated_node_name() {
             self.add_nominated(pod.clone(), n.to_string());
         }
+        let uid = pod.uid.clone();
+        let object = self.unscheduled_pod_add_registered.then(|| EventObject::Pod(pod.clone()));
         let info = QueuedPodInfo::new(pod, now);
         let queue = self.enqueue_gated_or_active(info, now);
         self.incoming(queue, event::UNSCHEDULED_POD_ADD);
+        if let Some(object) = object {
+            // Upstream moves nothing when a pod is created; a plugin that registered the event (a gang waiting for
+            // its members) is told of it, and only the pods such plugins rejected may move.
+            let event = ClusterEvent::new(EventResource::UnscheduledPod, action::ADD);
+            self.move_for(&Event { event, old: None, new: Some(&object), registered_only: true }, now, &uid);
+        }
     }
 
     /// Runs PreEnqueue and puts the pod in Gated or activeQ; returns which.
@@ -268,39 +296,74 @@ impl SchedulingQueue {
     }
 
     /// A cluster event happened: moves the unschedulable pods it may help (those rejected by a plugin that
-    /// registered the event, or rejected without a named plugin), and re-checks gated pods.
+    /// registered the event and whose queueing hint answers Queue, or rejected without a named plugin), and
+    /// re-checks gated pods.
     pub fn on_event(&mut self, event: ClusterEvent, now: u64) {
-        self.on_event_except(event, now, "");
+        self.on_event_with(event, None, None, now);
     }
 
-    /// `on_event` leaving one pod where it is (the pod whose own failure caused the event).
-    pub fn on_event_except(&mut self, event: ClusterEvent, now: u64, except_uid: &str) {
+    /// `on_event` with the object before (`old`) and after (`new`) the change, for plugins' queueing hints.
+    pub fn on_event_with(
+        &mut self,
+        event: ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+        now: u64,
+    ) {
+        self.move_for(&Event { event, old, new, registered_only: false }, now, "");
+    }
+
+    /// `on_event_with` leaving one pod where it is (the pod whose own failure caused the event).
+    pub fn on_event_except(&mut self, event: ClusterEvent, old: Option<&EventObject>, now: u64, except_uid: &str) {
+        self.move_for(&Event { event, old, new: None, registered_only: false }, now, except_uid);
+    }
+
+    fn move_for(&mut self, e: &Event<'_>, now: u64, except_uid: &str) {
         self.move_request_cycle = self.scheduling_cycle;
         let mut candidates: Vec<&String> = self
             .waiting
             .iter()
             .filter(|u| u.as_str() != except_uid)
             .filter(|u| {
-                let e = &self.entries[*u];
-                e.queue == QueueName::Gated || self.event_may_help(&e.info, &event)
+                let entry = &self.entries[*u];
+                match (entry.queue, e.registered_only) {
+                    (QueueName::Gated, false) => true,
+                    (QueueName::Gated, true) => {
+                        entry.info.gated_by.as_deref().is_some_and(|p| self.registered(&entry.info, p, e))
+                    }
+                    _ => self.event_may_help(&entry.info, e),
+                }
             })
             .collect();
         // Requeue in arrival order so activeQ ties stay deterministic.
         candidates.sort_by_key(|u| (self.entries[*u].info.timestamp, (*u).clone()));
         let candidates: Vec<String> = candidates.into_iter().cloned().collect();
         for uid in candidates {
-            self.requeue(&uid, now, event.label());
+            self.requeue(&uid, now, e.event.label());
         }
     }
 
-    fn event_may_help(&self, info: &QueuedPodInfo, event: &ClusterEvent) -> bool {
+    fn event_may_help(&self, info: &QueuedPodInfo, e: &Event<'_>) -> bool {
         if info.unschedulable_plugins.is_empty() {
-            return true;
+            return !e.registered_only;
         }
-        let Some(per_plugin) = self.events.get(info.pod_info.scheduler_name()) else { return true };
-        info.unschedulable_plugins
-            .iter()
-            .any(|p| per_plugin.get(p).is_none_or(|evs| evs.iter().any(|r| r.covers(event))))
+        info.unschedulable_plugins.iter().any(|p| self.registered(info, p, e))
+    }
+
+    /// Whether plugin `p`, which rejected the pod, registered the event and (when it gives hints) answers Queue.
+    /// A plugin the profile does not know of counts as registered for everything, except for the events only
+    /// registered plugins hear.
+    fn registered(&self, info: &QueuedPodInfo, p: &str, e: &Event<'_>) -> bool {
+        let profile = info.pod_info.scheduler_name();
+        let Some(evs) = self.events.get(profile).and_then(|per_plugin| per_plugin.get(p)) else {
+            return !e.registered_only;
+        };
+        // Registering every event (the default) is no request for the events only registered plugins hear.
+        if !evs.iter().any(|r| r.covers(&e.event)) || (e.registered_only && *evs == ClusterEvent::all()) {
+            return false;
+        }
+        let plugin = self.profiles.framework(profile).and_then(|f| f.plugin(p));
+        plugin.is_none_or(|pl| pl.queueing_hint(&info.pod_info, &e.event, e.old, e.new) == QueueingHint::Queue)
     }
 
     /// Moves a waiting pod on because of `event`: a gated one through PreEnqueue again, an unschedulable one to

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::Scheduler;
 use crate::cluster::EventHandler;
-use crate::framework::{action, ClusterEvent, ClusterObjects, EventResource, PodInfo};
+use crate::framework::{action, ClusterEvent, ClusterObjects, EventObject, EventResource, PodInfo};
 
 impl EventHandler for Scheduler {
     fn pod_applied(&self, pod: Arc<PodInfo>) {
@@ -31,34 +31,44 @@ impl EventHandler for Scheduler {
     }
 
     fn pod_deleted(&self, uid: &str) {
-        let removed = self.cache.lock().expect("cache lock").remove_pod(uid).is_ok();
+        let removed = self.cache.lock().expect("cache lock").remove_pod(uid).ok();
+        self.profiles.pod_view().removed(uid);
         let now = self.clock.now();
         let mut q = self.queue.lock().expect("queue lock");
         q.delete(uid);
-        if removed {
-            q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), now);
+        if let Some(pod) = removed {
+            let old = EventObject::Pod(pod);
+            q.on_event_with(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), Some(&old), None, now);
         }
     }
 
     fn node_applied(&self, node: Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let event = {
+        let (event, old, new) = {
             let mut cache = self.cache.lock().expect("cache lock");
-            let existed = cache.node(&name).is_some();
+            let old = cache.node(&name).cloned();
             if let Err(e) = cache.add_node(node) {
                 tracing::warn!(node = %name, error = %e, "ignoring node");
                 return;
             }
-            ClusterEvent::new(EventResource::Node, if existed { action::UPDATE } else { action::ADD })
+            let actions = if old.is_some() { action::UPDATE } else { action::ADD };
+            (ClusterEvent::new(EventResource::Node, actions), old, cache.node(&name).cloned())
         };
+        let (old, new) = (old.map(EventObject::Node), new.map(EventObject::Node));
         let now = self.clock.now();
-        self.queue.lock().expect("queue lock").on_event(event, now);
+        self.queue.lock().expect("queue lock").on_event_with(event, old.as_ref(), new.as_ref(), now);
     }
 
     fn node_deleted(&self, name: &str) {
-        self.cache.lock().expect("cache lock").remove_node(name);
+        let old = {
+            let mut cache = self.cache.lock().expect("cache lock");
+            let old = cache.node(name).cloned();
+            cache.remove_node(name);
+            old.map(EventObject::Node)
+        };
         let now = self.clock.now();
-        self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(EventResource::Node, action::DELETE), now);
+        let event = ClusterEvent::new(EventResource::Node, action::DELETE);
+        self.queue.lock().expect("queue lock").on_event_with(event, old.as_ref(), None, now);
     }
 
     fn objects_changed(&self, objects: ClusterObjects, resource: EventResource) {
@@ -81,9 +91,11 @@ impl Scheduler {
             ClusterEvent::new(EventResource::AssignedPod, if known_bound { action::UPDATE } else { action::ADD })
         };
         let now = self.clock.now();
+        self.profiles.pod_view().bound(&pod, now);
+        let new = EventObject::Pod(pod.clone());
         let mut q = self.queue.lock().expect("queue lock");
         q.delete(&pod.uid);
-        q.on_event(event, now);
+        q.on_event_with(event, None, Some(&new), now);
     }
 
     /// A pending pod: queued (or updated in the queue) when one of our profiles schedules it.
@@ -96,6 +108,7 @@ impl Scheduler {
             return;
         }
         let now = self.clock.now();
+        self.profiles.pod_view().pending(&pod, now);
         self.queue.lock().expect("queue lock").update(pod, now);
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::SchedulerConfig;
 use crate::framework::parallelize::Parallelizer;
+use crate::framework::pod_view::PodView;
 use crate::framework::{Framework, FrameworkError, PluginContext, Registry};
 use crate::queue::Profiles;
 
@@ -13,6 +14,8 @@ use crate::queue::Profiles;
 pub struct ProfileMap {
     map: HashMap<String, Arc<Framework>>,
     first: Arc<Framework>,
+    /// The pod view the profiles' plugins follow; the scheduler feeds it.
+    pods: Arc<PodView>,
 }
 
 impl ProfileMap {
@@ -20,7 +23,22 @@ impl ProfileMap {
     pub fn new(frameworks: Vec<Framework>) -> ProfileMap {
         let frameworks: Vec<Arc<Framework>> = frameworks.into_iter().map(Arc::new).collect();
         let first = frameworks.first().expect("at least one profile").clone();
-        ProfileMap { map: frameworks.into_iter().map(|f| (f.profile_name().to_string(), f)).collect(), first }
+        ProfileMap {
+            map: frameworks.into_iter().map(|f| (f.profile_name().to_string(), f)).collect(),
+            first,
+            pods: Arc::default(),
+        }
+    }
+
+    /// The map whose plugins follow `pods`.
+    pub fn with_pod_view(mut self, pods: Arc<PodView>) -> ProfileMap {
+        self.pods = pods;
+        self
+    }
+
+    /// The pod view the profiles' plugins follow.
+    pub fn pod_view(&self) -> &Arc<PodView> {
+        &self.pods
     }
 
     /// The framework for a schedulerName.
@@ -55,5 +73,5 @@ pub fn build_profiles(
         .iter()
         .map(|p| Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ProfileMap::new(fws))
+    Ok(ProfileMap::new(fws).with_pod_view(ctx.pods.clone()))
 }

@@ -14,8 +14,9 @@ use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::rng::Rng;
 use crate::framework::runtime::NodePluginScores;
 use crate::framework::{
-    action, ClusterEvent, Code, CycleState, CycleTrace, Diagnosis, EventResource, ExtensionPoint, Framework, NodeInfo,
-    PodEvent, PodInfo, PostFilterHandle, PostFilterResult, PreemptionCandidate, QueuedPodInfo, Snapshot, Status,
+    action, ClusterEvent, Code, CycleState, CycleTrace, Diagnosis, EventObject, EventResource, ExtensionPoint,
+    Framework, NodeInfo, PodEvent, PodInfo, PostFilterHandle, PostFilterResult, PreemptionCandidate, QueuedPodInfo,
+    Snapshot, Status,
 };
 
 /// Whether cycle `n` (counting from 0) is among the `percent` of cycles whose plugin calls are timed: spread evenly
@@ -372,6 +373,7 @@ impl Scheduler {
             self.fail(a, Status::error(e.to_string()), Vec::new());
             return;
         }
+        self.profiles.pod_view().assumed(&pod, self.clock.now());
         let assumed = Assumed { pod, host };
         let t0 = Instant::now();
         let s = a.fwk.run_reserve(&mut a.state, &assumed.pod, &assumed.host);
@@ -541,12 +543,16 @@ impl Scheduler {
         // Unreserve is Reserve's undo, not an `ExtensionPoint` of its own; upstream labels its time `Unreserve`.
         self.observe_point(&a, "Unreserve", Code::Success, t0);
         let forgotten = self.cache.lock().expect("cache lock").forget_pod(&assumed.pod.uid).is_ok();
+        if forgotten {
+            self.profiles.pod_view().pending(&a.qpi.pod_info, self.clock.now());
+        }
         let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
         self.fail(a, s, plugins);
         if forgotten {
             let now = self.clock.now();
             let event = ClusterEvent::new(EventResource::AssignedPod, action::DELETE);
-            self.queue.lock().expect("queue lock").on_event_except(event, now, &assumed.pod.uid);
+            let old = EventObject::Pod(assumed.pod.clone());
+            self.queue.lock().expect("queue lock").on_event_except(event, Some(&old), now, &assumed.pod.uid);
         }
     }
 

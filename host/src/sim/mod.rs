@@ -161,7 +161,8 @@ impl Simulation {
         opts: &SimOptions,
     ) -> Result<Simulation, FrameworkError> {
         let cluster = Arc::new(MemoryCluster::default());
-        let ctx = PluginContext { cluster: cluster.clone(), seed: opts.seed, reload_period: opts.reload_period };
+        let ctx =
+            PluginContext { seed: opts.seed, reload_period: opts.reload_period, ..PluginContext::new(cluster.clone()) };
         let profiles = Arc::new(build_profiles(config, registry, &ctx)?);
         let clock = Arc::new(VirtualClock::default());
         let queue = SchedulingQueue::new(

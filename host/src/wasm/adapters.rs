@@ -18,6 +18,34 @@ impl Plugin for WasmPlugin {
     fn name(&self) -> &str {
         &self.name
     }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        match self.current().events.get() {
+            Some(events) => events.clone(),
+            None => ClusterEvent::all(),
+        }
+    }
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        event: &ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> QueueingHint {
+        if self.current().idx.events.is_none() {
+            return QueueingHint::Queue;
+        }
+        let (p, e) = (convert::pod(pod), convert::cluster_event(event));
+        let (old, new) = (old.map(convert::event_object), new.map(convert::event_object));
+        let r = self.call(&self.ctx(None), Call::QueueingHint, |_, l, i| {
+            let g = guest!(l, i, events);
+            Ok(g.call_queueing_hint(&mut i.store, &p, e, old.as_ref(), new.as_ref()).map_err(trap)?)
+        });
+        match r {
+            Ok(wit::QueueingHint::QueueSkip) => QueueingHint::QueueSkip,
+            // A failed hint retries the pod (the failure table's only answer for it).
+            Ok(wit::QueueingHint::Queue) | Err(_) => QueueingHint::Queue,
+        }
+    }
     fn begin_cycle(&self, state: &mut CycleState) {
         state.write(self.state_key.clone(), CycleCtx::new(self.current()));
     }

@@ -6,8 +6,11 @@ use k8s_openapi::api::core::v1::NodeSelectorTerm;
 
 use super::bindings::exports::kws::plugin::filter as ex_filter;
 use super::bindings::kws::plugin::types as wit;
+use crate::framework::pod_view::{KnownPod, PodState};
 use crate::framework::types::{QosClass, Resource};
-use crate::framework::{Code, NodeInfo, PodInfo, QueuedPodInfo, Status};
+use crate::framework::{
+    action, ClusterEvent, Code, EventObject, EventResource, NodeInfo, PodInfo, QueuedPodInfo, Status,
+};
 
 fn labels(m: Option<&BTreeMap<String, String>>) -> Vec<(String, String)> {
     m.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -273,5 +276,63 @@ mod tests {
             assert!(e.starts_with(want), "{e}");
             assert_eq!(v.len(), 1, "nothing half-applied: {want}");
         }
+    }
+}
+
+/// A pod of the pod view.
+pub fn known_pod(k: &KnownPod) -> wit::KnownPod {
+    wit::KnownPod {
+        pod: pod(&k.pod),
+        state: match k.state {
+            PodState::Pending => wit::PodState::Pending,
+            PodState::Assumed => wit::PodState::Assumed,
+            PodState::Bound => wit::PodState::Bound,
+        },
+        first_seen_ns: k.first_seen,
+    }
+}
+
+/// The action bits of the framework's events and the contract's flags, side by side.
+const ACTIONS: [(u8, wit::EventActions); 6] = [
+    (action::ADD, wit::EventActions::ADD),
+    (action::DELETE, wit::EventActions::DELETE),
+    (action::UPDATE_LABEL, wit::EventActions::UPDATE_LABEL),
+    (action::UPDATE_TAINT, wit::EventActions::UPDATE_TAINT),
+    (action::UPDATE_RESOURCES, wit::EventActions::UPDATE_RESOURCES),
+    (action::UPDATE_OTHER, wit::EventActions::UPDATE_OTHER),
+];
+
+const RESOURCES: [(EventResource, wit::EventResource); 5] = [
+    (EventResource::AssignedPod, wit::EventResource::AssignedPod),
+    (EventResource::UnscheduledPod, wit::EventResource::UnscheduledPod),
+    (EventResource::Node, wit::EventResource::Node),
+    (EventResource::Volume, wit::EventResource::Volume),
+    (EventResource::Other, wit::EventResource::Other),
+];
+
+/// A cluster event in contract form.
+pub fn cluster_event(e: &ClusterEvent) -> wit::ClusterEvent {
+    let mut actions = wit::EventActions::empty();
+    for (bit, flag) in ACTIONS {
+        if e.actions & bit != 0 {
+            actions |= flag;
+        }
+    }
+    let resource = RESOURCES.iter().find(|(r, _)| *r == e.resource).map_or(wit::EventResource::Other, |(_, w)| *w);
+    wit::ClusterEvent { resource, actions }
+}
+
+/// A guest's registered event; one with no action registers nothing.
+pub fn registered_event(e: &wit::ClusterEvent) -> Option<ClusterEvent> {
+    let actions = ACTIONS.iter().filter(|(_, f)| e.actions.contains(*f)).fold(0u8, |a, (bit, _)| a | bit);
+    let resource = RESOURCES.iter().find(|(_, w)| *w == e.resource).map_or(EventResource::Other, |(r, _)| *r);
+    (actions != 0).then_some(ClusterEvent::new(resource, actions))
+}
+
+/// An event's object in contract form.
+pub fn event_object(o: &EventObject) -> wit::EventObject {
+    match o {
+        EventObject::Pod(p) => wit::EventObject::Pod(pod(p)),
+        EventObject::Node(n) => wit::EventObject::Node(node(n)),
     }
 }

@@ -26,6 +26,10 @@ pub(crate) enum Call {
     NormalizeScore,
     /// Reserve's Unreserve, whose answer the framework does not read.
     Unreserve,
+    /// The queueing hint of the plugin's registered events (`events.queueing-hint`).
+    QueueingHint,
+    /// The events the plugin registers (`events.events-to-register`), asked when a version loads.
+    EventsToRegister,
 }
 
 impl Call {
@@ -37,6 +41,8 @@ impl Call {
             Call::RemovePod => "PreFilter.RemovePod",
             Call::NormalizeScore => "NormalizeScore",
             Call::Unreserve => "Unreserve",
+            Call::QueueingHint => "QueueingHint",
+            Call::EventsToRegister => "EventsToRegister",
         }
     }
 }
@@ -66,6 +72,9 @@ pub(crate) enum Fallback {
     /// Arrival order, as QueueSort's fallback under either policy: a sort cannot reject a pod, and the queue must
     /// stay ordered.
     ArrivalOrder,
+    /// Queue: a queueing hint that failed retries the pod, under either policy (upstream does the same with a
+    /// hint's error), so a broken hint can delay a pod but never strand it.
+    Queue,
 }
 
 /// The failure table: what a failed `call` answers under `policy`.
@@ -73,6 +82,9 @@ pub(crate) fn fallback(call: Call, policy: FailurePolicy) -> Fallback {
     use ExtensionPoint as P;
     match (policy, call) {
         (_, Call::Point(P::QueueSort)) => Fallback::ArrivalOrder,
+        (_, Call::QueueingHint) => Fallback::Queue,
+        // Asked at load: a failure refuses the version, whatever the policy.
+        (_, Call::EventsToRegister) => Fallback::Error,
         (FailurePolicy::Fail, _) => Fallback::Error,
         // Bind's Skip hands the pod to the next binder (DefaultBinder), so an ignored Bind still binds it.
         (FailurePolicy::Ignore, Call::Point(P::PreFilter | P::PreScore | P::Bind)) => Fallback::Skip,
@@ -102,7 +114,7 @@ impl Failed {
     pub(crate) fn status(self) -> Status {
         match self.fallback {
             Fallback::Error => self.error,
-            Fallback::Success | Fallback::ZeroScores | Fallback::ArrivalOrder => Status::success(),
+            Fallback::Success | Fallback::ZeroScores | Fallback::ArrivalOrder | Fallback::Queue => Status::success(),
             Fallback::Skip => Status::skip(),
             Fallback::Unschedulable => Status::unschedulable(""),
         }

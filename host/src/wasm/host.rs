@@ -13,10 +13,27 @@ use super::bindings::kws::plugin::{host, types as wit};
 use super::engine::{first_line, WasmEngine};
 use super::output::{GuestLog, GuestOutput, Source};
 use super::{ComponentInfo, WasmError};
+use crate::framework::pod_view::PodView;
 use crate::framework::rng::Rng;
+use crate::framework::waiting_pods::WaitingPods;
+use crate::framework::PluginContext;
 
 /// A plugin's private cycle state (`host.cycle-state-write` / `-read`), shared by the instances of one cycle.
 pub(super) type GuestCycleState = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
+/// What the framework shares with a plugin's guests: its profile's waiting pods and the scheduler's pod view.
+#[derive(Clone, Default)]
+pub(crate) struct GuestHandle {
+    pub(super) waiting: Arc<WaitingPods>,
+    pub(super) pods: Arc<PodView>,
+}
+
+impl GuestHandle {
+    /// The profile's waiting pods and the pod view of a plugin context.
+    pub(crate) fn of(ctx: &PluginContext) -> GuestHandle {
+        GuestHandle { waiting: ctx.waiting.clone(), pods: ctx.pods.clone() }
+    }
+}
 
 /// The data of one instance's `Store`: its config, a random source, this cycle's state, its
 /// limits and its captured output.
@@ -37,6 +54,9 @@ pub(crate) struct HostState {
     /// While `config.validate` runs: `host.log` lines held back, written only if the guest accepts its
     /// configuration (a refusal is reported once, as the load error, not also as the guest's own log lines).
     pub(super) held: Option<Vec<(Source, String)>>,
+    /// The plugin's name: whom `allow-waiting-pod` and `reject-waiting-pod` act for by default.
+    pub(super) plugin: Arc<str>,
+    pub(super) handle: GuestHandle,
 }
 
 impl host::Host for HostState {
@@ -73,6 +93,36 @@ impl host::Host for HostState {
     }
     fn cycle_pod(&mut self) -> Option<wit::Pod> {
         self.pod.as_deref().cloned()
+    }
+    fn waiting_pods(&mut self) -> Vec<wit::WaitingPod> {
+        let mut v: Vec<wit::WaitingPod> = self
+            .handle
+            .waiting
+            .list()
+            .iter()
+            .filter_map(|w| {
+                // A pod whose verdict is known is leaving: not waiting any more.
+                let pending_plugins = w.pending_plugins();
+                (!pending_plugins.is_empty()).then(|| wit::WaitingPod {
+                    pod: super::convert::pod(w.pod()),
+                    node: w.node().to_string(),
+                    pending_plugins,
+                })
+            })
+            .collect();
+        // Repeatable for the guest (the map has no order).
+        v.sort_by(|a, b| a.pod.uid.cmp(&b.pod.uid));
+        v
+    }
+    fn allow_waiting_pod(&mut self, uid: String, plugin: Option<String>) -> bool {
+        let Some(w) = self.handle.waiting.get(&uid) else { return false };
+        w.allow(plugin.as_deref().unwrap_or(&self.plugin));
+        true
+    }
+    fn reject_waiting_pod(&mut self, uid: String, plugin: Option<String>, reason: String) -> bool {
+        let Some(w) = self.handle.waiting.get(&uid) else { return false };
+        w.reject(plugin.as_deref().unwrap_or(&self.plugin), &reason);
+        true
     }
 }
 

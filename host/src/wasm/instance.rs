@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Instance, InstancePre, ResourceTable};
@@ -20,7 +20,8 @@ use super::failure::{self, Call, Failed, Gate};
 use super::host::{linker_for, GuestCycleState, HostState};
 use super::output::{GuestOutput, Source};
 use super::{ComponentInfo, WasmError, WasmPlugin};
-use crate::framework::{NodeInfo, PodInfo, Status};
+use crate::framework::pod_view::PodChange;
+use crate::framework::{ClusterEvent, NodeInfo, PodInfo, Status};
 
 /// Extra deadline per node sent to a guest's node table.
 const SYNC_BUDGET_PER_NODE: Duration = Duration::from_millis(1);
@@ -35,6 +36,8 @@ type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
 pub(super) struct Indices {
     pub(super) config: Option<ex::config::GuestIndices>,
     pub(super) nodes: Option<ex::nodes::GuestIndices>,
+    pub(super) pods: Option<ex::pods::GuestIndices>,
+    pub(super) events: Option<ex::events::GuestIndices>,
     pub(super) cycle: Option<ex::cycle::GuestIndices>,
     pub(super) pre_enqueue: Option<ex::pre_enqueue::GuestIndices>,
     pub(super) queue_sort: Option<ex::queue_sort::GuestIndices>,
@@ -61,11 +64,14 @@ pub(super) struct GuestInstance {
     rows: usize,
     /// The cycle (`CycleCtx::id`) whose pod this instance holds (0: none).
     cycle_id: u64,
+    /// How far into the pod view's log this instance has been sent (0: nothing).
+    pods_cursor: u64,
     pub(super) cycle: Option<ex::cycle::Guest>,
     pub(super) queue_sort: Option<ex::queue_sort::Guest>,
     pub(super) filter: Option<ex::filter::Guest>,
     pub(super) score: Option<ex::score::Guest>,
     pub(super) nodes: Option<ex::nodes::Guest>,
+    pub(super) pods: Option<ex::pods::Guest>,
 }
 
 /// Whether a call may send node-table changes to the guest (the calls that take node slots), so that it wants an
@@ -88,6 +94,9 @@ pub(crate) struct Loaded {
     pool: Mutex<Vec<GuestInstance>>,
     /// What the component exports and imports.
     pub info: ComponentInfo,
+    /// The events the guest registered (`events.events-to-register`), asked once when the version loads; unset
+    /// for a component that does not export `events`.
+    pub(super) events: OnceLock<Vec<ClusterEvent>>,
 }
 
 impl Loaded {
@@ -119,6 +128,8 @@ impl Loaded {
         let idx = Indices {
             config: ex::config::GuestIndices::new(&pre).ok(),
             nodes: ex::nodes::GuestIndices::new(&pre).ok(),
+            pods: ex::pods::GuestIndices::new(&pre).ok(),
+            events: ex::events::GuestIndices::new(&pre).ok(),
             cycle: ex::cycle::GuestIndices::new(&pre).ok(),
             pre_enqueue: ex::pre_enqueue::GuestIndices::new(&pre).ok(),
             queue_sort: ex::queue_sort::GuestIndices::new(&pre).ok(),
@@ -147,7 +158,7 @@ impl Loaded {
         if (idx.filter.is_some() || idx.score.is_some()) && idx.cycle.is_none() {
             return Err(WasmError::Contract("it exports filter or score but not kws:plugin/cycle".into()));
         }
-        Ok(Loaded { digest, pre, idx, pool: Mutex::new(Vec::new()), info })
+        Ok(Loaded { digest, pre, idx, pool: Mutex::new(Vec::new()), info, events: OnceLock::new() })
     }
 
     /// The extension points it serves (upstream names).
@@ -310,6 +321,8 @@ impl WasmPlugin {
             stderr,
             log: self.log.clone(),
             held: None,
+            plugin: self.name.clone(),
+            handle: self.handle.clone(),
         };
         let mut store = Store::new(WasmEngine::shared().engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -322,11 +335,13 @@ impl WasmPlugin {
             synced: Vec::new(),
             rows: 0,
             cycle_id: 0,
+            pods_cursor: 0,
             cycle: None,
             queue_sort: None,
             filter: None,
             score: None,
             nodes: None,
+            pods: None,
         })
     }
 
@@ -365,6 +380,20 @@ impl WasmPlugin {
         }
     }
 
+    /// Asks a newly loaded version which cluster events it registers, when it exports `events`. A guest that
+    /// cannot answer is refused as one that refuses its configuration is: it could never be retried correctly.
+    pub(super) fn ask_events(&self, loaded: &Arc<Loaded>) -> Result<(), WasmError> {
+        if loaded.idx.events.is_none() {
+            return Ok(());
+        }
+        let r = self.call(&CycleCtx::new(loaded.clone()), Call::EventsToRegister, |_, l, i| {
+            Ok(guest!(l, i, events).call_events_to_register(&mut i.store).map_err(trap)?)
+        });
+        let events = r.map_err(|f| WasmError::Contract(f.error.message()))?;
+        let _ = loaded.events.set(events.iter().filter_map(convert::registered_event).collect());
+        Ok(())
+    }
+
     /// Runs `f` on an instance of the cycle's version under the deadline; a trapped instance is discarded. A
     /// failure comes back with what the failure table makes of it for `call` under this plugin's policy.
     pub(super) fn call<R>(
@@ -396,7 +425,7 @@ impl WasmPlugin {
         };
         inst.store.data_mut().cycle = Some(ctx.data.clone());
         inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
-        let r = f(self, loaded, &mut inst);
+        let r = self.sync_pods(loaded, &mut inst).and_then(|()| f(self, loaded, &mut inst));
         let data = inst.store.data_mut();
         data.cycle = None;
         data.pod = None;
@@ -510,6 +539,51 @@ impl WasmPlugin {
             inst.cycle_id = ctx.id;
         }
         Ok(())
+    }
+
+    /// Sends the instance the pod view's changes it has not seen, when the component follows the view (exports
+    /// `pods`): before every call, so whatever the guest decides on sees the pods as they are now.
+    fn sync_pods(&self, loaded: &Loaded, inst: &mut GuestInstance) -> Result<(), CallError> {
+        if loaded.idx.pods.is_none() {
+            return Ok(());
+        }
+        let view = &self.handle.pods;
+        // Up to date: no lock taken.
+        if inst.pods_cursor >= view.head() && inst.pods_cursor != 0 {
+            return Ok(());
+        }
+        let delta = view.since(inst.pods_cursor);
+        if delta.changes.is_empty() && !delta.reset {
+            inst.pods_cursor = delta.cursor;
+            return Ok(());
+        }
+        let mut changes = Vec::with_capacity(delta.changes.len() + 1);
+        if delta.reset {
+            changes.push(wit::PodChange::Reset);
+        }
+        for c in &delta.changes {
+            changes.push(match c {
+                PodChange::Upsert(k) => wit::PodChange::Upsert(convert::known_pod(k)),
+                PodChange::Remove(uid) => wit::PodChange::Remove(uid.clone()),
+            });
+        }
+        let guest = cached_guest!(loaded, inst, pods).clone();
+        // As a node table load: proportional to what is sent, with its own budget.
+        let budget = (self.args.timeout + SYNC_BUDGET_PER_NODE * changes.len() as u32).min(MAX_SYNC_BUDGET);
+        inst.store.set_epoch_deadline(WasmEngine::ticks_for(budget));
+        let r = guest.call_apply(&mut inst.store, &changes);
+        inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        match r {
+            Ok(()) => {
+                inst.pods_cursor = delta.cursor;
+                Ok(())
+            }
+            Err(e) => {
+                // The view is in an unknown state: send all of it next time.
+                inst.pods_cursor = 0;
+                Err(trap(e))
+            }
+        }
     }
 
     /// Sends the instance the nodes it has not seen at their current generation; returns the nodes' slots.

@@ -1,4 +1,4 @@
-//! The WebAssembly boundary: components implementing the `kws:plugin@0.1.0` contract (`wit/`) served at the
+//! The WebAssembly boundary: components implementing the `kws:plugin@0.2.0` contract (`wit/`) served at the
 //! extension points they export, sandboxed (deadline, memory cap, no ambient authority) and hot-reloadable.
 
 mod adapters;
@@ -29,7 +29,7 @@ use crate::framework::Registry;
 use crate::framework::{ExtensionPoint, Plugin};
 
 /// The contract version this host offers.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 /// The contract's package.
 pub const CONTRACT_PACKAGE: &str = "kws:plugin";
 
@@ -58,7 +58,7 @@ pub enum WasmError {
     #[error("not a WebAssembly component: {0}")]
     NotAComponent(String),
     /// It imports something the host does not offer.
-    #[error("imports {0}, which this host does not offer (it offers kws:plugin/host@0.1.0 and WASI 0.2 with no files, network or environment)")]
+    #[error("imports {0}, which this host does not offer (it offers kws:plugin/host@0.2.0 and WASI 0.2 with no files, network or environment)")]
     UnsupportedImport(String),
     /// It does not fit the contract (version, missing exports).
     #[error("{0}")]
@@ -101,6 +101,9 @@ pub struct ComponentInfo {
     pub imports: Vec<String>,
     /// True when it imports WASI (it then gets a context with no files, network or environment).
     pub imports_wasi: bool,
+    /// The cluster events it registers (upstream's labels, as `NodeAdd`), asked with its configuration `{}`;
+    /// `None` when it does not export `events` (then every event retries the pods it rejects).
+    pub events: Option<Vec<String>>,
 }
 
 fn split_name(name: &str) -> Option<(&str, &str, &str)> {
@@ -122,7 +125,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
         }
         if version != CONTRACT_VERSION {
             return Err(WasmError::Contract(format!(
-                "it targets contract version {version} ({name}); this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}"
+                "it targets contract version {version} ({name}); this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it against that version (the wit/ folder of this release)"
             )));
         }
         info.contract_version = version.to_string();
@@ -135,7 +138,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
             Some((CONTRACT_PACKAGE, "host" | "types", v)) if v == CONTRACT_VERSION => {}
             Some((CONTRACT_PACKAGE, _, v)) if v != CONTRACT_VERSION => {
                 return Err(WasmError::Contract(format!(
-                    "it imports {name}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}"
+                    "it imports {name}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it against that version (the wit/ folder of this release)"
                 )))
             }
             Some((pkg, _, v)) if pkg.starts_with("wasi:") && v.starts_with("0.2.") => info.imports_wasi = true,
@@ -154,13 +157,37 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
     Ok(info)
 }
 
+/// An event as `plugin check` names it: upstream's label, or the resource with each action for a mix of updates
+/// (`NodeUpdate(label,taint)`).
+fn event_label(e: &crate::framework::ClusterEvent) -> String {
+    use crate::framework::action;
+    let label = e.label();
+    if e.actions & !action::UPDATE != 0 || e.actions == action::UPDATE || !label.ends_with("Update") {
+        return label.to_string();
+    }
+    let parts: Vec<&str> = [
+        (action::UPDATE_LABEL, "label"),
+        (action::UPDATE_TAINT, "taint"),
+        (action::UPDATE_RESOURCES, "resources"),
+        (action::UPDATE_OTHER, "other"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| e.actions & bit != 0)
+    .map(|(_, name)| name)
+    .collect();
+    format!("{label}({})", parts.join(","))
+}
+
 /// `plugin check`: loads a file the way the scheduler would and describes it.
 pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     let version = reload::load_version(&WasmArgs::for_file(path))?;
-    let info = describe(&version.component)?;
+    let mut info = describe(&version.component)?;
     // Linking proves every import is really satisfied (WASI versions included). The file is checked, not a
     // configuration: the guest is not asked to validate the empty one.
-    WasmPlugin::load_unvalidated("check", WasmArgs::for_file(path), 0)?;
+    let p = WasmPlugin::load_unvalidated("check", WasmArgs::for_file(path), 0, Default::default())?;
+    let loaded = p.current();
+    p.ask_events(&loaded)?;
+    info.events = loaded.events.get().map(|evs| evs.iter().map(event_label).collect());
     Ok(info)
 }
 
@@ -176,7 +203,7 @@ const CONTRACT_WIT: [(&str, &str); 4] = [
 /// The `wasi_snapshot_preview1` imports of Go's runtime, implemented with the contract's host imports (the file
 /// says why wasmtime's preview1 adapter cannot serve Go), and the world that says so to wit-component.
 const WASIP1_FOR_GO: &str = include_str!("wasip1_for_go.wat");
-const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.1.0; }\n";
+const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.2.0; }\n";
 
 /// The adapter's text for `module`: wasip1_for_go.wat, plus a stub answering ENOSYS, of the module's exact type,
 /// for every other `wasi_snapshot_preview1` function the module imports (files, sockets: a plugin has none), so a
@@ -265,8 +292,13 @@ pub fn componentize(core: &Path, world: Option<&str>, out: &Path) -> Result<Comp
     }
     let mut resolve = wit_parser::Resolve::default();
     let contract = push_wit(&mut resolve, &CONTRACT_WIT)?;
-    if let Some(world) = world {
-        embed_world(&mut bytes, &resolve, contract, world)?;
+    match world {
+        Some(world) => embed_world(&mut bytes, &resolve, contract, world)?,
+        None if !has_component_type(&bytes)? => {
+            let (pkg, world) = exported_world(&mut resolve, &bytes)?;
+            embed_world(&mut bytes, &resolve, pkg, &world)?;
+        }
+        None => {}
     }
     let adapter_pkg = push_wit(&mut resolve, &[("wasip1-for-go.wit", WASIP1_FOR_GO_WIT)])?;
     let mut adapter = wat::parse_str(wasip1_for_go(&bytes)?)
@@ -281,6 +313,61 @@ pub fn componentize(core: &Path, world: Option<&str>, out: &Path) -> Result<Comp
         // One line: some decoder messages span several.
         .map_err(|e| WasmError::Componentize(format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" ")))?;
     write_checked(&component, out)
+}
+
+/// True when a core module names its world itself (a `component-type` custom section, as wit-bindgen's own export
+/// macros write).
+fn has_component_type(module: &[u8]) -> Result<bool, WasmError> {
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        let payload = payload.map_err(|e| WasmError::Componentize(format!("reading the module: {e}")))?;
+        if let wasmparser::Payload::CustomSection(c) = payload {
+            if c.name().starts_with("component-type") {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The world a module that names none serves, read from its exports (`kws:plugin/<interface>@<version>#<function>`,
+/// as the Rust SDK's `export!` writes them): the host import and exactly the contract interfaces it exports, so a
+/// plugin serving any mix of extension points needs no world of its own in the contract.
+fn exported_world(
+    resolve: &mut wit_parser::Resolve,
+    module: &[u8],
+) -> Result<(wit_parser::PackageId, String), WasmError> {
+    let mut interfaces = std::collections::BTreeSet::new();
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        let payload = payload.map_err(|e| WasmError::Componentize(format!("reading the module: {e}")))?;
+        if let wasmparser::Payload::ExportSection(section) = payload {
+            for export in section {
+                let export = export.map_err(|e| WasmError::Componentize(format!("reading the module: {e}")))?;
+                let Some((iface, _)) = export.name.split_once('#') else { continue };
+                // `cabi_post_…` exports follow their function; the function's own export is enough.
+                let Some((pkg, name, version)) = split_name(iface) else { continue };
+                if pkg == CONTRACT_PACKAGE {
+                    if version != CONTRACT_VERSION {
+                        return Err(WasmError::Componentize(format!(
+                            "it exports {iface}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it against that version"
+                        )));
+                    }
+                    interfaces.insert(name.to_string());
+                }
+            }
+        }
+    }
+    if interfaces.is_empty() {
+        return Err(WasmError::Componentize(format!(
+            "it names no world and exports no {CONTRACT_PACKAGE}@{CONTRACT_VERSION} function: build it with the SDK's export macro, or name a world with --world"
+        )));
+    }
+    let exports: String =
+        interfaces.iter().map(|i| format!("    export {CONTRACT_PACKAGE}/{i}@{CONTRACT_VERSION};\n")).collect();
+    let wit = format!(
+        "package kws:derived;\nworld plugin {{\n    import {CONTRACT_PACKAGE}/host@{CONTRACT_VERSION};\n{exports}}}\n"
+    );
+    let pkg = push_wit(resolve, &[("derived.wit", wit.as_str())])?;
+    Ok((pkg, "plugin".to_string()))
 }
 
 /// Writes a component to `out` only once it passed `plugin check`'s checks (a temporary file, checked, renamed).
@@ -356,7 +443,7 @@ pub fn register_plugins(registry: &mut Registry, config: &crate::config::Schedul
                     let args = WasmArgs::parse(args.unwrap_or(&serde_json::Value::Null), &base)?;
                     let component = args.component.to_string();
                     let policy = args.failure_policy;
-                    let p = match WasmPlugin::load(&plugin_name, args, ctx.seed) {
+                    let p = match WasmPlugin::load_in(&plugin_name, args, ctx) {
                         Ok(p) => p,
                         Err(e) if policy == FailurePolicy::Ignore && !matches!(e, WasmError::Config(_)) => {
                             tracing::warn!(plugin = %plugin_name, source = %component, error = %e, "wasm plugin unavailable; failurePolicy Ignore: the profile runs without it");

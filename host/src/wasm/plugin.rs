@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use super::args::WasmArgs;
 use super::convert::QueuedPodCache;
 use super::failure::Breaker;
+use super::host::GuestHandle;
 use super::instance::{CycleCtx, Loaded};
 use super::output::GuestLog;
 use super::reload::{file_stamp, load_version, FileStamp};
 use super::source::Source;
 use super::WasmError;
 use crate::framework::rng::Rng;
-use crate::framework::CycleState;
+use crate::framework::{CycleState, PluginContext};
 
 /// Every Wasm plugin alive in the process (for metrics and tests).
 static LOADED: Mutex<Vec<Weak<WasmPlugin>>> = Mutex::new(Vec::new());
@@ -106,6 +107,8 @@ pub struct WasmPlugin {
     pub(super) breaker: Breaker,
     /// QueueSort's pods in contract form, converted once per queue entry rather than once per comparison.
     pub(super) queued_pods: QueuedPodCache,
+    /// The profile's waiting pods and the pod view, which the guest reaches through its host imports and exports.
+    pub(super) handle: GuestHandle,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -118,13 +121,28 @@ impl WasmPlugin {
     /// Loads the component named in `args` (compiled once per digest) for a plugin called `name`, and has the
     /// guest validate its configuration.
     pub fn load(name: &str, args: WasmArgs, seed: u64) -> Result<Arc<WasmPlugin>, WasmError> {
-        let p = Self::load_unvalidated(name, args, seed)?;
+        Self::load_with(name, args, seed, GuestHandle::default())
+    }
+
+    /// `load` for a profile: the guest reaches the profile's waiting pods and the scheduler's pod view of `ctx`.
+    pub fn load_in(name: &str, args: WasmArgs, ctx: &PluginContext) -> Result<Arc<WasmPlugin>, WasmError> {
+        Self::load_with(name, args, ctx.seed, GuestHandle::of(ctx))
+    }
+
+    fn load_with(name: &str, args: WasmArgs, seed: u64, handle: GuestHandle) -> Result<Arc<WasmPlugin>, WasmError> {
+        let p = Self::load_unvalidated(name, args, seed, handle)?;
         p.validate_config(&p.current())?;
+        p.ask_events(&p.current())?;
         Ok(p)
     }
 
     /// Loads the component without asking the guest about its configuration (`plugin check` describes a file).
-    pub(super) fn load_unvalidated(name: &str, args: WasmArgs, seed: u64) -> Result<Arc<WasmPlugin>, WasmError> {
+    pub(super) fn load_unvalidated(
+        name: &str,
+        args: WasmArgs,
+        seed: u64,
+        handle: GuestHandle,
+    ) -> Result<Arc<WasmPlugin>, WasmError> {
         let watched = args.component.as_path().and_then(file_stamp);
         let version = load_version(&args)?;
         let precompiled = version.origin == super::engine::Origin::Precompiled;
@@ -137,6 +155,7 @@ impl WasmPlugin {
             log: Arc::new(GuestLog::new(name.clone(), stats.clone())),
             breaker: Breaker::new(args.circuit_breaker),
             queued_pods: QueuedPodCache::default(),
+            handle,
             name,
             state_key,
             args,

@@ -107,10 +107,12 @@ impl WasmPlugin {
             return Err(WasmError::Contract(format!("the new version serves {new:?}, the running one {old:?}")));
         }
         self.validate_config(&loaded)?;
+        let loaded = Arc::new(loaded);
+        self.ask_events(&loaded)?;
         if v.origin == Origin::Precompiled {
             self.stats.precompiled_loads.fetch_add(1, Ordering::Relaxed);
         }
-        *self.current.write().expect("current version lock") = Arc::new(loaded);
+        *self.current.write().expect("current version lock") = loaded;
         Ok(true)
     }
 

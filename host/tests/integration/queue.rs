@@ -236,3 +236,111 @@ fn a_pop_compares_about_once_per_heap_level() {
     // 12 levels: 10.7 comparisons a pop on average; sifting the moved entry down compared twice a level (19.0).
     assert!(per_pop < 15.0, "{per_pop:.1} comparisons per pop");
 }
+
+/// A PreFilter plugin for the queue's use of queueing hints: it registers new pending pods and new nodes, and
+/// answers Queue only for a new pod of the rejected pod's `group` label (a gang waiting for its members).
+struct Gang;
+
+impl Plugin for Gang {
+    fn name(&self) -> &str {
+        "Gang"
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![
+            ClusterEvent::new(EventResource::UnscheduledPod, action::ADD),
+            ClusterEvent::new(EventResource::Node, action::ADD),
+        ]
+    }
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        _event: &ClusterEvent,
+        _old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> QueueingHint {
+        let group = |p: &PodInfo| p.pod.metadata.labels.as_ref().and_then(|l| l.get("group").cloned());
+        match new {
+            Some(EventObject::Pod(p)) if group(p).is_some() && group(p) == group(pod) => QueueingHint::Queue,
+            _ => QueueingHint::QueueSkip,
+        }
+    }
+    kube_wasm_scheduler::serves!(pre_filter);
+}
+
+impl PreFilterPlugin for Gang {
+    fn pre_filter(&self, _s: &mut CycleState, _p: &PodInfo, _snap: &Snapshot) -> (PreFilterResult, Status) {
+        (None, Status::success())
+    }
+}
+
+fn grouped(name: &str, group: &str) -> Arc<PodInfo> {
+    Arc::new(
+        PodInfo::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": name, "labels": {"group": group}},
+                "spec": {"containers": [{"name": "c"}]}
+            }))
+            .unwrap(),
+        )
+        .unwrap(),
+    )
+}
+
+#[test]
+fn a_pod_moves_only_on_a_registered_event_whose_hint_answers_queue() {
+    let mut reg = kube_wasm_scheduler::plugins::in_tree_registry();
+    reg.register("Gang", Arc::new(|_, _| Ok(Arc::new(Gang) as Arc<dyn Plugin>))).unwrap();
+    let cfg = config(&reg, &profile("    preFilter:\n      enabled: [{name: Gang}, {name: NodeResourcesFit}]\n"));
+    let ctx = PluginContext::new(Arc::new(MemoryCluster::default()));
+    let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
+    let arrivals = Arc::new(Arrivals::default());
+    let mut q =
+        SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1))
+            .with_observer(arrivals.clone());
+    let reject = |q: &mut SchedulingQueue, p: Arc<PodInfo>, by: &str| {
+        q.add(p, 0);
+        let mut info = q.pop().unwrap();
+        let cycle = q.scheduling_cycle();
+        info.unschedulable_plugins = [by.to_string()].into();
+        q.add_unschedulable(info, cycle, false, 0);
+    };
+    reject(&mut q, grouped("a-1", "a"), "Gang");
+    reject(&mut q, grouped("fit", "z"), "NodeResourcesFit");
+    arrivals.0.lock().unwrap().clear();
+    let unschedulable = |q: &SchedulingQueue| q.pending().get(&QueueName::Unschedulable).copied().unwrap_or(0);
+
+    // Registered, but the hint says the new node cannot help the gang.
+    q.on_event_with(ClusterEvent::new(EventResource::Node, action::ADD), None, None, 5 * SEC);
+    assert_eq!(unschedulable(&q), 1, "only the pod NodeResourcesFit rejected moved on NodeAdd");
+    // Not registered at all.
+    q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::DELETE), 5 * SEC);
+    assert_eq!(unschedulable(&q), 1);
+    // A new pod of another group: registered, hint QueueSkip.
+    q.add(grouped("b-1", "b"), 5 * SEC);
+    assert_eq!(unschedulable(&q), 1, "a pod of group b does not help group a");
+    // A new member of the gang: the hint answers Queue.
+    q.add(grouped("a-2", "a"), 6 * SEC);
+    assert_eq!(unschedulable(&q), 0, "a new member of group a retries a-1");
+    let events: Vec<&str> = arrivals
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(queue, _)| *queue != QueueName::Unschedulable)
+        .map(|(_, e)| *e)
+        .collect();
+    assert_eq!(events, ["NodeAdd", "UnschedulablePodAdd", "UnschedulablePodAdd", "UnschedulablePodAdd"]);
+}
+
+#[test]
+fn a_new_pending_pod_moves_nothing_rejected_by_plugins_that_did_not_register_it() {
+    // Upstream moves no pod when one is created: the default plugins' rejections stay put.
+    let mut q = queue();
+    q.add(pod("p", 0), 0);
+    let mut info = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    q.add_unschedulable(info, cycle, false, 0);
+    q.add(pod("q", 0), 5 * SEC);
+    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1));
+}

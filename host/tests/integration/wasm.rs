@@ -354,13 +354,13 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
     let out = Command::new(bin).args(["plugin", "check"]).arg(guest("priority-label")).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("kws:plugin@0.1.0"), "{stdout}");
+    assert!(stdout.contains("kws:plugin@0.2.0"), "{stdout}");
     assert!(stdout.contains("extension points: Filter, Score"), "{stdout}");
-    assert!(stdout.contains("kws:plugin/host@0.1.0"), "{stdout}");
+    assert!(stdout.contains("kws:plugin/host@0.2.0"), "{stdout}");
 
     let dir = std::env::temp_dir().join(format!("kws-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cases: [(&str, &[u8], &str); 4] = [
+    let cases: [(&str, &[u8], &str); 5] = [
         ("core.wasm", b"\0asm\x01\0\0\0", "not a WebAssembly component: a core WebAssembly module"),
         ("junk.wasm", b"hello", "not a WebAssembly component"),
         (
@@ -370,8 +370,13 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
         ),
         (
             "future.wat",
-            b"(component (instance $i) (export \"kws:plugin/score@0.2.0\" (instance $i)))",
-            "targets contract version 0.2.0",
+            b"(component (instance $i) (export \"kws:plugin/score@0.3.0\" (instance $i)))",
+            "targets contract version 0.3.0",
+        ),
+        (
+            "older.wat",
+            b"(component (instance $i) (export \"kws:plugin/score@0.1.0\" (instance $i)))",
+            "targets contract version 0.1.0 (kws:plugin/score@0.1.0); this host offers kws:plugin@0.2.0: rebuild it against that version",
         ),
     ];
     for (name, bytes, want) in cases {
