@@ -22,14 +22,14 @@
 #include <stdint.h>
 #include <string.h>
 
-// ---- host imports (kws:plugin/host@0.1.0), flat signatures ----
+// ---- host imports (kws:plugin/host@0.2.0), flat signatures ----
 
-__attribute__((__import_module__("kws:plugin/host@0.1.0"), __import_name__("log")))
+__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("log")))
 extern void host_log(int32_t level, const uint8_t *ptr, size_t len);
 // Writes {ptr, len} of the config string (allocated through cabi_realloc) at `ret`.
-__attribute__((__import_module__("kws:plugin/host@0.1.0"), __import_name__("config")))
+__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("config")))
 extern void host_config(uint8_t *ret);
-__attribute__((__import_module__("kws:plugin/host@0.1.0"), __import_name__("random")))
+__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("random")))
 extern int64_t host_random(void);
 
 // ---- PRNG: splitmix64 ----
@@ -350,28 +350,28 @@ static const char *node_name(void) {
 // ---- exports ----
 
 // nodes.apply and cycle.begin answer nothing: they only take the arguments (the arena is reset by the next call).
-__attribute__((__export_name__("kws:plugin/nodes@0.1.0#apply")))
+__attribute__((__export_name__("kws:plugin/nodes@0.2.0#apply")))
 void hostile_apply(uint8_t *changes, size_t len) { (void)changes, (void)len; }
 
-__attribute__((__export_name__("kws:plugin/cycle@0.1.0#begin")))
+__attribute__((__export_name__("kws:plugin/cycle@0.2.0#begin")))
 void hostile_begin(void) {}
 
 // config.validate answers ok: the fixture accepts any configuration (its garbage is for the points, and a refusal
 // would stop it from loading). result<_, string> comes back through a return area: the tag byte, then {ptr, len}.
-__attribute__((__export_name__("kws:plugin/config@0.1.0#validate")))
+__attribute__((__export_name__("kws:plugin/config@0.2.0#validate")))
 uint8_t *hostile_validate(void) {
   static uint32_t area[3];
   area[0] = 0;
   return (uint8_t *)area;
 }
 
-__attribute__((__export_name__("kws:plugin/pre-enqueue@0.1.0#pre-enqueue")))
+__attribute__((__export_name__("kws:plugin/pre-enqueue@0.2.0#pre-enqueue")))
 uint8_t *hostile_pre_enqueue(uint8_t *args) {
   return status_answer(C(SUCCESS) | C(UNSCHEDULABLE) | C(UNRESOLVABLE) | C(PENDING));
 }
 
 // A bool comes back flat, as an i32: 0 or 1, or (badly encoded) anything else.
-__attribute__((__export_name__("kws:plugin/queue-sort@0.1.0#less")))
+__attribute__((__export_name__("kws:plugin/queue-sort@0.2.0#less")))
 int32_t hostile_less(uint8_t *args) {
   begin_answer();
   if (call_level == BADENC || call_level == GARBAGE) return (int32_t)next();
@@ -379,7 +379,7 @@ int32_t hostile_less(uint8_t *args) {
 }
 
 // pre-filter-result: status @0, node-names: option<list<string>> @12 (tag), @16 (ptr, len). 24 bytes.
-__attribute__((__export_name__("kws:plugin/pre-filter@0.1.0#pre-filter")))
+__attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#pre-filter")))
 uint8_t *hostile_pre_filter(uint8_t *args) {
   begin_answer();
   memset(RET, 0, sizeof RET);
@@ -399,14 +399,14 @@ uint8_t *hostile_pre_filter(uint8_t *args) {
   return ret_ptr(4);
 }
 
-__attribute__((__export_name__("kws:plugin/pre-filter@0.1.0#add-pod")))
+__attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#add-pod")))
 uint8_t *hostile_add_pod(uint8_t *args) { return status_answer(C(SUCCESS) | C(ERROR)); }
 
-__attribute__((__export_name__("kws:plugin/pre-filter@0.1.0#remove-pod")))
+__attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#remove-pod")))
 uint8_t *hostile_remove_pod(uint8_t *args) { return status_answer(C(SUCCESS) | C(ERROR)); }
 
 // filter-result: statuses @0, rejected @8, verdicts @16 (each ptr, len). 24 bytes.
-__attribute__((__export_name__("kws:plugin/filter@0.1.0#filter")))
+__attribute__((__export_name__("kws:plugin/filter@0.2.0#filter")))
 uint8_t *hostile_filter(uint8_t *slots, size_t nodes) {
   (void)slots;
   uint32_t n = (uint32_t)nodes;  // read before the arena is reset
@@ -453,7 +453,7 @@ uint8_t *hostile_filter(uint8_t *slots, size_t nodes) {
 }
 
 // post-filter-result: status @0, nominated-node: option<string> @12 (tag), @16 (ptr, len). 24 bytes.
-__attribute__((__export_name__("kws:plugin/post-filter@0.1.0#post-filter")))
+__attribute__((__export_name__("kws:plugin/post-filter@0.2.0#post-filter")))
 uint8_t *hostile_post_filter(uint8_t *args) {
   begin_answer();
   memset(RET, 0, sizeof RET);
@@ -463,7 +463,7 @@ uint8_t *hostile_post_filter(uint8_t *args) {
   return ret_ptr(4);
 }
 
-__attribute__((__export_name__("kws:plugin/pre-score@0.1.0#pre-score")))
+__attribute__((__export_name__("kws:plugin/pre-score@0.2.0#pre-score")))
 uint8_t *hostile_pre_score(uint8_t *args) { return status_answer(C(SUCCESS) | C(SKIP)); }
 
 // result<list<s64>, status>: tag @0; ok: list @4 (ptr, len); err: status @4. 16 bytes.
@@ -484,22 +484,22 @@ static uint8_t *scores_answer(uint32_t n) {
   return ret_ptr(4);
 }
 
-__attribute__((__export_name__("kws:plugin/score@0.1.0#score")))
+__attribute__((__export_name__("kws:plugin/score@0.2.0#score")))
 uint8_t *hostile_score(uint8_t *slots, size_t nodes) { return scores_answer((uint32_t)nodes); }
 
-__attribute__((__export_name__("kws:plugin/score@0.1.0#normalize-score")))
+__attribute__((__export_name__("kws:plugin/score@0.2.0#normalize-score")))
 uint8_t *hostile_normalize_score(uint8_t *slots, size_t nodes, uint8_t *scores, size_t n) {
   return scores_answer((uint32_t)n);
 }
 
-__attribute__((__export_name__("kws:plugin/reserve@0.1.0#reserve")))
+__attribute__((__export_name__("kws:plugin/reserve@0.2.0#reserve")))
 uint8_t *hostile_reserve(uint8_t *args) { return status_answer(C(SUCCESS) | C(UNSCHEDULABLE)); }
 
-__attribute__((__export_name__("kws:plugin/reserve@0.1.0#unreserve")))
+__attribute__((__export_name__("kws:plugin/reserve@0.2.0#unreserve")))
 void hostile_unreserve(uint8_t *args) { begin_answer(); }
 
 // permit-result: status @0, timeout-ms: u64 @16. 24 bytes, align 8.
-__attribute__((__export_name__("kws:plugin/permit@0.1.0#permit")))
+__attribute__((__export_name__("kws:plugin/permit@0.2.0#permit")))
 uint8_t *hostile_permit(uint8_t *args) {
   begin_answer();
   memset(RET, 0, sizeof RET);
@@ -512,11 +512,11 @@ uint8_t *hostile_permit(uint8_t *args) {
   return ret_ptr(8);
 }
 
-__attribute__((__export_name__("kws:plugin/pre-bind@0.1.0#pre-bind")))
+__attribute__((__export_name__("kws:plugin/pre-bind@0.2.0#pre-bind")))
 uint8_t *hostile_pre_bind(uint8_t *args) { return status_answer(C(SUCCESS) | C(UNSCHEDULABLE)); }
 
-__attribute__((__export_name__("kws:plugin/bind@0.1.0#bind")))
+__attribute__((__export_name__("kws:plugin/bind@0.2.0#bind")))
 uint8_t *hostile_bind(uint8_t *args) { return status_answer(C(SUCCESS) | C(SKIP) | C(ERROR)); }
 
-__attribute__((__export_name__("kws:plugin/post-bind@0.1.0#post-bind")))
+__attribute__((__export_name__("kws:plugin/post-bind@0.2.0#post-bind")))
 void hostile_post_bind(uint8_t *args) { begin_answer(); }

@@ -191,13 +191,13 @@ macro_rules! export_score {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.1.0:score-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:score-plugin",
             SCORE_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_1_0_cabi,
-                nodes => __export_kws_plugin_nodes_0_1_0_cabi,
-                cycle => __export_kws_plugin_cycle_0_1_0_cabi,
-                score => __export_kws_plugin_score_0_1_0_cabi,
+                config => __export_kws_plugin_config_0_2_0_cabi,
+                nodes => __export_kws_plugin_nodes_0_2_0_cabi,
+                cycle => __export_kws_plugin_cycle_0_2_0_cabi,
+                score => __export_kws_plugin_score_0_2_0_cabi,
             ]
         );
     };
@@ -210,14 +210,14 @@ macro_rules! export_filter_score {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.1.0:filter-score-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:filter-score-plugin",
             FILTER_SCORE_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_1_0_cabi,
-                nodes => __export_kws_plugin_nodes_0_1_0_cabi,
-                cycle => __export_kws_plugin_cycle_0_1_0_cabi,
-                filter => __export_kws_plugin_filter_0_1_0_cabi,
-                score => __export_kws_plugin_score_0_1_0_cabi,
+                config => __export_kws_plugin_config_0_2_0_cabi,
+                nodes => __export_kws_plugin_nodes_0_2_0_cabi,
+                cycle => __export_kws_plugin_cycle_0_2_0_cabi,
+                filter => __export_kws_plugin_filter_0_2_0_cabi,
+                score => __export_kws_plugin_score_0_2_0_cabi,
             ]
         );
     };
@@ -230,14 +230,14 @@ macro_rules! export_score_post_bind {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.1.0:score-post-bind-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:score-post-bind-plugin",
             SCORE_POST_BIND_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_1_0_cabi,
-                nodes => __export_kws_plugin_nodes_0_1_0_cabi,
-                cycle => __export_kws_plugin_cycle_0_1_0_cabi,
-                score => __export_kws_plugin_score_0_1_0_cabi,
-                post_bind => __export_kws_plugin_post_bind_0_1_0_cabi,
+                config => __export_kws_plugin_config_0_2_0_cabi,
+                nodes => __export_kws_plugin_nodes_0_2_0_cabi,
+                cycle => __export_kws_plugin_cycle_0_2_0_cabi,
+                score => __export_kws_plugin_score_0_2_0_cabi,
+                post_bind => __export_kws_plugin_post_bind_0_2_0_cabi,
             ]
         );
     };
@@ -249,11 +249,11 @@ macro_rules! export_queue_sort {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.1.0:queue-sort-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:queue-sort-plugin",
             QUEUE_SORT_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_1_0_cabi,
-                queue_sort => __export_kws_plugin_queue_sort_0_1_0_cabi,
+                config => __export_kws_plugin_config_0_2_0_cabi,
+                queue_sort => __export_kws_plugin_queue_sort_0_2_0_cabi,
             ]
         );
     };

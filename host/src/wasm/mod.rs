@@ -1,4 +1,4 @@
-//! The WebAssembly boundary: components implementing the `kws:plugin@0.1.0` contract (`wit/`) served at the
+//! The WebAssembly boundary: components implementing the `kws:plugin@0.2.0` contract (`wit/`) served at the
 //! extension points they export, sandboxed (deadline, memory cap, no ambient authority) and hot-reloadable.
 
 mod adapters;
@@ -29,7 +29,7 @@ use crate::framework::Registry;
 use crate::framework::{ExtensionPoint, Plugin};
 
 /// The contract version this host offers.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 /// The contract's package.
 pub const CONTRACT_PACKAGE: &str = "kws:plugin";
 
@@ -58,7 +58,7 @@ pub enum WasmError {
     #[error("not a WebAssembly component: {0}")]
     NotAComponent(String),
     /// It imports something the host does not offer.
-    #[error("imports {0}, which this host does not offer (it offers kws:plugin/host@0.1.0 and WASI 0.2 with no files, network or environment)")]
+    #[error("imports {0}, which this host does not offer (it offers kws:plugin/host@0.2.0 and WASI 0.2 with no files, network or environment)")]
     UnsupportedImport(String),
     /// It does not fit the contract (version, missing exports).
     #[error("{0}")]
@@ -122,7 +122,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
         }
         if version != CONTRACT_VERSION {
             return Err(WasmError::Contract(format!(
-                "it targets contract version {version} ({name}); this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}"
+                "it targets contract version {version} ({name}); this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it against that version (the wit/ folder of this release)"
             )));
         }
         info.contract_version = version.to_string();
@@ -135,7 +135,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
             Some((CONTRACT_PACKAGE, "host" | "types", v)) if v == CONTRACT_VERSION => {}
             Some((CONTRACT_PACKAGE, _, v)) if v != CONTRACT_VERSION => {
                 return Err(WasmError::Contract(format!(
-                    "it imports {name}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}"
+                    "it imports {name}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it against that version (the wit/ folder of this release)"
                 )))
             }
             Some((pkg, _, v)) if pkg.starts_with("wasi:") && v.starts_with("0.2.") => info.imports_wasi = true,
@@ -176,7 +176,7 @@ const CONTRACT_WIT: [(&str, &str); 4] = [
 /// The `wasi_snapshot_preview1` imports of Go's runtime, implemented with the contract's host imports (the file
 /// says why wasmtime's preview1 adapter cannot serve Go), and the world that says so to wit-component.
 const WASIP1_FOR_GO: &str = include_str!("wasip1_for_go.wat");
-const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.1.0; }\n";
+const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.2.0; }\n";
 
 /// The adapter's text for `module`: wasip1_for_go.wat, plus a stub answering ENOSYS, of the module's exact type,
 /// for every other `wasi_snapshot_preview1` function the module imports (files, sockets: a plugin has none), so a

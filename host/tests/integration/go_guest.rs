@@ -84,7 +84,7 @@ fn plugin_check_shows_the_go_guest_s_points_and_the_rust_guest_s_imports() {
     let out = bin().args(["plugin", "check"]).arg(guest("priority-label-go")).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("extension points: Filter, Score"), "{table}");
-    assert!(table.contains("imports:          kws:plugin/types@0.1.0, kws:plugin/host@0.1.0"), "{table}");
+    assert!(table.contains("imports:          kws:plugin/types@0.2.0, kws:plugin/host@0.2.0"), "{table}");
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn componentize_embeds_only_worlds_of_the_contract() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert!(err.contains("kws:plugin@0.1.0 has no world \"nope\"") && err.contains("filter-score-plugin"), "{err}");
+    assert!(err.contains("kws:plugin@0.2.0 has no world \"nope\"") && err.contains("filter-score-plugin"), "{err}");
     assert!(!target.exists());
     // Without a world the Go module names none, and is refused rather than made into a plugin that serves nothing.
     let out = bin().args(["plugin", "componentize", "-o"]).arg(&target).arg(&core).output().unwrap();

@@ -354,9 +354,9 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
     let out = Command::new(bin).args(["plugin", "check"]).arg(guest("priority-label")).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("kws:plugin@0.1.0"), "{stdout}");
+    assert!(stdout.contains("kws:plugin@0.2.0"), "{stdout}");
     assert!(stdout.contains("extension points: Filter, Score"), "{stdout}");
-    assert!(stdout.contains("kws:plugin/host@0.1.0"), "{stdout}");
+    assert!(stdout.contains("kws:plugin/host@0.2.0"), "{stdout}");
 
     let dir = std::env::temp_dir().join(format!("kws-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
