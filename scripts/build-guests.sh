@@ -4,8 +4,8 @@
 # Usage: scripts/build-guests.sh [name...]     (default: every guest)
 #
 #   Rust guests (crates using guest-plugins/sdk): priority-label, priority-label-inverted (priority-label with the
-#     cargo feature `invert`, for the hot-reload test), qos-sort, random-score, and the test fixtures hostile and
-#     hostile-sort (hostile with the cargo feature `sort`). Built for wasm32-unknown-unknown with the `guest`
+#     cargo feature `invert`, for the hot-reload test), qos-sort, random-score, coscheduling, and the test fixtures
+#     hostile and hostile-sort (hostile with the cargo feature `sort`). Built for wasm32-unknown-unknown with the `guest`
 #     profile, then turned into components by the scheduler itself (`kube-wasm-scheduler plugin componentize`,
 #     which also checks them as the scheduler would load them).
 #   Other guests: every guest-plugins/<name>/build.sh, called as `build.sh OUTPUT.wasm` with KWS_BIN set to the
@@ -32,8 +32,9 @@ declare -A RUST_GUESTS=(
   [random-score]="random-score"
   [hostile]="hostile"
   [hostile-sort]="hostile sort"
+  [coscheduling]="coscheduling"
 )
-RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score hostile hostile-sort)
+RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score hostile hostile-sort coscheduling)
 
 log() { echo "build-guests: $*" >&2; }
 
