@@ -63,6 +63,23 @@ impl Value {
         }
     }
 
+    /// The members, in document order, if this is an object.
+    pub fn as_object(&self) -> Option<&[(String, Value)]> {
+        match self {
+            Value::Object(members) => Some(members),
+            _ => None,
+        }
+    }
+
+    /// An error naming the first member of this object that is not in `known` (`what` names the object in the
+    /// message: `config`, `config "quotas.team-a"`); Ok for a non-object.
+    pub fn expect_keys(&self, what: &str, known: &[&str]) -> Result<(), String> {
+        match self.as_object().and_then(|m| m.iter().find(|(k, _)| !known.contains(&k.as_str()))) {
+            Some((k, _)) => Err(format!("{what}: unknown key {k:?} (known: {})", known.join(", "))),
+            None => Ok(()),
+        }
+    }
+
     /// The elements, if this is an array.
     pub fn as_array(&self) -> Option<&[Value]> {
         match self {
@@ -126,6 +143,12 @@ impl Config {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v.as_str().map(Some).ok_or_else(|| format!("config {key:?}: expected a string")),
         }
+    }
+
+    /// An error naming the first top-level key not in `known`: a misspelt key fails loudly instead of being
+    /// ignored.
+    pub fn expect_keys(&self, known: &[&str]) -> Result<(), String> {
+        self.value.expect_keys("config", known)
     }
 
     /// Top-level integer member `key`; `Ok(None)` when absent or null, an error when it is not an integer.
@@ -386,6 +409,20 @@ mod tests {
         assert!(c.str("n").is_err());
         assert_eq!(c.get("list").and_then(Value::as_array).map(<[Value]>::len), Some(4));
         assert_eq!(c.str("esc"), Ok(Some("q\"\\/\n\u{e9}\u{1f600}")));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let c = Config::parse(r#"{"a": 1, "nested": {"x": 1, "y": 2}, "b": 2}"#).unwrap();
+        assert_eq!(c.expect_keys(&["a", "b", "nested"]), Ok(()));
+        assert_eq!(c.expect_keys(&["a", "nested"]), Err(r#"config: unknown key "b" (known: a, nested)"#.into()));
+        let nested = c.get("nested").unwrap();
+        assert_eq!(nested.as_object().map(<[_]>::len), Some(2));
+        assert_eq!(
+            nested.expect_keys("config \"nested\"", &["x"]),
+            Err(r#"config "nested": unknown key "y" (known: x)"#.into())
+        );
+        assert_eq!(Value::Null.expect_keys("x", &[]), Ok(()));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! What the scheduler offers a plugin: logging, configuration, randomness, time and per-cycle state.
+//! What the scheduler offers a plugin: logging, configuration, randomness, time, per-cycle state and the pods
+//! waiting at Permit (upstream's `framework.Handle`: `IterateOverWaitingPods`, `GetWaitingPod`).
 //!
 //! Inside a component these call the host's `kws:plugin/host` imports. Compiled natively (for a plugin's unit
 //! tests) they are simulated in-process, per thread; see [`crate::testing`].
@@ -43,6 +44,38 @@ pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
     imp::cycle_state_read(key)
 }
 
+/// The pods of this plugin's profile waiting at Permit, in no order (upstream's `IterateOverWaitingPods`). Each
+/// call copies them across the boundary: call it once per decision.
+pub fn waiting_pods() -> Vec<crate::WaitingPod> {
+    imp::waiting_pods()
+}
+
+/// Allows the waiting pod with this UID on behalf of this plugin (upstream's `WaitingPod.Allow(pluginName)`):
+/// once every Permit plugin that answered Wait has allowed it, it goes on to binding. False when no pod with that
+/// UID waits.
+pub fn allow_waiting_pod(uid: &str) -> bool {
+    imp::allow_waiting_pod(uid, None)
+}
+
+/// Allows the waiting pod with this UID on behalf of the Permit plugin named `plugin` (a plugin that coordinates
+/// others'). False when no pod with that UID waits.
+pub fn allow_waiting_pod_for(uid: &str, plugin: &str) -> bool {
+    imp::allow_waiting_pod(uid, Some(plugin))
+}
+
+/// Rejects the waiting pod with this UID on behalf of this plugin (upstream's `WaitingPod.Reject`): its binding
+/// cycle fails as Unschedulable with `reason`, Unreserve runs, and it goes back to the queue. False when no pod
+/// with that UID waits.
+pub fn reject_waiting_pod(uid: &str, reason: &str) -> bool {
+    imp::reject_waiting_pod(uid, None, reason)
+}
+
+/// Rejects the waiting pod with this UID on behalf of the Permit plugin named `plugin`. False when no pod with that
+/// UID waits.
+pub fn reject_waiting_pod_for(uid: &str, plugin: &str, reason: &str) -> bool {
+    imp::reject_waiting_pod(uid, Some(plugin), reason)
+}
+
 /// The pod of the cycle in progress (`host.cycle-pod`): `None` outside Filter, Score and NormalizeScore. Plugins
 /// get it as the [`CyclePod`](crate::CyclePod) their methods receive, which calls this once per cycle at most.
 pub(crate) fn cycle_pod() -> Option<crate::Pod> {
@@ -75,6 +108,15 @@ mod imp {
     pub fn cycle_pod() -> Option<crate::Pod> {
         h::cycle_pod()
     }
+    pub fn waiting_pods() -> Vec<crate::WaitingPod> {
+        h::waiting_pods()
+    }
+    pub fn allow_waiting_pod(uid: &str, plugin: Option<&str>) -> bool {
+        h::allow_waiting_pod(uid, plugin)
+    }
+    pub fn reject_waiting_pod(uid: &str, plugin: Option<&str>, reason: &str) -> bool {
+        h::reject_waiting_pod(uid, plugin, reason)
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -82,8 +124,38 @@ pub(crate) mod imp {
     //! In-process stand-ins for the host imports, one set per thread (each Rust test runs on its own thread).
 
     use super::Level;
+    use crate::WaitingPod;
     use std::cell::RefCell;
     use std::collections::HashMap;
+
+    /// The name the simulated host gives the plugin under test (the `plugin` of an allow or reject on its own
+    /// behalf).
+    pub const PLUGIN_NAME: &str = "plugin-under-test";
+
+    /// A call the plugin made on a waiting pod, as the simulated host recorded it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum WaitingPodCall {
+        /// `allow-waiting-pod`.
+        Allow {
+            /// The pod's UID.
+            uid: String,
+            /// On whose behalf: [`PLUGIN_NAME`] when the plugin allowed it for itself.
+            plugin: String,
+            /// What the host answered (false: no such pod was waiting).
+            found: bool,
+        },
+        /// `reject-waiting-pod`.
+        Reject {
+            /// The pod's UID.
+            uid: String,
+            /// On whose behalf: [`PLUGIN_NAME`] when the plugin rejected it for itself.
+            plugin: String,
+            /// The reason given.
+            reason: String,
+            /// What the host answered (false: no such pod was waiting).
+            found: bool,
+        },
+    }
 
     /// The simulated host's state.
     pub(crate) struct FakeHost {
@@ -99,6 +171,10 @@ pub(crate) mod imp {
         pub pod: Option<crate::Pod>,
         /// How often the plugin asked for the cycle's pod.
         pub pod_fetches: u32,
+        /// The pods waiting at Permit.
+        pub waiting: Vec<WaitingPod>,
+        /// Every allow and reject, in order.
+        pub waiting_calls: Vec<WaitingPodCall>,
     }
 
     impl Default for FakeHost {
@@ -110,6 +186,8 @@ pub(crate) mod imp {
                 cycle: HashMap::new(),
                 pod: None,
                 pod_fetches: 0,
+                waiting: Vec::new(),
+                waiting_calls: Vec::new(),
             }
         }
     }
@@ -149,6 +227,45 @@ pub(crate) mod imp {
             let mut h = h.borrow_mut();
             h.pod_fetches += 1;
             h.pod.clone()
+        })
+    }
+    pub fn waiting_pods() -> Vec<WaitingPod> {
+        HOST.with(|h| h.borrow().waiting.clone())
+    }
+    /// As the scheduler does: the plugin leaves the pod's pending list, and a pod nobody holds any more goes on to
+    /// binding (leaves the list).
+    pub fn allow_waiting_pod(uid: &str, plugin: Option<&str>) -> bool {
+        let plugin = plugin.unwrap_or(PLUGIN_NAME).to_string();
+        HOST.with(|h| {
+            let mut h = h.borrow_mut();
+            let at = h.waiting.iter().position(|w| w.pod.uid == uid);
+            if let Some(at) = at {
+                h.waiting[at].pending_plugins.retain(|p| *p != plugin);
+                if h.waiting[at].pending_plugins.is_empty() {
+                    h.waiting.remove(at);
+                }
+            }
+            h.waiting_calls.push(WaitingPodCall::Allow { uid: uid.to_string(), plugin, found: at.is_some() });
+            at.is_some()
+        })
+    }
+    /// As the scheduler does: the pod leaves the list (its binding cycle fails).
+    pub fn reject_waiting_pod(uid: &str, plugin: Option<&str>, reason: &str) -> bool {
+        let plugin = plugin.unwrap_or(PLUGIN_NAME).to_string();
+        HOST.with(|h| {
+            let mut h = h.borrow_mut();
+            let at = h.waiting.iter().position(|w| w.pod.uid == uid);
+            if let Some(at) = at {
+                h.waiting.remove(at);
+            }
+            let call = WaitingPodCall::Reject {
+                uid: uid.to_string(),
+                plugin,
+                reason: reason.to_string(),
+                found: at.is_some(),
+            };
+            h.waiting_calls.push(call);
+            at.is_some()
         })
     }
 }

@@ -1,7 +1,7 @@
 //! # kws-plugin-sdk: write kube-wasm-scheduler plugins in Rust
 //!
 //! A plugin is a type implementing [`Plugin`] (per-pod, per-node logic; every method has a default) and one
-//! export line naming the world it targets:
+//! export line naming the extension points it serves:
 //!
 //! ```ignore
 //! use kws_plugin_sdk::{Config, CyclePod, Node, NodeInfo, Plugin, Status};
@@ -23,41 +23,78 @@
 //!     }
 //! }
 //!
-//! kws_plugin_sdk::export_score!(LabelScore);
+//! kws_plugin_sdk::export!(LabelScore: score);
 //! ```
 //!
 //! Build it as a `cdylib` for `wasm32-unknown-unknown` and turn it into a component with
-//! `kube-wasm-scheduler plugin componentize` (or `wasm-tools component new`; the repository's
-//! `scripts/build-guests.sh` does both steps).
+//! `kube-wasm-scheduler plugin componentize` (the repository's `scripts/build-guests.sh` does both steps).
+//!
+//! ## Extension points and the export line
+//!
+//! [`Plugin`] has a method for every point of the scheduling framework: PreEnqueue, QueueSort, PreFilter (with
+//! AddPod/RemovePod), Filter, PostFilter, PreScore, Score, NormalizeScore, Reserve/Unreserve, Permit, PreBind,
+//! Bind and PostBind, plus [`Plugin::events_to_register`] and [`Plugin::queueing_hint`]. Pods are [`Pod`]s;
+//! nodes are [`NodeInfo`]s (the node and the plugin's prepared data); answers are [`Status`],
+//! [`PreFilterResult`], [`PostFilterResult`] and [`Permit`] (allow, reject, or wait for a while).
+//!
+//! [`export!`] names the points the plugin serves, and only those are exported:
+//! `kws_plugin_sdk::export!(MyPlugin: queue_sort, pre_filter, post_filter, permit, reserve, events, pods);`.
+//! It adds what the host needs beside them (`config` always, `nodes` with any point that names nodes, `cycle` with
+//! Filter or Score) and embeds no component type: `plugin componentize` derives the world from the export names.
+//! The older one-world macros ([`export_score!`], [`export_filter_score!`], [`export_score_post_bind!`],
+//! [`export_queue_sort!`]) still work and embed their world's component type.
 //!
 //! ## What the SDK does for you
 //!
 //! - **The node table.** The host keeps a copy of every node inside the instance and sends only changes
-//!   (`nodes.apply`); Filter and Score calls name nodes by slot. The SDK keeps the table ([`NodeTable`]) and looks
-//!   every slot up before calling your per-node method, so you see a [`NodeInfo`] (the node, and what your
+//!   (`nodes.apply`); calls name nodes by slot. The SDK keeps the table ([`NodeTable`]) and looks every slot up
+//!   before calling your per-node method, so you see a [`NodeInfo`] (the node, and what your
 //!   [`Plugin::prepare`] derived from it when it last changed). A slot the table does not hold gives an Error
 //!   status naming it.
 //! - **The cycle's pod.** Filter, Score and NormalizeScore calls do not carry the pod. Your methods get a
 //!   [`CyclePod`], which reads like a `Pod` and fetches it from the host (`host.cycle-pod`) the first time you read
 //!   it in a cycle: once per cycle at most, and never when your policy looks only at nodes.
+//! - **The pod view.** A plugin that lists `pods` gets every pod the scheduler knows (pending pods of its
+//!   profiles, assumed and bound pods), each with its [`PodState`] and the time it was first seen, kept up to date
+//!   by the host (`pods.apply`, changes only). Read it with [`pods()`]: [`PodView::get`] by UID, and borrowed
+//!   queries that narrow one another — [`PodView::in_namespace`], [`PodView::with_label`],
+//!   [`PodView::on_node`], [`PodView::in_state`], [`Pods::placed`]:
+//!   `pods().with_label(GROUP, name).in_namespace(ns).placed().count()`. Namespaces are always indexed; label
+//!   keys named in [`Plugin::INDEXED_LABELS`] are too, so such a query reads an index rather than every pod.
+//! - **Waiting pods.** [`host::waiting_pods`] lists the pods parked at Permit; [`host::allow_waiting_pod`] and
+//!   [`host::reject_waiting_pod`] (and the `_for` forms, on behalf of another plugin) release them, as upstream's
+//!   `WaitingPod.Allow`/`Reject`. A gang plugin answers [`Permit::Wait`] until the group is complete and then
+//!   allows its waiting siblings.
+//! - **Events.** A plugin that lists `events` declares the [`ClusterEvent`]s that may make a pod it rejected
+//!   schedulable (`ClusterEvent::node(Actions::ADD)`, `ClusterEvent::assigned_pod(Actions::DELETE)`), and answers
+//!   per event with a [`QueueingHint`]; [`EventObject`] is the pod or node before and after the event.
 //! - **Batching.** One Filter or Score call covers many nodes; the SDK loops ([`batch`]). Score stops at the first
 //!   error, as kube-scheduler does.
 //! - **Configuration.** `pluginConfig[].args.config` arrives as JSON; the SDK parses it ([`Config`]) and calls
 //!   [`Plugin::new`] once per instance, on the first call. If `new` fails, the reason is logged once and every
-//!   call answers with an Error status carrying it (QueueSort falls back to priority order).
-//! - **Host services.** [`host`] wraps logging (and the [`info!`] family of macros), randomness, time and the
-//!   per-cycle state.
+//!   call answers with an Error status carrying it (QueueSort falls back to priority order, a queueing hint to
+//!   Queue). [`Config::expect_keys`] turns a misspelt key into an error.
+//! - **Host services.** [`host`] wraps logging (and the [`info!`] family of macros), randomness, time, the
+//!   per-cycle state and the waiting pods.
+//!
+//! ## State across calls
+//!
+//! The host runs several instances of a plugin (a pool, each with its own memory) and may send any call to any of
+//! them. Each instance's node table and pod view are complete, but anything else a plugin keeps between calls is
+//! that instance's alone: derive decisions from the call, the pod view, the waiting pods and the cycle state.
 //!
 //! ## Panics
 //!
 //! A panic inside a plugin is a Wasm trap: the call fails, the host reports an Error for that pod and drops the
-//! instance (its node table goes with it, and the next instance is rebuilt from scratch). The SDK's own glue does
-//! not panic; prefer returning [`Status::error`] to `unwrap()` in plugin code.
+//! instance (its node table and pod view go with it, and the next instance is rebuilt from scratch). The SDK's own
+//! glue does not panic; prefer returning [`Status::error`] to `unwrap()` in plugin code.
 //!
 //! ## Testing a plugin natively
 //!
 //! Compiled for the machine rather than Wasm, the host imports are simulated in-process ([`testing`]), so
-//! `cargo test` can exercise a plugin through the same code paths as the exports.
+//! `cargo test` can exercise a plugin through the same code paths as the exports: every point has a driver
+//! (`testing::pre_filter::<P>(pod)`, `testing::permit::<P>(pod, node)`...), the pod view is filled with
+//! `testing::upsert_pods`, and the simulated waiting pods record every allow and reject.
 
 #![warn(missing_docs)]
 
@@ -73,12 +110,17 @@ pub mod table;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 pub mod types;
+pub mod view;
 
 pub use config::{Config, Value};
 pub use host::Level;
 pub use normalize::MAX_NODE_SCORE;
 pub use table::{NodeInfo, NodeTable, Prepared};
-pub use types::{Code, CyclePod, Node, NodeSlot, Pod, QosClass, QueuedPod, Resources, Status};
+pub use types::{
+    Actions, ClusterEvent, Code, CyclePod, EventObject, EventResource, KnownPod, Node, NodeSlot, Permit, Pod, PodState,
+    PostFilterResult, PreFilterResult, QosClass, QueuedPod, QueueingHint, Resources, Status, WaitingPod,
+};
+pub use view::{pods, PodView, Pods};
 
 /// The logging macros, also reachable as `kws_plugin_sdk::log::info!` and so on.
 pub mod log {
@@ -89,23 +131,64 @@ pub mod log {
 /// macro names; the others are never called.
 ///
 /// One value is built per component instance (with [`Plugin::new`]) and lives as long as the instance. Methods
-/// take `&self`; keep mutable state in a `Cell`/`RefCell` (an instance is single-threaded).
+/// take `&self`; keep mutable state in a `Cell`/`RefCell` (an instance is single-threaded). The host runs several
+/// instances of one plugin (a pool, each with its own memory) and may call any of them for any pod, so a decision
+/// must not depend on state an instance kept from an earlier call: derive it from the call's arguments, the pod
+/// view ([`pods`]), the waiting pods ([`host::waiting_pods`]) and the cycle state ([`host::cycle_state_read`]).
 pub trait Plugin: Sized + 'static {
     /// Builds the plugin from its configuration (`{}` when none is given). An `Err` is logged, and every call then
     /// fails with an Error status carrying it.
     fn new(config: &Config) -> Result<Self, String>;
 
     /// What the plugin derives from a node when the node arrives or changes, kept by the SDK beside the node and
-    /// handed to [`Plugin::filter`] and [`Plugin::score`] as [`NodeInfo::data`]. Node data changes far less often
-    /// than pods are scheduled, so work done here (parsing a label, say) is not repeated for every pod. `()` when
-    /// the plugin needs nothing.
+    /// handed to the node-level methods as [`NodeInfo::data`]. Node data changes far less often than pods are
+    /// scheduled, so work done here (parsing a label, say) is not repeated for every pod. `()` when the plugin
+    /// needs nothing.
     type NodeData: Default + 'static;
 
+    /// The pod label keys whose values the pod view indexes, so [`PodView::with_label`] on them is a lookup rather
+    /// than a scan of every pod (a gang plugin's group label, say). Default: none.
+    const INDEXED_LABELS: &'static [&'static str] = &[];
+
     /// Computes [`Plugin::NodeData`] for a node. Called for every node once, then for each node that changes,
-    /// before the next Filter or Score call. Default: `NodeData::default()`.
+    /// before the next call that names nodes. Default: `NodeData::default()`.
     fn prepare(&self, node: &Node) -> Self::NodeData {
         let _ = node;
         Self::NodeData::default()
+    }
+
+    /// PreEnqueue: whether `pod` may enter the active queue. Anything but Success keeps it out (Pending: waiting
+    /// for something outside the scheduler) until a cluster event. Default: Success.
+    fn pre_enqueue(&self, pod: &Pod) -> Status {
+        let _ = pod;
+        Status::success()
+    }
+
+    /// QueueSort: true when `a` should be scheduled before `b`. Default: kube-scheduler's PrioritySort (higher
+    /// priority first, then earlier queue time).
+    fn less(&self, a: &QueuedPod, b: &QueuedPod) -> bool {
+        types::priority_sort_less(a, b)
+    }
+
+    /// PreFilter: runs once per pod before Filter. A rejection rejects the pod on every node; Skip says this
+    /// plugin's Filter has nothing to check for it; [`PreFilterResult::only_nodes`] narrows the nodes considered.
+    /// Store what Filter should reuse with [`host::cycle_state_write`]. Default: Success.
+    fn pre_filter(&self, pod: &Pod) -> PreFilterResult {
+        let _ = pod;
+        PreFilterResult::success()
+    }
+
+    /// PreFilter's AddPod: update the cycle state as if `pod_to_add` ran on `node` (preemption's what-ifs,
+    /// nominated pods). Default: Success.
+    fn add_pod(&self, pod: &Pod, pod_to_add: &Pod, node: &NodeInfo<'_, Self::NodeData>) -> Status {
+        let _ = (pod, pod_to_add, node);
+        Status::success()
+    }
+
+    /// PreFilter's RemovePod: update the cycle state as if `pod_to_remove` were gone from `node`. Default: Success.
+    fn remove_pod(&self, pod: &Pod, pod_to_remove: &Pod, node: &NodeInfo<'_, Self::NodeData>) -> Status {
+        let _ = (pod, pod_to_remove, node);
+        Status::success()
     }
 
     /// Filter: whether `pod` fits on `node`. Default: it does.
@@ -114,6 +197,21 @@ pub trait Plugin: Sized + 'static {
     /// (`0/3 nodes are available: 3 node(s) ...`).
     fn filter(&self, pod: &CyclePod, node: &NodeInfo<'_, Self::NodeData>) -> Status {
         let _ = (pod, node);
+        Status::success()
+    }
+
+    /// PostFilter: no node fits `pod`; `rejected` lists every node with the status that rejected it there. Answer
+    /// Success with a node to nominate ([`PostFilterResult::nominate`]) when the plugin made room, else
+    /// Unschedulable. Default: Unschedulable (this plugin cannot help).
+    fn post_filter(&self, pod: &Pod, rejected: &[(NodeInfo<'_, Self::NodeData>, Status)]) -> PostFilterResult {
+        let _ = (pod, rejected);
+        PostFilterResult::unschedulable("")
+    }
+
+    /// PreScore: runs once per pod before Score, with the feasible nodes; store what Score should reuse with
+    /// [`host::cycle_state_write`]. Skip says this plugin's Score has nothing to add. Default: Success.
+    fn pre_score(&self, pod: &Pod, nodes: &[NodeInfo<'_, Self::NodeData>]) -> Status {
+        let _ = (pod, nodes);
         Status::success()
     }
 
@@ -130,15 +228,66 @@ pub trait Plugin: Sized + 'static {
         Ok(())
     }
 
-    /// QueueSort: true when `a` should be scheduled before `b`. Default: kube-scheduler's PrioritySort (higher
-    /// priority first, then earlier queue time).
-    fn less(&self, a: &QueuedPod, b: &QueuedPod) -> bool {
-        types::priority_sort_less(a, b)
+    /// Reserve: `pod` is assumed on the node named `node` (the pod view shows it assumed from then on). A
+    /// rejection fails the pod's attempt and runs Unreserve. Default: Success.
+    fn reserve(&self, pod: &Pod, node: &str) -> Status {
+        let _ = (pod, node);
+        Status::success()
+    }
+
+    /// Unreserve: something after Reserve failed (a rejection at Permit, a Permit timeout, a failed bind); undo
+    /// what Reserve did. Called for every Reserve plugin, also those whose Reserve did not run, so it must be
+    /// idempotent. Default: nothing.
+    fn unreserve(&self, pod: &Pod, node: &str) {
+        let _ = (pod, node);
+    }
+
+    /// Permit: allow, reject, or hold `pod` (assumed on `node`) before binding. A held pod waits until every
+    /// plugin that answered [`Permit::Wait`] allows it ([`host::allow_waiting_pod`]), one rejects it, or its
+    /// timeout passes. Default: [`Permit::Allow`].
+    fn permit(&self, pod: &Pod, node: &str) -> Permit {
+        let _ = (pod, node);
+        Permit::Allow
+    }
+
+    /// PreBind: runs before binding `pod` to `node` (provisioning a volume, say); anything but Success fails the
+    /// binding cycle. Default: Success.
+    fn pre_bind(&self, pod: &Pod, node: &str) -> Status {
+        let _ = (pod, node);
+        Status::success()
+    }
+
+    /// Bind: bind `pod` to `node` and answer Success, or answer Skip to let the next binder (in the end the
+    /// default binder) do it. Default: Skip.
+    fn bind(&self, pod: &Pod, node: &str) -> Status {
+        let _ = (pod, node);
+        Status::skip()
     }
 
     /// PostBind: `pod` was bound to the node named `node`. Informational; default: nothing.
     fn post_bind(&self, pod: &Pod, node: &str) {
         let _ = (pod, node);
+    }
+
+    /// The cluster events that may make a pod this plugin rejected schedulable (upstream's `EventsToRegister`),
+    /// asked once when the plugin loads. Only called when the plugin exports `events`; a plugin that does not is
+    /// retried on every event. Default: none (a rejected pod is retried only by the queue's periodic flush).
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        Vec::new()
+    }
+
+    /// Whether `event` may make `pod`, which this plugin rejected, schedulable (upstream's `QueueingHintFn`).
+    /// `old` is the object before the event (none for an add), `new` after it (none for a delete). Default:
+    /// [`QueueingHint::Queue`].
+    fn queueing_hint(
+        &self,
+        pod: &Pod,
+        event: &ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> QueueingHint {
+        let _ = (pod, event, old, new);
+        QueueingHint::Queue
     }
 }
 
@@ -256,5 +405,123 @@ macro_rules! export_queue_sort {
                 queue_sort => __export_kws_plugin_queue_sort_0_2_0_cabi,
             ]
         );
+    };
+}
+
+/// Exports a [`Plugin`] at the extension points listed after the colon, and nothing else:
+///
+/// ```ignore
+/// kws_plugin_sdk::export!(Coscheduling: queue_sort, pre_filter, post_filter, permit, reserve, events, pods);
+/// ```
+///
+/// Points: `pre_enqueue`, `queue_sort`, `pre_filter`, `filter`, `post_filter`, `pre_score`, `score` (Score and
+/// NormalizeScore), `reserve` (Reserve and Unreserve), `permit`, `pre_bind`, `bind`, `post_bind`; and two
+/// capabilities: `events` (the plugin answers [`Plugin::events_to_register`] and [`Plugin::queueing_hint`]; without
+/// it, a pod it rejected is retried on every event) and `pods` (the host keeps the pod view, [`pods`], up to date;
+/// without it the view stays empty). `config` is always exported. `nodes` is exported when a listed point names
+/// nodes (`pre_filter`, `filter`, `post_filter`, `pre_score`, `score`) and `cycle` with `filter` or `score`, as the
+/// host requires; listing them yourself is harmless. List each point once.
+///
+/// Unlike the `export_*!` macros, this embeds no component type: `kube-wasm-scheduler plugin componentize` reads
+/// the plugin's world from the module's export names (`kws:plugin/<interface>@0.2.0#<function>`).
+#[macro_export]
+macro_rules! export {
+    ($plugin:ty : $($point:ident),+ $(,)?) => {
+        $crate::__kws_export_points!(@scan $plugin; [no no]; []; $($point)+);
+    };
+}
+
+/// [`export!`]'s work: a scan over the listed points that notes whether `nodes` and `cycle` are needed (the flags
+/// `[nodes cycle]`, each `yes` or `no`), then one export per interface.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kws_export_points {
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; filter $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [yes yes]; [$($done)* filter]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; score $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [yes yes]; [$($done)* score]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; cycle $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [$n yes]; [$($done)*]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; nodes $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [yes $c]; [$($done)*]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; config $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)*]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; pre_filter $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [yes $c]; [$($done)* pre_filter]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; post_filter $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [yes $c]; [$($done)* post_filter]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; pre_score $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [yes $c]; [$($done)* pre_score]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; $point:ident $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)* $point]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*];) => {
+        $crate::__kws_export_iface!($p, config);
+        $crate::__kws_export_points!(@if $n $p, nodes);
+        $crate::__kws_export_points!(@if $c $p, cycle);
+        $($crate::__kws_export_iface!($p, $done);)*
+    };
+    (@if yes $p:ty, $iface:ident) => { $crate::__kws_export_iface!($p, $iface); };
+    (@if no $p:ty, $iface:ident) => {};
+}
+
+/// Exports one interface of the contract for `$plugin` (only in Wasm: the export names are not valid symbols for
+/// native linkers, and a native build drives the plugin through `kws_plugin_sdk::testing` instead).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kws_export_iface {
+    (@ $p:ty, $iface:ident, $cabi:ident) => {
+        #[cfg(target_arch = "wasm32")]
+        #[allow(unsafe_code)]
+        const _: () = {
+            type __KwsComponent = $crate::__private::Component<$p>;
+            $crate::bindings::exports::kws::plugin::$iface::$cabi!(
+                __KwsComponent with_types_in $crate::bindings::exports::kws::plugin::$iface
+            );
+        };
+    };
+    ($p:ty, config) => { $crate::__kws_export_iface!(@ $p, config, __export_kws_plugin_config_0_2_0_cabi); };
+    ($p:ty, nodes) => { $crate::__kws_export_iface!(@ $p, nodes, __export_kws_plugin_nodes_0_2_0_cabi); };
+    ($p:ty, pods) => { $crate::__kws_export_iface!(@ $p, pods, __export_kws_plugin_pods_0_2_0_cabi); };
+    ($p:ty, cycle) => { $crate::__kws_export_iface!(@ $p, cycle, __export_kws_plugin_cycle_0_2_0_cabi); };
+    ($p:ty, events) => { $crate::__kws_export_iface!(@ $p, events, __export_kws_plugin_events_0_2_0_cabi); };
+    ($p:ty, pre_enqueue) => {
+        $crate::__kws_export_iface!(@ $p, pre_enqueue, __export_kws_plugin_pre_enqueue_0_2_0_cabi);
+    };
+    ($p:ty, queue_sort) => {
+        $crate::__kws_export_iface!(@ $p, queue_sort, __export_kws_plugin_queue_sort_0_2_0_cabi);
+    };
+    ($p:ty, pre_filter) => {
+        $crate::__kws_export_iface!(@ $p, pre_filter, __export_kws_plugin_pre_filter_0_2_0_cabi);
+    };
+    ($p:ty, filter) => { $crate::__kws_export_iface!(@ $p, filter, __export_kws_plugin_filter_0_2_0_cabi); };
+    ($p:ty, post_filter) => {
+        $crate::__kws_export_iface!(@ $p, post_filter, __export_kws_plugin_post_filter_0_2_0_cabi);
+    };
+    ($p:ty, pre_score) => {
+        $crate::__kws_export_iface!(@ $p, pre_score, __export_kws_plugin_pre_score_0_2_0_cabi);
+    };
+    ($p:ty, score) => { $crate::__kws_export_iface!(@ $p, score, __export_kws_plugin_score_0_2_0_cabi); };
+    ($p:ty, reserve) => { $crate::__kws_export_iface!(@ $p, reserve, __export_kws_plugin_reserve_0_2_0_cabi); };
+    ($p:ty, permit) => { $crate::__kws_export_iface!(@ $p, permit, __export_kws_plugin_permit_0_2_0_cabi); };
+    ($p:ty, pre_bind) => { $crate::__kws_export_iface!(@ $p, pre_bind, __export_kws_plugin_pre_bind_0_2_0_cabi); };
+    ($p:ty, bind) => { $crate::__kws_export_iface!(@ $p, bind, __export_kws_plugin_bind_0_2_0_cabi); };
+    ($p:ty, post_bind) => {
+        $crate::__kws_export_iface!(@ $p, post_bind, __export_kws_plugin_post_bind_0_2_0_cabi);
+    };
+    ($p:ty, $other:ident) => {
+        ::core::compile_error!(::core::concat!(
+            "kws_plugin_sdk::export!: unknown extension point `", ::core::stringify!($other), "`; expected ",
+            "pre_enqueue, queue_sort, pre_filter, filter, post_filter, pre_score, score, reserve, permit, pre_bind, ",
+            "bind, post_bind, events or pods"
+        ));
     };
 }

@@ -1,13 +1,23 @@
 //! Native test support: drive a plugin through the same paths as the Wasm exports, with a simulated host.
 //!
-//! State (configuration, logs, random generator, node table, plugin instance) is per thread, and each Rust test
-//! runs on its own thread, so tests do not interfere.
+//! State (configuration, logs, random generator, node table, pod view, waiting pods, cycle state, plugin instance)
+//! is per thread, and each Rust test runs on its own thread, so tests do not interfere.
+//!
+//! Every extension point has a function here named after it that calls the export as the host would
+//! ([`pre_filter`], [`permit`], [`queueing_hint`]...). The pod view is set up with [`upsert_pods`],
+//! [`remove_pod`] and [`apply_pods`]; the pods waiting at Permit with [`set_waiting_pods`], and the plugin's allow
+//! and reject calls on them are recorded ([`take_waiting_pod_calls`]) and applied to the simulated list
+//! ([`waiting_pods`]) as the scheduler would.
 
 use crate::bindings::exports::kws::plugin as exports;
 use crate::host::imp::HOST;
+pub use crate::host::imp::{WaitingPodCall, PLUGIN_NAME};
 use crate::host::Level;
 use crate::runtime::{self, Component};
-use crate::types::{Node, NodeChange, NodeSlot, Pod, QueuedPod, Status};
+use crate::types::{
+    ClusterEvent, EventObject, KnownPod, Node, NodeChange, NodeSlot, PermitResult, Pod, PodChange, PostFilterResult,
+    PreFilterResult, QueuedPod, QueueingHint, Status, WaitingPod,
+};
 use crate::Plugin;
 
 /// Sets the configuration JSON the simulated host returns, and forgets the plugin instance so the next call
@@ -27,7 +37,8 @@ pub fn take_logs() -> Vec<(Level, String)> {
     HOST.with(|h| std::mem::take(&mut h.borrow_mut().logs))
 }
 
-/// Forgets the plugin instance, the node table, the logs, the cycle state and the configuration.
+/// Forgets the plugin instance, the node table, the pod view, the waiting pods, the logs, the cycle state and the
+/// configuration.
 pub fn reset() {
     HOST.with(|h| *h.borrow_mut() = Default::default());
     runtime::reset();
@@ -92,4 +103,115 @@ pub fn less<P: Plugin>(a: QueuedPod, b: QueuedPod) -> bool {
 /// The `post-bind` export.
 pub fn post_bind<P: Plugin>(pod: Pod, node: &str) {
     <Component<P> as exports::post_bind::Guest>::post_bind(pod, node.to_string())
+}
+
+/// `pods.apply`, as the host calls it before a call.
+pub fn apply_pods(changes: Vec<PodChange>) {
+    runtime::apply_pods(changes)
+}
+
+/// Adds these pods to the pod view, or replaces those with the same UID.
+pub fn upsert_pods(pods: Vec<KnownPod>) {
+    apply_pods(pods.into_iter().map(PodChange::Upsert).collect())
+}
+
+/// Forgets the pod with this UID in the pod view (it was deleted, or finished).
+pub fn remove_pod(uid: &str) {
+    apply_pods(vec![PodChange::Remove(uid.to_string())])
+}
+
+/// Replaces the simulated list of pods waiting at Permit, and forgets the recorded calls.
+pub fn set_waiting_pods(pods: Vec<WaitingPod>) {
+    HOST.with(|h| {
+        let mut h = h.borrow_mut();
+        h.waiting = pods;
+        h.waiting_calls.clear();
+    })
+}
+
+/// The pods still waiting at Permit: the list [`set_waiting_pods`] set, less the pods the plugin rejected and those
+/// it allowed for the last plugin holding them.
+pub fn waiting_pods() -> Vec<WaitingPod> {
+    HOST.with(|h| h.borrow().waiting.clone())
+}
+
+/// The plugin's allow and reject calls on waiting pods so far, in order, leaving the record empty.
+pub fn take_waiting_pod_calls() -> Vec<WaitingPodCall> {
+    HOST.with(|h| std::mem::take(&mut h.borrow_mut().waiting_calls))
+}
+
+/// Forgets the cycle state, as a new scheduling cycle does (the state survives [`begin`], which the host calls
+/// after PreFilter and before the cycle's first Filter).
+pub fn clear_cycle_state() {
+    HOST.with(|h| h.borrow_mut().cycle.clear())
+}
+
+/// The `pre-enqueue` export.
+pub fn pre_enqueue<P: Plugin>(pod: Pod) -> Status {
+    <Component<P> as exports::pre_enqueue::Guest>::pre_enqueue(pod)
+}
+
+/// The `pre-filter` export.
+pub fn pre_filter<P: Plugin>(pod: Pod) -> PreFilterResult {
+    <Component<P> as exports::pre_filter::Guest>::pre_filter(pod)
+}
+
+/// PreFilter's `add-pod` export, for the node in `slot`.
+pub fn pre_filter_add_pod<P: Plugin>(pod: Pod, pod_to_add: Pod, slot: NodeSlot) -> Status {
+    <Component<P> as exports::pre_filter::Guest>::add_pod(pod, pod_to_add, slot)
+}
+
+/// PreFilter's `remove-pod` export, for the node in `slot`.
+pub fn pre_filter_remove_pod<P: Plugin>(pod: Pod, pod_to_remove: Pod, slot: NodeSlot) -> Status {
+    <Component<P> as exports::pre_filter::Guest>::remove_pod(pod, pod_to_remove, slot)
+}
+
+/// The `post-filter` export: `rejected` pairs each node slot with the status that rejected the pod there.
+pub fn post_filter<P: Plugin>(pod: Pod, rejected: Vec<(NodeSlot, Status)>) -> PostFilterResult {
+    <Component<P> as exports::post_filter::Guest>::post_filter(pod, rejected)
+}
+
+/// The `pre-score` export, with the feasible nodes' slots.
+pub fn pre_score<P: Plugin>(pod: Pod, slots: Vec<NodeSlot>) -> Status {
+    <Component<P> as exports::pre_score::Guest>::pre_score(pod, slots)
+}
+
+/// The `reserve` export.
+pub fn reserve<P: Plugin>(pod: Pod, node: &str) -> Status {
+    <Component<P> as exports::reserve::Guest>::reserve(pod, node.to_string())
+}
+
+/// The `unreserve` export.
+pub fn unreserve<P: Plugin>(pod: Pod, node: &str) {
+    <Component<P> as exports::reserve::Guest>::unreserve(pod, node.to_string())
+}
+
+/// The `permit` export, as the host reads it (compare with `Permit::Wait(d).into()` and so on).
+pub fn permit<P: Plugin>(pod: Pod, node: &str) -> PermitResult {
+    <Component<P> as exports::permit::Guest>::permit(pod, node.to_string())
+}
+
+/// The `pre-bind` export.
+pub fn pre_bind<P: Plugin>(pod: Pod, node: &str) -> Status {
+    <Component<P> as exports::pre_bind::Guest>::pre_bind(pod, node.to_string())
+}
+
+/// The `bind` export.
+pub fn bind<P: Plugin>(pod: Pod, node: &str) -> Status {
+    <Component<P> as exports::bind::Guest>::bind(pod, node.to_string())
+}
+
+/// The `events-to-register` export.
+pub fn events_to_register<P: Plugin>() -> Vec<ClusterEvent> {
+    <Component<P> as exports::events::Guest>::events_to_register()
+}
+
+/// The `queueing-hint` export.
+pub fn queueing_hint<P: Plugin>(
+    pod: Pod,
+    event: ClusterEvent,
+    old: Option<EventObject>,
+    new: Option<EventObject>,
+) -> QueueingHint {
+    <Component<P> as exports::events::Guest>::queueing_hint(pod, event, old, new)
 }

@@ -1,12 +1,23 @@
-//! Pods, nodes, queued pods and statuses: the contract's types, with helpers.
+//! Pods, nodes, queued pods, statuses, cluster events and the answers of each extension point: the contract's
+//! types, with helpers.
 //!
-//! The structs are generated from `wit/types.wit` (their fields are public and documented there); this module adds
-//! constructors and lookups so plugin code reads like kube-scheduler plugin code.
+//! The structs are generated from `wit/types.wit` and `wit/points.wit` (their fields are public and documented
+//! there); this module adds constructors and lookups so plugin code reads like kube-scheduler plugin code.
 
+use std::time::Duration;
+
+pub use crate::bindings::exports::kws::plugin::permit::PermitResult;
+pub use crate::bindings::exports::kws::plugin::post_filter::PostFilterResult;
+pub use crate::bindings::exports::kws::plugin::pre_filter::PreFilterResult;
 pub use crate::bindings::kws::plugin::types::{
-    Code, Labels, Node, NodeChange, NodeSelectorTerm, NodeSlot, Pod, PreferredTerm, QosClass, QueuedPod, Resources,
-    SelectorRequirement, Status, Taint, Toleration,
+    ClusterEvent, Code, EventActions, EventObject, EventResource, KnownPod, Labels, Node, NodeChange, NodeSelectorTerm,
+    NodeSlot, Pod, PodChange, PodState, PreferredTerm, QosClass, QueuedPod, QueueingHint, Resources,
+    SelectorRequirement, Status, Taint, Toleration, WaitingPod,
 };
+
+/// What happened to an object in a [`ClusterEvent`] (the contract's `event-actions` flags): combine with `|`,
+/// test with `contains`/`intersects`.
+pub type Actions = EventActions;
 
 /// The pod a scheduling cycle is about, as Filter, Score and NormalizeScore see it. It reads like a [`Pod`] (it
 /// derefs to one: `pod.name`, `pod.label("app")`) and is fetched from the host (`host.cycle-pod`) the first time
@@ -217,6 +228,190 @@ impl QueuedPod {
     /// A queued pod; for tests.
     pub fn new(pod: Pod, timestamp_ns: u64) -> Self {
         Self { pod, timestamp_ns, attempts: 0 }
+    }
+}
+
+impl EventActions {
+    /// Every kind of update (labels, taints, resources, anything else), not add or delete.
+    pub const UPDATE: Self =
+        Self::UPDATE_LABEL.union(Self::UPDATE_TAINT).union(Self::UPDATE_RESOURCES).union(Self::UPDATE_OTHER);
+}
+
+impl ClusterEvent {
+    /// An event, or an interest in events, on `resource` with any of `actions`.
+    pub fn new(resource: EventResource, actions: Actions) -> Self {
+        Self { resource, actions }
+    }
+
+    /// A pod bound to (or assumed on) a node: `ClusterEvent::assigned_pod(Actions::DELETE)`.
+    pub fn assigned_pod(actions: Actions) -> Self {
+        Self::new(EventResource::AssignedPod, actions)
+    }
+
+    /// A pod not bound yet: `ClusterEvent::unscheduled_pod(Actions::ADD)`.
+    pub fn unscheduled_pod(actions: Actions) -> Self {
+        Self::new(EventResource::UnscheduledPod, actions)
+    }
+
+    /// A node: `ClusterEvent::node(Actions::ADD | Actions::UPDATE_LABEL)`.
+    pub fn node(actions: Actions) -> Self {
+        Self::new(EventResource::Node, actions)
+    }
+
+    /// A PersistentVolume or PersistentVolumeClaim.
+    pub fn volume(actions: Actions) -> Self {
+        Self::new(EventResource::Volume, actions)
+    }
+
+    /// Any other object the scheduler watches.
+    pub fn other(actions: Actions) -> Self {
+        Self::new(EventResource::Other, actions)
+    }
+
+    /// True when this event (or interest) and `other` are about the same resource and share an action, as the
+    /// host matches an event against the registered interests.
+    pub fn matches(&self, other: &ClusterEvent) -> bool {
+        self.resource == other.resource && self.actions.intersects(other.actions)
+    }
+}
+
+impl EventObject {
+    /// The pod, when the event is about one.
+    pub fn pod(&self) -> Option<&Pod> {
+        match self {
+            EventObject::Pod(p) => Some(p),
+            EventObject::Node(_) => None,
+        }
+    }
+
+    /// The node, when the event is about one.
+    pub fn node(&self) -> Option<&Node> {
+        match self {
+            EventObject::Node(n) => Some(n),
+            EventObject::Pod(_) => None,
+        }
+    }
+}
+
+impl QueueingHint {
+    /// [`QueueingHint::Queue`] when `may_help`, else [`QueueingHint::QueueSkip`].
+    pub fn queue_if(may_help: bool) -> Self {
+        if may_help {
+            QueueingHint::Queue
+        } else {
+            QueueingHint::QueueSkip
+        }
+    }
+}
+
+impl PodState {
+    /// True when the pod is on a node: assumed by this scheduler or bound.
+    pub fn is_placed(self) -> bool {
+        matches!(self, PodState::Assumed | PodState::Bound)
+    }
+}
+
+impl KnownPod {
+    /// A pod of the view that is not on a node yet, first seen at `first_seen_ns`; for tests.
+    pub fn pending(pod: Pod, first_seen_ns: u64) -> Self {
+        Self { pod, state: PodState::Pending, first_seen_ns }
+    }
+
+    /// A pod assumed on `node` (reserved, waiting at Permit or being bound); for tests.
+    pub fn assumed(mut pod: Pod, node: &str, first_seen_ns: u64) -> Self {
+        pod.node_name = Some(node.to_string());
+        Self { pod, state: PodState::Assumed, first_seen_ns }
+    }
+
+    /// A pod bound to `node`; for tests.
+    pub fn bound(mut pod: Pod, node: &str, first_seen_ns: u64) -> Self {
+        pod.node_name = Some(node.to_string());
+        Self { pod, state: PodState::Bound, first_seen_ns }
+    }
+
+    /// True when the pod is assumed or bound.
+    pub fn is_placed(&self) -> bool {
+        self.state.is_placed()
+    }
+}
+
+impl WaitingPod {
+    /// A pod waiting at Permit on `node` for `pending_plugins`; for tests.
+    pub fn new(mut pod: Pod, node: &str, pending_plugins: &[&str]) -> Self {
+        pod.node_name = Some(node.to_string());
+        Self { pod, node: node.to_string(), pending_plugins: pending_plugins.iter().map(|p| p.to_string()).collect() }
+    }
+}
+
+impl PreFilterResult {
+    /// Success: the pod goes on to Filter on every node.
+    pub fn success() -> Self {
+        Status::success().into()
+    }
+
+    /// Success, and only the nodes named here are considered (upstream's `PreFilterResult.NodeNames`).
+    pub fn only_nodes<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
+        Self { status: Status::success(), node_names: Some(names.into_iter().map(Into::into).collect()) }
+    }
+}
+
+impl From<Status> for PreFilterResult {
+    /// The status alone: no restriction of the nodes.
+    fn from(status: Status) -> Self {
+        Self { status, node_names: None }
+    }
+}
+
+impl PostFilterResult {
+    /// This plugin cannot make the pod schedulable (`reason` may be empty).
+    pub fn unschedulable(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        let reasons = if reason.is_empty() { Vec::new() } else { vec![reason] };
+        Status { code: Code::Unschedulable, reasons }.into()
+    }
+
+    /// Success: the pod should be nominated to `node` (after the host acts on it, e.g. evicts victims).
+    pub fn nominate(node: impl Into<String>) -> Self {
+        Self { status: Status::success(), nominated_node: Some(node.into()) }
+    }
+}
+
+impl From<Status> for PostFilterResult {
+    /// The status alone: no nomination.
+    fn from(status: Status) -> Self {
+        Self { status, nominated_node: None }
+    }
+}
+
+/// Permit's answer, as a plugin gives it; the SDK turns it into the contract's [`PermitResult`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permit {
+    /// The pod may go on to binding (as far as this plugin is concerned).
+    Allow,
+    /// The pod may not: its binding cycle fails with this status (Unschedulable, say), and Unreserve runs.
+    Reject(Status),
+    /// Park the pod at Permit until some plugin allows it (see [`crate::host::allow_waiting_pod`]) or rejects
+    /// it, or this long passes (then it is rejected; the host caps the wait at 15 minutes).
+    Wait(Duration),
+}
+
+impl Permit {
+    /// [`Permit::Reject`] with an Unschedulable status carrying `reason`.
+    pub fn reject(reason: impl Into<String>) -> Self {
+        Permit::Reject(Status::unschedulable(reason))
+    }
+}
+
+impl From<Permit> for PermitResult {
+    fn from(p: Permit) -> Self {
+        match p {
+            Permit::Allow => PermitResult { status: Status::success(), timeout_ms: 0 },
+            Permit::Reject(status) => PermitResult { status, timeout_ms: 0 },
+            Permit::Wait(d) => PermitResult {
+                status: Status { code: Code::Wait, reasons: Vec::new() },
+                timeout_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            },
+        }
     }
 }
 
