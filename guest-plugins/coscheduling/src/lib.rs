@@ -194,7 +194,9 @@ impl Plugin for Coscheduling {
         let this_placed = pods().get(&pod.uid).is_some_and(|p| p.is_placed());
         let placed = gang.placed() + usize::from(!this_placed);
         if placed < min {
-            return Permit::Wait(self.permit_wait);
+            let reason =
+                format!("waiting for {} more pod(s) of PodGroup {} (minMember {min})", min - placed, gang.key());
+            return Permit::WaitFor(self.permit_wait, reason);
         }
         for uid in gang.waiting(&pod.uid) {
             host::allow_waiting_pod(&uid);
@@ -206,7 +208,10 @@ impl Plugin for Coscheduling {
         let Some(gang) = Gang::of(pod) else { return };
         // A rejected pod leaves the waiting list, so a second Unreserve finds nobody to reject.
         for uid in gang.waiting(&pod.uid) {
-            host::reject_waiting_pod(&uid, "rejection in Unreserve");
+            host::reject_waiting_pod(
+                &uid,
+                &format!("rejection in Unreserve: pod {} of PodGroup {} left", pod.key(), gang.key()),
+            );
         }
     }
 
@@ -406,9 +411,15 @@ mod tests {
     fn permit_waits_until_min_available_are_placed_then_allows_the_group() {
         testing::set_config(r#"{"permitWaitingTimeSeconds": 30}"#);
         testing::upsert_pods(vec![KnownPod::assumed(g3("g-1"), "n1", 1), KnownPod::pending(g3("g-2"), 2)]);
-        assert_eq!(testing::permit::<Coscheduling>(g3("g-1"), "n1"), Permit::Wait(Duration::from_secs(30)).into());
+        let wait = |n: usize| {
+            Permit::WaitFor(
+                Duration::from_secs(30),
+                format!("waiting for {n} more pod(s) of PodGroup ns/g (minMember 3)"),
+            )
+        };
+        assert_eq!(testing::permit::<Coscheduling>(g3("g-1"), "n1"), wait(2).into());
         testing::upsert_pods(vec![KnownPod::assumed(g3("g-2"), "n2", 2), KnownPod::pending(g3("g-3"), 3)]);
-        assert_eq!(testing::permit::<Coscheduling>(g3("g-2"), "n2"), Permit::Wait(Duration::from_secs(30)).into());
+        assert_eq!(testing::permit::<Coscheduling>(g3("g-2"), "n2"), wait(1).into());
         assert_eq!(testing::take_waiting_pod_calls(), []);
 
         // The third is assumed: the group is complete, the other two are allowed.
@@ -433,7 +444,10 @@ mod tests {
         assert_eq!(testing::permit::<Coscheduling>(g3("g-3"), "n1"), Permit::Allow.into());
         // With the default wait when the group is short.
         testing::remove_pod("ns/g-1");
-        let want = Permit::Wait(Duration::from_secs(DEFAULT_PERMIT_WAITING_TIME_SECONDS as u64));
+        let want = Permit::WaitFor(
+            Duration::from_secs(DEFAULT_PERMIT_WAITING_TIME_SECONDS as u64),
+            "waiting for 1 more pod(s) of PodGroup ns/g (minMember 3)".to_string(),
+        );
         assert_eq!(testing::permit::<Coscheduling>(g3("g-3"), "n1"), want.into());
     }
 
@@ -448,7 +462,7 @@ mod tests {
         assert!(testing::reserve::<Coscheduling>(g3("g-3"), "n3").is_success());
         testing::unreserve::<Coscheduling>(g3("g-3"), "n3");
         testing::unreserve::<Coscheduling>(g3("g-3"), "n3");
-        let reason = "rejection in Unreserve";
+        let reason = "rejection in Unreserve: pod ns/g-3 of PodGroup ns/g left";
         assert_eq!(testing::take_waiting_pod_calls(), [reject("ns/g-1", reason), reject("ns/g-2", reason)]);
         let left: Vec<String> = testing::waiting_pods().into_iter().map(|w| w.pod.name).collect();
         assert_eq!(left, ["g-3", "h-1"]);

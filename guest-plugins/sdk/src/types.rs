@@ -393,6 +393,9 @@ pub enum Permit {
     /// Park the pod at Permit until some plugin allows it (see [`crate::host::allow_waiting_pod`]) or rejects
     /// it, or this long passes (then it is rejected; the host caps the wait at 15 minutes).
     Wait(Duration),
+    /// [`Permit::Wait`] with a reason, which the host repeats if the wait times out (say, which group the pod
+    /// waits for).
+    WaitFor(Duration, String),
 }
 
 impl Permit {
@@ -407,8 +410,9 @@ impl From<Permit> for PermitResult {
         match p {
             Permit::Allow => PermitResult { status: Status::success(), timeout_ms: 0 },
             Permit::Reject(status) => PermitResult { status, timeout_ms: 0 },
-            Permit::Wait(d) => PermitResult {
-                status: Status { code: Code::Wait, reasons: Vec::new() },
+            Permit::Wait(d) => Permit::WaitFor(d, String::new()).into(),
+            Permit::WaitFor(d, reason) => PermitResult {
+                status: Status { code: Code::Wait, reasons: if reason.is_empty() { Vec::new() } else { vec![reason] } },
                 timeout_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
             },
         }

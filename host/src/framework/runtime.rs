@@ -19,7 +19,7 @@ use super::snapshot::Snapshot;
 use super::status::{Code, Status};
 use super::trace::{CycleTrace, PluginScoreTrace};
 use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
-use super::waiting_pods::{WaitingPod, WaitingPods};
+use super::waiting_pods::{PermitWait, WaitingPod, WaitingPods};
 use crate::config::ProfileConfig;
 
 /// The longest a Permit plugin may ask a pod to wait (upstream `maxTimeout`).
@@ -743,7 +743,7 @@ impl Framework {
     /// Permit: a rejection or an Error stops; Wait from any plugin parks the pod (timeouts capped at 15 minutes)
     /// and returns Wait.
     pub fn run_permit(&self, state: &mut CycleState, pod: &Arc<PodInfo>, node: &str) -> Status {
-        let mut waits: HashMap<String, Instant> = HashMap::new();
+        let mut waits: HashMap<String, PermitWait> = HashMap::new();
         let timer = state.plugin_timer.clone();
         for e in self.plugins_at(ExtensionPoint::Permit) {
             let (s, timeout) = timed(
@@ -757,7 +757,9 @@ impl Framework {
                 continue;
             }
             if s.code() == Code::Wait {
-                waits.insert(e.name.to_string(), Instant::now() + timeout.min(MAX_PERMIT_TIMEOUT));
+                let timeout = timeout.min(MAX_PERMIT_TIMEOUT);
+                let wait = PermitWait { deadline: Instant::now() + timeout, timeout, reason: s.message() };
+                waits.insert(e.name.to_string(), wait);
                 continue;
             }
             if s.is_rejected() {
@@ -776,6 +778,11 @@ impl Framework {
     /// A pod parked at Permit, for plugins (or tests) to allow or reject.
     pub fn get_waiting_pod(&self, uid: &str) -> Option<Arc<WaitingPod>> {
         self.waiting.get(uid)
+    }
+
+    /// The waiting pod's verdict if a plugin gave one, without waiting (the simulator).
+    pub fn take_permit_verdict(&self, pod: &PodInfo) -> Option<Status> {
+        self.waiting.take_decided(&pod.uid)
     }
 
     /// Blocks the binding cycle until the waiting pod is allowed, rejected or times out.

@@ -4,17 +4,28 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::status::Status;
 use super::types::PodInfo;
+
+/// Why and how long one Permit plugin makes a pod wait.
+#[derive(Debug, Clone)]
+pub struct PermitWait {
+    /// When the plugin's wait runs out.
+    pub deadline: Instant,
+    /// How long it was granted (for the timeout's message).
+    pub timeout: Duration,
+    /// The reason the plugin gave with Wait (empty when none), repeated in the timeout's message.
+    pub reason: String,
+}
 
 /// A pod whose Permit answered Wait: plugins still to allow it, and the verdict once known.
 #[derive(Debug)]
 pub struct WaitingPod {
     pod: Arc<PodInfo>,
     node: String,
-    pending: Mutex<HashMap<String, Instant>>,
+    pending: Mutex<HashMap<String, PermitWait>>,
     verdict: Mutex<Option<Status>>,
     signal: Condvar,
     /// Wakes async waiters as `signal` wakes blocking ones.
@@ -22,7 +33,7 @@ pub struct WaitingPod {
 }
 
 impl WaitingPod {
-    fn new(pod: Arc<PodInfo>, node: String, pending: HashMap<String, Instant>) -> WaitingPod {
+    fn new(pod: Arc<PodInfo>, node: String, pending: HashMap<String, PermitWait>) -> WaitingPod {
         WaitingPod {
             pod,
             node,
@@ -86,13 +97,35 @@ impl WaitingPod {
         if let Some(s) = v.as_ref() {
             return Ok(s.clone());
         }
-        let deadline = self.pending.lock().expect("waiting pod lock").iter().map(|(n, d)| (*d, n.clone())).min();
-        let Some((deadline, plugin)) = deadline else { return Ok(Status::success()) };
-        if Instant::now() >= deadline {
-            return Ok(Status::unschedulable("rejected due to timeout after waiting at permit")
-                .with_plugin(&Arc::from(plugin.as_str())));
+        let pending = self.pending.lock().expect("waiting pod lock");
+        let Some((plugin, wait)) = pending.iter().min_by_key(|(n, w)| (w.deadline, *n)) else {
+            return Ok(Status::success());
+        };
+        if Instant::now() >= wait.deadline {
+            return Ok(timed_out(plugin, wait));
         }
-        Err(deadline)
+        Err(wait.deadline)
+    }
+
+    /// The verdict if a plugin gave one (no timeout is checked: the simulator keeps time itself).
+    fn decided(&self) -> Option<Status> {
+        self.verdict.lock().expect("waiting pod lock").clone()
+    }
+
+    /// The shortest wait a plugin granted.
+    pub fn shortest_timeout(&self) -> Option<Duration> {
+        self.pending.lock().expect("waiting pod lock").values().map(|w| w.timeout).min()
+    }
+
+    /// Rejects the pod as its earliest plugin's timeout would (the simulator, whose clock reached it).
+    pub fn expire(&self) {
+        let first = {
+            let pending = self.pending.lock().expect("waiting pod lock");
+            pending.iter().min_by_key(|(n, w)| (w.timeout, *n)).map(|(p, w)| timed_out(p, w))
+        };
+        if let Some(s) = first {
+            self.decide(s);
+        }
     }
 
     /// Blocks until allowed, rejected, or the earliest plugin timeout passes.
@@ -128,13 +161,22 @@ impl WaitingPod {
     }
 }
 
+/// A plugin's wait ran out: upstream's message, then the plugin's own reason for waiting (a gang names its group).
+fn timed_out(plugin: &str, wait: &PermitWait) -> Status {
+    let mut msg = format!("rejected due to timeout after waiting {:?} at plugin {plugin}", wait.timeout);
+    if !wait.reason.is_empty() {
+        msg = format!("{msg}: {}", wait.reason);
+    }
+    Status::unschedulable(msg).with_plugin(&Arc::from(plugin))
+}
+
 /// The pods of one profile waiting at Permit, by UID.
 #[derive(Debug, Default)]
 pub struct WaitingPods(Mutex<HashMap<String, Arc<WaitingPod>>>);
 
 impl WaitingPods {
     /// Parks a pod until every plugin in `pending` allows it (each by its deadline) or one rejects it.
-    pub fn park(&self, pod: Arc<PodInfo>, node: &str, pending: HashMap<String, Instant>) {
+    pub fn park(&self, pod: Arc<PodInfo>, node: &str, pending: HashMap<String, PermitWait>) {
         let uid = pod.uid.clone();
         self.0.lock().expect("waiting lock").insert(uid, Arc::new(WaitingPod::new(pod, node.to_string(), pending)));
     }
@@ -157,6 +199,15 @@ impl WaitingPods {
         s
     }
 
+    /// The verdict a plugin gave the pod, without waiting; the pod is forgotten once it has one (the simulator's
+    /// binding cycles, which it runs in order on its own clock). A pod not waiting is allowed.
+    pub fn take_decided(&self, uid: &str) -> Option<Status> {
+        let Some(wp) = self.get(uid) else { return Some(Status::success()) };
+        let s = wp.decided()?;
+        self.0.lock().expect("waiting lock").remove(uid);
+        Some(s)
+    }
+
     /// As `wait`, on the async runtime.
     pub async fn wait_async(&self, uid: &str) -> Status {
         let Some(wp) = self.get(uid) else { return Status::success() };
@@ -170,7 +221,10 @@ impl WaitingPods {
 mod tests {
     use super::*;
     use crate::framework::Code;
-    use std::time::Duration;
+
+    fn wait(deadline: Instant) -> PermitWait {
+        PermitWait { deadline, timeout: Duration::from_millis(30), reason: String::new() }
+    }
 
     fn pod(uid: &str) -> Arc<PodInfo> {
         let v = serde_json::json!({"metadata": {"name": uid, "namespace": "default", "uid": uid}});
@@ -185,7 +239,7 @@ mod tests {
     fn an_awaiting_binding_cycle_wakes_when_the_last_plugin_allows() {
         let w = Arc::new(WaitingPods::default());
         let far = Instant::now() + Duration::from_secs(600);
-        w.park(pod("a"), "n", HashMap::from([("P".to_string(), far), ("Q".to_string(), far)]));
+        w.park(pod("a"), "n", HashMap::from([("P".to_string(), wait(far)), ("Q".to_string(), wait(far))]));
         let allower = w.clone();
         let s = runtime().block_on(async move {
             let waiting = tokio::spawn(async move { w.wait_async("a").await });
@@ -203,16 +257,23 @@ mod tests {
     fn an_awaiting_binding_cycle_is_rejected_by_a_plugin_or_by_its_timeout() {
         let w = Arc::new(WaitingPods::default());
         let far = Instant::now() + Duration::from_secs(600);
-        w.park(pod("r"), "n", HashMap::from([("P".to_string(), far)]));
+        w.park(pod("r"), "n", HashMap::from([("P".to_string(), wait(far))]));
         w.get("r").unwrap().reject("P", "no quorum");
         let s = runtime().block_on(w.wait_async("r"));
         assert_eq!((s.code(), s.message()), (Code::Unschedulable, "no quorum".to_string()));
         assert!(w.get("r").is_none(), "forgotten once waited for");
 
-        w.park(pod("t"), "n", HashMap::from([("Slow".to_string(), Instant::now() + Duration::from_millis(30))]));
+        let slow = PermitWait {
+            reason: "waiting for 2 more pods of PodGroup ns/g".into(),
+            ..wait(Instant::now() + Duration::from_millis(30))
+        };
+        w.park(pod("t"), "n", HashMap::from([("Slow".to_string(), slow)]));
         let s = runtime().block_on(w.wait_async("t"));
         assert_eq!(s.code(), Code::Unschedulable);
-        assert!(s.message().contains("timeout"), "{}", s.message());
+        assert_eq!(
+            s.message(),
+            "rejected due to timeout after waiting 30ms at plugin Slow: waiting for 2 more pods of PodGroup ns/g"
+        );
         assert_eq!(s.plugin().map(|p| p.to_string()).as_deref(), Some("Slow"));
     }
 }

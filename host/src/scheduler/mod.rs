@@ -94,6 +94,8 @@ pub struct Scheduler {
     next_start_node_index: AtomicUsize,
     /// HTTP extenders, shared by all profiles as upstream's `sched.Extenders`.
     extenders: Arc<Extenders>,
+    /// Simulator: pods waiting at Permit, whose binding cycles run inline once decided.
+    parked: Mutex<Vec<schedule_one::Parked>>,
 }
 
 impl Scheduler {
@@ -128,6 +130,7 @@ impl Scheduler {
             cycles_started: AtomicU64::new(0),
             next_start_node_index: AtomicUsize::new(0),
             extenders: Arc::new(Extenders::default()),
+            parked: Mutex::new(Vec::new()),
         }
     }
 

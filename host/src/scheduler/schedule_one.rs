@@ -55,6 +55,14 @@ struct Attempt {
 }
 
 /// The pod placed in the cache on its node while the binding cycle runs.
+/// A pod parked at Permit in the simulator, and when (on the scheduler's clock) its wait runs out.
+pub(super) struct Parked {
+    a: Attempt,
+    assumed: Assumed,
+    parked_at: u64,
+    deadline: u64,
+}
+
 struct Assumed {
     /// The pod with its node name set.
     pod: Arc<PodInfo>,
@@ -398,7 +406,8 @@ impl Scheduler {
                 let me = self.clone();
                 rt.spawn(me.binding_task(a, assumed, waits));
             }
-            (_, async_binding) if async_binding || waits => {
+            (_, false) if waits => self.park(a, assumed),
+            (_, true) => {
                 let me = self.clone();
                 std::thread::Builder::new()
                     .name("binding".into())
@@ -406,6 +415,57 @@ impl Scheduler {
                     .expect("spawn binding thread");
             }
             _ => self.binding_cycle(a, assumed, waits),
+        }
+    }
+
+    /// Simulator: a pod that waits at Permit is parked, and its binding cycle runs inline once a plugin decides
+    /// (`finish_decided_waits`) or the simulator's clock reaches its timeout (`expire_waits`), so runs repeat.
+    fn park(&self, a: Attempt, assumed: Assumed) {
+        let wait = a.fwk.get_waiting_pod(&assumed.pod.uid).and_then(|w| w.shortest_timeout()).unwrap_or_default();
+        let now = self.clock.now();
+        let deadline = now.saturating_add(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX));
+        self.parked.lock().expect("parked lock").push(Parked { a, assumed, parked_at: now, deadline });
+    }
+
+    /// Simulator: runs the binding cycles of parked pods that a plugin allowed or rejected, in the order they were
+    /// parked. True when any ran.
+    pub fn finish_decided_waits(&self) -> bool {
+        let decided: Vec<(Parked, Status)> = {
+            let mut parked = self.parked.lock().expect("parked lock");
+            let mut decided = Vec::new();
+            let mut i = 0;
+            while i < parked.len() {
+                match parked[i].a.fwk.take_permit_verdict(&parked[i].assumed.pod) {
+                    Some(s) => decided.push((parked.remove(i), s)),
+                    None => i += 1,
+                }
+            }
+            decided
+        };
+        let any = !decided.is_empty();
+        for (p, s) in decided {
+            self.observer.permit_wait(s.code(), Duration::from_nanos(self.clock.now().saturating_sub(p.parked_at)));
+            self.bind_permitted(p.a, p.assumed, s);
+        }
+        any
+    }
+
+    /// Simulator: pods parked at Permit (they count among the bindings in flight).
+    pub fn parked_waits(&self) -> u64 {
+        self.parked.lock().expect("parked lock").len() as u64
+    }
+
+    /// Simulator: the earliest time a parked pod's wait runs out.
+    pub fn next_permit_deadline(&self) -> Option<u64> {
+        self.parked.lock().expect("parked lock").iter().map(|p| p.deadline).min()
+    }
+
+    /// Simulator: rejects the parked pods whose wait ran out by `now`, as their plugin's timeout does.
+    pub fn expire_waits(&self, now: u64) {
+        for p in self.parked.lock().expect("parked lock").iter().filter(|p| p.deadline <= now) {
+            if let Some(w) = p.a.fwk.get_waiting_pod(&p.assumed.pod.uid) {
+                w.expire();
+            }
         }
     }
 

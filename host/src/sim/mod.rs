@@ -230,6 +230,10 @@ impl Simulation {
         let limit = self.pending.max(1) * 4 + 16;
         loop {
             self.scheduler.queue.lock().expect("queue lock").flush_backoff_completed(self.clock.now());
+            // Pods a plugin released from Permit bind (or unwind) before the next pod is scheduled.
+            if self.scheduler.finish_decided_waits() {
+                continue;
+            }
             if self.scheduler.schedule_one() {
                 self.clock.advance(ATTEMPT_TIME);
                 let writes = self.cluster.changes();
@@ -244,14 +248,30 @@ impl Simulation {
                 }
                 continue;
             }
-            if self.scheduler.bindings_in_flight() > 0 {
+            if self.scheduler.bindings_in_flight() > self.scheduler.parked_waits() {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
-            match self.scheduler.queue.lock().expect("queue lock").next_backoff_expiry() {
-                Some(t) => self.clock.advance_to(t),
-                None => break,
+            // Idle: the clock jumps to the next backoff expiry or Permit timeout, whichever comes first.
+            let backoff = self.scheduler.queue.lock().expect("queue lock").next_backoff_expiry();
+            let permit = self.scheduler.next_permit_deadline();
+            match (backoff, permit) {
+                (b, Some(p)) if b.is_none_or(|b| p <= b) => {
+                    self.clock.advance_to(p);
+                    self.scheduler.expire_waits(p);
+                }
+                (Some(b), _) => self.clock.advance_to(b),
+                (None, None) => break,
+                (None, Some(_)) => unreachable!("matched above"),
             }
+        }
+        // Pods still parked at Permit when the run stops making progress: their waits run out now.
+        while self.scheduler.parked_waits() > 0 {
+            if let Some(p) = self.scheduler.next_permit_deadline() {
+                self.clock.advance_to(p);
+                self.scheduler.expire_waits(p);
+            }
+            self.scheduler.finish_decided_waits();
         }
         self.report()
     }

@@ -157,25 +157,34 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
     Ok(info)
 }
 
-/// An event as `plugin check` names it: upstream's label, or the resource with each action for a mix of updates
-/// (`NodeUpdate(label,taint)`).
+/// An event as `plugin check` names it: upstream's label per action (`NodeAdd`), a mix of updates spelled out
+/// (`NodeUpdate(label,taint)`), several actions comma-separated.
 fn event_label(e: &crate::framework::ClusterEvent) -> String {
-    use crate::framework::action;
-    let label = e.label();
-    if e.actions & !action::UPDATE != 0 || e.actions == action::UPDATE || !label.ends_with("Update") {
-        return label.to_string();
+    use crate::framework::{action, ClusterEvent};
+    let one = |actions: u8| ClusterEvent::new(e.resource, actions).label();
+    let mut parts = Vec::new();
+    for bit in [action::ADD, action::DELETE] {
+        if e.actions & bit != 0 {
+            parts.push(one(bit).to_string());
+        }
     }
-    let parts: Vec<&str> = [
-        (action::UPDATE_LABEL, "label"),
-        (action::UPDATE_TAINT, "taint"),
-        (action::UPDATE_RESOURCES, "resources"),
-        (action::UPDATE_OTHER, "other"),
-    ]
-    .into_iter()
-    .filter(|(bit, _)| e.actions & bit != 0)
-    .map(|(_, name)| name)
-    .collect();
-    format!("{label}({})", parts.join(","))
+    let updates = e.actions & action::UPDATE;
+    if updates == action::UPDATE {
+        parts.push(one(updates).to_string());
+    } else if updates != 0 {
+        let kinds: Vec<&str> = [
+            (action::UPDATE_LABEL, "label"),
+            (action::UPDATE_TAINT, "taint"),
+            (action::UPDATE_RESOURCES, "resources"),
+            (action::UPDATE_OTHER, "other"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| updates & bit != 0)
+        .map(|(_, name)| name)
+        .collect();
+        parts.push(format!("{}({})", one(updates), kinds.join(",")));
+    }
+    parts.join(", ")
 }
 
 /// `plugin check`: loads a file the way the scheduler would and describes it.

@@ -17,6 +17,7 @@ mod deploy;
 mod events;
 mod extenders;
 mod faults;
+mod gang;
 mod parity;
 mod serving;
 
@@ -245,12 +246,13 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 11] = [
+    let scenarios: [(&str, Scenario); 12] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
         ("label_scenario_and_post_bind_log", label_scenario_and_post_bind_log),
         ("gpu_pods_land_where_the_extender_says", extenders::gpu_pods_land_where_the_extender_says),
+        ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),
         ("leader_election_hands_over", leader_election_hands_over),
         ("thousand_pods_on_a_hundred_nodes", thousand_pods_on_a_hundred_nodes),
         ("backlog_on_few_connections_within_the_rate_limit", backlog::backlog_on_few_connections_within_the_rate_limit),

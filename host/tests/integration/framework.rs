@@ -200,15 +200,26 @@ fn reserve_failure_unreserves_every_reserve_plugin_in_reverse_order_and_requeues
 #[test]
 fn permit_wait_is_released_by_allow_and_times_out_otherwise() {
     let l = log();
+    // The profile's framework, once built: `slow`'s Permit allows `allowed`, as a gang's last member releases the
+    // members waiting for it.
+    let fwk: Arc<std::sync::OnceLock<Arc<Framework>>> = Arc::default();
+    let released = Arc::new(AtomicUsize::new(0));
+    let (f, r) = (fwk.clone(), released.clone());
     let mut p = TestPlugin::new("Gate", &l);
-    p.permit = Some(Arc::new(|pod, _| match pod.name.as_str() {
+    p.permit = Some(Arc::new(move |pod, _| match pod.name.as_str() {
         "quick" => (Status::success(), Duration::ZERO),
         "allowed" => (Status::code_only(Code::Wait), Duration::from_secs(30)),
-        _ => (Status::code_only(Code::Wait), Duration::from_millis(50)),
+        _ => {
+            if let Some(wp) = f.get().and_then(|f| f.get_waiting_pod("default/allowed")) {
+                wp.allow("Gate");
+                r.fetch_add(1, Ordering::SeqCst);
+            }
+            (Status::code_only(Code::Wait), Duration::from_millis(50))
+        }
     }));
-    let mut r = TestPlugin::new("Res", &l);
-    r.reserve = Some(Arc::new(|_, _| Status::success()));
-    let reg = registry_with(vec![p, r]);
+    let mut res = TestPlugin::new("Res", &l);
+    res.reserve = Some(Arc::new(|_, _| Status::success()));
+    let reg = registry_with(vec![p, res]);
     let cfg = config(
         &reg,
         &profile("    permit:\n      enabled: [{name: Gate}]\n    reserve:\n      enabled: [{name: Res}]\n"),
@@ -216,25 +227,13 @@ fn permit_wait_is_released_by_allow_and_times_out_otherwise() {
     let cluster = nodes_yaml(1) + &pod_yaml("quick", "") + &pod_yaml("allowed", "") + &pod_yaml("slow", "");
     let file = kube_wasm_scheduler::sim::load::parse("c.yaml", &cluster).unwrap();
     let sim = kube_wasm_scheduler::sim::Simulation::new(&cfg, &reg, &file, &Default::default()).unwrap();
-    // Another party (a coscheduling plugin, say) allows the waiting pod while the scheduler goes on.
-    let sched = sim.scheduler().clone();
-    let allower = std::thread::spawn(move || {
-        let fwk = sched.profiles.get("default-scheduler").unwrap().clone();
-        for _ in 0..5000 {
-            if let Some(wp) = fwk.get_waiting_pod("default/allowed") {
-                wp.allow("Gate");
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        false
-    });
+    let _ = fwk.set(sim.scheduler().profiles.get("default-scheduler").unwrap().clone());
     let rep = sim.run();
-    assert!(allower.join().unwrap(), "the pod waited at Permit");
+    assert_eq!(released.load(Ordering::SeqCst), 1, "the pod waited at Permit when slow's Permit ran");
     assert_eq!(node_of(&rep, "default/quick").as_deref(), Some("n0"));
     assert_eq!(node_of(&rep, "default/allowed").as_deref(), Some("n0"), "allowed within its 30s wait");
     assert_eq!(node_of(&rep, "default/slow"), None);
-    assert!(message_of(&rep, "default/slow").contains("rejected due to timeout after waiting at permit"));
+    assert!(message_of(&rep, "default/slow").contains("rejected due to timeout after waiting 50ms at plugin Gate"));
     // Each timeout unreserves once. The allowed pod's bind while `slow` waited earns `slow` one retry; its own
     // failure must not: no retry loop.
     let slow = rep.placements.iter().find(|p| p.pod == "default/slow").unwrap();

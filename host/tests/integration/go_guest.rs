@@ -182,7 +182,7 @@ fn componentize_embeds_only_worlds_of_the_contract() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let check = bin().args(["plugin", "check"]).arg(&target).output().unwrap();
     let table = String::from_utf8_lossy(&check.stdout);
-    assert!(table.contains("extension points: Filter, Score, NormalizeScore"), "{table}");
+    assert!(table.contains("extension points: Filter, Score"), "{table}");
     // A module that exports nothing of the contract is refused rather than made into a plugin that serves nothing.
     let empty = dir.join("empty.wasm");
     std::fs::write(&empty, wat::parse_str("(module (func (export \"run\")))").unwrap()).unwrap();

@@ -8,6 +8,7 @@ mod delivery;
 mod deploy;
 mod extenders;
 mod framework;
+mod gang;
 mod go_guest;
 mod guest_failures;
 mod lifting;

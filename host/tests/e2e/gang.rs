@@ -1,0 +1,108 @@
+//! Gang scheduling by a guest on a real API server: the coscheduling guest keeps a group's pods unbound until the
+//! last member exists, and a pod it rejected is retried only on the events it registered (a new pod of its group),
+//! as its queueing hints say, which the queue's metrics show.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use super::{free_port, guest, https_get, wait_until, write_profile, ControlPlane, Kube, Scheduler};
+
+const NS: &str = "e2e-gang";
+const SCHEDULER: &str = "gang-scheduler";
+
+/// Creates a pod of group `group` (min-available 4), or a lone pod when `group` is None.
+fn create(k: &Kube, name: &str, group: Option<&str>) {
+    let api: Api<Pod> = Api::namespaced(k.client.clone(), NS);
+    let labels = match group {
+        Some(g) => {
+            json!({"pod-group.scheduling.sigs.k8s.io/name": g, "pod-group.scheduling.sigs.k8s.io/min-available": "4"})
+        }
+        None => json!({}),
+    };
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "c", "image": "registry.invalid/pause",
+            "resources": {"requests": {"cpu": "100m"}}}]}
+    }))
+    .unwrap();
+    k.rt.block_on(api.create(&PostParams::default(), &pod)).unwrap();
+}
+
+/// Sum of a counter's samples whose labels include every `want` pair.
+fn counter(metrics: &str, name: &str, want: &[(&str, &str)]) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| want.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+pub(crate) fn a_gang_binds_only_when_its_last_member_is_created(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace(NS);
+    k.node("gang-1", json!({"e2e": "gang"}));
+    let profile = write_profile(
+        work,
+        "gang.yaml",
+        &format!(
+            "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 1\nprofiles:\n- schedulerName: {SCHEDULER}\n  plugins:\n    multiPoint:\n      enabled: [{{name: Coscheduling}}]\n      disabled: [{{name: PrioritySort}}]\n  pluginConfig:\n  - name: Coscheduling\n    args:\n      component: {}\n      config: {{permitWaitingTimeSeconds: 60}}\n",
+            guest("coscheduling").display()
+        ),
+    );
+    let port = free_port();
+    let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("gang.log"));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let token = cp.token();
+    let metrics = || https_get(port, "/metrics", Some(&token)).map(|(_, m)| m).unwrap_or_default();
+    let attempts = |result: &str| {
+        counter(&metrics(), "scheduler_schedule_attempts_total", &[("profile", SCHEDULER), ("result", result)])
+    };
+    // Moves out of the unschedulable pods into activeQ or backoffQ because of `event`.
+    let moved = |event: &str| {
+        let m = metrics();
+        let to = |queue| counter(&m, "scheduler_queue_incoming_pods_total", &[("event", event), ("queue", queue)]);
+        to("active") + to("backoff")
+    };
+
+    // Three of four members: each is refused at PreFilter (too few siblings) and waits; a new sibling retries the
+    // others (their hint answers Queue), so every member's last attempt saw all three.
+    for i in 1..=3 {
+        create(k, &format!("g-{i}"), Some("g"));
+    }
+    wait_until("three unschedulable attempts", Duration::from_secs(30), || {
+        (attempts("unschedulable") >= 3).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let settled = (attempts("unschedulable"), moved("NodeAdd"), moved("NodeUpdate"), moved("UnschedulablePodAdd"));
+    assert!(k.pods(NS).iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none()), "none bound yet");
+
+    // Events the guest did not register (a new node, a node's labels) and one it registered but whose hint answers
+    // QueueSkip (a lone pod, not of the group) retry none of the members.
+    k.node("gang-2", json!({"e2e": "gang"}));
+    k.label_node("gang-1", "tick", "1");
+    create(k, "lone", None);
+    k.wait_bound(NS, "lone");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(attempts("unschedulable"), settled.0, "no member was retried");
+    assert_eq!((moved("NodeAdd"), moved("NodeUpdate")), (settled.1, settled.2), "node events moved no pod");
+    assert_eq!(moved("UnschedulablePodAdd"), settled.3 + 1, "the lone pod's own arrival only");
+    assert!(k.pods(NS).iter().filter(|p| p.metadata.name.as_deref() != Some("lone")).all(|p| p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_none()));
+
+    // The last member: its arrival retries the three (hint Queue); each waits at Permit until the fourth has a
+    // node, then all four bind.
+    create(k, "g-4", Some("g"));
+    let nodes: Vec<String> = (1..=4).map(|i| k.wait_bound(NS, &format!("g-{i}"))).collect();
+    assert_eq!(nodes.len(), 4);
+    assert_eq!(moved("UnschedulablePodAdd"), settled.3 + 1 + 1 + 3, "g-4 itself and the three members it retried");
+    let log = s.log();
+    assert!(s.term() == Some(0), "{log}");
+}
