@@ -5,8 +5,8 @@
 #
 #   Rust guests (crates using guest-plugins/sdk): priority-label, priority-label-inverted (priority-label with the
 #     cargo feature `invert`, for the hot-reload test), qos-sort, random-score, coscheduling, capacity-quota,
-#     require-annotation, prescore-spread, bind-delegate, and the test fixtures hostile and hostile-sort (hostile with
-#     the cargo feature `sort`). Built for wasm32-unknown-unknown with the `guest` profile, then turned into
+#     require-annotation, prescore-spread, bind-delegate, drain-guard, and the test fixtures hostile and hostile-sort
+#     (hostile with the cargo feature `sort`). Built for wasm32-unknown-unknown with the `guest` profile, then turned into
 #     components by the scheduler itself (`kube-wasm-scheduler plugin componentize`, which also checks them as the
 #     scheduler would load them).
 #   Other guests: every guest-plugins/<name>/build.sh, called as `build.sh OUTPUT.wasm` with KWS_BIN set to the
@@ -38,9 +38,10 @@ declare -A RUST_GUESTS=(
   [require-annotation]="require-annotation"
   [prescore-spread]="prescore-spread"
   [bind-delegate]="bind-delegate"
+  [drain-guard]="drain-guard"
 )
 RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score hostile hostile-sort coscheduling capacity-quota
-  require-annotation prescore-spread bind-delegate)
+  require-annotation prescore-spread bind-delegate drain-guard)
 
 log() { echo "build-guests: $*" >&2; }
 

@@ -4,7 +4,7 @@
 //! (as the node table does). The scheduler's event handlers and its assume/forget steps feed it.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::types::PodInfo;
@@ -67,12 +67,24 @@ pub struct PodView {
     /// The sequence number of the last entry, read without the lock by followers that are up to date.
     head: AtomicU64,
     log: Mutex<Log>,
+    /// Some plugin follows the view; until one does, nothing is recorded (the default profile pays nothing).
+    followed: AtomicBool,
 }
 
 /// Entries kept beyond twice the view's size before the log is compacted.
 const SLACK: usize = 1024;
 
 impl PodView {
+    /// A plugin will read the view: record changes from now on. Plugins are built before the scheduler sees any
+    /// pod, so a plugin that follows from its construction misses nothing.
+    pub fn follow(&self) {
+        self.followed.store(true, Ordering::Relaxed);
+    }
+
+    fn recording(&self) -> bool {
+        self.followed.load(Ordering::Relaxed)
+    }
+
     /// A pending pod of one of the scheduler's profiles was added or changed.
     pub fn pending(&self, pod: &Arc<PodInfo>, now: u64) {
         self.upsert(pod, PodState::Pending, now);
@@ -90,6 +102,9 @@ impl PodView {
 
     /// The pod is gone (deleted or finished).
     pub fn removed(&self, uid: &str) {
+        if !self.recording() {
+            return;
+        }
         let mut log = self.log.lock().expect("pod view lock");
         if log.current.remove(uid).is_some() {
             self.push(&mut log, PodChange::Remove(uid.to_string()));
@@ -97,6 +112,9 @@ impl PodView {
     }
 
     fn upsert(&self, pod: &Arc<PodInfo>, state: PodState, now: u64) {
+        if !self.recording() {
+            return;
+        }
         let mut log = self.log.lock().expect("pod view lock");
         let first_seen = match log.current.get(&pod.uid) {
             Some(k) if k.state == state && Arc::ptr_eq(&k.pod, pod) => return,
@@ -173,6 +191,9 @@ mod tests {
     #[test]
     fn a_follower_gets_only_what_changed_since_its_cursor() {
         let v = PodView::default();
+        v.pending(&pod("unseen"), 0);
+        assert_eq!(v.head(), 0, "nothing is recorded until a plugin follows the view");
+        v.follow();
         let (a, b) = (pod("a"), pod("b"));
         v.pending(&a, 1);
         v.pending(&b, 2);
@@ -194,6 +215,7 @@ mod tests {
     #[test]
     fn a_follower_too_far_behind_gets_the_whole_view_after_a_reset() {
         let v = PodView::default();
+        v.follow();
         let a = pod("a");
         v.pending(&a, 1);
         let early = v.since(0).cursor;

@@ -107,6 +107,10 @@ impl WasmPlugin {
             return Err(WasmError::Contract(format!("the new version serves {new:?}, the running one {old:?}")));
         }
         self.validate_config(&loaded)?;
+        // A version that starts following the pod view sees the pods that change from now on.
+        if loaded.idx.pods.is_some() {
+            self.handle.pods.follow();
+        }
         let loaded = Arc::new(loaded);
         self.ask_events(&loaded)?;
         if v.origin == Origin::Precompiled {

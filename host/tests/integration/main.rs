@@ -12,6 +12,7 @@ mod gang;
 mod go_guest;
 mod guest_failures;
 mod lifting;
+mod points;
 mod properties;
 mod queue;
 mod simulate;

@@ -297,13 +297,6 @@ fn a_pod_moves_only_on_a_registered_event_whose_hint_answers_queue() {
     let mut q =
         SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1))
             .with_observer(arrivals.clone());
-    let reject = |q: &mut SchedulingQueue, p: Arc<PodInfo>, by: &str| {
-        q.add(p, 0);
-        let mut info = q.pop().unwrap();
-        let cycle = q.scheduling_cycle();
-        info.unschedulable_plugins = [by.to_string()].into();
-        q.add_unschedulable(info, cycle, false, 0);
-    };
     reject(&mut q, grouped("a-1", "a"), "Gang");
     reject(&mut q, grouped("fit", "z"), "NodeResourcesFit");
     arrivals.0.lock().unwrap().clear();
@@ -332,15 +325,20 @@ fn a_pod_moves_only_on_a_registered_event_whose_hint_answers_queue() {
     assert_eq!(events, ["NodeAdd", "UnschedulablePodAdd", "UnschedulablePodAdd", "UnschedulablePodAdd"]);
 }
 
+/// Adds `p` at time 0, pops it and puts it back as rejected by plugin `by`.
+fn reject(q: &mut SchedulingQueue, p: Arc<PodInfo>, by: &str) {
+    q.add(p, 0);
+    let mut info = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    info.unschedulable_plugins = [by.to_string()].into();
+    q.add_unschedulable(info, cycle, false, 0);
+}
+
 #[test]
 fn a_new_pending_pod_moves_nothing_rejected_by_plugins_that_did_not_register_it() {
     // Upstream moves no pod when one is created: the default plugins' rejections stay put.
     let mut q = queue();
-    q.add(pod("p", 0), 0);
-    let mut info = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
-    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
-    q.add_unschedulable(info, cycle, false, 0);
+    reject(&mut q, pod("p", 0), "NodeResourcesFit");
     q.add(pod("q", 0), 5 * SEC);
     assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1));
 }
