@@ -34,14 +34,44 @@ pub fn now_ns() -> u64 {
     imp::now_ns()
 }
 
-/// Stores `value` under `key` for the rest of this pod's scheduling cycle (keys are private to the plugin).
-pub fn cycle_state_write(key: &str, value: &[u8]) {
-    imp::cycle_state_write(key, value)
+thread_local! {
+    /// The cycle state read during the batched call in progress (Filter, Score, NormalizeScore); `None` outside one.
+    static BATCH_READS: std::cell::RefCell<Option<std::collections::HashMap<String, Option<Vec<u8>>>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
-/// Reads what was stored under `key` earlier in this pod's scheduling cycle.
+/// Runs one batched call (Filter, Score or NormalizeScore over many nodes). Nothing else writes the plugin's cycle
+/// state while it runs, so a key is read from the host once per batch, however many nodes read it.
+pub(crate) fn in_batch<R>(f: impl FnOnce() -> R) -> R {
+    BATCH_READS.with(|r| *r.borrow_mut() = Some(Default::default()));
+    let out = f();
+    BATCH_READS.with(|r| *r.borrow_mut() = None);
+    out
+}
+
+/// Stores `value` under `key` for the rest of this pod's scheduling cycle (keys are private to the plugin).
+pub fn cycle_state_write(key: &str, value: &[u8]) {
+    imp::cycle_state_write(key, value);
+    BATCH_READS.with(|r| {
+        if let Some(reads) = r.borrow_mut().as_mut() {
+            reads.insert(key.to_string(), Some(value.to_vec()));
+        }
+    });
+}
+
+/// Reads what was stored under `key` earlier in this pod's scheduling cycle. Within a Filter or Score batch the
+/// host is asked once per key: reading it for every node costs no more crossings than reading it once.
 pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
-    imp::cycle_state_read(key)
+    if let Some(hit) = BATCH_READS.with(|r| r.borrow().as_ref().and_then(|reads| reads.get(key).cloned())) {
+        return hit;
+    }
+    let value = imp::cycle_state_read(key);
+    BATCH_READS.with(|r| {
+        if let Some(reads) = r.borrow_mut().as_mut() {
+            reads.insert(key.to_string(), value.clone());
+        }
+    });
+    value
 }
 
 /// The pods of this plugin's profile waiting at Permit, in no order (upstream's `IterateOverWaitingPods`). Each
@@ -171,6 +201,8 @@ pub(crate) mod imp {
         pub pod: Option<crate::Pod>,
         /// How often the plugin asked for the cycle's pod.
         pub pod_fetches: u32,
+        /// How often the plugin read the cycle state from the host.
+        pub cycle_state_reads: u32,
         /// The pods waiting at Permit.
         pub waiting: Vec<WaitingPod>,
         /// Every allow and reject, in order.
@@ -186,6 +218,7 @@ pub(crate) mod imp {
                 cycle: HashMap::new(),
                 pod: None,
                 pod_fetches: 0,
+                cycle_state_reads: 0,
                 waiting: Vec::new(),
                 waiting_calls: Vec::new(),
             }
@@ -220,7 +253,11 @@ pub(crate) mod imp {
         HOST.with(|h| h.borrow_mut().cycle.insert(key.to_string(), value.to_vec()));
     }
     pub fn cycle_state_read(key: &str) -> Option<Vec<u8>> {
-        HOST.with(|h| h.borrow().cycle.get(key).cloned())
+        HOST.with(|h| {
+            let mut h = h.borrow_mut();
+            h.cycle_state_reads += 1;
+            h.cycle.get(key).cloned()
+        })
     }
     pub fn cycle_pod() -> Option<crate::Pod> {
         HOST.with(|h| {

@@ -182,7 +182,7 @@ impl<P: Plugin> exports::filter::Guest for Component<P> {
     fn filter(nodes: Vec<NodeSlot>) -> FilterResult {
         let run = || -> Result<FilterResult, String> {
             let pod = cycle_pod()?;
-            with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::filter(p, t, d, &pod, &nodes)))?
+            host::in_batch(|| with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::filter(p, t, d, &pod, &nodes))))?
         };
         match run() {
             Ok(result) => result,
@@ -199,7 +199,7 @@ impl<P: Plugin> exports::score::Guest for Component<P> {
     fn score(nodes: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
         let run = || -> Result<Result<Vec<i64>, Status>, String> {
             let pod = cycle_pod()?;
-            with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::score(p, t, d, &pod, &nodes)))?
+            host::in_batch(|| with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::score(p, t, d, &pod, &nodes))))?
         };
         run().unwrap_or_else(|e| Err(Status::error(e)))
     }
@@ -207,7 +207,7 @@ impl<P: Plugin> exports::score::Guest for Component<P> {
     fn normalize_score(_nodes: Vec<NodeSlot>, scores: Vec<i64>) -> Result<Vec<i64>, Status> {
         let run = || -> Result<Result<Vec<i64>, Status>, String> {
             let pod = cycle_pod()?;
-            with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, scores))
+            host::in_batch(|| with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, scores)))
         };
         run().unwrap_or_else(|e| Err(Status::error(e)))
     }
@@ -625,7 +625,9 @@ mod point_tests {
             Node::new("c").with_label("zone", "z2"),
         ]);
         assert!(testing::pre_score::<Everything>(Pod::new("ns", "p"), slots.clone()).is_success());
+        let reads = testing::cycle_state_reads();
         assert_eq!(testing::score::<Everything>(Pod::new("ns", "p"), slots), Ok(vec![2, 2, 1]));
+        assert_eq!(testing::cycle_state_reads() - reads, 1, "three nodes read the state: one crossing per batch");
         testing::clear_cycle_state();
         assert_eq!(testing::score::<Everything>(Pod::new("ns", "p"), vec![0]).unwrap_err().message(), "no PreScore");
         assert_eq!(testing::pre_score::<Everything>(Pod::new("ns", "p"), vec![0, 9]).code, Code::Error);

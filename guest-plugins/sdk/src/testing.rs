@@ -89,6 +89,11 @@ pub fn pod_fetches() -> u32 {
     HOST.with(|h| h.borrow().pod_fetches)
 }
 
+/// How many times the plugin read the cycle state from the simulated host (`host.cycle-state-read`) so far.
+pub fn cycle_state_reads() -> u32 {
+    HOST.with(|h| h.borrow().cycle_state_reads)
+}
+
 /// What `config.validate` answers with the configuration set by [`set_config`]: the host calls it when it loads
 /// the plugin, and an error stops the scheduler from starting.
 pub fn validate<P: Plugin>() -> Result<(), String> {
