@@ -404,6 +404,27 @@ int32_t hostile_less(uint8_t *args) {
   return (int32_t)below(2);
 }
 
+// sort-key: option<list<u8>> through a return area: the tag @0, then {ptr, len} @4. A valid answer is a key of up to
+// 16 random bytes, or none; garbage is a bad tag, or a list pointing anywhere.
+__attribute__((__export_name__("kws:plugin/queue-sort@0.2.0#sort-key")))
+uint8_t *hostile_sort_key(uint8_t *args) {
+  (void)args;
+  begin_answer();
+  memset(RET, 0, sizeof RET);
+  enum level l = field_level();
+  if (gen_option_tag(RET, l)) {
+    if (l == GARBAGE) {
+      garbage_ptr_len(RET + 4, 1, 1);
+    } else {
+      uint32_t n = below(17);
+      uint8_t *key = arena_alloc(n + 1, 1);
+      for (uint32_t i = 0; i < n; i++) key[i] = (uint8_t)next();
+      put32(RET + 4, (uint32_t)(uintptr_t)key), put32(RET + 8, n);
+    }
+  }
+  return ret_ptr(4);
+}
+
 // pre-filter-result: status @0, node-names: option<list<string>> @12 (tag), @16 (ptr, len). 24 bytes.
 __attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#pre-filter")))
 uint8_t *hostile_pre_filter(uint8_t *args) {

@@ -1,7 +1,7 @@
 //! QosSort: a QueueSort plugin. Higher priority first, then Guaranteed before Burstable before BestEffort, then
 //! the pod that entered the queue earlier.
 
-use kws_plugin_sdk::{Config, Plugin, QueuedPod};
+use kws_plugin_sdk::{Config, Plugin, QueuedPod, SortKey};
 
 /// The plugin (no configuration).
 pub struct QosSort;
@@ -16,6 +16,14 @@ impl Plugin for QosSort {
     fn less(&self, a: &QueuedPod, b: &QueuedPod) -> bool {
         let key = |q: &QueuedPod| (std::cmp::Reverse(q.pod.priority), q.pod.qos_class.rank(), q.timestamp_ns);
         key(a) < key(b)
+    }
+
+    /// The same order as a key: one call per pod entering the queue instead of one per comparison. (Built with the
+    /// cargo feature `less-only`, the plugin gives no key, so its cost with `less` alone can be measured.)
+    #[cfg(not(feature = "less-only"))]
+    fn sort_key(&self, q: &QueuedPod) -> Option<Vec<u8>> {
+        let key = SortKey::new().desc_i64(q.pod.priority.into()).asc_u64(q.pod.qos_class.rank().into());
+        Some(key.asc_u64(q.timestamp_ns).finish())
     }
 }
 
@@ -42,5 +50,25 @@ mod tests {
         assert!(less(q(5, QosClass::Burstable, 9), q(5, QosClass::BestEffort, 1)));
         assert!(less(q(5, QosClass::Burstable, 1), q(5, QosClass::Burstable, 2)));
         assert!(!less(q(5, QosClass::Burstable, 2), q(5, QosClass::Burstable, 2)));
+    }
+
+    #[test]
+    #[cfg(not(feature = "less-only"))]
+    fn the_key_orders_as_less_does() {
+        let pods = [
+            q(10, QosClass::BestEffort, 9),
+            q(5, QosClass::Guaranteed, 1),
+            q(5, QosClass::Guaranteed, 9),
+            q(5, QosClass::Burstable, 1),
+            q(5, QosClass::Burstable, 2),
+            q(5, QosClass::BestEffort, 1),
+            q(-3, QosClass::Guaranteed, 0),
+        ];
+        for a in &pods {
+            for b in &pods {
+                let by_key = testing::sort_key::<QosSort>(a.clone()) < testing::sort_key::<QosSort>(b.clone());
+                assert_eq!(by_key, testing::less::<QosSort>(a.clone(), b.clone()), "{a:?} vs {b:?}");
+            }
+        }
     }
 }

@@ -106,6 +106,7 @@ pub mod config;
 pub mod host;
 pub mod normalize;
 mod runtime;
+pub mod sort_key;
 pub mod table;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -115,6 +116,7 @@ pub mod view;
 pub use config::{Config, Value};
 pub use host::Level;
 pub use normalize::MAX_NODE_SCORE;
+pub use sort_key::SortKey;
 pub use table::{NodeInfo, NodeTable, Prepared};
 pub use types::{
     Actions, ClusterEvent, Code, CyclePod, EventObject, EventResource, KnownPod, Node, NodeSlot, Permit, Pod, PodState,
@@ -168,6 +170,15 @@ pub trait Plugin: Sized + 'static {
     /// priority first, then earlier queue time).
     fn less(&self, a: &QueuedPod, b: &QueuedPod) -> bool {
         types::priority_sort_less(a, b)
+    }
+
+    /// QueueSort as a key ([`SortKey`]): bytes compared lexicographically, smaller first, equal keys in queue-time
+    /// order. The host asks once when the pod enters the active queue and compares keys itself, so a sort written
+    /// as a key costs one call per pod where `less` costs one per comparison. Give keys for every pod or for none:
+    /// a pod without a key is compared with `less`. Default: `None`.
+    fn sort_key(&self, pod: &QueuedPod) -> Option<Vec<u8>> {
+        let _ = pod;
+        None
     }
 
     /// PreFilter: runs once per pod before Filter. A rejection rejects the pod on every node; Skip says this

@@ -218,6 +218,11 @@ impl<P: Plugin> exports::queue_sort::Guest for Component<P> {
         // Without a plugin (bad configuration, already logged) the queue still needs an order: PrioritySort's.
         with_plugin::<P, _>(|p| p.less(&a, &b)).unwrap_or_else(|_| crate::types::priority_sort_less(&a, &b))
     }
+
+    fn sort_key(pod: QueuedPod) -> Option<Vec<u8>> {
+        // Without a plugin, no key: `less` gives PrioritySort's order.
+        with_plugin::<P, _>(|p| p.sort_key(&pod)).ok().flatten()
+    }
 }
 
 impl<P: Plugin> exports::pods::Guest for Component<P> {

@@ -105,6 +105,11 @@ pub fn less<P: Plugin>(a: QueuedPod, b: QueuedPod) -> bool {
     <Component<P> as exports::queue_sort::Guest>::less(a, b)
 }
 
+/// The `sort-key` export of `queue-sort`.
+pub fn sort_key<P: Plugin>(pod: QueuedPod) -> Option<Vec<u8>> {
+    <Component<P> as exports::queue_sort::Guest>::sort_key(pod)
+}
+
 /// The `post-bind` export.
 pub fn post_bind<P: Plugin>(pod: Pod, node: &str) {
     <Component<P> as exports::post_bind::Guest>::post_bind(pod, node.to_string())

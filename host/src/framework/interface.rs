@@ -292,6 +292,13 @@ pub trait PreEnqueuePlugin: Plugin {
 pub trait QueueSortPlugin: Plugin {
     /// True when `a` should be scheduled before `b`.
     fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool;
+
+    /// The pod's place as bytes compared lexicographically (equal keys in queue-time order), when the order can be
+    /// written so; the queue computes it when the pod enters activeQ and then compares keys instead of calling
+    /// `less`. `None` (the default): `less` decides.
+    fn sort_key(&self, _pod: &QueuedPodInfo) -> Option<Arc<[u8]>> {
+        None
+    }
 }
 
 /// Nodes a PreFilter plugin allows (`None`: all nodes).

@@ -314,13 +314,21 @@ impl Framework {
         Status::success()
     }
 
-    /// QueueSort's order.
+    fn queue_sort(&self) -> &dyn QueueSortPlugin {
+        self.plugins_at(ExtensionPoint::QueueSort)[0].plugin.as_queue_sort().expect("registered at queueSort")
+    }
+
+    /// QueueSort's order: by the two pods' sort keys when both have one (equal keys by queue time), else `less`.
     pub fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
-        self.plugins_at(ExtensionPoint::QueueSort)[0]
-            .plugin
-            .as_queue_sort()
-            .expect("registered at queueSort")
-            .less(a, b)
+        match (&a.sort_key, &b.sort_key) {
+            (Some(ka), Some(kb)) => (ka, a.timestamp) < (kb, b.timestamp),
+            _ => self.queue_sort().less(a, b),
+        }
+    }
+
+    /// QueueSort's key for a pod entering activeQ, if the plugin gives keys.
+    pub fn sort_key(&self, pod: &QueuedPodInfo) -> Option<Arc<[u8]>> {
+        self.queue_sort().sort_key(pod)
     }
 
     /// PreFilter: Skip marks the plugin's Filter as skipped; a rejection stops at once (tagged); an Error stops

@@ -809,6 +809,8 @@ pub struct QueuedPodInfo {
     pub unschedulable_plugins: HashSet<String>,
     /// The PreEnqueue plugin that gated the pod, if one did.
     pub gated_by: Option<String>,
+    /// QueueSort's key, computed when the pod last entered activeQ (`QueueSortPlugin::sort_key`).
+    pub sort_key: Option<Arc<[u8]>>,
 }
 
 impl QueuedPodInfo {
@@ -821,6 +823,7 @@ impl QueuedPodInfo {
             attempts: 0,
             unschedulable_plugins: HashSet::new(),
             gated_by: None,
+            sort_key: None,
         }
     }
 }

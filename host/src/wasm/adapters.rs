@@ -109,6 +109,26 @@ impl QueueSortPlugin for WasmPlugin {
             a.timestamp < b.timestamp
         })
     }
+
+    fn sort_key(&self, pod: &QueuedPodInfo) -> Option<Arc<[u8]>> {
+        let ctx = self.ctx(None);
+        if ctx.loaded().gives_sort_keys() == Some(false) {
+            return None;
+        }
+        let q = self.queued_pods.get(pod);
+        let r = self.call(&ctx, P::QueueSort.into(), |_, l, i| {
+            cached_guest!(l, i, queue_sort).call_sort_key(&mut i.store, &q).map_err(trap)
+        });
+        match r {
+            Ok(key) => {
+                // The first answer tells whether this version gives keys; a less-only sort is not asked again.
+                ctx.loaded().saw_sort_key(key.is_some());
+                key.map(Arc::from)
+            }
+            // A failed call gives no key: `less` decides, and its own failure keeps arrival order.
+            Err(_) => None,
+        }
+    }
 }
 
 impl PreFilterPlugin for WasmPlugin {

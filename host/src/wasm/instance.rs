@@ -97,6 +97,8 @@ pub(crate) struct Loaded {
     /// The events the guest registered (`events.events-to-register`), asked once when the version loads; unset
     /// for a component that does not export `events`.
     pub(super) events: OnceLock<Vec<ClusterEvent>>,
+    /// Whether this version's QueueSort gives sort keys, once its first answer is known.
+    sort_keys: OnceLock<bool>,
 }
 
 impl Loaded {
@@ -158,7 +160,25 @@ impl Loaded {
         if (idx.filter.is_some() || idx.score.is_some()) && idx.cycle.is_none() {
             return Err(WasmError::Contract("it exports filter or score but not kws:plugin/cycle".into()));
         }
-        Ok(Loaded { digest, pre, idx, pool: Mutex::new(Vec::new()), info, events: OnceLock::new() })
+        Ok(Loaded {
+            digest,
+            pre,
+            idx,
+            pool: Mutex::new(Vec::new()),
+            info,
+            events: OnceLock::new(),
+            sort_keys: OnceLock::new(),
+        })
+    }
+
+    /// Whether its QueueSort gives sort keys (`None` until its first answer).
+    pub(super) fn gives_sort_keys(&self) -> Option<bool> {
+        self.sort_keys.get().copied()
+    }
+
+    /// Records the first `sort-key` answer: a key, or none (then it is not asked again).
+    pub(super) fn saw_sort_key(&self, some: bool) {
+        let _ = self.sort_keys.set(some);
     }
 
     /// The extension points it serves (upstream names).
@@ -193,6 +213,11 @@ impl CycleCtx {
             pod: Arc::new(Mutex::new(None)),
             first_slot: None,
         }
+    }
+
+    /// The version the cycle runs on.
+    pub(super) fn loaded(&self) -> &Arc<Loaded> {
+        &self.loaded
     }
 
     /// The same cycle, for a call about a batch of `nodes`.

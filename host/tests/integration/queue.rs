@@ -1,5 +1,6 @@
 //! The scheduling queue: QueueSort order, backoff, and requeueing on cluster events.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -341,4 +342,57 @@ fn a_new_pending_pod_moves_nothing_rejected_by_plugins_that_did_not_register_it(
     reject(&mut q, pod("p", 0), "NodeResourcesFit");
     q.add(pod("q", 0), 5 * SEC);
     assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1));
+}
+
+/// A QueueSort that gives keys (priority, higher first, then the queue's order), counting its calls.
+struct KeyedSort {
+    less_calls: Arc<AtomicUsize>,
+    key_calls: Arc<AtomicUsize>,
+}
+
+impl Plugin for KeyedSort {
+    fn name(&self) -> &str {
+        "KeyedSort"
+    }
+    kube_wasm_scheduler::serves!(queue_sort);
+}
+
+impl QueueSortPlugin for KeyedSort {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        self.less_calls.fetch_add(1, Ordering::Relaxed);
+        (std::cmp::Reverse(a.pod_info.priority), a.timestamp) < (std::cmp::Reverse(b.pod_info.priority), b.timestamp)
+    }
+    fn sort_key(&self, pod: &QueuedPodInfo) -> Option<Arc<[u8]>> {
+        self.key_calls.fetch_add(1, Ordering::Relaxed);
+        // Higher priority first: the complement of the sign-flipped big-endian value.
+        Some(Arc::from((!((pod.pod_info.priority as u32) ^ (1 << 31))).to_be_bytes().as_slice()))
+    }
+}
+
+#[test]
+fn a_queue_sort_that_gives_keys_is_asked_once_per_arrival_and_never_to_compare() {
+    let (less_calls, key_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (l, k) = (less_calls.clone(), key_calls.clone());
+    let mut reg = kube_wasm_scheduler::plugins::in_tree_registry();
+    reg.register(
+        "KeyedSort",
+        Arc::new(
+            move |_, _| Ok(Arc::new(KeyedSort { less_calls: l.clone(), key_calls: k.clone() }) as Arc<dyn Plugin>),
+        ),
+    )
+    .unwrap();
+    let cfg = config(&reg, &profile("").replace("{name: PrioritySort}", "{name: KeyedSort}"));
+    let ctx = PluginContext::new(Arc::new(MemoryCluster::default()));
+    let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
+    let mut q =
+        SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(10));
+    let n = 1000u64;
+    for i in 0..n {
+        q.add(pod(&format!("p{i}"), ((i * 2_654_435_761) % 100) as i32 - 50), i);
+    }
+    let popped: Vec<(i32, u64)> = std::iter::from_fn(|| q.pop()).map(|p| (p.pod_info.priority, p.timestamp)).collect();
+    assert_eq!(popped.len() as u64, n);
+    assert!(popped.windows(2).all(|w| (std::cmp::Reverse(w[0].0), w[0].1) < (std::cmp::Reverse(w[1].0), w[1].1)));
+    assert_eq!(key_calls.load(Ordering::Relaxed) as u64, n, "one key per arrival");
+    assert_eq!(less_calls.load(Ordering::Relaxed), 0, "keys compared by the queue itself");
 }
