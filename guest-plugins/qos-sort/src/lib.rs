@@ -1,7 +1,7 @@
 //! QosSort: a QueueSort plugin. Higher priority first, then Guaranteed before Burstable before BestEffort, then
 //! the pod that entered the queue earlier.
 
-use kws_plugin_sdk::{Config, Plugin, QueuedPod, SortKey};
+use kws_plugin_sdk::{Config, Plugin, QueuedPod};
 
 /// The plugin (no configuration).
 pub struct QosSort;
@@ -22,7 +22,7 @@ impl Plugin for QosSort {
     /// cargo feature `less-only`, the plugin gives no key, so its cost with `less` alone can be measured.)
     #[cfg(not(feature = "less-only"))]
     fn sort_key(&self, q: &QueuedPod) -> Option<Vec<u8>> {
-        let key = SortKey::new().desc_i64(q.pod.priority.into()).asc_u64(q.pod.qos_class.rank().into());
+        let key = kws_plugin_sdk::SortKey::new().desc_i64(q.pod.priority.into()).asc_u64(q.pod.qos_class.rank().into());
         Some(key.asc_u64(q.timestamp_ns).finish())
     }
 }

@@ -38,7 +38,7 @@ impl Plugin for WasmPlugin {
         let (old, new) = (old.map(convert::event_object), new.map(convert::event_object));
         let r = self.call(&self.ctx(None), Call::QueueingHint, |_, l, i| {
             let g = guest!(l, i, events);
-            Ok(g.call_queueing_hint(&mut i.store, &p, e, old.as_ref(), new.as_ref()).map_err(trap)?)
+            g.call_queueing_hint(&mut i.store, &p, e, old.as_ref(), new.as_ref()).map_err(trap)
         });
         match r {
             Ok(wit::QueueingHint::QueueSkip) => QueueingHint::QueueSkip,

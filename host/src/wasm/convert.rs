@@ -228,57 +228,6 @@ pub fn status_to_wit(s: &Status) -> wit::Status {
     wit::Status { code, reasons: s.reasons().to_vec() }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn answer(statuses: Vec<(wit::Code, &str)>, rejected: Vec<u32>, verdicts: Vec<u32>) -> ex_filter::FilterResult {
-        let statuses =
-            statuses.into_iter().map(|(code, r)| wit::Status { code, reasons: vec![r.to_string()] }).collect();
-        ex_filter::FilterResult { statuses, rejected, verdicts }
-    }
-
-    #[test]
-    fn filter_answer_expands_to_one_status_per_node() {
-        let a = answer(
-            vec![(wit::Code::UnschedulableAndUnresolvable, "no label"), (wit::Code::Unschedulable, "full")],
-            vec![3, 0, 1],
-            vec![0, 1, 0],
-        );
-        // Appended after what the caller already holds.
-        let mut v = vec![Status::error("earlier")];
-        filter_verdicts(a, 5, &mut v).unwrap();
-        let got: Vec<String> = v.iter().map(|s| if s.is_success() { "ok".into() } else { s.message() }).collect();
-        assert_eq!(got, ["earlier", "full", "no label", "ok", "no label", "ok"]);
-        assert_eq!(v[1].code(), Code::Unschedulable);
-        assert_eq!(v[2].code(), Code::UnschedulableAndUnresolvable);
-        let mut all = Vec::new();
-        filter_verdicts(answer(vec![], vec![], vec![]), 4, &mut all).unwrap();
-        assert!(all.len() == 4 && all.iter().all(Status::is_success));
-    }
-
-    #[test]
-    fn invalid_filter_answers_say_what_is_wrong() {
-        let no = |c| (c, "no");
-        let cases = [
-            (answer(vec![no(wit::Code::Unschedulable)], vec![0, 1], vec![0]), "listed 2 rejected nodes but 1 verdicts"),
-            (answer(vec![no(wit::Code::Unschedulable)], vec![4], vec![0]), "rejected node position 4 of a batch of 4"),
-            (answer(vec![no(wit::Code::Unschedulable)], vec![2, 2], vec![0, 0]), "rejected node position 2 twice"),
-            (answer(vec![no(wit::Code::Unschedulable)], vec![1], vec![1]), "pointed at status 1 of 1"),
-            (
-                answer(vec![no(wit::Code::Unschedulable), (wit::Code::Success, "")], vec![1], vec![0]),
-                "listed a success status (index 1)",
-            ),
-        ];
-        for (a, want) in cases {
-            let mut v = vec![Status::error("earlier")];
-            let e = filter_verdicts(a, 4, &mut v).unwrap_err();
-            assert!(e.starts_with(want), "{e}");
-            assert_eq!(v.len(), 1, "nothing half-applied: {want}");
-        }
-    }
-}
-
 /// A pod of the pod view.
 pub fn known_pod(k: &KnownPod) -> wit::KnownPod {
     wit::KnownPod {
@@ -334,5 +283,56 @@ pub fn event_object(o: &EventObject) -> wit::EventObject {
     match o {
         EventObject::Pod(p) => wit::EventObject::Pod(pod(p)),
         EventObject::Node(n) => wit::EventObject::Node(node(n)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(statuses: Vec<(wit::Code, &str)>, rejected: Vec<u32>, verdicts: Vec<u32>) -> ex_filter::FilterResult {
+        let statuses =
+            statuses.into_iter().map(|(code, r)| wit::Status { code, reasons: vec![r.to_string()] }).collect();
+        ex_filter::FilterResult { statuses, rejected, verdicts }
+    }
+
+    #[test]
+    fn filter_answer_expands_to_one_status_per_node() {
+        let a = answer(
+            vec![(wit::Code::UnschedulableAndUnresolvable, "no label"), (wit::Code::Unschedulable, "full")],
+            vec![3, 0, 1],
+            vec![0, 1, 0],
+        );
+        // Appended after what the caller already holds.
+        let mut v = vec![Status::error("earlier")];
+        filter_verdicts(a, 5, &mut v).unwrap();
+        let got: Vec<String> = v.iter().map(|s| if s.is_success() { "ok".into() } else { s.message() }).collect();
+        assert_eq!(got, ["earlier", "full", "no label", "ok", "no label", "ok"]);
+        assert_eq!(v[1].code(), Code::Unschedulable);
+        assert_eq!(v[2].code(), Code::UnschedulableAndUnresolvable);
+        let mut all = Vec::new();
+        filter_verdicts(answer(vec![], vec![], vec![]), 4, &mut all).unwrap();
+        assert!(all.len() == 4 && all.iter().all(Status::is_success));
+    }
+
+    #[test]
+    fn invalid_filter_answers_say_what_is_wrong() {
+        let no = |c| (c, "no");
+        let cases = [
+            (answer(vec![no(wit::Code::Unschedulable)], vec![0, 1], vec![0]), "listed 2 rejected nodes but 1 verdicts"),
+            (answer(vec![no(wit::Code::Unschedulable)], vec![4], vec![0]), "rejected node position 4 of a batch of 4"),
+            (answer(vec![no(wit::Code::Unschedulable)], vec![2, 2], vec![0, 0]), "rejected node position 2 twice"),
+            (answer(vec![no(wit::Code::Unschedulable)], vec![1], vec![1]), "pointed at status 1 of 1"),
+            (
+                answer(vec![no(wit::Code::Unschedulable), (wit::Code::Success, "")], vec![1], vec![0]),
+                "listed a success status (index 1)",
+            ),
+        ];
+        for (a, want) in cases {
+            let mut v = vec![Status::error("earlier")];
+            let e = filter_verdicts(a, 4, &mut v).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+            assert_eq!(v.len(), 1, "nothing half-applied: {want}");
+        }
     }
 }

@@ -412,7 +412,7 @@ impl WasmPlugin {
             return Ok(());
         }
         let r = self.call(&CycleCtx::new(loaded.clone()), Call::EventsToRegister, |_, l, i| {
-            Ok(guest!(l, i, events).call_events_to_register(&mut i.store).map_err(trap)?)
+            guest!(l, i, events).call_events_to_register(&mut i.store).map_err(trap)
         });
         let events = r.map_err(|f| WasmError::Contract(f.error.message()))?;
         let _ = loaded.events.set(events.iter().filter_map(convert::registered_event).collect());

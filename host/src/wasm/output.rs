@@ -126,17 +126,26 @@ pub(super) struct GuestLog {
 struct Bucket {
     tokens: f64,
     at: Instant,
-    /// Dropped since the last line that got through (reported with the next one).
+    /// Dropped and not reported yet (reported with the next line that gets through, at most once a second).
     unreported: u64,
+    /// When drops were last reported.
+    reported_at: Instant,
 }
+
+/// How often drops are reported at most: a report per admitted line would be a flood of its own (up to `LOG_RATE`
+/// warnings a second, which the log level does not hide).
+const DROP_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl GuestLog {
     /// A full bucket for `plugin`, counting into `stats`.
     pub(super) fn new(plugin: Arc<str>, stats: Arc<WasmStats>) -> GuestLog {
-        GuestLog { plugin, bucket: Mutex::new(Bucket { tokens: LOG_BURST, at: Instant::now(), unreported: 0 }), stats }
+        let now = Instant::now();
+        let bucket = Bucket { tokens: LOG_BURST, at: now, unreported: 0, reported_at: now - DROP_REPORT_INTERVAL };
+        GuestLog { plugin, bucket: Mutex::new(bucket), stats }
     }
 
-    /// Takes a token; `Some(n)` when the line may be written, `n` being the lines dropped just before it.
+    /// Takes a token; `Some(n)` when the line may be written, `n` being the lines dropped before it that are due
+    /// to be reported now (0 until a second has passed since the last report).
     fn admit(&self) -> Option<u64> {
         let mut b = self.bucket.lock().expect("guest log lock");
         let now = Instant::now();
@@ -144,6 +153,10 @@ impl GuestLog {
         b.at = now;
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
+            if b.unreported == 0 || now.duration_since(b.reported_at) < DROP_REPORT_INTERVAL {
+                return Some(0);
+            }
+            b.reported_at = now;
             Some(std::mem::take(&mut b.unreported))
         } else {
             b.unreported += 1;
@@ -227,6 +240,22 @@ mod tests {
         // The burst, plus what the rate refilled while the loop ran.
         assert!((20_000 - dropped) >= LOG_BURST as u64, "{dropped}");
         assert!(dropped > 15_000, "{dropped}");
+    }
+
+    #[test]
+    fn drops_are_reported_at_most_once_a_second() {
+        let log = GuestLog::new(Arc::from("Flood"), Arc::default());
+        let set_tokens = |t: f64| log.bucket.lock().unwrap().tokens = t;
+        set_tokens(0.0);
+        assert!((0..5).all(|_| log.admit().is_none()));
+        set_tokens(10.0);
+        assert_eq!(log.admit(), Some(5), "the first drops are reported with the next line");
+        set_tokens(0.0);
+        assert!((0..3).all(|_| log.admit().is_none()));
+        set_tokens(10.0);
+        assert_eq!(log.admit(), Some(0), "within the second: counted, not reported");
+        log.bucket.lock().unwrap().reported_at -= DROP_REPORT_INTERVAL;
+        assert_eq!(log.admit(), Some(3), "a second later: reported");
     }
 
     #[test]
