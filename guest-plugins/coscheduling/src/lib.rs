@@ -171,10 +171,8 @@ impl Plugin for Coscheduling {
 
     fn post_filter(&self, pod: &Pod, _rejected: &[(NodeInfo<'_, ()>, Status)]) -> PostFilterResult {
         let Some(gang) = Gang::of(pod) else { return PostFilterResult::unschedulable("") };
-        let min = match min_available(pod) {
-            Ok(min) => min,
-            Err(status) => return status.into(),
-        };
+        // A bad min-available label: PreFilter said so, and no sibling can be helped by rejecting the others.
+        let Ok(min) = min_available(pod) else { return PostFilterResult::unschedulable("") };
         // Enough of the group is placed already: the group does not need this pod, so its siblings keep their
         // places.
         if gang.placed() >= min {
@@ -385,6 +383,9 @@ mod tests {
                 st.message(),
                 format!("pod ns/p: label {MIN_AVAILABLE_LABEL} has value {bad:?}, want a positive integer")
             );
+            // PostFilter does not say it a second time in the pod's message.
+            let r = testing::post_filter::<Coscheduling>(member("ns", "p", "g", Some(bad)), vec![]);
+            assert_eq!(r, PostFilterResult::unschedulable(""));
         }
     }
 
