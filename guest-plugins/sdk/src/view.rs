@@ -62,6 +62,12 @@ impl PodView {
     /// Adds the pod, or replaces the one with its UID.
     pub fn upsert(&mut self, pod: KnownPod) {
         let slot = match self.by_uid.get(pod.pod.uid.as_str()) {
+            // Most changes are a state change (pending, assumed, bound) of a pod whose namespace and indexed labels
+            // stay: its index entries stay too, so no index list is searched for it.
+            Some(&slot) if self.slots[slot as usize].as_ref().is_some_and(|old| self.same_index_keys(old, &pod)) => {
+                self.slots[slot as usize] = Some(pod);
+                return;
+            }
             Some(&slot) => {
                 self.unindex(slot);
                 slot
@@ -122,6 +128,11 @@ impl PodView {
                 values.entry(value.to_string()).or_default().push(slot);
             }
         }
+    }
+
+    /// True when the two pods sit under the same index entries (namespace and indexed label values).
+    fn same_index_keys(&self, a: &KnownPod, b: &KnownPod) -> bool {
+        a.pod.namespace == b.pod.namespace && self.indexed.iter().all(|k| a.pod.label(k) == b.pod.label(k))
     }
 
     fn unindex(&mut self, slot: u32) {
@@ -340,6 +351,11 @@ mod tests {
         assert_eq!(names(v.with_label("group", "g")), ["a/p2", "b/p3"]);
         assert_eq!(names(v.with_label("group", "h")), ["a/p1"]);
         assert_eq!(names(v.on_node("n2")), ["a/p1", "a/p4"]);
+        // p2 is bound where it was assumed: only its state changes, and the indexes still find it.
+        v.upsert(KnownPod::bound(pod("a", "p2", Some("g")), "n1", 3));
+        assert_eq!(v.get("a/p2").map(|p| p.state), Some(PodState::Bound));
+        assert_eq!(names(v.with_label("group", "g")), ["a/p2", "b/p3"]);
+        assert_eq!(names(v.in_namespace("a")), ["a/p1", "a/p2", "a/p4"]);
         assert_eq!(v.remove("a/p2").map(|p| p.pod.name), Some("p2".to_string()));
         assert!(v.remove("a/p2").is_none());
         assert_eq!(names(v.in_namespace("a")), ["a/p1", "a/p4"]);

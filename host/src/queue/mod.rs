@@ -516,11 +516,8 @@ impl SchedulingQueue {
 
     fn heap_push(&mut self, uid: String) {
         // The key, when QueueSort gives one, for the pod as it enters: comparisons then cross no plugin boundary.
-        if let Some(e) = self.entries.get(&uid) {
-            let key = self.profiles.first().sort_key(&e.info);
-            if let Some(e) = self.entries.get_mut(&uid) {
-                e.info.sort_key = key;
-            }
+        if let Some(e) = self.entries.get_mut(&uid) {
+            e.info.sort_key = self.profiles.first().sort_key(&e.info);
         }
         self.active.push(uid);
         self.sift_up(self.active.len() - 1);

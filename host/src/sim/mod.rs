@@ -261,8 +261,7 @@ impl Simulation {
                     self.scheduler.expire_waits(p);
                 }
                 (Some(b), _) => self.clock.advance_to(b),
-                (None, None) => break,
-                (None, Some(_)) => unreachable!("matched above"),
+                _ => break,
             }
         }
         // Pods still parked at Permit when the run stops making progress: their waits run out now.

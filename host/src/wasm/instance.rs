@@ -405,9 +405,14 @@ impl WasmPlugin {
         }
     }
 
-    /// Asks a newly loaded version which cluster events it registers, when it exports `events`. A guest that
-    /// cannot answer is refused as one that refuses its configuration is: it could never be retried correctly.
-    pub(super) fn ask_events(&self, loaded: &Arc<Loaded>) -> Result<(), WasmError> {
+    /// Readies a newly loaded version (at start and on reload) once its configuration is accepted: the pod view
+    /// records from now on if it follows the view (a version that starts following on reload sees the pods that
+    /// change from then on), and it is asked which cluster events it registers, when it exports `events`. A guest
+    /// that cannot answer is refused as one that refuses its configuration is: it could never be retried correctly.
+    pub(super) fn ready_version(&self, loaded: &Arc<Loaded>) -> Result<(), WasmError> {
+        if loaded.idx.pods.is_some() {
+            self.handle.pods.follow();
+        }
         if loaded.idx.events.is_none() {
             return Ok(());
         }

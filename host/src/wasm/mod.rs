@@ -195,7 +195,7 @@ pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     // configuration: the guest is not asked to validate the empty one.
     let p = WasmPlugin::load_unvalidated("check", WasmArgs::for_file(path), 0, Default::default())?;
     let loaded = p.current();
-    p.ask_events(&loaded)?;
+    p.ready_version(&loaded)?;
     info.events = loaded.events.get().map(|evs| evs.iter().map(event_label).collect());
     Ok(info)
 }

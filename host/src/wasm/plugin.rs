@@ -131,11 +131,8 @@ impl WasmPlugin {
 
     fn load_with(name: &str, args: WasmArgs, seed: u64, handle: GuestHandle) -> Result<Arc<WasmPlugin>, WasmError> {
         let p = Self::load_unvalidated(name, args, seed, handle)?;
-        if p.current().idx.pods.is_some() {
-            p.handle.pods.follow();
-        }
         p.validate_config(&p.current())?;
-        p.ask_events(&p.current())?;
+        p.ready_version(&p.current())?;
         Ok(p)
     }
 

@@ -107,12 +107,8 @@ impl WasmPlugin {
             return Err(WasmError::Contract(format!("the new version serves {new:?}, the running one {old:?}")));
         }
         self.validate_config(&loaded)?;
-        // A version that starts following the pod view sees the pods that change from now on.
-        if loaded.idx.pods.is_some() {
-            self.handle.pods.follow();
-        }
         let loaded = Arc::new(loaded);
-        self.ask_events(&loaded)?;
+        self.ready_version(&loaded)?;
         if v.origin == Origin::Precompiled {
             self.stats.precompiled_loads.fetch_add(1, Ordering::Relaxed);
         }
