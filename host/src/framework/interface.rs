@@ -30,6 +30,20 @@ pub enum EventResource {
     Volume,
     /// Anything else a plugin watches (namespaces, services, PDBs ...).
     Other,
+    /// A StorageClass.
+    StorageClass,
+    /// A CSINode (a node's CSI drivers and their attach limits).
+    CSINode,
+    /// A CSIDriver.
+    CSIDriver,
+    /// A CSIStorageCapacity (what a driver can still provision in a topology segment).
+    CSIStorageCapacity,
+    /// A ResourceClaim (resource.k8s.io).
+    ResourceClaim,
+    /// A ResourceSlice (devices a driver offers).
+    ResourceSlice,
+    /// A DeviceClass.
+    DeviceClass,
 }
 
 /// What happened to the object (a bit set).
@@ -77,12 +91,19 @@ impl ClusterEvent {
     /// volume events (PersistentVolumes and their claims alike) read `PersistentVolume`, other objects `*`.
     pub fn label(&self) -> &'static str {
         use EventResource::*;
-        const LABELS: [[&str; 4]; 5] = [
+        const LABELS: [[&str; 4]; 12] = [
             ["AssignedPodAdd", "AssignedPodDelete", "AssignedPodUpdate", "AssignedPodAll"],
             ["UnschedulablePodAdd", "UnschedulablePodDelete", "UnschedulablePodUpdate", "UnschedulablePodAll"],
             ["NodeAdd", "NodeDelete", "NodeUpdate", "NodeAll"],
             ["PersistentVolumeAdd", "PersistentVolumeDelete", "PersistentVolumeUpdate", "PersistentVolumeAll"],
             ["*Add", "*Delete", "*Update", "*All"],
+            ["StorageClassAdd", "StorageClassDelete", "StorageClassUpdate", "StorageClassAll"],
+            ["CSINodeAdd", "CSINodeDelete", "CSINodeUpdate", "CSINodeAll"],
+            ["CSIDriverAdd", "CSIDriverDelete", "CSIDriverUpdate", "CSIDriverAll"],
+            ["CSIStorageCapacityAdd", "CSIStorageCapacityDelete", "CSIStorageCapacityUpdate", "CSIStorageCapacityAll"],
+            ["ResourceClaimAdd", "ResourceClaimDelete", "ResourceClaimUpdate", "ResourceClaimAll"],
+            ["ResourceSliceAdd", "ResourceSliceDelete", "ResourceSliceUpdate", "ResourceSliceAll"],
+            ["DeviceClassAdd", "DeviceClassDelete", "DeviceClassUpdate", "DeviceClassAll"],
         ];
         let resource = match self.resource {
             AssignedPod => 0,
@@ -90,6 +111,13 @@ impl ClusterEvent {
             Node => 2,
             Volume => 3,
             Other => 4,
+            StorageClass => 5,
+            CSINode => 6,
+            CSIDriver => 7,
+            CSIStorageCapacity => 8,
+            ResourceClaim => 9,
+            ResourceSlice => 10,
+            DeviceClass => 11,
         };
         let act = match self.actions {
             action::ADD => 0,
@@ -103,10 +131,23 @@ impl ClusterEvent {
     /// Interest in every event.
     pub fn all() -> Vec<ClusterEvent> {
         use EventResource::*;
-        [AssignedPod, UnscheduledPod, Node, Volume, Other]
-            .into_iter()
-            .map(|r| ClusterEvent::new(r, action::ALL))
-            .collect()
+        [
+            AssignedPod,
+            UnscheduledPod,
+            Node,
+            Volume,
+            Other,
+            StorageClass,
+            CSINode,
+            CSIDriver,
+            CSIStorageCapacity,
+            ResourceClaim,
+            ResourceSlice,
+            DeviceClass,
+        ]
+        .into_iter()
+        .map(|r| ClusterEvent::new(r, action::ALL))
+        .collect()
     }
 }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use super::labels::Labels;
 use super::types::{NodeInfo, PodInfo};
@@ -31,6 +33,22 @@ pub struct ClusterObjects {
     pub pvcs: HashMap<String, Arc<PersistentVolumeClaim>>,
     /// PersistentVolumes by name.
     pub pvs: HashMap<String, Arc<PersistentVolume>>,
+    /// StorageClasses by name.
+    pub storage_classes: HashMap<String, Arc<StorageClass>>,
+    /// CSINodes by name (the node's name).
+    pub csi_nodes: HashMap<String, Arc<CSINode>>,
+    /// CSIDrivers by name.
+    pub csi_drivers: HashMap<String, Arc<CSIDriver>>,
+    /// CSIStorageCapacities.
+    pub csi_storage_capacities: Vec<Arc<CSIStorageCapacity>>,
+    /// ResourceClaims by `namespace/name`.
+    pub resource_claims: HashMap<String, Arc<ResourceClaim>>,
+    /// ResourceClaimTemplates by `namespace/name`.
+    pub resource_claim_templates: HashMap<String, Arc<ResourceClaimTemplate>>,
+    /// DeviceClasses by name.
+    pub device_classes: HashMap<String, Arc<DeviceClass>>,
+    /// ResourceSlices.
+    pub resource_slices: Vec<Arc<ResourceSlice>>,
 }
 
 /// The nodes and objects one cycle sees.

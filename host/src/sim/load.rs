@@ -1,6 +1,7 @@
 //! Reads a cluster from multi-document Kubernetes YAML (what a user would `kubectl apply`): Nodes, Pods,
 //! PriorityClasses, PodDisruptionBudgets, Namespaces, Services, ReplicaSets, StatefulSets,
-//! ReplicationControllers, PersistentVolumeClaims, PersistentVolumes, and `List`s of them.
+//! ReplicationControllers, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
+//! CSIStorageCapacities, ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, and `List`s of them.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -11,7 +12,9 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use thiserror::Error;
@@ -35,7 +38,28 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "ReplicationController",
     "PersistentVolumeClaim",
     "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "DeviceClass",
+    "ResourceSlice",
     "List",
+];
+
+/// The kinds that live outside namespaces.
+const CLUSTER_SCOPED: &[&str] = &[
+    "Node",
+    "PriorityClass",
+    "Namespace",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "DeviceClass",
+    "ResourceSlice",
 ];
 
 /// A cluster file that cannot be used; the message names the file, the document index and the field.
@@ -163,7 +187,7 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
         if name.is_empty() {
             return Err(err(&d.index, label, "metadata.name: missing".into()));
         }
-        let namespaced = !matches!(kind.as_str(), "Node" | "PriorityClass" | "Namespace" | "PersistentVolume");
+        let namespaced = !CLUSTER_SCOPED.contains(&kind.as_str());
         let ns_eff = if namespaced && ns.is_empty() { "default".to_string() } else { ns.clone() };
         if !seen.insert((kind.clone(), ns_eff.clone(), name.clone())) {
             return Err(err(
@@ -247,6 +271,36 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             }
             "PersistentVolume" => {
                 out.objects.pvs.insert(name, Arc::new(decode!(PersistentVolume)));
+            }
+            "StorageClass" => {
+                out.objects.storage_classes.insert(name, Arc::new(decode!(StorageClass)));
+            }
+            "CSINode" => {
+                out.objects.csi_nodes.insert(name, Arc::new(decode!(CSINode)));
+            }
+            "CSIDriver" => {
+                out.objects.csi_drivers.insert(name, Arc::new(decode!(CSIDriver)));
+            }
+            "CSIStorageCapacity" => {
+                let mut c: CSIStorageCapacity = decode!(CSIStorageCapacity);
+                c.metadata.namespace = Some(ns_eff);
+                out.objects.csi_storage_capacities.push(Arc::new(c));
+            }
+            "ResourceClaim" => {
+                let mut c: ResourceClaim = decode!(ResourceClaim);
+                c.metadata.namespace = Some(ns_eff.clone());
+                out.objects.resource_claims.insert(format!("{ns_eff}/{name}"), Arc::new(c));
+            }
+            "ResourceClaimTemplate" => {
+                let mut t: ResourceClaimTemplate = decode!(ResourceClaimTemplate);
+                t.metadata.namespace = Some(ns_eff.clone());
+                out.objects.resource_claim_templates.insert(format!("{ns_eff}/{name}"), Arc::new(t));
+            }
+            "DeviceClass" => {
+                out.objects.device_classes.insert(name, Arc::new(decode!(DeviceClass)));
+            }
+            "ResourceSlice" => {
+                out.objects.resource_slices.push(Arc::new(decode!(ResourceSlice)));
             }
             // SUPPORTED_KINDS holds no other kind, and a List's items were checked not to be Lists.
             _ => return Err(err(&d.index, label, format!("kind: {kind:?} cannot be read here"))),

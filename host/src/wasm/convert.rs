@@ -251,12 +251,20 @@ const ACTIONS: [(u8, wit::EventActions); 6] = [
     (action::UPDATE_OTHER, wit::EventActions::UPDATE_OTHER),
 ];
 
-const RESOURCES: [(EventResource, wit::EventResource); 5] = [
+/// Host resources the contract has no name for are `other` to a guest (first match wins the way back).
+const RESOURCES: [(EventResource, wit::EventResource); 12] = [
     (EventResource::AssignedPod, wit::EventResource::AssignedPod),
     (EventResource::UnscheduledPod, wit::EventResource::UnscheduledPod),
     (EventResource::Node, wit::EventResource::Node),
     (EventResource::Volume, wit::EventResource::Volume),
     (EventResource::Other, wit::EventResource::Other),
+    (EventResource::StorageClass, wit::EventResource::Other),
+    (EventResource::CSINode, wit::EventResource::Other),
+    (EventResource::CSIDriver, wit::EventResource::Other),
+    (EventResource::CSIStorageCapacity, wit::EventResource::Other),
+    (EventResource::ResourceClaim, wit::EventResource::Other),
+    (EventResource::ResourceSlice, wit::EventResource::Other),
+    (EventResource::DeviceClass, wit::EventResource::Other),
 ];
 
 /// A cluster event in contract form.
@@ -271,11 +279,14 @@ pub fn cluster_event(e: &ClusterEvent) -> wit::ClusterEvent {
     wit::ClusterEvent { resource, actions }
 }
 
-/// A guest's registered event; one with no action registers nothing.
-pub fn registered_event(e: &wit::ClusterEvent) -> Option<ClusterEvent> {
+/// A guest's registered event, as the host's events it covers: `other` is every resource the contract has no
+/// name for. One with no action registers nothing.
+pub fn registered_events(e: &wit::ClusterEvent) -> impl Iterator<Item = ClusterEvent> + '_ {
     let actions = ACTIONS.iter().filter(|(_, f)| e.actions.contains(*f)).fold(0u8, |a, (bit, _)| a | bit);
-    let resource = RESOURCES.iter().find(|(_, w)| *w == e.resource).map_or(EventResource::Other, |(r, _)| *r);
-    (actions != 0).then_some(ClusterEvent::new(resource, actions))
+    RESOURCES
+        .iter()
+        .filter(move |(_, w)| actions != 0 && *w == e.resource)
+        .map(move |(r, _)| ClusterEvent::new(*r, actions))
 }
 
 /// An event's object in contract form.

@@ -420,7 +420,7 @@ impl WasmPlugin {
             guest!(l, i, events).call_events_to_register(&mut i.store).map_err(trap)
         });
         let events = r.map_err(|f| WasmError::Contract(f.error.message()))?;
-        let _ = loaded.events.set(events.iter().filter_map(convert::registered_event).collect());
+        let _ = loaded.events.set(events.iter().flat_map(convert::registered_events).collect());
         Ok(())
     }
 

@@ -14,6 +14,8 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
@@ -38,6 +40,14 @@ struct ObjectStores {
     rcs: Store<ReplicationController>,
     pvcs: Store<PersistentVolumeClaim>,
     pvs: Store<PersistentVolume>,
+    storage_classes: Store<StorageClass>,
+    csi_nodes: Store<CSINode>,
+    csi_drivers: Store<CSIDriver>,
+    csi_storage_capacities: Store<CSIStorageCapacity>,
+    resource_claims: Store<ResourceClaim>,
+    resource_claim_templates: Store<ResourceClaimTemplate>,
+    device_classes: Store<DeviceClass>,
+    resource_slices: Store<ResourceSlice>,
 }
 
 impl ObjectStores {
@@ -58,6 +68,14 @@ impl ObjectStores {
             replication_controllers: self.rcs.state(),
             pvcs: by_key(&self.pvcs),
             pvs: by_key(&self.pvs),
+            storage_classes: by_key(&self.storage_classes),
+            csi_nodes: by_key(&self.csi_nodes),
+            csi_drivers: by_key(&self.csi_drivers),
+            csi_storage_capacities: self.csi_storage_capacities.state(),
+            resource_claims: by_key(&self.resource_claims),
+            resource_claim_templates: by_key(&self.resource_claim_templates),
+            device_classes: by_key(&self.device_classes),
+            resource_slices: self.resource_slices.state(),
         }
     }
 }
@@ -144,7 +162,32 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     let (rcs, rcs_w) = reflector::store();
     let (pvcs, pvcs_w) = reflector::store();
     let (pvs, pvs_w) = reflector::store();
-    let stores = ObjectStores { namespaces, pdbs, services, replica_sets, stateful_sets, rcs, pvcs, pvs };
+    let (storage_classes, storage_classes_w) = reflector::store();
+    let (csi_nodes, csi_nodes_w) = reflector::store();
+    let (csi_drivers, csi_drivers_w) = reflector::store();
+    let (csi_storage_capacities, csi_storage_capacities_w) = reflector::store();
+    let (resource_claims, resource_claims_w) = reflector::store();
+    let (resource_claim_templates, resource_claim_templates_w) = reflector::store();
+    let (device_classes, device_classes_w) = reflector::store();
+    let (resource_slices, resource_slices_w) = reflector::store();
+    let stores = ObjectStores {
+        namespaces,
+        pdbs,
+        services,
+        replica_sets,
+        stateful_sets,
+        rcs,
+        pvcs,
+        pvs,
+        storage_classes,
+        csi_nodes,
+        csi_drivers,
+        csi_storage_capacities,
+        resource_claims,
+        resource_claim_templates,
+        device_classes,
+        resource_slices,
+    };
     macro_rules! object_watch {
         ($ty:ty, $writer:expr, $resource:expr) => {{
             let (h, stores) = (handler.clone(), stores.clone());
@@ -163,6 +206,14 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(ReplicationController, rcs_w, EventResource::Other);
     object_watch!(PersistentVolumeClaim, pvcs_w, EventResource::Volume);
     object_watch!(PersistentVolume, pvs_w, EventResource::Volume);
+    object_watch!(StorageClass, storage_classes_w, EventResource::StorageClass);
+    object_watch!(CSINode, csi_nodes_w, EventResource::CSINode);
+    object_watch!(CSIDriver, csi_drivers_w, EventResource::CSIDriver);
+    object_watch!(CSIStorageCapacity, csi_storage_capacities_w, EventResource::CSIStorageCapacity);
+    object_watch!(ResourceClaim, resource_claims_w, EventResource::ResourceClaim);
+    object_watch!(ResourceClaimTemplate, resource_claim_templates_w, EventResource::Other);
+    object_watch!(DeviceClass, device_classes_w, EventResource::DeviceClass);
+    object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
 }
 
 /// The keys (pod UIDs, node names) a watch has handed the scheduler, so that a relist can tell it which objects
