@@ -219,8 +219,8 @@ impl Cache {
     }
 
     /// Replaces the objects other than pods and nodes.
-    pub fn set_objects(&mut self, objects: ClusterObjects) {
-        self.objects = Arc::new(objects);
+    pub fn set_objects(&mut self, objects: Arc<ClusterObjects>) {
+        self.objects = objects;
     }
 
     /// The objects other than pods and nodes.

@@ -3,14 +3,17 @@
 //! with an informer, it reports what changes to the connected event handler, at once: objects the simulator
 //! adds, pods bound, pods deleted. Status patches (nominations, conditions) are recorded but not reported, as the
 //! queue takes no action on a pod's status-only update.
+//!
+//! Volume updates are completed at once, as the PersistentVolume controller and a CSI external-provisioner would
+//! complete them a moment later (see `volumes.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 
-use super::{ClusterClient, ClusterError, EventHandler, PodEvent};
+use super::{volumes, ClusterClient, ClusterError, EventHandler, PodEvent};
 use crate::framework::{ClusterObjects, EventResource, PodInfo};
 
 /// A write the scheduler made.
@@ -44,6 +47,15 @@ pub enum Write {
         /// The event.
         event: PodEvent,
     },
+    /// A PersistentVolumeClaim bound to a PersistentVolume (by the simulated PersistentVolume controller).
+    BindClaim {
+        /// `ns/name` of the claim.
+        claim: String,
+        /// The volume's name.
+        volume: String,
+        /// The node the volume was provisioned for, when it was provisioned rather than found.
+        provisioned_for: Option<String>,
+    },
 }
 
 /// An in-memory cluster. Binding a pod twice is a conflict, as on a real API server.
@@ -55,6 +67,8 @@ pub struct MemoryCluster {
     pub fail_bind: Mutex<Vec<String>>,
     changes: AtomicUsize,
     handler: RwLock<Option<Weak<dyn EventHandler>>>,
+    /// The objects other than pods and nodes, as stored (volume updates change them).
+    volumes: Mutex<volumes::VolumeStore>,
 }
 
 impl MemoryCluster {
@@ -72,6 +86,9 @@ impl MemoryCluster {
 
     /// Adds or changes a node, as a user would through the API.
     pub fn apply_node(&self, node: Node) {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let name = node.metadata.name.clone().unwrap_or_default();
+        self.volumes.lock().expect("volumes lock").node_labels.insert(name, labels);
         self.notify(|h| h.node_applied(node));
     }
 
@@ -85,7 +102,27 @@ impl MemoryCluster {
 
     /// Replaces the objects other than pods and nodes.
     pub fn set_objects(&self, objects: ClusterObjects) {
+        self.volumes.lock().expect("volumes lock").objects = objects.clone();
         self.notify(|h| h.objects_changed(objects, EventResource::Other));
+    }
+
+    /// Applies a volume update to the stored objects, lets the simulated controllers finish what it starts, and
+    /// reports the result.
+    fn update_volumes<T>(
+        &self,
+        update: impl FnOnce(&mut volumes::VolumeStore) -> Result<T, ClusterError>,
+    ) -> Result<T, ClusterError> {
+        let (result, objects, bound) = {
+            let mut store = self.volumes.lock().expect("volumes lock");
+            let result = update(&mut store)?;
+            let bound = store.settle();
+            (result, store.objects.clone(), bound)
+        };
+        for b in bound {
+            self.push(Write::BindClaim { claim: b.claim, volume: b.volume, provisioned_for: b.provisioned_for });
+        }
+        self.notify(|h| h.objects_changed(objects, EventResource::Volume));
+        Ok(result)
     }
 
     /// Everything written so far, in order.
@@ -147,5 +184,13 @@ impl ClusterClient for MemoryCluster {
 
     fn record(&self, pod: &PodInfo, event: PodEvent) {
         self.push(Write::Event { pod: pod.key(), event });
+    }
+
+    fn update_pv(&self, pv: &PersistentVolume) -> Result<PersistentVolume, ClusterError> {
+        self.update_volumes(|s| s.replace_pv(pv))
+    }
+
+    fn update_pvc(&self, pvc: &PersistentVolumeClaim) -> Result<PersistentVolumeClaim, ClusterError> {
+        self.update_volumes(|s| s.replace_pvc(pvc))
     }
 }

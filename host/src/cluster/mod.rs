@@ -4,6 +4,7 @@
 
 pub mod kube;
 pub mod memory;
+pub mod volumes;
 
 pub use crate::framework::handle::{ClusterClient, ClusterError, PodEvent};
 

@@ -2,13 +2,15 @@
 //! (binding, evictions, nominations, events), the run's seed, and whether plugin files are watched. The framework
 //! defines these; `cluster/` implements them for a real API server and for the in-memory simulator.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use thiserror::Error;
 
 use super::pod_view::PodView;
+use super::snapshot::ClusterObjects;
 use super::types::PodInfo;
 use super::waiting_pods::WaitingPods;
 
@@ -60,6 +62,41 @@ pub trait ClusterClient: Send + Sync {
     fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError>;
     /// Records an event on the pod and, for failures, the PodScheduled=False condition.
     fn record(&self, pod: &PodInfo, event: PodEvent);
+    /// Replaces a PersistentVolume (an update that fails with a conflict when the object changed since its
+    /// `resourceVersion`); answers the object as stored.
+    fn update_pv(&self, pv: &PersistentVolume) -> Result<PersistentVolume, ClusterError> {
+        Err(unsupported(format!("persistentvolume {}", pv.metadata.name.as_deref().unwrap_or(""))))
+    }
+    /// Replaces a PersistentVolumeClaim, as `update_pv`.
+    fn update_pvc(&self, pvc: &PersistentVolumeClaim) -> Result<PersistentVolumeClaim, ClusterError> {
+        let (ns, name) = (pvc.metadata.namespace.as_deref(), pvc.metadata.name.as_deref());
+        Err(unsupported(format!("persistentvolumeclaim {}/{}", ns.unwrap_or(""), name.unwrap_or(""))))
+    }
+}
+
+/// The error of a write a cluster does not offer.
+fn unsupported(object: String) -> ClusterError {
+    ClusterError::Other { object, message: "this cluster does not take volume updates".into() }
+}
+
+/// The cluster objects other than pods and nodes as the informers last saw them (upstream's listers), for a
+/// plugin that must see changes made after its cycle's snapshot: VolumeBinding waits in PreBind for the
+/// PersistentVolume controller to finish a binding.
+#[derive(Debug, Default)]
+pub struct Listers {
+    objects: RwLock<Arc<ClusterObjects>>,
+}
+
+impl Listers {
+    /// The objects as they stand.
+    pub fn objects(&self) -> Arc<ClusterObjects> {
+        self.objects.read().expect("listers lock").clone()
+    }
+
+    /// Replaces the objects (the scheduler's event handlers call this).
+    pub fn set(&self, objects: Arc<ClusterObjects>) {
+        *self.objects.write().expect("listers lock") = objects;
+    }
 }
 
 /// What a plugin may use besides its args: the cluster seam (binder, evictions), the run's seed, whether plugin
@@ -76,11 +113,20 @@ pub struct PluginContext {
     pub waiting: Arc<WaitingPods>,
     /// The pods the scheduler knows, for plugins that follow them (Wasm guests exporting `pods`).
     pub pods: Arc<PodView>,
+    /// The latest cluster objects other than pods and nodes.
+    pub listers: Arc<Listers>,
 }
 
 impl PluginContext {
     /// A context on a cluster, seed 0, no file watching.
     pub fn new(cluster: Arc<dyn ClusterClient>) -> PluginContext {
-        PluginContext { cluster, seed: 0, reload_period: None, waiting: Arc::default(), pods: Arc::default() }
+        PluginContext {
+            cluster,
+            seed: 0,
+            reload_period: None,
+            waiting: Arc::default(),
+            pods: Arc::default(),
+            listers: Arc::default(),
+        }
     }
 }

@@ -521,6 +521,11 @@ pub trait PermitPlugin: Plugin {
 pub trait PreBindPlugin: Plugin {
     /// Success lets binding go on.
     fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+    /// Whether PreBind has anything to do for this pod (upstream's `PreBindPreFlight`): Skip leaves its PreBind
+    /// out, and a pod that no PreBind plugin has work for binds without a blocking thread. Success by default.
+    fn pre_bind_pre_flight(&self, _state: &CycleState, _pod: &PodInfo, _node: &str) -> Status {
+        Status::success()
+    }
 }
 
 /// Binds a pod. Skip passes the pod to the next binder.

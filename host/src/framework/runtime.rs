@@ -803,10 +803,33 @@ impl Framework {
         self.waiting.wait_async(&pod.uid).await
     }
 
+    /// PreBindPreFlight: Success when some PreBind plugin has work for the pod, Skip when none has (each that
+    /// answered Skip is left out of PreBind), the first error otherwise.
+    pub fn run_pre_bind_pre_flights(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let mut result = Status::skip();
+        for e in self.plugins_at(ExtensionPoint::PreBind) {
+            let s = e.plugin.as_pre_bind().expect("registered at preBind").pre_bind_pre_flight(state, pod, node);
+            match s.code() {
+                Code::Success => result = Status::success(),
+                Code::Skip => {
+                    state.skip_pre_bind_plugins.insert(e.name.to_string());
+                }
+                _ => {
+                    return Status::error(format!("running PreBindPreFlight {:?}: {}", &*e.name, s.message()))
+                        .with_plugin(&e.name)
+                }
+            }
+        }
+        result
+    }
+
     /// PreBind: the first non-Success stops.
     pub fn run_pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let timer = state.plugin_timer.clone();
         for e in self.plugins_at(ExtensionPoint::PreBind) {
+            if state.skip_pre_bind_plugins.contains(&*e.name) {
+                continue;
+            }
             let s = timed(&timer, e, ExtensionPoint::PreBind.metric_name(), Status::code, || {
                 e.plugin.as_pre_bind().expect("registered at preBind").pre_bind(state, pod, node)
             });

@@ -1,29 +1,43 @@
-//! VolumeBinding, simplified: a pod's PersistentVolumeClaims must exist, not be lost or being deleted, and be
-//! bound; the bound PersistentVolumes' `spec.nodeAffinity.required` must match the node.
+//! VolumeBinding, as upstream's: a pod's PersistentVolumeClaims must exist and not be lost or being deleted; a
+//! bound claim's PersistentVolume must exist and its node affinity match the node; an unbound claim of an
+//! `Immediate` class makes the pod wait; an unbound claim of a `WaitForFirstConsumer` class is matched, per
+//! node, to an available PersistentVolume (class, capacity, access modes, volume mode, selector, node affinity,
+//! smallest first) or else must be provisionable there (the class's provisioner and `allowedTopologies`, and
+//! the driver's published CSIStorageCapacity when its CSIDriver asks for capacity tracking). Reserve assumes the
+//! choice (later pods see the volume taken and the claim's node chosen); PreBind writes it — the volume's
+//! `claimRef`, the claim's `volume.kubernetes.io/selected-node` — and waits, up to `bindTimeoutSeconds`, for the
+//! PersistentVolume controller (or the provisioner) to finish the binding; Unreserve forgets the choice.
 //!
 //! Differences from upstream, on purpose:
-//! - No binding or provisioning is simulated. Every unbound claim is treated as an unbound *immediate* claim
-//!   (the pod waits for the claim to be bound), including claims of a `WaitForFirstConsumer` storage class,
-//!   which upstream would bind or dynamically provision for the chosen node in PreBind. Hence no Reserve,
-//!   PreBind or Score (storage capacity) either.
-//! - A claim counts as bound when `spec.volumeName` is set (upstream also wants the `bind-completed`
-//!   annotation).
-//! - PVs are looked up once in PreFilter instead of per node; PreFilter answers Skip when no bound PV has node
-//!   affinity to check, since Filter would accept every node.
+//! - A claim counts as bound when `spec.volumeName` is set; upstream also wants the `bind-completed` annotation,
+//!   which hand-written cluster files rarely carry (the PersistentVolume controller sets both at once). PreBind's
+//!   wait does want the annotation, as upstream's.
+//! - PreBind checks the binding at once before it polls each second (upstream waits a second first), so the
+//!   simulator, whose controllers finish at once, does not wait. A `bindTimeoutSeconds` of 0 checks once.
+//! - No Score: it needs the StorageCapacityScoring feature gate, off in v1.34 (the args refuse `shape`).
+//! - In-tree volumes migrated to CSI are not translated (their node affinity is checked as written).
+//! - PVs are looked up once in PreFilter instead of per node; PreFilter answers Skip when no claim needs a
+//!   per-node check, since Filter would accept every node.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Volume};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
+use k8s_openapi::api::storage::v1::{CSIStorageCapacity, StorageClass};
 use serde::Deserialize;
 
+use crate::cluster::volumes::{
+    claim_class, claim_ref, claim_volume, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
+    NO_PROVISIONER,
+};
 use crate::config::check_go_seconds;
-
-use crate::framework::labels::CompiledNodeSelector;
-use crate::framework::PluginContext;
-use crate::framework::Snapshot;
+use crate::framework::labels::{CompiledNodeSelector, Labels, Selector};
+use crate::framework::quantity::Quantity;
 use crate::framework::{
-    action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
-    PreFilterResult, Status,
+    action, ClusterClient, ClusterEvent, ClusterObjects, CycleState, EventResource, FilterPlugin, Listers, NodeInfo,
+    Plugin, PluginContext, PodInfo, PreBindPlugin, PreFilterPlugin, PreFilterResult, ReservePlugin, Snapshot, Status,
 };
 use crate::plugins::helper::{aggregate, decode, invalid, ArgsError};
 use crate::plugins::node_affinity::compile_node_selector_lenient;
@@ -31,15 +45,24 @@ use crate::plugins::node_resources::fit::UtilizationShapePoint;
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "VolumeBinding";
-/// PreFilter reason when a claim is not bound, upstream's wording.
+/// PreFilter reason when a claim of an `Immediate` class (or of no class) is not bound, upstream's wording.
 pub const ERR_REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
 /// Filter reason when a bound PV's node affinity does not match the node (upstream v1.33+ wording; older
 /// releases said "node(s) had volume node affinity conflict").
 pub const ERR_REASON_NODE_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";
+/// Filter reason when an unbound claim can be neither matched to a volume nor provisioned on the node.
+pub const ERR_REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+/// Filter reason when the driver's published capacity cannot hold a claim on the node.
+pub const ERR_REASON_NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 /// Filter reason when a claim is bound to a PV that does not exist, upstream's wording.
 pub const ERR_REASON_PV_NOT_EXIST: &str = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 
 const PHASE_LOST: &str = "Lost";
+const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
+/// Upstream's default `bindTimeoutSeconds`.
+const DEFAULT_BIND_TIMEOUT_SECONDS: i64 = 600;
+/// How often PreBind looks at the binding's progress (upstream polls each second).
+const POLL: Duration = Duration::from_secs(1);
 
 /// What Filter checks for one bound claim, in the pod's volume order.
 #[derive(Debug, Clone)]
@@ -50,10 +73,86 @@ enum BoundVolume {
     Affinity(CompiledNodeSelector),
 }
 
-/// PreFilter data: the bound claims' checks.
+/// An unbound claim matched to an available volume on a node.
 #[derive(Debug, Clone)]
-struct PreFilterState {
-    volumes: Arc<Vec<BoundVolume>>,
+struct StaticBinding {
+    pv: Arc<PersistentVolume>,
+    pvc: Arc<PersistentVolumeClaim>,
+}
+
+/// What binding the pod's unbound claims on one node takes (upstream `PodVolumes`).
+#[derive(Debug, Clone, Default)]
+struct PodVolumes {
+    static_bindings: Vec<StaticBinding>,
+    /// Claims to provision on the node.
+    provisions: Vec<Arc<PersistentVolumeClaim>>,
+    /// The node's labels, for PreBind's check of the finished binding.
+    node_labels: Labels,
+}
+
+/// PreFilter data, shared by the cycle state's copies as upstream's `stateData` is.
+#[derive(Debug, Default)]
+struct StateInner {
+    /// The cycle's objects (Filter's provisioning checks read classes, drivers and capacities).
+    objects: Arc<ClusterObjects>,
+    bound: Vec<BoundVolume>,
+    /// Unbound claims of `WaitForFirstConsumer` classes.
+    delayed: Vec<Arc<PersistentVolumeClaim>>,
+    /// The volumes of each of their classes.
+    pvs_by_class: HashMap<String, Vec<Arc<PersistentVolume>>>,
+    /// Filter's choice per feasible node.
+    by_node: Mutex<HashMap<String, PodVolumes>>,
+    /// Set by Reserve: nothing is left to bind.
+    all_bound: AtomicBool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct State(Arc<StateInner>);
+
+/// Volumes and claims Reserve assumed, over the API objects they were assumed on (upstream's assume cache): an
+/// entry stands until the informers deliver a newer version of the object, PreBind finishes, or Unreserve.
+#[derive(Debug, Default)]
+struct AssumeCache {
+    pvs: HashMap<String, Assumed<PersistentVolume>>,
+    pvcs: HashMap<String, Assumed<PersistentVolumeClaim>>,
+}
+
+#[derive(Debug)]
+struct Assumed<T> {
+    object: Arc<T>,
+    /// The resourceVersion of the API object it was assumed on.
+    base: Option<String>,
+}
+
+/// The assumed object while the API object is still the one it was assumed on; else the API object.
+fn overlay<T>(api: Option<&Arc<T>>, assumed: Option<&Assumed<T>>, rv: impl Fn(&T) -> Option<&str>) -> Option<Arc<T>> {
+    match (api, assumed) {
+        (Some(o), Some(a)) if rv(o) == a.base.as_deref() => Some(a.object.clone()),
+        (o, _) => o.cloned(),
+    }
+}
+
+fn pv_rv(pv: &PersistentVolume) -> Option<&str> {
+    pv.metadata.resource_version.as_deref()
+}
+
+fn pvc_rv(pvc: &PersistentVolumeClaim) -> Option<&str> {
+    pvc.metadata.resource_version.as_deref()
+}
+
+impl AssumeCache {
+    fn pv(&self, objects: &ClusterObjects, name: &str) -> Option<Arc<PersistentVolume>> {
+        overlay(objects.pvs.get(name), self.pvs.get(name), pv_rv)
+    }
+
+    fn pvc(&self, objects: &ClusterObjects, key: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        overlay(objects.pvcs.get(key), self.pvcs.get(key), pvc_rv)
+    }
+}
+
+/// `namespace/name` of a claim.
+fn claim_key(pvc: &PersistentVolumeClaim) -> String {
+    format!("{}/{}", pvc.metadata.namespace.as_deref().unwrap_or(""), pvc.metadata.name.as_deref().unwrap_or(""))
 }
 
 /// The claim name a volume uses, and whether it is a generic ephemeral volume (claim `<pod>-<volume>`).
@@ -68,13 +167,13 @@ fn volume_claim(pod: &PodInfo, v: &Volume) -> Option<(String, bool)> {
 }
 
 /// Upstream `podHasPVCs` checks on one claim; `Err` is the UnschedulableAndUnresolvable reason.
-fn check_claim<'a>(
+fn check_claim(
     pod: &PodInfo,
-    snapshot: &'a Snapshot,
+    pvc: Option<Arc<PersistentVolumeClaim>>,
     name: &str,
     ephemeral: bool,
-) -> Result<&'a PersistentVolumeClaim, String> {
-    let Some(pvc) = snapshot.objects.pvcs.get(&format!("{}/{}", pod.namespace, name)) else {
+) -> Result<Arc<PersistentVolumeClaim>, String> {
+    let Some(pvc) = pvc else {
         return Err(if ephemeral {
             format!("waiting for ephemeral volume controller to create the persistentvolumeclaim {name:?}")
         } else {
@@ -101,12 +200,192 @@ fn check_claim<'a>(
     Ok(pvc)
 }
 
-/// The plugin's args (upstream `VolumeBindingArgs`). Checked as upstream, then unused: this plugin binds no
-/// volumes, so there is no bind to time out and no capacity to score.
+/// A volume's StorageClass name (beta annotation first), `""` for none.
+fn volume_class(pv: &PersistentVolume) -> &str {
+    let annotated = pv.metadata.annotations.as_ref().and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"));
+    annotated.map(String::as_str).or(pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref())).unwrap_or("")
+}
+
+/// Whether the class binds a claim only once a pod using it is scheduled. A claim of a class that does not
+/// exist binds at once (upstream `IsDelayBindingMode`).
+fn delays_binding(class: Option<&StorageClass>) -> bool {
+    class.and_then(|c| c.volume_binding_mode.as_deref()) == Some(WAIT_FOR_FIRST_CONSUMER)
+}
+
+/// `requests.storage` of a claim, `capacity.storage` of a volume (absent or unreadable: zero).
+fn storage(
+    map: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> Option<Quantity> {
+    map.and_then(|m| m.get("storage")).and_then(|q| Quantity::parse(&q.0).ok())
+}
+
+fn claim_request(pvc: &PersistentVolumeClaim) -> Option<Quantity> {
+    storage(pvc.spec.as_ref().and_then(|s| s.resources.as_ref()).and_then(|r| r.requests.as_ref()))
+}
+
+/// Whether the volume's required node affinity admits a node with these labels (upstream `CheckNodeAffinity`:
+/// matched against the labels only).
+fn volume_fits_node(pv: &PersistentVolume, labels: &Labels) -> bool {
+    let required = pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref());
+    required.is_none_or(|sel| compile_node_selector_lenient(sel).matches("", labels))
+}
+
+/// Whether the volume's claimRef names this claim (upstream `IsVolumeBoundToClaim`).
+fn volume_bound_to(pv: &PersistentVolume, pvc: &PersistentVolumeClaim) -> bool {
+    let Some(r) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else { return false };
+    r.name == pvc.metadata.name
+        && r.namespace == pvc.metadata.namespace
+        && r.uid.as_deref().is_none_or(|u| u.is_empty() || Some(u) == pvc.metadata.uid.as_deref())
+}
+
+/// Upstream `FindMatchingVolume` for a delayed claim on a node: the volume already bound to the claim if its
+/// affinity admits the node, else the smallest available one of the claim's class that fits.
+fn find_matching_volume(
+    pvc: &PersistentVolumeClaim,
+    pvs: &[Arc<PersistentVolume>],
+    labels: &Labels,
+    excluded: &HashMap<String, ()>,
+) -> Result<Option<Arc<PersistentVolume>>, String> {
+    let spec = pvc.spec.clone().unwrap_or_default();
+    // Absent reads as zero: `None` orders first.
+    let requested = claim_request(pvc);
+    let class = claim_class(pvc).unwrap_or_default();
+    let selector = match &spec.selector {
+        Some(s) => Some(
+            Selector::from_label_selector(s)
+                .map_err(|e| format!("error creating internal label selector for claim: {}: {e}", claim_key(pvc)))?,
+        ),
+        None => None,
+    };
+    let mode = |m: Option<&String>| m.map_or("Filesystem".to_string(), Clone::clone);
+    let mut best: Option<(Arc<PersistentVolume>, Option<Quantity>)> = None;
+    for pv in pvs {
+        let name = pv.metadata.name.as_deref().unwrap_or("");
+        if excluded.contains_key(name) {
+            continue;
+        }
+        let pv_spec = pv.spec.clone().unwrap_or_default();
+        let bound_here = volume_bound_to(pv, pvc);
+        if pv_spec.claim_ref.is_some() && !bound_here {
+            continue;
+        }
+        let capacity = storage(pv_spec.capacity.as_ref());
+        if capacity < requested {
+            continue;
+        }
+        if mode(spec.volume_mode.as_ref()) != mode(pv_spec.volume_mode.as_ref()) {
+            continue;
+        }
+        if spec.volume_attributes_class_name.as_deref().unwrap_or("")
+            != pv_spec.volume_attributes_class_name.as_deref().unwrap_or("")
+        {
+            continue;
+        }
+        if pv.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let fits = volume_fits_node(pv, labels);
+        if bound_here {
+            return Ok(fits.then(|| pv.clone()));
+        }
+        if pv.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Available") {
+            continue;
+        }
+        if selector.as_ref().is_some_and(|s| !s.matches(pv.metadata.labels.as_ref().unwrap_or(&Labels::new()))) {
+            continue;
+        }
+        if volume_class(pv) != class || !fits {
+            continue;
+        }
+        let modes = pv_spec.access_modes.unwrap_or_default();
+        if !spec.access_modes.iter().flatten().all(|m| modes.contains(m)) {
+            continue;
+        }
+        if best.as_ref().is_none_or(|(_, q)| *q > capacity) {
+            best = Some((pv.clone(), capacity));
+        }
+    }
+    Ok(best.map(|(pv, _)| pv))
+}
+
+/// Whether a node's labels match a class's `allowedTopologies` (any term; none: every node).
+fn allowed_topology(class: &StorageClass, labels: &Labels) -> bool {
+    let terms = class.allowed_topologies.as_deref().unwrap_or(&[]);
+    terms.is_empty()
+        || terms.iter().any(|t| {
+            t.match_label_expressions.iter().flatten().all(|e| labels.get(&e.key).is_some_and(|v| e.values.contains(v)))
+        })
+}
+
+/// The size a published capacity admits: `maximumVolumeSize`, else `capacity`.
+fn volume_limit(c: &CSIStorageCapacity) -> Option<Quantity> {
+    c.maximum_volume_size.as_ref().or(c.capacity.as_ref()).and_then(|q| Quantity::parse(&q.0).ok())
+}
+
+/// What `check_volume_provisions` found.
+struct Provisions {
+    satisfied: bool,
+    sufficient: bool,
+    claims: Vec<Arc<PersistentVolumeClaim>>,
+}
+
+/// Upstream `checkVolumeProvisions`: every claim's class must provision on the node, with room for it where
+/// the driver publishes capacity.
+fn check_volume_provisions(
+    objects: &ClusterObjects,
+    claims: Vec<Arc<PersistentVolumeClaim>>,
+    labels: &Labels,
+) -> Result<Provisions, String> {
+    let refused = |satisfied, sufficient| Ok(Provisions { satisfied, sufficient, claims: Vec::new() });
+    for claim in &claims {
+        let Some(class_name) = claim_class(claim) else {
+            return Err(format!("no class for claim {:?}", claim_key(claim)));
+        };
+        let Some(class) = objects.storage_classes.get(&class_name) else {
+            return Err(format!("failed to find storage class {class_name:?}"));
+        };
+        if class.provisioner.is_empty() || class.provisioner == NO_PROVISIONER {
+            return refused(false, true);
+        }
+        if !allowed_topology(class, labels) {
+            return refused(false, true);
+        }
+        let Some(size) = claim_request(claim) else { continue };
+        let tracked = objects.csi_drivers.get(&class.provisioner).and_then(|d| d.spec.storage_capacity) == Some(true);
+        if !tracked {
+            continue;
+        }
+        let room = objects.csi_storage_capacities.iter().any(|c| {
+            c.storage_class_name == class_name
+                && volume_limit(c).is_some_and(|l| l >= size)
+                && c.node_topology
+                    .as_ref()
+                    .is_some_and(|t| Selector::from_label_selector(t).is_ok_and(|s| s.matches(labels)))
+        });
+        if !room {
+            return refused(true, false);
+        }
+    }
+    Ok(Provisions { satisfied: true, sufficient: true, claims })
+}
+
+/// Whether `a`, a resourceVersion, is older than `b` (versions the API server did not hand out compare equal).
+fn older(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a.and_then(|v| v.parse::<u64>().ok()), b.and_then(|v| v.parse::<u64>().ok())) {
+        (Some(a), Some(b)) => a < b,
+        _ => false,
+    }
+}
+
+fn fully_bound(pvc: &PersistentVolumeClaim) -> bool {
+    claim_volume(pvc).is_some() && pvc.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANN_BIND_COMPLETED))
+}
+
+/// The plugin's args (upstream `VolumeBindingArgs`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VolumeBindingArgs {
-    /// Seconds to wait for a volume binding (default 600; 0 means no waiting).
+    /// Seconds PreBind waits for a volume binding to complete (default 600).
     pub bind_timeout_seconds: Option<i64>,
     /// Storage-capacity scoring shape; only with the StorageCapacityScoring feature gate, which is off.
     pub shape: Option<Vec<UtilizationShapePoint>>,
@@ -144,14 +423,127 @@ impl VolumeBindingArgs {
 }
 
 /// The VolumeBinding plugin.
-#[derive(Debug, Default)]
-pub struct VolumeBinding;
+pub struct VolumeBinding {
+    bind_timeout: Duration,
+    cluster: Arc<dyn ClusterClient>,
+    listers: Arc<Listers>,
+    assumed: Mutex<AssumeCache>,
+}
+
+impl std::fmt::Debug for VolumeBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(NAME).field("bind_timeout", &self.bind_timeout).finish_non_exhaustive()
+    }
+}
 
 impl VolumeBinding {
-    /// Builds the plugin; its args are checked as upstream's, then have no effect here.
-    pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<VolumeBinding, String> {
-        VolumeBindingArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
-        Ok(VolumeBinding)
+    /// Builds the plugin from its args; it writes through the context's cluster and reads its listers.
+    pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<VolumeBinding, String> {
+        let a = VolumeBindingArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
+        let secs = a.bind_timeout_seconds.unwrap_or(DEFAULT_BIND_TIMEOUT_SECONDS).max(0) as u64;
+        Ok(VolumeBinding {
+            bind_timeout: Duration::from_secs(secs),
+            cluster: ctx.cluster.clone(),
+            listers: ctx.listers.clone(),
+            assumed: Mutex::default(),
+        })
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, AssumeCache> {
+        self.assumed.lock().expect("volume assume cache lock")
+    }
+
+    /// Forgets what Reserve assumed for these volumes.
+    fn revert(&self, v: &PodVolumes) {
+        let mut cache = self.cache();
+        for b in &v.static_bindings {
+            cache.pvs.remove(b.pv.metadata.name.as_deref().unwrap_or(""));
+        }
+        for c in &v.provisions {
+            cache.pvcs.remove(&claim_key(c));
+        }
+    }
+
+    /// Whether every claim of the pod is bound, as far as this scheduler knows.
+    fn pod_volumes_bound(&self, pod: &PodInfo, objects: &ClusterObjects) -> bool {
+        let cache = self.cache();
+        let volumes = pod.pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+        volumes.iter().filter_map(|v| volume_claim(pod, v)).all(|(name, _)| {
+            cache.pvc(objects, &format!("{}/{name}", pod.namespace)).is_some_and(|c| claim_volume(&c).is_some())
+        })
+    }
+
+    /// Upstream `checkBindings`: whether the PersistentVolume controller has finished what PreBind wrote; an
+    /// error when it was undone.
+    fn check_bindings(&self, node: &str, v: &PodVolumes) -> Result<bool, String> {
+        let objects = self.listers.objects();
+        for b in &v.static_bindings {
+            let name = b.pv.metadata.name.as_deref().unwrap_or("");
+            let key = claim_key(&b.pvc);
+            let Some(pv) = objects.pvs.get(name) else {
+                return Err(format!("failed to check binding: persistentvolume {name:?} not found"));
+            };
+            let Some(pvc) = objects.pvcs.get(&key) else {
+                return Err(format!("failed to check binding: persistentvolumeclaim {key:?} not found"));
+            };
+            if older(pv_rv(pv), pv_rv(&b.pv)) {
+                return Ok(false);
+            }
+            if !volume_fits_node(pv, &v.node_labels) {
+                return Err(format!("pv {name:?} node affinity doesn't match node {node:?}"));
+            }
+            if pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref())
+                .is_none_or(|r| r.uid.as_deref().unwrap_or("").is_empty())
+            {
+                return Err(format!("ClaimRef got reset for pv {name:?}"));
+            }
+            if !fully_bound(pvc) {
+                return Ok(false);
+            }
+        }
+        for claim in &v.provisions {
+            let key = claim_key(claim);
+            let Some(pvc) = objects.pvcs.get(&key) else {
+                return Err(format!("failed to check provisioning pvc: persistentvolumeclaim {key:?} not found"));
+            };
+            if older(pvc_rv(pvc), pvc_rv(claim)) {
+                return Ok(false);
+            }
+            let name = pvc.metadata.name.as_deref().unwrap_or("");
+            let Some(selected) = pvc.metadata.annotations.as_ref().and_then(|a| a.get(ANN_SELECTED_NODE)) else {
+                return Err(format!("selectedNode annotation reset for PVC {name:?}"));
+            };
+            if selected != node {
+                return Err(format!("provisioning failed for PVC {name:?}"));
+            }
+            if let Some(volume) = claim_volume(pvc) {
+                let Some(pv) = objects.pvs.get(volume) else { return Ok(false) };
+                if !volume_fits_node(pv, &v.node_labels) {
+                    return Err(format!("pv {volume:?} node affinity doesn't match node {node:?}"));
+                }
+            }
+            if !fully_bound(pvc) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Upstream `bindAPIUpdate`: writes each volume's claimRef and each provisioned claim's selected node;
+    /// answers the objects as stored (the versions PreBind waits past).
+    fn bind_api_update(&self, v: &PodVolumes) -> Result<PodVolumes, String> {
+        let mut written = PodVolumes { node_labels: v.node_labels.clone(), ..Default::default() };
+        for b in &v.static_bindings {
+            let pv = self.cluster.update_pv(&b.pv).map_err(|e| e.to_string())?;
+            written.static_bindings.push(StaticBinding { pv: Arc::new(pv), pvc: b.pvc.clone() });
+        }
+        for c in &v.provisions {
+            written.provisions.push(Arc::new(self.cluster.update_pvc(c).map_err(|e| e.to_string())?));
+        }
+        Ok(written)
     }
 }
 
@@ -161,74 +553,259 @@ impl Plugin for VolumeBinding {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
+            ClusterEvent::new(EventResource::StorageClass, action::ADD | action::UPDATE),
             // Claims and volumes created or bound.
             ClusterEvent::new(EventResource::Volume, action::ADD | action::UPDATE),
             ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_LABEL | action::UPDATE_TAINT),
-            // Storage classes and CSI objects.
-            ClusterEvent::new(EventResource::Other, action::ADD | action::UPDATE),
+            ClusterEvent::new(EventResource::CSINode, action::ADD | action::UPDATE),
+            ClusterEvent::new(EventResource::CSIDriver, action::UPDATE),
+            ClusterEvent::new(EventResource::CSIStorageCapacity, action::ADD | action::UPDATE),
         ]
     }
-    crate::serves!(pre_filter, filter);
+    crate::serves!(pre_filter, filter, reserve, pre_bind);
 }
 
 impl PreFilterPlugin for VolumeBinding {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status) {
         let volumes = pod.pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
         if pod.pvc_names.is_empty() && !volumes.iter().any(|v| v.ephemeral.is_some()) {
+            state.write(NAME, State::default());
             return (None, Status::skip());
         }
+        let objects = &snapshot.objects;
+        let cache = self.cache();
         let mut claims = Vec::new();
         for v in volumes {
             let Some((name, ephemeral)) = volume_claim(pod, v) else { continue };
-            match check_claim(pod, snapshot, &name, ephemeral) {
+            match check_claim(pod, cache.pvc(objects, &format!("{}/{name}", pod.namespace)), &name, ephemeral) {
                 Ok(pvc) => claims.push(pvc),
                 Err(reason) => return (None, Status::unresolvable(reason)),
             }
         }
-        let bound_pv = |pvc: &&PersistentVolumeClaim| {
-            pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref()).filter(|n| !n.is_empty()).map(str::to_owned)
-        };
-        if claims.iter().any(|c| bound_pv(c).is_none()) {
-            return (None, Status::unresolvable(ERR_REASON_UNBOUND_IMMEDIATE));
-        }
-        let mut checks = Vec::new();
-        for pv_name in claims.iter().filter_map(bound_pv) {
-            match snapshot.objects.pvs.get(&pv_name) {
-                None => checks.push(BoundVolume::Missing),
-                Some(pv) => {
-                    let required =
-                        pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref());
-                    if let Some(sel) = required {
-                        checks.push(BoundVolume::Affinity(compile_node_selector_lenient(sel)));
+        let mut inner = StateInner { objects: objects.clone(), ..Default::default() };
+        for pvc in claims {
+            if let Some(pv_name) = claim_volume(&pvc) {
+                match cache.pv(objects, pv_name) {
+                    None => inner.bound.push(BoundVolume::Missing),
+                    Some(pv) => {
+                        let required =
+                            pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref());
+                        if let Some(sel) = required {
+                            inner.bound.push(BoundVolume::Affinity(compile_node_selector_lenient(sel)));
+                        }
                     }
                 }
+                continue;
             }
+            let class = claim_class(&pvc);
+            if !delays_binding(class.as_deref().and_then(|c| objects.storage_classes.get(c)).map(|c| &**c)) {
+                return (None, Status::unresolvable(ERR_REASON_UNBOUND_IMMEDIATE));
+            }
+            let class = class.unwrap_or_default();
+            inner.pvs_by_class.entry(class).or_insert_with_key(|class| {
+                let mut pvs: Vec<Arc<PersistentVolume>> = objects
+                    .pvs
+                    .keys()
+                    .filter_map(|n| cache.pv(objects, n))
+                    .filter(|pv| volume_class(pv) == class)
+                    .collect();
+                pvs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                pvs
+            });
+            inner.delayed.push(pvc);
         }
-        if checks.is_empty() {
+        let nothing_per_node = inner.bound.is_empty() && inner.delayed.is_empty();
+        state.write(NAME, State(Arc::new(inner)));
+        if nothing_per_node {
             return (None, Status::skip());
         }
-        state.write(NAME, PreFilterState { volumes: Arc::new(checks) });
         (None, Status::success())
     }
 }
 
 impl FilterPlugin for VolumeBinding {
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
-        let Some(s) = state.read::<PreFilterState>(NAME) else {
+        let Some(State(s)) = state.read::<State>(NAME) else {
             return Status::error(format!("reading {NAME:?} from cycleState: not found"));
         };
         let labels = node.labels();
-        for v in s.volumes.iter() {
+        let (mut bound_ok, mut pvs_found, mut unbound_ok, mut sufficient) = (true, true, true, true);
+        for v in &s.bound {
             match v {
-                BoundVolume::Missing => return Status::unresolvable(ERR_REASON_PV_NOT_EXIST),
+                BoundVolume::Missing => {
+                    pvs_found = false;
+                    break;
+                }
                 // Upstream matches PV affinity against a node carrying only the labels: matchFields see no name.
                 BoundVolume::Affinity(sel) if !sel.matches("", labels) => {
-                    return Status::unresolvable(ERR_REASON_NODE_CONFLICT)
+                    bound_ok = false;
+                    break;
                 }
                 BoundVolume::Affinity(_) => {}
             }
         }
+        let mut volumes = PodVolumes { node_labels: labels.clone(), ..Default::default() };
+        if !s.delayed.is_empty() {
+            let (mut to_provision, mut to_match) = (Vec::new(), Vec::new());
+            for claim in &s.delayed {
+                match claim.metadata.annotations.as_ref().and_then(|a| a.get(ANN_SELECTED_NODE)) {
+                    Some(n) if *n != node.name => {
+                        unbound_ok = false;
+                        break;
+                    }
+                    Some(_) => to_provision.push(claim.clone()),
+                    None => to_match.push(claim.clone()),
+                }
+            }
+            if unbound_ok {
+                // Smallest claims first, so that they do not take the volumes larger claims need.
+                to_match.sort_by_key(|c| claim_request(c));
+                let mut chosen = HashMap::new();
+                for claim in to_match {
+                    let pvs = s.pvs_by_class.get(&claim_class(&claim).unwrap_or_default()).map_or(&[][..], |v| v);
+                    match find_matching_volume(&claim, pvs, labels, &chosen) {
+                        Err(e) => return Status::error(e),
+                        Ok(Some(pv)) => {
+                            chosen.insert(pv.metadata.name.clone().unwrap_or_default(), ());
+                            volumes.static_bindings.push(StaticBinding { pv, pvc: claim });
+                        }
+                        Ok(None) => to_provision.push(claim),
+                    }
+                }
+                if !to_provision.is_empty() {
+                    match check_volume_provisions(&s.objects, to_provision, labels) {
+                        Err(e) => return Status::error(e),
+                        Ok(p) => {
+                            (unbound_ok, sufficient) = (p.satisfied, p.sufficient);
+                            volumes.provisions = p.claims;
+                        }
+                    }
+                }
+            }
+        }
+        let mut reasons = Vec::new();
+        for (ok, reason) in [
+            (bound_ok, ERR_REASON_NODE_CONFLICT),
+            (unbound_ok, ERR_REASON_BIND_CONFLICT),
+            (sufficient, ERR_REASON_NOT_ENOUGH_SPACE),
+            (pvs_found, ERR_REASON_PV_NOT_EXIST),
+        ] {
+            if !ok {
+                reasons.push(reason.to_string());
+            }
+        }
+        if !reasons.is_empty() {
+            return Status::with_reasons(crate::framework::Code::UnschedulableAndUnresolvable, reasons);
+        }
+        s.by_node.lock().expect("volume binding state lock").insert(node.name.clone(), volumes);
         Status::success()
+    }
+}
+
+impl ReservePlugin for VolumeBinding {
+    /// Upstream `AssumePodVolumes`: the chosen volumes name their claims, the claims to provision name the node.
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let Some(State(s)) = state.read::<State>(NAME) else { return Status::success() };
+        let mut by_node = s.by_node.lock().expect("volume binding state lock");
+        let Some(volumes) = by_node.get_mut(node) else {
+            // The pod needs no per-node volume work.
+            s.all_bound.store(true, Ordering::SeqCst);
+            return Status::success();
+        };
+        if self.pod_volumes_bound(pod, &self.listers.objects()) {
+            s.all_bound.store(true, Ordering::SeqCst);
+            return Status::success();
+        }
+        let mut cache = self.cache();
+        for b in &mut volumes.static_bindings {
+            let claim_ref_now = b.pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+            let names_claim = claim_ref_now.is_some_and(|r| {
+                r.name == b.pvc.metadata.name && r.namespace == b.pvc.metadata.namespace && r.uid == b.pvc.metadata.uid
+            });
+            if names_claim {
+                // Nothing to assume (upstream's `GetBindVolumeToClaim` finds it clean); PreBind still writes it.
+                continue;
+            }
+            let mut pv = (*b.pv).clone();
+            if !volume_bound_to(&pv, &b.pvc) {
+                let annotations = pv.metadata.annotations.get_or_insert_with(Default::default);
+                annotations.entry(ANN_BOUND_BY_CONTROLLER.into()).or_insert_with(|| "yes".into());
+            }
+            pv.spec.get_or_insert_with(Default::default).claim_ref = Some(claim_ref(&b.pvc));
+            let pv = Arc::new(pv);
+            let name = pv.metadata.name.clone().unwrap_or_default();
+            cache.pvs.insert(name, Assumed { object: pv.clone(), base: pv.metadata.resource_version.clone() });
+            b.pv = pv;
+        }
+        for c in &mut volumes.provisions {
+            let mut claim = (**c).clone();
+            claim
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ANN_SELECTED_NODE.into(), node.into());
+            let claim = Arc::new(claim);
+            cache.pvcs.insert(
+                claim_key(&claim),
+                Assumed { object: claim.clone(), base: claim.metadata.resource_version.clone() },
+            );
+            *c = claim;
+        }
+        s.all_bound.store(false, Ordering::SeqCst);
+        Status::success()
+    }
+
+    fn unreserve(&self, state: &mut CycleState, _pod: &PodInfo, node: &str) {
+        let Some(State(s)) = state.read::<State>(NAME) else { return };
+        if let Some(v) = s.by_node.lock().expect("volume binding state lock").get(node) {
+            self.revert(v);
+        }
+    }
+}
+
+impl PreBindPlugin for VolumeBinding {
+    fn pre_bind_pre_flight(&self, state: &CycleState, _pod: &PodInfo, node: &str) -> Status {
+        let Some(State(s)) = state.read::<State>(NAME) else { return Status::skip() };
+        if s.all_bound.load(Ordering::SeqCst) {
+            return Status::skip();
+        }
+        if !s.by_node.lock().expect("volume binding state lock").contains_key(node) {
+            return Status::error(format!("no pod volume found for node {node:?}"));
+        }
+        Status::success()
+    }
+
+    /// Writes the bindings and waits until the PersistentVolume controller has completed them.
+    fn pre_bind(&self, state: &mut CycleState, _pod: &PodInfo, node: &str) -> Status {
+        let Some(State(s)) = state.read::<State>(NAME) else { return Status::success() };
+        if s.all_bound.load(Ordering::SeqCst) {
+            return Status::success();
+        }
+        let Some(volumes) = s.by_node.lock().expect("volume binding state lock").get(node).cloned() else {
+            return Status::error(format!("no pod volume found for node {node:?}"));
+        };
+        let written = match self.bind_api_update(&volumes) {
+            Ok(w) => w,
+            Err(e) => {
+                self.revert(&volumes);
+                return Status::error(e);
+            }
+        };
+        let deadline = Instant::now() + self.bind_timeout;
+        let result = loop {
+            match self.check_bindings(node, &written) {
+                Ok(true) => break Ok(()),
+                Ok(false) if Instant::now() >= deadline => break Err("context deadline exceeded".to_string()),
+                Ok(false) => std::thread::sleep(POLL.min(deadline.saturating_duration_since(Instant::now()))),
+                Err(e) => break Err(e),
+            }
+        };
+        // Done or given up: the API objects are what counts from now on.
+        self.revert(&volumes);
+        match result {
+            Ok(()) => Status::success(),
+            Err(e) => Status::error(format!("binding volumes: {e}")),
+        }
     }
 }
 
@@ -238,7 +815,6 @@ mod tests {
     use crate::framework::ClusterObjects;
     use crate::framework::Code;
     use crate::plugins::testutil::{ctx, node, pod};
-    use k8s_openapi::api::core::v1::PersistentVolume;
     use serde_json::{json, Value};
 
     fn pvc(name: &str, extra: Value) -> (String, Arc<PersistentVolumeClaim>) {
@@ -295,6 +871,10 @@ mod tests {
             ..Default::default()
         });
         s
+    }
+
+    fn plugin() -> VolumeBinding {
+        VolumeBinding::new(None, &ctx()).unwrap()
     }
 
     fn pod_with(volumes: Value) -> PodInfo {
@@ -367,7 +947,7 @@ mod tests {
             if let Some(r) = reason {
                 assert_eq!(st.reasons(), [r.to_string()], "{name}");
             }
-            assert_eq!(state.read::<PreFilterState>(NAME).is_some(), code == Code::Success, "{name}");
+            assert_eq!(state.read::<State>(NAME).is_some(), code != Code::UnschedulableAndUnresolvable, "{name}");
         }
     }
 
@@ -397,7 +977,7 @@ mod tests {
                 Some(ERR_REASON_NODE_CONFLICT),
             ),
         ];
-        let pl = VolumeBinding;
+        let pl = VolumeBinding::new(None, &ctx()).unwrap();
         let snap = snapshot();
         for (name, volumes, labels, want) in cases {
             let p = pod_with(volumes);
@@ -434,10 +1014,10 @@ mod tests {
         for claim_name in ["c-empty", "c-name"] {
             let p = pod_with(json!([claim(claim_name)]));
             let mut state = CycleState::new();
-            assert!(VolumeBinding.pre_filter(&mut state, &p, &snap).1.is_success());
+            assert!(plugin().pre_filter(&mut state, &p, &snap).1.is_success());
             // No terms match nothing; a node-name field is matched against a node that has only labels.
             assert_eq!(
-                VolumeBinding.filter(&state, &p, &n1).reasons(),
+                plugin().filter(&state, &p, &n1).reasons(),
                 [ERR_REASON_NODE_CONFLICT.to_string()],
                 "{claim_name}"
             );
@@ -446,8 +1026,231 @@ mod tests {
 
     #[test]
     fn filter_without_state_is_an_error() {
-        let st =
-            VolumeBinding.filter(&CycleState::new(), &pod_with(json!([])), &node(json!({"metadata": {"name": "n"}})));
+        let st = plugin().filter(&CycleState::new(), &pod_with(json!([])), &node(json!({"metadata": {"name": "n"}})));
         assert_eq!(st.code(), Code::Error);
+    }
+
+    /// Objects of a cluster where claims wait for their first consumer (zone `a` nodes, zone `b` nodes).
+    fn wffc_snapshot() -> Snapshot {
+        let class = |name: &str, provisioner: &str, extra: Value| {
+            let mut v = json!({"metadata": {"name": name}, "provisioner": provisioner,
+                "volumeBindingMode": "WaitForFirstConsumer"});
+            merge(&mut v, extra);
+            (name.to_string(), Arc::new(serde_json::from_value::<StorageClass>(v).unwrap()))
+        };
+        let wffc_pvc = |name: &str, class: &str, size: &str, extra: Value| {
+            let mut v = json!({"spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": size}}}});
+            merge(&mut v, extra);
+            pvc(name, v)
+        };
+        let local_pv = |name: &str, size: &str, zone: &str, extra: Value| {
+            let mut spec = json!({"storageClassName": "local", "capacity": {"storage": size},
+                "accessModes": ["ReadWriteOnce"]});
+            merge(&mut spec, zone_affinity(&[zone]));
+            merge(&mut spec, extra);
+            let (n, pv) = pv(name, spec);
+            let mut pv = (*pv).clone();
+            pv.status = Some(serde_json::from_value(json!({"phase": "Available"})).unwrap());
+            (n, Arc::new(pv))
+        };
+        let mut s = snapshot();
+        let mut o = (*s.objects).clone();
+        o.storage_classes.extend([
+            class("local", NO_PROVISIONER, json!({})),
+            class("csi", "csi.example.com", json!({})),
+            class("csi-b", "csi.example.com", json!({"allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": ["b"]}]}]})),
+            class("tracked", "tracked.example.com", json!({})),
+            (
+                "immediate".to_string(),
+                Arc::new(serde_json::from_value(json!({"metadata": {"name": "immediate"}, "provisioner": "x", "volumeBindingMode": "Immediate"})).unwrap()),
+            ),
+        ]);
+        o.pvcs.extend([
+            wffc_pvc("small", "local", "1Gi", json!({})),
+            wffc_pvc("large", "local", "5Gi", json!({})),
+            wffc_pvc("huge", "local", "50Gi", json!({})),
+            wffc_pvc("rwx", "local", "1Gi", json!({"spec": {"accessModes": ["ReadWriteMany"]}})),
+            wffc_pvc("picky", "local", "1Gi", json!({"spec": {"selector": {"matchLabels": {"disk": "ssd"}}}})),
+            wffc_pvc("dyn", "csi", "1Gi", json!({})),
+            wffc_pvc("dyn-b", "csi-b", "1Gi", json!({})),
+            wffc_pvc("dyn-on-n2", "csi", "1Gi", json!({"metadata": {"annotations": {ANN_SELECTED_NODE: "n2"}}})),
+            wffc_pvc("dyn-on-n1", "csi", "1Gi", json!({"metadata": {"annotations": {ANN_SELECTED_NODE: "n1"}}})),
+            wffc_pvc("tracked-small", "tracked", "1Gi", json!({})),
+            wffc_pvc("tracked-big", "tracked", "20Gi", json!({})),
+            wffc_pvc("now", "immediate", "1Gi", json!({})),
+        ]);
+        o.pvs.extend([
+            local_pv("pv-a-1g", "1Gi", "a", json!({})),
+            local_pv("pv-a-5g", "5Gi", "a", json!({})),
+            local_pv("pv-a-ssd", "2Gi", "a", json!({})),
+            local_pv("pv-b-10g", "10Gi", "b", json!({})),
+            local_pv("pv-a-taken", "100Gi", "a", json!({"claimRef": {"namespace": "default", "name": "other"}})),
+        ]);
+        let mut ssd = (*o.pvs["pv-a-ssd"]).clone();
+        ssd.metadata.labels = Some([("disk".to_string(), "ssd".to_string())].into());
+        o.pvs.insert("pv-a-ssd".into(), Arc::new(ssd));
+        o.csi_drivers.insert(
+            "tracked.example.com".into(),
+            Arc::new(
+                serde_json::from_value(
+                    json!({"metadata": {"name": "tracked.example.com"}, "spec": {"storageCapacity": true}}),
+                )
+                .unwrap(),
+            ),
+        );
+        o.csi_storage_capacities.push(Arc::new(
+            serde_json::from_value(
+                json!({"metadata": {"name": "cap-a", "namespace": "kube-system"}, "storageClassName": "tracked",
+                "capacity": "10Gi", "nodeTopology": {"matchLabels": {"zone": "a"}}}),
+            )
+            .unwrap(),
+        ));
+        s.objects = Arc::new(o);
+        s
+    }
+
+    #[test]
+    fn filter_of_claims_that_wait_for_their_first_consumer() {
+        let n1 = || node(json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}}));
+        let n2 = || node(json!({"metadata": {"name": "n2", "labels": {"zone": "b"}}}));
+        type Want = Result<(Vec<(&'static str, &'static str)>, Vec<&'static str>), Vec<&'static str>>;
+        let cases: Vec<(&str, Value, NodeInfo, Want)> = vec![
+            ("smallest fitting volume", json!([claim("small")]), n1(), Ok((vec![("small", "pv-a-1g")], vec![]))),
+            (
+                "smallest claims choose first",
+                json!([claim("large"), claim("small")]),
+                n1(),
+                Ok((vec![("small", "pv-a-1g"), ("large", "pv-a-5g")], vec![])),
+            ),
+            ("volume in another zone", json!([claim("large")]), n2(), Ok((vec![("large", "pv-b-10g")], vec![]))),
+            ("nothing fits, no provisioner", json!([claim("huge")]), n1(), Err(vec![ERR_REASON_BIND_CONFLICT])),
+            ("access modes must all be offered", json!([claim("rwx")]), n1(), Err(vec![ERR_REASON_BIND_CONFLICT])),
+            (
+                "selector picks the labelled volume",
+                json!([claim("picky")]),
+                n1(),
+                Ok((vec![("picky", "pv-a-ssd")], vec![])),
+            ),
+            ("selector finds none", json!([claim("picky")]), n2(), Err(vec![ERR_REASON_BIND_CONFLICT])),
+            ("provisioned", json!([claim("dyn")]), n1(), Ok((vec![], vec!["dyn"]))),
+            ("allowedTopologies admit the node", json!([claim("dyn-b")]), n2(), Ok((vec![], vec!["dyn-b"]))),
+            ("allowedTopologies refuse the node", json!([claim("dyn-b")]), n1(), Err(vec![ERR_REASON_BIND_CONFLICT])),
+            ("selected another node", json!([claim("dyn-on-n2")]), n1(), Err(vec![ERR_REASON_BIND_CONFLICT])),
+            ("selected this node", json!([claim("dyn-on-n1")]), n1(), Ok((vec![], vec!["dyn-on-n1"]))),
+            ("published capacity holds it", json!([claim("tracked-small")]), n1(), Ok((vec![], vec!["tracked-small"]))),
+            (
+                "published capacity too small",
+                json!([claim("tracked-big")]),
+                n1(),
+                Err(vec![ERR_REASON_NOT_ENOUGH_SPACE]),
+            ),
+            (
+                "no capacity published there",
+                json!([claim("tracked-small")]),
+                n2(),
+                Err(vec![ERR_REASON_NOT_ENOUGH_SPACE]),
+            ),
+            (
+                "a bound volume elsewhere and nothing to bind here",
+                json!([claim("bound-b"), claim("huge")]),
+                n1(),
+                Err(vec![ERR_REASON_NODE_CONFLICT, ERR_REASON_BIND_CONFLICT]),
+            ),
+            (
+                "one matched, one provisioned",
+                json!([claim("small"), claim("dyn")]),
+                n1(),
+                Ok((vec![("small", "pv-a-1g")], vec!["dyn"])),
+            ),
+        ];
+        let snap = wffc_snapshot();
+        for (name, volumes, node, want) in cases {
+            let pl = plugin();
+            let p = pod_with(volumes);
+            let mut state = CycleState::new();
+            let (_, st) = pl.pre_filter(&mut state, &p, &snap);
+            assert!(st.is_success(), "{name}: {st}");
+            let st = pl.filter(&state, &p, &node);
+            match want {
+                Err(reasons) => {
+                    assert_eq!(st.code(), Code::UnschedulableAndUnresolvable, "{name}: {st}");
+                    assert_eq!(st.reasons(), reasons, "{name}");
+                }
+                Ok((bindings, provisions)) => {
+                    assert!(st.is_success(), "{name}: {st}");
+                    let State(s) = state.read::<State>(NAME).unwrap();
+                    let v = s.by_node.lock().unwrap()[&node.name].clone();
+                    let got: Vec<(&str, &str)> = v
+                        .static_bindings
+                        .iter()
+                        .map(|b| (b.pvc.metadata.name.as_deref().unwrap(), b.pv.metadata.name.as_deref().unwrap()))
+                        .collect();
+                    assert_eq!(got, bindings, "{name}");
+                    let got: Vec<&str> = v.provisions.iter().map(|c| c.metadata.name.as_deref().unwrap()).collect();
+                    assert_eq!(got, provisions, "{name}");
+                }
+            }
+        }
+        // An unbound claim of an Immediate class waits for its binding, as before.
+        let (_, st) = plugin().pre_filter(&mut CycleState::new(), &pod_with(json!([claim("now")])), &snap);
+        assert_eq!(st.reasons(), [ERR_REASON_UNBOUND_IMMEDIATE.to_string()]);
+    }
+
+    #[test]
+    fn reserve_assumes_the_choice_for_later_pods_and_unreserve_forgets_it() {
+        let snap = wffc_snapshot();
+        let pl = plugin();
+        let n1 = node(json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}}));
+        let first = pod_with(json!([claim("small"), claim("dyn")]));
+        let mut state = CycleState::new();
+        pl.pre_filter(&mut state, &first, &snap);
+        assert!(pl.filter(&state, &first, &n1).is_success());
+        assert!(pl.reserve(&mut state, &first, "n1").is_success());
+        assert!(pl.pre_bind_pre_flight(&state, &first, "n1").is_success(), "PreBind has work");
+        {
+            let cache = pl.cache();
+            let pv = cache.pv(&snap.objects, "pv-a-1g").unwrap();
+            assert_eq!(pv.spec.as_ref().unwrap().claim_ref.as_ref().unwrap().name.as_deref(), Some("small"));
+            let c = cache.pvc(&snap.objects, "default/dyn").unwrap();
+            assert_eq!(c.metadata.annotations.as_ref().unwrap()[ANN_SELECTED_NODE], "n1");
+        }
+        // Another pod wanting a 1Gi local volume now gets the next one: the first is taken.
+        let other = pod_with(json!([{"name": "v", "persistentVolumeClaim": {"claimName": "rival"}}]));
+        let mut o = (*snap.objects).clone();
+        o.pvcs.extend([pvc(
+            "rival",
+            json!({"spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}),
+        )]);
+        let mut snap2 = snap.clone();
+        snap2.objects = Arc::new(o);
+        let mut s2 = CycleState::new();
+        pl.pre_filter(&mut s2, &other, &snap2);
+        assert!(pl.filter(&s2, &other, &n1).is_success());
+        let State(inner) = s2.read::<State>(NAME).unwrap();
+        assert_eq!(
+            inner.by_node.lock().unwrap()["n1"].static_bindings[0].pv.metadata.name.as_deref(),
+            Some("pv-a-ssd")
+        );
+        // Unreserve gives the volume back.
+        pl.unreserve(&mut state, &first, "n1");
+        assert!(pl.cache().pvs.is_empty() && pl.cache().pvcs.is_empty());
+        let mut s3 = CycleState::new();
+        pl.pre_filter(&mut s3, &other, &snap2);
+        assert!(pl.filter(&s3, &other, &n1).is_success());
+        let State(inner) = s3.read::<State>(NAME).unwrap();
+        assert_eq!(inner.by_node.lock().unwrap()["n1"].static_bindings[0].pv.metadata.name.as_deref(), Some("pv-a-1g"));
+    }
+
+    #[test]
+    fn a_pod_without_claims_has_nothing_to_bind() {
+        let pl = plugin();
+        let p = pod_with(json!([]));
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &p, &wffc_snapshot()).1.is_skip());
+        assert!(pl.reserve(&mut state, &p, "n1").is_success());
+        assert!(pl.pre_bind_pre_flight(&state, &p, "n1").is_skip());
+        assert!(pl.pre_bind(&mut state, &p, "n1").is_success());
     }
 }

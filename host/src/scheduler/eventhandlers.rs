@@ -72,7 +72,9 @@ impl EventHandler for Scheduler {
     }
 
     fn objects_changed(&self, objects: ClusterObjects, resource: EventResource) {
-        self.cache.lock().expect("cache lock").set_objects(objects);
+        let objects = Arc::new(objects);
+        self.cache.lock().expect("cache lock").set_objects(objects.clone());
+        self.profiles.listers().set(objects);
         let now = self.clock.now();
         self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(resource, action::ALL), now);
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::config::SchedulerConfig;
 use crate::framework::parallelize::Parallelizer;
 use crate::framework::pod_view::PodView;
-use crate::framework::{Framework, FrameworkError, PluginContext, Registry};
+use crate::framework::{Framework, FrameworkError, Listers, PluginContext, Registry};
 use crate::queue::Profiles;
 
 /// Profiles by schedulerName.
@@ -16,6 +16,8 @@ pub struct ProfileMap {
     first: Arc<Framework>,
     /// The pod view the profiles' plugins follow; the scheduler feeds it.
     pods: Arc<PodView>,
+    /// The objects the profiles' plugins list; the scheduler feeds them.
+    listers: Arc<Listers>,
 }
 
 impl ProfileMap {
@@ -27,6 +29,7 @@ impl ProfileMap {
             map: frameworks.into_iter().map(|f| (f.profile_name().to_string(), f)).collect(),
             first,
             pods: Arc::default(),
+            listers: Arc::default(),
         }
     }
 
@@ -34,6 +37,17 @@ impl ProfileMap {
     pub fn with_pod_view(mut self, pods: Arc<PodView>) -> ProfileMap {
         self.pods = pods;
         self
+    }
+
+    /// The map whose plugins list `listers`.
+    pub fn with_listers(mut self, listers: Arc<Listers>) -> ProfileMap {
+        self.listers = listers;
+        self
+    }
+
+    /// The objects the profiles' plugins list.
+    pub fn listers(&self) -> &Arc<Listers> {
+        &self.listers
     }
 
     /// The pod view the profiles' plugins follow.
@@ -73,5 +87,5 @@ pub fn build_profiles(
         .iter()
         .map(|p| Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ProfileMap::new(fws).with_pod_view(ctx.pods.clone()))
+    Ok(ProfileMap::new(fws).with_pod_view(ctx.pods.clone()).with_listers(ctx.listers.clone()))
 }

@@ -475,13 +475,21 @@ impl Scheduler {
     /// `max_bindings_in_flight` cycles are past WaitOnPermit at once; the rest wait for a slot as tasks.
     async fn binding_task(self: Arc<Self>, mut a: Attempt, assumed: Assumed, waits: bool) {
         let t0 = Instant::now();
-        let s = if waits { a.fwk.wait_on_permit_async(&assumed.pod).await } else { Status::success() };
+        let mut s = if waits { a.fwk.wait_on_permit_async(&assumed.pod).await } else { Status::success() };
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
         let _slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
+        let mut pre_bind_work = false;
+        if s.is_success() && a.fwk.has_plugins_at(ExtensionPoint::PreBind) {
+            let pf = a.fwk.run_pre_bind_pre_flights(&mut a.state, &assumed.pod, &assumed.host);
+            pre_bind_work = pf.is_success();
+            if !pf.is_success() && !pf.is_skip() {
+                s = pf;
+            }
+        }
         // A pod an extender binds takes the blocking way: bind_permitted asks the extenders first.
-        let direct = !a.fwk.has_plugins_at(ExtensionPoint::PreBind) && !self.extenders.binds(&assumed.pod);
+        let direct = !pre_bind_work && !self.extenders.binds(&assumed.pod);
         let bind = match s.is_success() && direct {
             true => a.fwk.bind_future(&a.state, &assumed.pod, &assumed.host),
             false => None,
@@ -536,10 +544,15 @@ impl Scheduler {
 
     /// The binding cycle after WaitOnPermit answered `s`: PreBind → Bind → PostBind; any failure unwinds.
     fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, mut s: Status) {
-        if s.is_success() {
-            let t0 = Instant::now();
-            s = a.fwk.run_pre_bind(&mut a.state, &assumed.pod, &assumed.host);
-            self.observe_point(&a, ExtensionPoint::PreBind.metric_name(), s.code(), t0);
+        if s.is_success() && a.fwk.has_plugins_at(ExtensionPoint::PreBind) {
+            let pf = a.fwk.run_pre_bind_pre_flights(&mut a.state, &assumed.pod, &assumed.host);
+            if pf.is_success() {
+                let t0 = Instant::now();
+                s = a.fwk.run_pre_bind(&mut a.state, &assumed.pod, &assumed.host);
+                self.observe_point(&a, ExtensionPoint::PreBind.metric_name(), s.code(), t0);
+            } else if !pf.is_skip() {
+                s = pf;
+            }
         }
         if s.is_success() {
             // Extenders bind before the framework's binders (upstream's extendersBinding).

@@ -267,6 +267,9 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             "PersistentVolumeClaim" => {
                 let mut s: PersistentVolumeClaim = decode!(PersistentVolumeClaim);
                 s.metadata.namespace = Some(ns_eff.clone());
+                // A volume's claimRef names the claim by UID too, so a hand-written claim gets one, as the API
+                // server would give it.
+                s.metadata.uid.get_or_insert_with(|| format!("{ns_eff}-{name}"));
                 out.objects.pvcs.insert(format!("{ns_eff}/{name}"), Arc::new(s));
             }
             "PersistentVolume" => {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cache::Cache;
-use crate::cluster::memory::MemoryCluster;
+use crate::cluster::memory::{MemoryCluster, Write};
 use crate::cluster::EventHandler;
 use crate::config::SchedulerConfig;
 use crate::framework::metrics::PluginMetrics;
@@ -53,6 +53,17 @@ pub struct Eviction {
     pub node: String,
 }
 
+/// A claim bound while the simulation ran (its volume found, or provisioned for the chosen node).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ClaimBinding {
+    /// `ns/name` of the PersistentVolumeClaim.
+    pub claim: String,
+    /// The PersistentVolume.
+    pub volume: String,
+    /// The node the volume was provisioned for; `None` when an existing volume was bound.
+    pub provisioned_for: Option<String>,
+}
+
 /// One attempt's trace for `--explain`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explained {
@@ -73,6 +84,8 @@ pub struct Report {
     pub placements: Vec<Placement>,
     /// Preemption evictions, in order.
     pub evictions: Vec<Eviction>,
+    /// Claims bound by the scheduler's choices, in order.
+    pub claims: Vec<ClaimBinding>,
     /// Pending pods whose schedulerName matches no profile (left alone, as a second scheduler would).
     pub ignored: Vec<String>,
     /// Traces of the explained pods.
@@ -282,6 +295,17 @@ impl Simulation {
         Report {
             placements: order.into_iter().filter_map(|(_, k)| c.last.get(k).cloned()).collect(),
             evictions: c.evictions.clone(),
+            claims: self
+                .cluster
+                .writes()
+                .into_iter()
+                .filter_map(|w| match w {
+                    Write::BindClaim { claim, volume, provisioned_for } => {
+                        Some(ClaimBinding { claim, volume, provisioned_for })
+                    }
+                    _ => None,
+                })
+                .collect(),
             ignored: self.ignored.clone(),
             explain: c.explain.clone(),
             nodes: self.nodes,

@@ -25,6 +25,13 @@ pub fn render_table(r: &Report) -> String {
     for e in &r.evictions {
         let _ = writeln!(out, "{:<w_pod$}  {:<w_node$}  Evicted (preempted by {})", e.pod, e.node, e.preemptor);
     }
+    if !r.claims.is_empty() {
+        let _ = writeln!(out, "\nCLAIM -> VOLUME");
+        for c in &r.claims {
+            let how = c.provisioned_for.as_ref().map(|n| format!(" (provisioned for {n})")).unwrap_or_default();
+            let _ = writeln!(out, "{} -> {}{how}", c.claim, c.volume);
+        }
+    }
     let bound = r.placements.iter().filter(|p| p.node.is_some()).count();
     let _ = writeln!(
         out,

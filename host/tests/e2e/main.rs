@@ -20,6 +20,7 @@ mod faults;
 mod gang;
 mod parity;
 mod serving;
+mod volumes;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -246,13 +247,14 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 12] = [
+    let scenarios: [(&str, Scenario); 13] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
         ("label_scenario_and_post_bind_log", label_scenario_and_post_bind_log),
         ("gpu_pods_land_where_the_extender_says", extenders::gpu_pods_land_where_the_extender_says),
         ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),
+        ("claims_that_wait_for_their_first_consumer", volumes::claims_that_wait_for_their_first_consumer),
         ("leader_election_hands_over", leader_election_hands_over),
         ("thousand_pods_on_a_hundred_nodes", thousand_pods_on_a_hundred_nodes),
         ("backlog_on_few_connections_within_the_rate_limit", backlog::backlog_on_few_connections_within_the_rate_limit),

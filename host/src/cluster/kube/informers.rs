@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -45,7 +45,6 @@ struct ObjectStores {
     csi_drivers: Store<CSIDriver>,
     csi_storage_capacities: Store<CSIStorageCapacity>,
     resource_claims: Store<ResourceClaim>,
-    resource_claim_templates: Store<ResourceClaimTemplate>,
     device_classes: Store<DeviceClass>,
     resource_slices: Store<ResourceSlice>,
 }
@@ -73,7 +72,8 @@ impl ObjectStores {
             csi_drivers: by_key(&self.csi_drivers),
             csi_storage_capacities: self.csi_storage_capacities.state(),
             resource_claims: by_key(&self.resource_claims),
-            resource_claim_templates: by_key(&self.resource_claim_templates),
+            // The resource claim controller turns templates into claims; kube-scheduler's role may not read them.
+            resource_claim_templates: HashMap::new(),
             device_classes: by_key(&self.device_classes),
             resource_slices: self.resource_slices.state(),
         }
@@ -167,7 +167,6 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     let (csi_drivers, csi_drivers_w) = reflector::store();
     let (csi_storage_capacities, csi_storage_capacities_w) = reflector::store();
     let (resource_claims, resource_claims_w) = reflector::store();
-    let (resource_claim_templates, resource_claim_templates_w) = reflector::store();
     let (device_classes, device_classes_w) = reflector::store();
     let (resource_slices, resource_slices_w) = reflector::store();
     let stores = ObjectStores {
@@ -184,7 +183,6 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         csi_drivers,
         csi_storage_capacities,
         resource_claims,
-        resource_claim_templates,
         device_classes,
         resource_slices,
     };
@@ -211,7 +209,6 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(CSIDriver, csi_drivers_w, EventResource::CSIDriver);
     object_watch!(CSIStorageCapacity, csi_storage_capacities_w, EventResource::CSIStorageCapacity);
     object_watch!(ResourceClaim, resource_claims_w, EventResource::ResourceClaim);
-    object_watch!(ResourceClaimTemplate, resource_claim_templates_w, EventResource::Other);
     object_watch!(DeviceClass, device_classes_w, EventResource::DeviceClass);
     object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
 }

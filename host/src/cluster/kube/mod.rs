@@ -8,7 +8,7 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
@@ -238,6 +238,23 @@ impl ClusterClient for KubeCluster {
             }]}});
             self.status.patch(&pod.namespace, &pod.name, &pod.uid, true, patch, "setting PodScheduled=False");
         }
+    }
+
+    fn update_pv(&self, pv: &PersistentVolume) -> Result<PersistentVolume, ClusterError> {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        self.runtime
+            .block_on(api.replace(&name, &PostParams::default(), pv))
+            .map_err(|e| classify(format!("persistentvolume {name}"), e))
+    }
+
+    fn update_pvc(&self, pvc: &PersistentVolumeClaim) -> Result<PersistentVolumeClaim, ClusterError> {
+        let (ns, name) =
+            (pvc.metadata.namespace.clone().unwrap_or_default(), pvc.metadata.name.clone().unwrap_or_default());
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        self.runtime
+            .block_on(api.replace(&name, &PostParams::default(), pvc))
+            .map_err(|e| classify(format!("persistentvolumeclaim {ns}/{name}"), e))
     }
 }
 
