@@ -17,19 +17,4 @@ mkdir -p "$(dirname "$out")"
 out="$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
 # componentize-js maps the working directory into the build sandbox (so that ./glue.js resolves): run it here.
 cd "$here"
-node --input-type=module - "$modules" "$here/../../wit" "$here/priority-label.js" "$out" <<'EOF'
-import { writeFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-const [modules, witPath, sourcePath, out] = process.argv.slice(2);
-const entry = resolve(modules, '@bytecodealliance/componentize-js/src/componentize.js');
-const { componentize } = await import(pathToFileURL(entry).href);
-const { component } = await componentize({
-  sourcePath: resolve(sourcePath),
-  witPath: resolve(witPath),
-  worldName: 'filter-score-plugin',
-  disableFeatures: ['random', 'stdio', 'clocks', 'http', 'fetch-event'],
-});
-await writeFile(out, component);
-EOF
+node "$here/../../scripts/js-componentize.mjs" "$modules" "$here/../../wit" "$here/priority-label.js" "$out" filter-score-plugin
