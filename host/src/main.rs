@@ -75,37 +75,6 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum PluginCommand {
-    /// Print the contract version, extension points and imports of a component; refuse one the host cannot run.
-    Check {
-        /// The component file.
-        file: PathBuf,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Table)]
-        output: Output,
-    },
-    /// Turn a core module built with wit-bindgen (for example cargo's wasm32-unknown-unknown output) or Go's
-    /// wasip1 reactor (with --world) into a component, check it as `plugin check` does, and write it.
-    Componentize {
-        /// The core module.
-        module: PathBuf,
-        /// Where to write the component.
-        #[arg(short, long)]
-        output: PathBuf,
-        /// Embed this world of the host's contract (e.g. filter-score-plugin), for a module that carries no
-        /// component-type section of its own (Go's output).
-        #[arg(long)]
-        world: Option<String>,
-    },
-    /// Check a component as `plugin check` does and push it to an OCI registry as a CNCF Wasm artifact.
-    Push {
-        /// The component file.
-        file: PathBuf,
-        /// Where: oci://REGISTRY/REPO:TAG
-        reference: String,
-        /// Registry credentials, a docker config.json (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json).
-        #[arg(long, value_name = "PATH")]
-        docker_config: Option<PathBuf>,
-    },
     /// Write a new plugin project into DIR (default ./NAME): the contract, the language's SDK or glue, a sample
     /// policy, a README, and a profile and a cluster to try it on with `plugin test`.
     New {
@@ -148,6 +117,37 @@ enum PluginCommand {
         /// rust, c, python or js.
         #[arg(long, value_name = "LANG")]
         lang: String,
+    },
+    /// Print the contract version, extension points and imports of a component; refuse one the host cannot run.
+    Check {
+        /// The component file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Turn a core module built with wit-bindgen (for example cargo's wasm32-unknown-unknown output) or Go's
+    /// wasip1 reactor (with --world) into a component, check it as `plugin check` does, and write it.
+    Componentize {
+        /// The core module.
+        module: PathBuf,
+        /// Where to write the component.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Embed this world of the host's contract (e.g. filter-score-plugin), for a module that carries no
+        /// component-type section of its own (Go's output).
+        #[arg(long)]
+        world: Option<String>,
+    },
+    /// Check a component as `plugin check` does and push it to an OCI registry as a CNCF Wasm artifact.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// Where: oci://REGISTRY/REPO:TAG
+        reference: String,
+        /// Registry credentials, a docker config.json (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json).
+        #[arg(long, value_name = "PATH")]
+        docker_config: Option<PathBuf>,
     },
     /// Pull a component from an OCI registry, check it as `plugin check` does, and write it.
     Pull {
@@ -409,7 +409,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plugin { command: PluginCommand::New { name, lang, points, dir } } => {
             let language = author::Language::parse(&lang).map_err(bad)?;
             let points = author::Point::parse_list(points.as_deref(), language).map_err(bad)?;
-            author::validate_name(&name).map_err(bad)?;
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let req = author::NewProject { name, language, points, dir };
             author::new_project(&req).map_err(bad)?;

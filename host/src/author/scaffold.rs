@@ -127,7 +127,7 @@ fn render(req: &NewProject) -> Vec<(String, String)> {
             files.push((".gitignore".into(), "/build/\n".into()));
             (
                 "plugin.c",
-                "- `plugin.c`: the policy (the Filter decision and the Score of one node; the repository's priority-label).\n\
+                "- `plugin.c`: the policy (the Filter decision and the Score of one node; kube-wasm-scheduler's sample priority-label).\n\
                  - `plugin_glue.h`: the contract's glue (node table, the cycle's pod, statuses, config, Filter's batched answer).",
             )
         }
@@ -136,7 +136,7 @@ fn render(req: &NewProject) -> Vec<(String, String)> {
             files.push((".gitignore".into(), "/build/\n__pycache__/\n".into()));
             (
                 "app.py",
-                "- `app.py`: the policy (the module componentize-py builds; the repository's priority-label).\n\
+                "- `app.py`: the policy (the module componentize-py builds; kube-wasm-scheduler's sample priority-label).\n\
                  - `plugin_glue.py`: the contract's glue (node table, the cycle's pod, statuses, config, Filter's batched answer).",
             )
         }
@@ -145,7 +145,7 @@ fn render(req: &NewProject) -> Vec<(String, String)> {
             files.push((".gitignore".into(), "/build/\n".into()));
             (
                 "plugin.js",
-                "- `plugin.js`: the policy (the module componentize-js builds; the repository's priority-label).\n\
+                "- `plugin.js`: the policy (the module componentize-js builds; kube-wasm-scheduler's sample priority-label).\n\
                  - `glue.js`: the contract's glue (node table, the cycle's pod, statuses, config, Filter's batched answer).",
             )
         }

@@ -211,6 +211,39 @@ fn plugin_new_refuses_bad_input() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
     }
     assert!(!tmp.0.join("ok").exists());
+    let out = kws(&tmp.0).args(["plugin", "setup", "--lang", "go"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out).1, "error: unknown language \"go\" (rust, c, python, js)\n");
+}
+
+/// A missing toolchain is one line naming it and the command that installs it (here: no tools installed under
+/// an empty `KWS_CACHE`, and a `PATH` without them).
+#[test]
+fn plugin_build_names_a_missing_toolchain() {
+    let tmp = TempDir::new("no-tools");
+    for (lang, want) in [
+        (
+            "python",
+            "error: componentize-py not found; install it with `kube-wasm-scheduler plugin setup --lang python`\n",
+        ),
+        ("js", "error: componentize-js (in "),
+    ] {
+        ok(&tmp.0, &["plugin", "new", lang, "--lang", lang]);
+        let out = kws(&tmp.0.join(lang))
+            .args(["plugin", "build"])
+            .env("KWS_CACHE", tmp.0.join("empty-cache"))
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{lang}: {stderr}");
+        assert!(stderr.starts_with(want), "{lang}: {stderr}");
+        assert!(
+            stderr.trim_end().ends_with("install it with `kube-wasm-scheduler plugin setup --lang js`") || lang != "js",
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{lang}: {stderr}");
+    }
 }
 
 /// The iteration loop of the README's timing: `simulate --watch` on a project, an edit of the policy, `plugin
