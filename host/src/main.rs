@@ -98,6 +98,9 @@ enum PluginCommand {
         /// The project (where plugin.yaml is).
         #[arg(default_value = ".")]
         dir: PathBuf,
+        /// Write the component here instead of DIR/build/NAME.wasm.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
     },
     /// Build the plugin project in DIR (default .) if it changed, then simulate its cluster.yaml with its
     /// profile.yaml and explain a pod.
@@ -424,14 +427,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Plugin { command: PluginCommand::Build { dir } } => {
+        Command::Plugin { command: PluginCommand::Build { dir, output } } => {
             let project = author::Project::open(&dir).map_err(author_error)?;
-            plugin_build(&project)
+            plugin_build(&project, output.as_deref())
         }
         Command::Plugin { command: PluginCommand::Test { dir, explain, seed } } => {
             let project = author::Project::open(&dir).map_err(author_error)?;
             if !project.is_built() {
-                plugin_build(&project)?;
+                plugin_build(&project, None)?;
                 println!();
             }
             let (profile, cluster) = (project.profile(), project.cluster());
@@ -479,8 +482,8 @@ fn bad(e: author::AuthorError) -> BadInput {
 }
 
 /// `plugin build` (and `plugin test` when the project changed): builds and prints what the component serves.
-fn plugin_build(project: &author::Project) -> anyhow::Result<()> {
-    let built = project.build().map_err(author_error)?;
+fn plugin_build(project: &author::Project, output: Option<&Path>) -> anyhow::Result<()> {
+    let built = project.build(output).map_err(author_error)?;
     eprintln!(
         "wrote {} ({} bytes)",
         built.component.display(),

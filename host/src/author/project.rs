@@ -17,6 +17,10 @@ pub(super) struct Manifest {
     pub name: String,
     /// Its language.
     pub language: Language,
+    /// Where the contract is, relative to the project (default `wit`; C, Python and JavaScript builds read it):
+    /// the repository's own samples name the repository's `wit/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wit: Option<PathBuf>,
 }
 
 /// A project `plugin new` wrote.
@@ -28,6 +32,8 @@ pub struct Project {
     pub name: String,
     /// Its language (`plugin.yaml`'s `language`).
     pub language: Language,
+    /// The contract (`plugin.yaml`'s `wit`, default `wit/` in the project).
+    pub wit: PathBuf,
 }
 
 /// What `plugin build` made.
@@ -58,7 +64,8 @@ impl Project {
             .map_err(|e| AuthorError::Manifest { path: path.clone(), message: e.to_string() })?;
         validate_name(&manifest.name)
             .map_err(|e| AuthorError::Manifest { path: path.clone(), message: format!("name: {e}") })?;
-        Ok(Project { dir: dir.to_path_buf(), name: manifest.name, language: manifest.language })
+        let wit = dir.join(manifest.wit.as_deref().unwrap_or(Path::new("wit")));
+        Ok(Project { dir: dir.to_path_buf(), name: manifest.name, language: manifest.language, wit })
     }
 
     /// Where `plugin build` writes the component: `build/NAME.wasm`.
@@ -99,13 +106,13 @@ impl Project {
         newest(&self.dir, true).is_none_or(|t| t <= built)
     }
 
-    /// `plugin build`: compiles the project and writes `build/NAME.wasm` only once the component passed the checks
-    /// `plugin check` makes (a failed build leaves the previous component in place, so a running
-    /// `simulate --watch` keeps it).
-    pub fn build(&self) -> Result<Built, AuthorError> {
+    /// `plugin build`: compiles the project and writes the component (to `out`, default [`Project::component`])
+    /// only once it passed the checks `plugin check` makes (a failed build leaves the previous component in place,
+    /// so a running `simulate --watch` keeps it). Intermediate files go to the project's `build/`.
+    pub fn build(&self, out: Option<&Path>) -> Result<Built, AuthorError> {
         let build = self.dir.join("build");
         std::fs::create_dir_all(&build).map_err(|source| AuthorError::Io { path: build.clone(), source })?;
-        let out = self.component();
+        let out = out.map(Path::to_path_buf).unwrap_or_else(|| self.component());
         let component_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| AuthorError::Component { path, source }
@@ -115,7 +122,7 @@ impl Project {
             Language::Rust | Language::C => {
                 let core = match self.language {
                     Language::Rust => toolchain::build_rust(&self.dir, &self.name)?,
-                    _ => toolchain::build_c(&self.dir, &build, &self.name)?,
+                    _ => toolchain::build_c(&self.dir, &self.wit, &build, &self.name)?,
                 };
                 wasm::componentize(&core, None, &out).map_err(component_err(&core))?
             }
@@ -123,8 +130,8 @@ impl Project {
             Language::Python | Language::Js => {
                 let tmp = build.join(format!("{}.wasm.new", self.name));
                 match self.language {
-                    Language::Python => toolchain::build_python(&self.dir, &tmp)?,
-                    _ => toolchain::build_js(&self.dir, &tmp)?,
+                    Language::Python => toolchain::build_python(&self.dir, &self.wit, &build, &tmp)?,
+                    _ => toolchain::build_js(&self.dir, &self.wit, &tmp)?,
                 }
                 wasm::check_and_install(&tmp, &out).map_err(component_err(&tmp))?
             }

@@ -49,7 +49,7 @@ const RUST_SDK: &[(&str, &str)] = &[
 /// The sample guests' glue and policy per language, as (file in the project, text). The policy is the
 /// repository's priority-label, the same in every language.
 const C_FILES: &[(&str, &str)] = &[
-    ("plugin.c", include_str!("../../../guest-plugins/priority-label-c/priority_label.c")),
+    ("plugin.c", include_str!("../../../guest-plugins/priority-label-c/plugin.c")),
     ("plugin_glue.h", include_str!("../../../guest-plugins/priority-label-c/plugin_glue.h")),
 ];
 const PYTHON_FILES: &[(&str, &str)] = &[
@@ -57,7 +57,7 @@ const PYTHON_FILES: &[(&str, &str)] = &[
     ("plugin_glue.py", include_str!("../../../guest-plugins/priority-label-py/plugin_glue.py")),
 ];
 const JS_FILES: &[(&str, &str)] = &[
-    ("plugin.js", include_str!("../../../guest-plugins/priority-label-js/priority-label.js")),
+    ("plugin.js", include_str!("../../../guest-plugins/priority-label-js/plugin.js")),
     ("glue.js", include_str!("../../../guest-plugins/priority-label-js/glue.js")),
 ];
 
@@ -101,7 +101,7 @@ fn render(req: &NewProject) -> Vec<(String, String)> {
     let plugin = plugin_name(&req.name);
     let subst = |text: &str| text.replace("{{name}}", &req.name).replace("{{Plugin}}", &plugin);
     let mut files: Vec<(String, String)> = Vec::new();
-    let manifest = Manifest { name: req.name.clone(), language: req.language };
+    let manifest = Manifest { name: req.name.clone(), language: req.language, wit: None };
     files.push((
         MANIFEST.to_string(),
         format!(

@@ -9,8 +9,8 @@ use super::{AuthorError, Language};
 /// The repository's toolchain installer, run by `plugin setup`: the same script `make guests` runs.
 const SETUP_WASM: &str = include_str!("../../../scripts/setup-wasm.sh");
 
-/// The componentize-js driver the repository's JavaScript guests are built with.
-const JS_COMPONENTIZE: &str = include_str!("../../../scripts/js-componentize.mjs");
+/// The componentize-js driver (a file of its own so that it reads as JavaScript).
+const JS_COMPONENTIZE: &str = include_str!("js-componentize.mjs");
 
 /// The world the C, Python and JavaScript glue implements.
 pub(super) const GLUE_WORLD: &str = "filter-score-plugin";
@@ -125,7 +125,7 @@ pub(super) fn build_rust(dir: &Path, name: &str) -> Result<PathBuf, AuthorError>
 
 /// Compiles a C project (`plugin.c` with the glue) to a core module: wit-bindgen's C bindings of the glue's world,
 /// then clang for wasm32-wasi as a reactor, with the repository's C guests' flags (scripts/c-guest.sh).
-pub(super) fn build_c(dir: &Path, build: &Path, name: &str) -> Result<PathBuf, AuthorError> {
+pub(super) fn build_c(dir: &Path, wit: &Path, build: &Path, name: &str) -> Result<PathBuf, AuthorError> {
     let wit_bindgen = find_tool("wit-bindgen").ok_or_else(|| missing("wit-bindgen", Language::C))?;
     let clang = find_tool("clang").ok_or_else(|| missing("clang", Language::C))?;
     let sysroot = Path::new("/usr");
@@ -136,7 +136,7 @@ pub(super) fn build_c(dir: &Path, build: &Path, name: &str) -> Result<PathBuf, A
     let _ = std::fs::remove_dir_all(&gen);
     std::fs::create_dir_all(&gen).map_err(|source| AuthorError::Io { path: gen.clone(), source })?;
     let mut cmd = Command::new(wit_bindgen);
-    cmd.arg("c").arg(dir.join("wit")).args(["--world", GLUE_WORLD, "--out-dir"]).arg(&gen);
+    cmd.arg("c").arg(wit).args(["--world", GLUE_WORLD, "--out-dir"]).arg(&gen);
     // Quiet unless it fails: it lists every file it generates.
     let step = "wit-bindgen c";
     let output = cmd.output().map_err(|e| AuthorError::BuildFailed { step: step.into(), status: e.to_string() })?;
@@ -170,10 +170,10 @@ pub(super) fn build_c(dir: &Path, build: &Path, name: &str) -> Result<PathBuf, A
 }
 
 /// Builds a Python project (`app.py` and the modules beside it) into a component at `out` with componentize-py.
-pub(super) fn build_python(dir: &Path, out: &Path) -> Result<(), AuthorError> {
+pub(super) fn build_python(dir: &Path, wit: &Path, build: &Path, out: &Path) -> Result<(), AuthorError> {
     let componentize_py = find_tool("componentize-py").ok_or_else(|| missing("componentize-py", Language::Python))?;
     // Build from a copy of the modules: componentize-py leaves __pycache__ beside the modules it loads.
-    let src = out.with_extension("src");
+    let src = build.join("py-src");
     let _ = std::fs::remove_dir_all(&src);
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -187,20 +187,15 @@ pub(super) fn build_python(dir: &Path, out: &Path) -> Result<(), AuthorError> {
         }
     }
     let mut cmd = Command::new(componentize_py);
-    cmd.arg("-d")
-        .arg(dir.join("wit"))
-        .args(["-w", GLUE_WORLD, "componentize", "app", "-p"])
-        .arg(&src)
-        .arg("-o")
-        .arg(out);
+    cmd.arg("-d").arg(wit).args(["-w", GLUE_WORLD, "componentize", "app", "-p"]).arg(&src).arg("-o").arg(out);
     let result = run(cmd, "componentize-py");
     let _ = std::fs::remove_dir_all(&src);
     result
 }
 
 /// Builds a JavaScript project (`plugin.js` and the modules beside it) into a component at `out` with
-/// componentize-js, through the repository's driver (scripts/js-componentize.mjs).
-pub(super) fn build_js(dir: &Path, out: &Path) -> Result<(), AuthorError> {
+/// componentize-js, through its driver (js-componentize.mjs).
+pub(super) fn build_js(dir: &Path, wit: &Path, out: &Path) -> Result<(), AuthorError> {
     let node = find_tool("node").ok_or_else(|| missing("node", Language::Js))?;
     let modules = tools_dir().join("js/node_modules");
     if !modules.join("@bytecodealliance/componentize-js/package.json").is_file() {
@@ -208,16 +203,16 @@ pub(super) fn build_js(dir: &Path, out: &Path) -> Result<(), AuthorError> {
     }
     // componentize-js runs in the project (below): paths must not be relative to where the user is.
     let abs = |p: &Path| std::path::absolute(p).map_err(|source| AuthorError::Io { path: p.to_path_buf(), source });
-    let (dir, out) = (abs(dir)?, abs(out)?);
+    let (dir, wit, out) = (abs(dir)?, abs(wit)?, abs(out)?);
     let step = "componentize-js";
     let failed = |status: String| AuthorError::BuildFailed { step: step.to_string(), status };
-    // The driver is read from stdin (`-`), as the repository's build.sh runs it from a file: argv is the same.
+    // The driver is read from stdin (`-`); argv is then as for a script file.
     // componentize-js maps the working directory into its build sandbox: run it in the project.
     let mut child = Command::new(node)
         .current_dir(&dir)
         .args(["--input-type=module", "-"])
         .arg(&modules)
-        .arg(dir.join("wit"))
+        .arg(&wit)
         .arg(dir.join("plugin.js"))
         .arg(&out)
         .arg(GLUE_WORLD)
