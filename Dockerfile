@@ -14,6 +14,8 @@ COPY Cargo.toml Cargo.lock ./
 COPY wit wit
 COPY host host
 COPY guest-plugins guest-plugins
+# `plugin setup` embeds the toolchain installer.
+COPY scripts/setup-wasm.sh scripts/
 RUN cargo build --locked --release --bin kube-wasm-scheduler \
  && install -D target/release/kube-wasm-scheduler /out/bin/kube-wasm-scheduler
 # The guests, as scripts/build-guests.sh builds them (profile `guest`), made components (and checked) by the

@@ -11,6 +11,8 @@
 #                 toolchain module from the Go module proxy (Debian 12's golang is 1.19)
 # Usage: setup-wasm.sh [rust|c|python|js|go|all] ...   (default: all)
 set -euo pipefail
+# Under pipefail, `cmd | grep -q` fails when grep exits at its first match and cmd dies of SIGPIPE (pip show prints
+# more after its version line): the checks below let grep read everything instead.
 
 CACHE="${KWS_CACHE:-$HOME/.cache/kube-wasm-scheduler}"
 TOOLS="$CACHE/tools"
@@ -35,13 +37,13 @@ apt_install() {
 }
 
 cargo_install() { # crate version binary
-  if [ -x "$TOOLS/bin/$3" ] && "$TOOLS/bin/$3" --version 2>/dev/null | grep -q "$2"; then return 0; fi
+  if [ -x "$TOOLS/bin/$3" ] && "$TOOLS/bin/$3" --version 2>/dev/null | grep "$2" >/dev/null; then return 0; fi
   log "cargo install $1@$2 (several minutes, once per machine)"
   cargo install --locked --quiet --root "$TOOLS" "$1@$2"
 }
 
 rustup_has_wasm() {
-  command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown
+  command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -x wasm32-unknown-unknown >/dev/null
 }
 
 setup_rust() {
@@ -57,7 +59,7 @@ setup_c() {
 
 setup_python() {
   local venv="$TOOLS/py"
-  if [ -x "$venv/bin/componentize-py" ] && "$venv/bin/pip" show componentize-py 2>/dev/null | grep -q "Version: $COMPONENTIZE_PY_VERSION"; then
+  if [ -x "$venv/bin/componentize-py" ] && "$venv/bin/pip" show componentize-py 2>/dev/null | grep "Version: $COMPONENTIZE_PY_VERSION" >/dev/null; then
     return 0
   fi
   log "pip install componentize-py==$COMPONENTIZE_PY_VERSION"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the priority-label Python guest into a component: build.sh OUTPUT.wasm
+# Builds this sample into a component: build.sh OUTPUT.wasm. `kube-wasm-scheduler plugin build` (KWS_BIN, which
+# scripts/build-guests.sh sets) builds it from plugin.yaml, the same way it builds a project `plugin new` wrote;
+# intermediate files go to build/ here (gitignored). Tools: scripts/setup-wasm.sh python.
 set -euo pipefail
+out="${1:?usage: build.sh OUTPUT.wasm}"
 here="$(cd "$(dirname "$0")" && pwd)"
-source "$here/../../scripts/py-guest.sh"
-py_guest priority-label-py filter-score-plugin "${1:?usage: build.sh OUTPUT.wasm}" "$here/app.py" "$here/plugin_glue.py"
+"${KWS_BIN:?KWS_BIN: the kube-wasm-scheduler binary (scripts/build-guests.sh sets it)}" plugin build "$here" -o "$out" >/dev/null

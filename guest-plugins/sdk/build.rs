@@ -20,7 +20,12 @@ const ALL_POINTS: &str = "scheduler-plugin";
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let wit = manifest.join("../../wit");
+    // `wit/` beside this file: in the repository a link to the contract, in the packaged crate a copy. A plugin
+    // project written by `kube-wasm-scheduler plugin new` vendors this crate as `sdk/` beside its own `wit/`.
+    let wit =
+        ["wit", "../wit"].iter().map(|d| manifest.join(d)).find(|d| d.join("types.wit").is_file()).unwrap_or_else(
+            || panic!("{}: no wit/ (the kws:plugin contract) here or in the parent folder", manifest.display()),
+        );
     println!("cargo:rerun-if-changed={}", wit.display());
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
 

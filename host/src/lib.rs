@@ -1,6 +1,7 @@
 //! kube-wasm-scheduler: a Kubernetes scheduler that runs the framework cycle natively and lets extension points be
 //! served by WebAssembly components.
 
+pub mod author;
 pub mod cache;
 pub mod cluster;
 pub mod config;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 
+use kube_wasm_scheduler::author;
 use kube_wasm_scheduler::config::{self, SchedulerConfig};
 use kube_wasm_scheduler::framework::Registry;
 use kube_wasm_scheduler::live::{LiveError, LiveOptions};
@@ -74,6 +75,52 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum PluginCommand {
+    /// Write a new plugin project into DIR (default ./NAME): the contract, the language's SDK or glue, a sample
+    /// policy, a README, and a profile and a cluster to try it on with `plugin test`.
+    New {
+        /// The plugin's name, a DNS-1123 label (my-filter): the crate, the component file, and in CamelCase
+        /// (MyFilter) the plugin's name in the profile.
+        name: String,
+        /// rust, c, python or js.
+        #[arg(long, value_name = "LANG")]
+        lang: String,
+        /// The extension points the sample policy serves, comma-separated (default filter,score; only Rust
+        /// serves other mixes): pre-enqueue, queue-sort, pre-filter, filter, post-filter, pre-score, score,
+        /// reserve, permit, pre-bind, bind, post-bind.
+        #[arg(long, value_name = "POINT,...")]
+        points: Option<String>,
+        /// Where to write it (a missing or empty directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Build the plugin project in DIR (default .) into DIR/build/NAME.wasm, checked as `plugin check` does.
+    Build {
+        /// The project (where plugin.yaml is).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Write the component here instead of DIR/build/NAME.wasm.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Build the plugin project in DIR (default .) if it changed, then simulate its cluster.yaml with its
+    /// profile.yaml and explain a pod.
+    Test {
+        /// The project (where plugin.yaml is).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Pods to explain (repeatable); default the first pending pod of cluster.yaml.
+        #[arg(long, value_name = "NS/POD")]
+        explain: Vec<String>,
+        /// Seed for breaking score ties.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Install the toolchain that builds plugins in LANG (idempotent; what is installed is skipped).
+    Setup {
+        /// rust, c, python or js.
+        #[arg(long, value_name = "LANG")]
+        lang: String,
+    },
     /// Print the contract version, extension points and imports of a component; refuse one the host cannot run.
     Check {
         /// The component file.
@@ -362,6 +409,48 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!("wrote {} (sha256 {sha256})", output.display());
             print_component(&info, Output::Table)
         }
+        Command::Plugin { command: PluginCommand::New { name, lang, points, dir } } => {
+            let language = author::Language::parse(&lang).map_err(bad)?;
+            let points = author::Point::parse_list(points.as_deref(), language).map_err(bad)?;
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let req = author::NewProject { name, language, points, dir };
+            author::new_project(&req).map_err(bad)?;
+            let points: Vec<&str> = req.points.iter().map(|p| p.as_str()).collect();
+            println!(
+                "created {} in {} ({}, serving {}): build it with `kube-wasm-scheduler plugin build {}`, try it with `kube-wasm-scheduler plugin test {}`",
+                author::plugin_name(&req.name),
+                req.dir.display(),
+                language.as_str(),
+                points.join(", "),
+                req.dir.display(),
+                req.dir.display()
+            );
+            Ok(())
+        }
+        Command::Plugin { command: PluginCommand::Build { dir, output } } => {
+            let project = author::Project::open(&dir).map_err(author_error)?;
+            plugin_build(&project, output.as_deref())
+        }
+        Command::Plugin { command: PluginCommand::Test { dir, explain, seed } } => {
+            let project = author::Project::open(&dir).map_err(author_error)?;
+            if !project.is_built() {
+                plugin_build(&project, None)?;
+                println!();
+            }
+            let (profile, cluster) = (project.profile(), project.cluster());
+            let explain = if explain.is_empty() {
+                let file = sim::load::load(&cluster).map_err(|e| BadInput(e.to_string()))?;
+                file.pending_pods.first().map(|p| format!("{}/{}", p.namespace, p.name)).into_iter().collect()
+            } else {
+                explain
+            };
+            let opts = SimOptions { seed, explain, reload_period: None };
+            simulate_once(Some(&profile), &cluster, &opts, Output::Table)
+        }
+        Command::Plugin { command: PluginCommand::Setup { lang } } => {
+            let language = author::Language::parse(&lang).map_err(bad)?;
+            author::setup(language).map_err(author_error)
+        }
         Command::Bench { config, nodes, pods } => {
             let mut registry = registry;
             let cfg = load_config(config.as_ref(), &mut registry)?;
@@ -376,6 +465,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// An error of the plugin author's commands: bad input (exit code 2) unless a compiler failed (it printed why).
+fn author_error(e: author::AuthorError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+/// `plugin new`'s checks: always bad input.
+fn bad(e: author::AuthorError) -> BadInput {
+    BadInput(e.to_string())
+}
+
+/// `plugin build` (and `plugin test` when the project changed): builds and prints what the component serves.
+fn plugin_build(project: &author::Project, output: Option<&Path>) -> anyhow::Result<()> {
+    let built = project.build(output).map_err(author_error)?;
+    eprintln!(
+        "wrote {} ({} bytes)",
+        built.component.display(),
+        std::fs::metadata(&built.component).map(|m| m.len()).unwrap_or(0)
+    );
+    print_component(&built.info, Output::Table)
 }
 
 fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {

@@ -27,7 +27,8 @@
 //! ```
 //!
 //! Build it as a `cdylib` for `wasm32-unknown-unknown` and turn it into a component with
-//! `kube-wasm-scheduler plugin componentize` (the repository's `scripts/build-guests.sh` does both steps).
+//! `kube-wasm-scheduler plugin componentize`. `kube-wasm-scheduler plugin new NAME --lang rust` writes a project
+//! with this crate vendored, and `plugin build` does both steps (in the repository, `scripts/build-guests.sh`).
 //!
 //! ## Extension points and the export line
 //!

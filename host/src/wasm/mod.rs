@@ -202,7 +202,8 @@ pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
 
 /// The contract's WIT, compiled in: `plugin componentize --world` embeds one of its worlds in a core module that
 /// cannot carry its component-type section itself (Go's `wasip1` output has no way to add a custom section).
-const CONTRACT_WIT: [(&str, &str); 4] = [
+/// The contract's files, as the host checks components against them (and `plugin new` copies them).
+pub(crate) const CONTRACT_WIT: [(&str, &str); 4] = [
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("host.wit", include_str!("../../../wit/host.wit")),
     ("points.wit", include_str!("../../../wit/points.wit")),
@@ -381,16 +382,23 @@ fn exported_world(
 
 /// Writes a component to `out` only once it passed `plugin check`'s checks (a temporary file, checked, renamed).
 fn write_checked(component: &[u8], out: &Path) -> Result<ComponentInfo, WasmError> {
-    let write_err =
-        |p: &Path, e: std::io::Error| WasmError::Write { path: p.display().to_string(), message: e.to_string() };
     let mut tmp = out.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, component).map_err(|e| write_err(&tmp, e))?;
-    let info = check_file(&tmp).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
+    std::fs::write(&tmp, component)
+        .map_err(|e| WasmError::Write { path: tmp.display().to_string(), message: e.to_string() })?;
+    check_and_install(&tmp, out)
+}
+
+/// Checks the component in `new` as `plugin check` does and renames it to `out`; a component that fails is
+/// removed, so `out` is only ever replaced by a component the host accepts (a running `simulate --watch` or
+/// scheduler never sees a half-made one).
+pub fn check_and_install(new: &Path, out: &Path) -> Result<ComponentInfo, WasmError> {
+    let info = check_file(new).inspect_err(|_| {
+        let _ = std::fs::remove_file(new);
     })?;
-    std::fs::rename(&tmp, out).map_err(|e| write_err(out, e))?;
+    std::fs::rename(new, out)
+        .map_err(|e| WasmError::Write { path: out.display().to_string(), message: e.to_string() })?;
     Ok(info)
 }
 

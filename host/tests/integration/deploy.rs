@@ -178,6 +178,56 @@ fn dockerfile_copies_only_what_the_build_context_holds() {
     }
 }
 
+/// The binary embeds files from outside `host/` (the contract, the SDK, the samples' glue, scripts): the build stage
+/// must copy each, or the image's `cargo build` fails where no test can see it (no container engine here).
+#[test]
+fn dockerfile_copies_every_file_the_binary_embeds() {
+    let copied: Vec<String> = dockerfile()
+        .iter()
+        .filter(|i| i.keyword == "COPY" && i.flags.is_empty())
+        .flat_map(|i| i.args.split_last().unwrap().1.to_vec())
+        .collect();
+    let root = root().canonicalize().unwrap();
+    let mut dirs = vec![root.join("host/src")];
+    let mut embedded = 0;
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, _) in text.match_indices("include_") {
+                let rest = &text[i..];
+                let Some(arg) = ["include_str!(\"", "include_bytes!(\""].iter().find_map(|m| rest.strip_prefix(m))
+                else {
+                    continue;
+                };
+                let Some(rel) = arg.split('"').next() else { continue };
+                let Ok(file) = path.parent().unwrap().join(rel).canonicalize() else { continue };
+                let Ok(file) = file.strip_prefix(&root) else { continue };
+                let file = file.to_string_lossy();
+                if file.starts_with("host/") {
+                    continue;
+                }
+                embedded += 1;
+                assert!(
+                    copied
+                        .iter()
+                        .any(|c| file == c.as_str() || file.starts_with(&format!("{}/", c.trim_end_matches('/')))),
+                    "{} embeds {file}, which the Dockerfile's build stage does not copy",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(embedded > 10, "found only {embedded} embedded files outside host/");
+}
+
 #[test]
 fn the_image_holds_the_binary_and_guests_the_manifests_name() {
     let instrs = dockerfile();

@@ -2,6 +2,7 @@
 
 mod util;
 
+mod author;
 mod config;
 mod config_props;
 mod delivery;
