@@ -18,10 +18,12 @@ pub mod node_unschedulable;
 pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
+pub mod storage_helpers;
 pub mod taint_toleration;
 #[cfg(test)]
 pub mod testutil;
 pub mod volume_binding;
+pub mod volume_restrictions;
 
 /// The native plugins that take args (upstream has a `<Name>Args` kind for each), each with the check its
 /// constructor runs: decode, default, validate.
@@ -77,5 +79,6 @@ pub fn in_tree_registry() -> Registry {
     );
     register!(r, image_locality::NAME, image_locality::ImageLocality::new);
     register!(r, node_ports::NAME, node_ports::NodePorts::new);
+    register!(r, volume_restrictions::NAME, volume_restrictions::VolumeRestrictions::new);
     r
 }
