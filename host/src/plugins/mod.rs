@@ -24,6 +24,7 @@ pub mod taint_toleration;
 pub mod testutil;
 pub mod volume_binding;
 pub mod volume_restrictions;
+pub mod volume_zone;
 
 /// The native plugins that take args (upstream has a `<Name>Args` kind for each), each with the check its
 /// constructor runs: decode, default, validate.
@@ -80,5 +81,6 @@ pub fn in_tree_registry() -> Registry {
     register!(r, image_locality::NAME, image_locality::ImageLocality::new);
     register!(r, node_ports::NAME, node_ports::NodePorts::new);
     register!(r, volume_restrictions::NAME, volume_restrictions::VolumeRestrictions::new);
+    register!(r, volume_zone::NAME, volume_zone::VolumeZone::new);
     r
 }
