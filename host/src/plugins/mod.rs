@@ -15,6 +15,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
@@ -82,5 +83,6 @@ pub fn in_tree_registry() -> Registry {
     register!(r, node_ports::NAME, node_ports::NodePorts::new);
     register!(r, volume_restrictions::NAME, volume_restrictions::VolumeRestrictions::new);
     register!(r, volume_zone::NAME, volume_zone::VolumeZone::new);
+    register!(r, node_volume_limits::NAME, node_volume_limits::NodeVolumeLimits::new);
     r
 }
