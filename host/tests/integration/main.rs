@@ -16,4 +16,5 @@ mod points;
 mod properties;
 mod queue;
 mod simulate;
+mod volumes;
 mod wasm;
