@@ -7,10 +7,11 @@
 //! may evict the pod holding the claim, and AddPod/RemovePod keep the count right while it tries. A missing claim
 //! is `UnschedulableAndUnresolvable` at PreFilter.
 //!
-//! Differences from upstream, on purpose:
-//! - An RBD volume without `pool` is compared as pool `rbd`, the API server's default: pods read from a cluster
-//!   file are not defaulted, pods read from a cluster are.
-//! - A Filter without PreFilter data answers Error after the disk check, as upstream; the runner never calls it so.
+//! Claims in use are counted as upstream does: by claim name among the pods on nodes, once per claim in PreFilter,
+//! and per referencing volume in AddPod/RemovePod (upstream's quirk of not comparing namespaces there is kept).
+//!
+//! Difference from upstream, on purpose: an RBD volume without `pool` is compared as pool `rbd`, the API server's
+//! default (pods read from a cluster file are not defaulted; pods read from a cluster are).
 
 use std::collections::HashSet;
 use std::sync::Arc;
