@@ -4,15 +4,8 @@ use super::types::{PluginRef, PluginSet, Plugins};
 
 /// Upstream default plugins that are not implemented here. They may be named in `disabled` (so configurations
 /// written for kube-scheduler keep working) but not enabled.
-pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] = &[
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeZone",
-    "DynamicResources",
-    "EBSLimits",
-    "GCEPDLimits",
-    "AzureDiskLimits",
-];
+pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] =
+    &["DynamicResources", "EBSLimits", "GCEPDLimits", "AzureDiskLimits"];
 
 /// The default plugins: all through multiPoint, with upstream's score weights.
 pub fn default_plugins() -> Plugins {
@@ -28,7 +21,10 @@ pub fn default_plugins() -> Plugins {
                 p("NodeAffinity", Some(2)),
                 p("NodePorts", None),
                 p("NodeResourcesFit", Some(1)),
+                p("VolumeRestrictions", None),
+                p("NodeVolumeLimits", None),
                 p("VolumeBinding", None),
+                p("VolumeZone", None),
                 p("PodTopologySpread", Some(2)),
                 p("InterPodAffinity", Some(2)),
                 p("DefaultPreemption", None),

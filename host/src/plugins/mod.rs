@@ -15,13 +15,17 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
+pub mod storage_helpers;
 pub mod taint_toleration;
 #[cfg(test)]
 pub mod testutil;
 pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 /// The native plugins that take args (upstream has a `<Name>Args` kind for each), each with the check its
 /// constructor runs: decode, default, validate.
@@ -77,5 +81,8 @@ pub fn in_tree_registry() -> Registry {
     );
     register!(r, image_locality::NAME, image_locality::ImageLocality::new);
     register!(r, node_ports::NAME, node_ports::NodePorts::new);
+    register!(r, volume_restrictions::NAME, volume_restrictions::VolumeRestrictions::new);
+    register!(r, volume_zone::NAME, volume_zone::VolumeZone::new);
+    register!(r, node_volume_limits::NAME, node_volume_limits::NodeVolumeLimits::new);
     r
 }

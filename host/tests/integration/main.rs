@@ -17,4 +17,5 @@ mod points;
 mod properties;
 mod queue;
 mod simulate;
+mod volumes;
 mod wasm;
