@@ -343,6 +343,9 @@ fn simulate_once(config: Option<&PathBuf>, cluster: &Path, opts: &SimOptions, ou
     let mut registry = in_tree_registry();
     let cfg = load_config(config, &mut registry)?;
     let file = sim::load::load(cluster).map_err(|e| BadInput(e.to_string()))?;
+    for line in &file.skipped {
+        eprintln!("{}: {line}", cluster.display());
+    }
     let sim = Simulation::new(&cfg, &registry, &file, opts).map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
     let report = sim.run();
     match output {

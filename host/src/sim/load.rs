@@ -7,7 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
@@ -20,6 +21,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::validate;
+use super::workloads::{self, Workloads};
 use crate::yaml::{self, YamlError};
 
 use crate::framework::ClusterObjects;
@@ -46,6 +48,10 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "ResourceClaimTemplate",
     "DeviceClass",
     "ResourceSlice",
+    "Deployment",
+    "DaemonSet",
+    "Job",
+    "CronJob",
     "List",
 ];
 
@@ -96,6 +102,8 @@ pub struct ClusterFile {
     pub pending_pods: Vec<PodInfo>,
     /// Everything else plugins read.
     pub objects: ClusterObjects,
+    /// What was read but not used, one line each: kinds the scheduler does not read (with counts), CronJobs.
+    pub skipped: Vec<String>,
 }
 
 /// Reads a cluster file: UTF-8 YAML, within [`crate::yaml`]'s size and nesting limits.
@@ -166,6 +174,10 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
     let mut priority_classes: Vec<(String, PriorityClass)> = Vec::new();
     let mut pods: Vec<(String, Pod)> = Vec::new();
     let mut seen: HashSet<(String, String, String)> = HashSet::new();
+    let mut skipped_kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut work = Workloads::default();
+    // `Kind ns/name` of each workload → its document, for errors in the pods it makes.
+    let mut workload_docs: HashMap<String, String> = HashMap::new();
     for d in docs {
         let kind = d.value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
         let name = d.value.pointer("/metadata/name").and_then(|k| k.as_str()).unwrap_or("").to_string();
@@ -178,11 +190,10 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             return Err(err(&d.index, label, "apiVersion: missing".into()));
         }
         if !SUPPORTED_KINDS.contains(&kind.as_str()) {
-            return Err(err(
-                &d.index,
-                label,
-                format!("kind: {kind:?} is not supported (supported: {})", SUPPORTED_KINDS.join(", ")),
-            ));
+            // A dump of a whole cluster holds ConfigMaps, Secrets, ServiceAccounts and custom resources: the
+            // scheduler reads none of them, so they are counted and left out rather than refused.
+            *skipped_kinds.entry(kind).or_insert(0usize) += 1;
+            continue;
         }
         if name.is_empty() {
             return Err(err(&d.index, label, "metadata.name: missing".into()));
@@ -251,13 +262,39 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             }
             "ReplicaSet" => {
                 let mut s: ReplicaSet = decode!(ReplicaSet);
-                s.metadata.namespace = Some(ns_eff);
+                s.metadata.namespace = Some(ns_eff.clone());
+                workload_docs.insert(format!("ReplicaSet {ns_eff}/{name}"), d.index.clone());
+                work.replica_sets.push(s.clone());
                 out.objects.replica_sets.push(Arc::new(s));
             }
             "StatefulSet" => {
                 let mut s: StatefulSet = decode!(StatefulSet);
-                s.metadata.namespace = Some(ns_eff);
+                s.metadata.namespace = Some(ns_eff.clone());
+                workload_docs.insert(format!("StatefulSet {ns_eff}/{name}"), d.index.clone());
+                work.stateful_sets.push(s.clone());
                 out.objects.stateful_sets.push(Arc::new(s));
+            }
+            "Deployment" => {
+                let mut o: Deployment = decode!(Deployment);
+                o.metadata.namespace = Some(ns_eff.clone());
+                workload_docs.insert(format!("Deployment {ns_eff}/{name}"), d.index.clone());
+                work.deployments.push(o);
+            }
+            "DaemonSet" => {
+                let mut o: DaemonSet = decode!(DaemonSet);
+                o.metadata.namespace = Some(ns_eff.clone());
+                workload_docs.insert(format!("DaemonSet {ns_eff}/{name}"), d.index.clone());
+                work.daemon_sets.push(o);
+            }
+            "Job" => {
+                let mut o: Job = decode!(Job);
+                o.metadata.namespace = Some(ns_eff.clone());
+                workload_docs.insert(format!("Job {ns_eff}/{name}"), d.index.clone());
+                work.jobs.push(o);
+            }
+            "CronJob" => {
+                let _: CronJob = decode!(CronJob);
+                out.skipped.push(format!("CronJob {ns_eff}/{name}: not expanded (no schedule runs in a simulation)"));
             }
             "ReplicationController" => {
                 let mut s: ReplicationController = decode!(ReplicationController);
@@ -308,6 +345,35 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             // SUPPORTED_KINDS holds no other kind, and a List's items were checked not to be Lists.
             _ => return Err(err(&d.index, label, format!("kind: {kind:?} cannot be read here"))),
         }
+    }
+
+    if !skipped_kinds.is_empty() {
+        let kinds: Vec<String> = skipped_kinds.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+        out.skipped.push(format!("not read by the scheduler, left out: {}", kinds.join(", ")));
+    }
+
+    // The controllers' work: the pods (and a Deployment's ReplicaSet, a StatefulSet's claims) workloads lack.
+    let file_pods: Vec<Pod> = pods.iter().map(|(_, p)| p.clone()).collect();
+    let claim_keys: Vec<String> = out.objects.pvcs.keys().cloned().collect();
+    let expanded = workloads::expand(&work, &file_pods, &out.nodes, &claim_keys);
+    for (owner, pod) in expanded.pods {
+        let index = workload_docs.get(&owner).cloned().unwrap_or_default();
+        let label = format!(" ({owner})");
+        validate::pod(&pod).map_err(|m| err(&index, label.clone(), format!("spec.template: {m}")))?;
+        if pod.spec.as_ref().is_none_or(|s| s.containers.is_empty()) {
+            return Err(err(&index, label, "spec.template.spec.containers: a pod needs at least one container".into()));
+        }
+        pods.push((index, pod));
+    }
+    out.objects.replica_sets.extend(expanded.replica_sets.into_iter().map(Arc::new));
+    for mut c in expanded.claims {
+        let key = format!(
+            "{}/{}",
+            c.metadata.namespace.as_deref().unwrap_or("default"),
+            c.metadata.name.as_deref().unwrap_or("")
+        );
+        c.metadata.uid.get_or_insert_with(|| key.replace('/', "-"));
+        out.objects.pvcs.insert(key, Arc::new(c));
     }
 
     // The Priority admission plugin's work: resolve priorityClassName, default from a globalDefault class.
@@ -417,10 +483,42 @@ mod tests {
     }
 
     #[test]
+    fn kinds_the_scheduler_does_not_read_are_left_out_with_a_note() {
+        let c = parse(
+            "c.yaml",
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n---\napiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\n",
+        )
+        .unwrap();
+        assert_eq!(c.nodes.len(), 1);
+        assert_eq!(c.skipped, ["not read by the scheduler, left out: ConfigMap (2), Gadget (1)"]);
+    }
+
+    #[test]
+    fn workloads_become_pods_with_priority_and_owners() {
+        let c = parse(
+            "c.yaml",
+            "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n---\n\
+             apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: 2, selector: {matchLabels: {a: b}}, \
+             template: {metadata: {labels: {a: b}}, spec: {priorityClassName: high, containers: [{name: c}]}}}\n",
+        )
+        .unwrap();
+        assert_eq!(c.pending_pods.len(), 2);
+        assert!(c.pending_pods.iter().all(|p| p.priority == 1000));
+        assert_eq!(c.objects.replica_sets.len(), 1, "the Deployment's ReplicaSet, for default spreading");
+        let bad = parse(
+            "c.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {selector: {matchLabels: {a: b}}, \
+             template: {metadata: {labels: {a: b}}, spec: {containers: []}}}\n",
+        )
+        .unwrap_err();
+        assert_eq!(bad.to_string(), "c.yaml: document 0 (Deployment default/d): spec.template.spec.containers: a pod needs at least one container");
+    }
+
+    #[test]
     fn errors_name_document_and_field() {
         let cases = [
             ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, ports: [{containerPort: abc}]}]}\n", "document 0 (Pod a): spec.containers[0].ports[0].containerPort"),
-            ("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\napiVersion: v1\nkind: Gadget\nmetadata: {name: g}\n", "document 1 (Gadget g): kind: \"Gadget\" is not supported"),
             ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {nodeName: nope, containers: [{name: c}]}\n", "spec.nodeName: \"nope\" is not a Node"),
             ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}\n", "document 0 (Pod a): spec.containers[0].resources.requests[cpu]: invalid quantity \"lots\""),
             ("kind: Node\nmetadata: {name: n}\n", "document 0 (Node n): apiVersion: missing"),

@@ -5,6 +5,7 @@ pub mod generate;
 pub mod load;
 mod report;
 pub mod validate;
+pub mod workloads;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
