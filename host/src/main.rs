@@ -28,7 +28,7 @@ struct Cli {
 }
 
 /// The subcommands; any other first argument starts the live scheduler.
-const SUBCOMMANDS: &[&str] = &["simulate", "plugin", "bench", "help"];
+const SUBCOMMANDS: &[&str] = &["simulate", "snapshot", "plugin", "bench", "help"];
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -53,6 +53,13 @@ enum Command {
         /// the cluster file or a plugin file changes.
         #[arg(long)]
         watch: bool,
+    },
+    /// Write a live cluster as a cluster file for `simulate` (stdout): nodes, running and pending pods,
+    /// workloads, PodDisruptionBudgets, PriorityClasses, storage and DRA objects. Secrets are never read.
+    Snapshot {
+        /// The kubeconfig (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
     },
     /// Inspect, build, push and pull WebAssembly plugins.
     Plugin {
@@ -360,9 +367,35 @@ fn simulate_once(config: Option<&PathBuf>, cluster: &Path, opts: &SimOptions, ou
     Ok(())
 }
 
+/// `snapshot`: the cluster file on stdout, the kinds left out on stderr. An unreadable kubeconfig is bad input.
+fn snapshot(kubeconfig: Option<&Path>) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
+    let snap = rt.block_on(async {
+        let config = match kubeconfig {
+            Some(p) => {
+                let kc =
+                    kube::config::Kubeconfig::read_from(p).map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
+                kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                    .await
+                    .map_err(|e| BadInput(format!("{}: {e}", p.display())))?
+            }
+            None => kube::Config::infer().await.map_err(|e| BadInput(format!("no kubeconfig: {e}")))?,
+        };
+        let client = kube::Client::try_from(config).context("building the client")?;
+        anyhow::Ok(kube_wasm_scheduler::cluster::kube::snapshot::take(client).await?)
+    })?;
+    for note in &snap.notes {
+        eprintln!("snapshot: {note}");
+    }
+    eprintln!("snapshot: {} objects", snap.objects);
+    print!("{}", snap.yaml);
+    Ok(())
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     let registry = in_tree_registry();
     match cli.command {
+        Command::Snapshot { kubeconfig } => snapshot(kubeconfig.as_deref()),
         Command::Simulate { config, cluster, seed, output, explain, watch } => {
             let reload_period = watch.then_some(std::time::Duration::from_millis(500));
             let opts = SimOptions { seed, explain, reload_period };

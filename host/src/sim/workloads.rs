@@ -168,6 +168,14 @@ fn should_run(pod: &Pod, node: &Node) -> bool {
     })
 }
 
+/// The node a pending daemon pod is pinned to (its first required term's `metadata.name` field).
+fn pinned_to(pod: &Pod) -> Option<&str> {
+    let na = pod.spec.as_ref()?.affinity.as_ref()?.node_affinity.as_ref()?;
+    let term = na.required_during_scheduling_ignored_during_execution.as_ref()?.node_selector_terms.first()?;
+    let field = term.match_fields.as_ref()?.iter().find(|f| f.key == "metadata.name" && f.operator == "In")?;
+    field.values.as_ref()?.first().map(String::as_str)
+}
+
 /// Pins a daemon pod to its node, as the DaemonSet controller does: required node affinity on the node's name
 /// (replacing any matchFields term on it, keeping the rest).
 fn pin_to_node(pod: &mut Pod, node: &str) {
@@ -302,7 +310,8 @@ pub fn expand(w: &Workloads, pods: &[Pod], nodes: &[Node], claims: &[String]) ->
             let node_name = node.metadata.name.clone().unwrap_or_default();
             let has_one = pods.iter().any(|p| {
                 controlled_by(p.metadata.owner_references.as_ref(), "DaemonSet", &d.metadata)
-                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node_name.as_str())
+                    && (p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node_name.as_str())
+                        || pinned_to(p) == Some(node_name.as_str()))
             });
             if has_one || !should_run(&probe, node) {
                 continue;

@@ -20,6 +20,7 @@ mod faults;
 mod gang;
 mod parity;
 mod serving;
+mod snapshot;
 mod volumes;
 
 fn root() -> PathBuf {
@@ -247,7 +248,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 13] = [
+    let scenarios: [(&str, Scenario); 14] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -255,6 +256,7 @@ fn end_to_end_on_a_real_api_server() {
         ("gpu_pods_land_where_the_extender_says", extenders::gpu_pods_land_where_the_extender_says),
         ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),
         ("claims_that_wait_for_their_first_consumer", volumes::claims_that_wait_for_their_first_consumer),
+        ("snapshot_then_simulate", snapshot::snapshot_then_simulate),
         ("leader_election_hands_over", leader_election_hands_over),
         ("thousand_pods_on_a_hundred_nodes", thousand_pods_on_a_hundred_nodes),
         ("backlog_on_few_connections_within_the_rate_limit", backlog::backlog_on_few_connections_within_the_rate_limit),

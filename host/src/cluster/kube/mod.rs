@@ -20,6 +20,7 @@ use crate::framework::types::PodInfo;
 pub mod client;
 pub mod events;
 pub mod informers;
+pub mod snapshot;
 mod status;
 
 use status::StatusPatcher;

@@ -1,0 +1,55 @@
+//! `snapshot` of the real control plane, then `simulate` of what it wrote: the cluster as the scenarios before
+//! this one left it (hundreds of nodes and pods), plus a namespace with a Deployment whose pods no controller
+//! manager created (the simulator creates them) and a pending pod; the Secret beside them is never read.
+
+use std::path::Path;
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use super::{bin, ControlPlane, Kube};
+
+const NS: &str = "e2e-snapshot";
+const MARKER: &str = "c25hcHNob3QtbXVzdC1ub3QtcmVhZC10aGlz";
+
+pub(crate) fn snapshot_then_simulate(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace(NS);
+    k.pod(NS, "pending", None);
+    let secrets: Api<Secret> = Api::namespaced(k.client.clone(), NS);
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "token"}, "data": {"token": MARKER}})).unwrap();
+    k.rt.block_on(secrets.create(&PostParams::default(), &s)).unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(k.client.clone(), NS);
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"replicas": 2,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c",
+            "image": "registry.invalid/pause", "resources": {"requests": {"cpu": "10m"}}}]}}}}))
+    .unwrap();
+    k.rt.block_on(deployments.create(&PostParams::default(), &d)).unwrap();
+
+    let out = Command::new(bin()).arg("snapshot").arg("--kubeconfig").arg(cp.kubeconfig()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "snapshot failed: {stderr}");
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    assert!(!yaml.contains(MARKER) && !yaml.contains("kind: Secret"), "a Secret was read");
+    assert!(yaml.contains("kind: Deployment") && yaml.contains("kind: Node"), "{stderr}");
+    let file = work.join("snapshot.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+
+    let out = Command::new(bin()).args(["simulate", "--output", "json", "--cluster"]).arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "simulate of the snapshot failed: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let placed = |prefix: &str| {
+        report["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["pod"].as_str().unwrap().starts_with(prefix) && p["node"].is_string())
+            .count()
+    };
+    assert_eq!(placed(&format!("{NS}/pending")), 1, "the pending pod is placed: {report}");
+    assert_eq!(placed(&format!("{NS}/web-")), 2, "the Deployment's two pods are created and placed: {report}");
+}
