@@ -34,9 +34,10 @@ const SUBCOMMANDS: &[&str] = &["simulate", "snapshot", "plugin", "bench", "help"
 enum Command {
     /// Schedule the pending pods of a cluster file offline and print where each goes.
     Simulate {
-        /// KubeSchedulerConfiguration (v1). Upstream's default profile when omitted.
+        /// KubeSchedulerConfiguration (v1). Upstream's default profile when omitted. Given more than once, each
+        /// runs on the same cluster and seed and the runs are compared side by side.
         #[arg(long)]
-        config: Option<PathBuf>,
+        config: Vec<PathBuf>,
         /// Multi-document Kubernetes YAML: Nodes, Pods, PriorityClasses, PodDisruptionBudgets, ...
         #[arg(long)]
         cluster: PathBuf,
@@ -367,6 +368,32 @@ fn simulate_once(config: Option<&PathBuf>, cluster: &Path, opts: &SimOptions, ou
     Ok(())
 }
 
+/// `simulate` with several profiles: each runs on the same cluster and seed; the runs side by side.
+fn simulate_compare(configs: &[PathBuf], cluster: &Path, opts: &SimOptions, output: Output) -> anyhow::Result<()> {
+    let file = sim::load::load(cluster).map_err(|e| BadInput(e.to_string()))?;
+    for line in &file.skipped {
+        eprintln!("{}: {line}", cluster.display());
+    }
+    let mut reports = Vec::new();
+    for c in configs {
+        let mut registry = in_tree_registry();
+        let cfg = load_config(Some(c), &mut registry)?;
+        let sim =
+            Simulation::new(&cfg, &registry, &file, opts).map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
+        reports.push(sim.run());
+    }
+    let names: Vec<String> = configs.iter().map(|c| c.display().to_string()).collect();
+    match output {
+        Output::Table => print!("{}", sim::render_compare(&names, &reports)),
+        Output::Json => {
+            let runs: Vec<serde_json::Value> =
+                names.iter().zip(&reports).map(|(n, r)| serde_json::json!({"config": n, "report": r})).collect();
+            println!("{}", serde_json::to_string_pretty(&runs).context("encoding the reports")?);
+        }
+    }
+    Ok(())
+}
+
 /// `snapshot`: the cluster file on stdout, the kinds left out on stderr. An unreadable kubeconfig is bad input.
 fn snapshot(kubeconfig: Option<&Path>) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
@@ -399,6 +426,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate { config, cluster, seed, output, explain, watch } => {
             let reload_period = watch.then_some(std::time::Duration::from_millis(500));
             let opts = SimOptions { seed, explain, reload_period };
+            if config.len() > 1 {
+                if watch {
+                    return Err(BadInput("--watch takes at most one --config".into()).into());
+                }
+                return simulate_compare(&config, &cluster, &opts, output);
+            }
+            let config = config.into_iter().next();
             if !watch {
                 return simulate_once(config.as_ref(), &cluster, &opts, output);
             }

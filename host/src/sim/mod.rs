@@ -23,7 +23,7 @@ use crate::queue::SchedulingQueue;
 use crate::scheduler::{build_profiles, AttemptResult, Clock, Observer, Scheduler, SchedulerOptions, VirtualClock};
 
 pub use load::{ClusterFile, ClusterFileError};
-pub use report::{render_explain, render_table, render_trace};
+pub use report::{render_compare, render_explain, render_table, render_trace};
 
 /// Simulated time one scheduling attempt takes, so that backoffs expire in a deterministic order.
 const ATTEMPT_TIME: Duration = Duration::from_millis(1);
@@ -65,6 +65,25 @@ pub struct ClaimBinding {
     pub provisioned_for: Option<String>,
 }
 
+/// A node as the run left it: what its pods request of what it has.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NodeUsage {
+    /// The node.
+    pub node: String,
+    /// Its `topology.kubernetes.io/zone` label, if any.
+    pub zone: Option<String>,
+    /// Pods on it.
+    pub pods: usize,
+    /// CPU requested, millicores.
+    pub cpu_requested: i64,
+    /// CPU allocatable, millicores.
+    pub cpu_allocatable: i64,
+    /// Memory requested, bytes.
+    pub memory_requested: i64,
+    /// Memory allocatable, bytes.
+    pub memory_allocatable: i64,
+}
+
 /// One attempt's trace for `--explain`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explained {
@@ -93,6 +112,8 @@ pub struct Report {
     pub explain: Vec<Explained>,
     /// Number of nodes.
     pub nodes: usize,
+    /// Every node as the run left it, in name order.
+    pub usage: Vec<NodeUsage>,
     /// Scheduling attempts in total.
     pub attempts: u64,
 }
@@ -163,6 +184,7 @@ pub struct Simulation {
     pub cluster: Arc<MemoryCluster>,
     ignored: Vec<String>,
     nodes: usize,
+    node_names: Vec<String>,
     pending: usize,
 }
 
@@ -228,7 +250,17 @@ impl Simulation {
             cluster.apply_pod(Arc::new(p.clone()));
             pending += 1;
         }
-        Ok(Simulation { scheduler, clock, observer, cluster, ignored, nodes: cluster_file.nodes.len(), pending })
+        let node_names = cluster_file.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+        Ok(Simulation {
+            scheduler,
+            clock,
+            observer,
+            cluster,
+            ignored,
+            nodes: cluster_file.nodes.len(),
+            node_names,
+            pending,
+        })
     }
 
     /// The scheduler (for tests that inspect the cache or queue).
@@ -289,6 +321,25 @@ impl Simulation {
         self.report()
     }
 
+    fn usage(&self) -> Vec<NodeUsage> {
+        let cache = self.scheduler.cache.lock().expect("cache lock");
+        let mut names: Vec<String> = self.node_names.clone();
+        names.sort();
+        names
+            .into_iter()
+            .filter_map(|n| cache.node(&n).cloned())
+            .map(|n| NodeUsage {
+                node: n.name.clone(),
+                zone: n.labels().get("topology.kubernetes.io/zone").cloned(),
+                pods: n.pods.len(),
+                cpu_requested: n.requested.milli_cpu,
+                cpu_allocatable: n.allocatable.milli_cpu,
+                memory_requested: n.requested.memory,
+                memory_allocatable: n.allocatable.memory,
+            })
+            .collect()
+    }
+
     fn report(&self) -> Report {
         let c = self.observer.0.lock().expect("collector lock");
         let mut order: Vec<(&u64, &String)> = c.order.iter().map(|(k, s)| (s, k)).collect();
@@ -310,6 +361,7 @@ impl Simulation {
             ignored: self.ignored.clone(),
             explain: c.explain.clone(),
             nodes: self.nodes,
+            usage: self.usage(),
             attempts: c.attempts,
         }
     }

@@ -134,3 +134,102 @@ pub fn render_trace(pod: &str, attempt: u32, result: &str, t: &CycleTrace) -> St
     }
     out
 }
+
+/// Several profiles' runs of one cluster side by side (`simulate --config A --config B ...`): the outcome, how
+/// evenly each loaded the nodes, where each put the pods per zone, every node's load, and the pods that went to
+/// different nodes. `names` label the runs, in order.
+pub fn render_compare(names: &[String], reports: &[Report]) -> String {
+    let mut out = String::new();
+    let longest = reports
+        .iter()
+        .flat_map(|r| r.placements.iter().map(|p| p.pod.len()).chain(r.usage.iter().map(|u| u.node.len())))
+        .max()
+        .unwrap_or(0);
+    let w0 = (longest + 2).max(20);
+    let w = names.iter().map(String::len).max().unwrap_or(0).max(18);
+    let row = |out: &mut String, label: &str, cells: Vec<String>| {
+        let _ = write!(out, "{label:<w0$}");
+        for c in cells {
+            let _ = write!(out, "  {c:>w$}");
+        }
+        out.push('\n');
+    };
+    row(&mut out, "", names.to_vec());
+    let per = |f: &dyn Fn(&Report) -> String| reports.iter().map(f).collect::<Vec<_>>();
+    row(&mut out, "scheduled", per(&|r| r.placements.iter().filter(|p| p.node.is_some()).count().to_string()));
+    row(&mut out, "pending", per(&|r| r.placements.iter().filter(|p| p.node.is_none()).count().to_string()));
+    row(&mut out, "evicted", per(&|r| r.evictions.len().to_string()));
+    row(&mut out, "nodes with pods", per(&|r| r.usage.iter().filter(|u| u.pods > 0).count().to_string()));
+    let share = |req: i64, alloc: i64| if alloc > 0 { req as f64 / alloc as f64 * 100.0 } else { 0.0 };
+    let stats = |r: &Report, cpu: bool| {
+        let v: Vec<f64> = r
+            .usage
+            .iter()
+            .map(|u| {
+                if cpu {
+                    share(u.cpu_requested, u.cpu_allocatable)
+                } else {
+                    share(u.memory_requested, u.memory_allocatable)
+                }
+            })
+            .collect();
+        let n = v.len().max(1) as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let max = v.iter().cloned().fold(0.0, f64::max);
+        format!("{mean:.0}% ±{sd:.0} max {max:.0}%")
+    };
+    row(&mut out, "cpu requested", per(&|r| stats(r, true)));
+    row(&mut out, "memory requested", per(&|r| stats(r, false)));
+
+    let mut zones: Vec<String> = reports.iter().flat_map(|r| r.usage.iter().filter_map(|u| u.zone.clone())).collect();
+    zones.sort();
+    zones.dedup();
+    if !zones.is_empty() {
+        let _ = writeln!(out, "\npods per zone");
+        for z in &zones {
+            row(
+                &mut out,
+                &format!("  {z}"),
+                per(&|r| {
+                    r.usage.iter().filter(|u| u.zone.as_ref() == Some(z)).map(|u| u.pods).sum::<usize>().to_string()
+                }),
+            );
+        }
+    }
+
+    let _ = writeln!(out, "\nnodes with pods in any run (pods, cpu, memory requested)");
+    let mut nodes: Vec<String> =
+        reports.iter().flat_map(|r| r.usage.iter().filter(|u| u.pods > 0).map(|u| u.node.clone())).collect();
+    nodes.sort();
+    nodes.dedup();
+    for n in &nodes {
+        row(
+            &mut out,
+            &format!("  {n}"),
+            per(&|r| match r.usage.iter().find(|u| &u.node == n) {
+                Some(u) => format!(
+                    "{} {:.0}% {:.0}%",
+                    u.pods,
+                    share(u.cpu_requested, u.cpu_allocatable),
+                    share(u.memory_requested, u.memory_allocatable)
+                ),
+                None => "-".into(),
+            }),
+        );
+    }
+
+    let mut pods: Vec<&String> = reports.iter().flat_map(|r| r.placements.iter().map(|p| &p.pod)).collect();
+    pods.sort();
+    pods.dedup();
+    let node_of = |r: &Report, pod: &str| {
+        r.placements.iter().find(|p| p.pod == pod).and_then(|p| p.node.clone()).unwrap_or_else(|| "<none>".into())
+    };
+    let moved: Vec<&&String> =
+        pods.iter().filter(|p| reports.windows(2).any(|w| node_of(&w[0], p) != node_of(&w[1], p))).collect();
+    let _ = writeln!(out, "\npods placed differently: {} of {}", moved.len(), pods.len());
+    for p in moved {
+        row(&mut out, &format!("  {p}"), per(&|r| node_of(r, p)));
+    }
+    out
+}

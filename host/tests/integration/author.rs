@@ -11,26 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::root;
-
-/// A directory under the system's temporary directory (outside the repository), removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("kws-author-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(!dir.starts_with(root().canonicalize().unwrap()), "{} is inside the repository", dir.display());
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::util::{root, TempDir};
 
 /// The scheduler binary, run in `dir` with Rust guests building into the shared guest target directory.
 fn kws(dir: &Path) -> Command {

@@ -3,6 +3,7 @@
 mod util;
 
 mod author;
+mod compare;
 mod config;
 mod config_props;
 mod delivery;

@@ -265,3 +265,28 @@ pub fn proptest_config(default: u32) -> proptest::test_runner::Config {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     proptest::test_runner::Config { cases, failure_persistence: None, ..Default::default() }
 }
+
+/// A directory under the system's temporary directory (outside the repository), removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// A new empty directory; `tag` goes into its name.
+    pub fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("kws-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(!dir.starts_with(root().canonicalize().unwrap()), "{} is inside the repository", dir.display());
+        TempDir(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
