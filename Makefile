@@ -34,6 +34,7 @@ demo: build
 ## test: every test (unit, integration with the built guests and a local OCI registry, golden simulator runs,
 ## benchmarks once each, and the Go guest SDK's and Go guests' own `go test`).
 test: setup registry guests
+	scripts/setup-browser.sh
 	scripts/go-test.sh
 	cargo test --workspace --all-targets --no-fail-fast
 

@@ -54,6 +54,10 @@ enum Command {
         /// the cluster file or a plugin file changes.
         #[arg(long)]
         watch: bool,
+        /// Also write one self-contained HTML page: per profile, each node's requested CPU and memory as bars and
+        /// each pod's placement with its per-plugin explanation.
+        #[arg(long, value_name = "FILE.html")]
+        report: Option<PathBuf>,
     },
     /// Write a live cluster as a cluster file for `simulate` (stdout): nodes, running and pending pods,
     /// workloads, PodDisruptionBudgets, PriorityClasses, storage and DRA objects. Secrets are never read.
@@ -347,42 +351,74 @@ fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)
         .collect()
 }
 
-fn simulate_once(config: Option<&PathBuf>, cluster: &Path, opts: &SimOptions, output: Output) -> anyhow::Result<()> {
-    let mut registry = in_tree_registry();
-    let cfg = load_config(config, &mut registry)?;
+/// Runs each profile (`None`: upstream's default) on the cluster file with the same seed. With `html`, every
+/// pending pod is traced and the page is written; the reports keep only the explanations `opts` asked for.
+fn run_profiles(
+    configs: &[Option<&PathBuf>],
+    cluster: &Path,
+    opts: &SimOptions,
+    html: Option<&Path>,
+) -> anyhow::Result<(Vec<String>, Vec<sim::Report>)> {
     let file = sim::load::load(cluster).map_err(|e| BadInput(e.to_string()))?;
     for line in &file.skipped {
         eprintln!("{}: {line}", cluster.display());
     }
-    let sim = Simulation::new(&cfg, &registry, &file, opts).map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
-    let report = sim.run();
+    let mut run_opts = opts.clone();
+    if html.is_some() {
+        run_opts.explain = file.pending_pods.iter().map(|p| p.key()).collect();
+    }
+    let (mut names, mut reports) = (Vec::new(), Vec::new());
+    for c in configs {
+        let mut registry = in_tree_registry();
+        let cfg = load_config(*c, &mut registry)?;
+        let sim =
+            Simulation::new(&cfg, &registry, &file, &run_opts).map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
+        names.push(c.map_or_else(|| "default profile".to_string(), |p| p.display().to_string()));
+        reports.push(sim.run());
+    }
+    if let Some(path) = html {
+        let title = format!("kube-wasm-scheduler simulate: {}", cluster.display());
+        std::fs::write(path, sim::render_html(&title, &names, &reports))
+            .map_err(|e| BadInput(format!("--report {}: {e}", path.display())))?;
+        eprintln!("wrote {}", path.display());
+        for r in &mut reports {
+            r.explain.retain(|e| opts.explain.contains(&e.pod));
+        }
+    }
+    Ok((names, reports))
+}
+
+fn simulate_once(
+    config: Option<&PathBuf>,
+    cluster: &Path,
+    opts: &SimOptions,
+    output: Output,
+    html: Option<&Path>,
+) -> anyhow::Result<()> {
+    let (_, reports) = run_profiles(&[config], cluster, opts, html)?;
+    let report = &reports[0];
     match output {
         Output::Table => {
-            print!("{}", render_table(&report));
+            print!("{}", render_table(report));
             if !opts.explain.is_empty() {
-                print!("\n{}", render_explain(&report));
+                print!("\n{}", render_explain(report));
             }
         }
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?),
+        Output::Json => println!("{}", serde_json::to_string_pretty(report).context("encoding the report")?),
     }
     Ok(())
 }
 
 /// `simulate` with several profiles: each runs on the same cluster and seed; the runs side by side.
-fn simulate_compare(configs: &[PathBuf], cluster: &Path, opts: &SimOptions, output: Output) -> anyhow::Result<()> {
-    let file = sim::load::load(cluster).map_err(|e| BadInput(e.to_string()))?;
-    for line in &file.skipped {
-        eprintln!("{}: {line}", cluster.display());
-    }
-    let mut reports = Vec::new();
-    for c in configs {
-        let mut registry = in_tree_registry();
-        let cfg = load_config(Some(c), &mut registry)?;
-        let sim =
-            Simulation::new(&cfg, &registry, &file, opts).map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
-        reports.push(sim.run());
-    }
-    let names: Vec<String> = configs.iter().map(|c| c.display().to_string()).collect();
+fn simulate_compare(
+    configs: &[PathBuf],
+    cluster: &Path,
+    opts: &SimOptions,
+    output: Output,
+    html: Option<&Path>,
+) -> anyhow::Result<()> {
+    let configs: Vec<Option<&PathBuf>> = configs.iter().map(Some).collect();
+    let (names, reports) = run_profiles(&configs, cluster, opts, html)?;
     match output {
         Output::Table => print!("{}", sim::render_compare(&names, &reports)),
         Output::Json => {
@@ -423,23 +459,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let registry = in_tree_registry();
     match cli.command {
         Command::Snapshot { kubeconfig } => snapshot(kubeconfig.as_deref()),
-        Command::Simulate { config, cluster, seed, output, explain, watch } => {
+        Command::Simulate { config, cluster, seed, output, explain, watch, report } => {
             let reload_period = watch.then_some(std::time::Duration::from_millis(500));
             let opts = SimOptions { seed, explain, reload_period };
             if config.len() > 1 {
                 if watch {
                     return Err(BadInput("--watch takes at most one --config".into()).into());
                 }
-                return simulate_compare(&config, &cluster, &opts, output);
+                return simulate_compare(&config, &cluster, &opts, output, report.as_deref());
             }
             let config = config.into_iter().next();
             if !watch {
-                return simulate_once(config.as_ref(), &cluster, &opts, output);
+                return simulate_once(config.as_ref(), &cluster, &opts, output, report.as_deref());
             }
             loop {
                 let files = watched_files(config.as_ref(), &cluster);
                 let before = stamps(&files);
-                if let Err(e) = simulate_once(config.as_ref(), &cluster, &opts, output) {
+                if let Err(e) = simulate_once(config.as_ref(), &cluster, &opts, output, report.as_deref()) {
                     // While watching, a broken input is reported and the next change is awaited.
                     eprintln!("error: {e}");
                 }
@@ -515,7 +551,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 explain
             };
             let opts = SimOptions { seed, explain, reload_period: None };
-            simulate_once(Some(&profile), &cluster, &opts, Output::Table)
+            simulate_once(Some(&profile), &cluster, &opts, Output::Table, None)
         }
         Command::Plugin { command: PluginCommand::Setup { lang } } => {
             let language = author::Language::parse(&lang).map_err(bad)?;

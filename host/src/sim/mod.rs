@@ -2,6 +2,7 @@
 //! in-memory cluster and a virtual clock, and reports where each pod went or why it could not.
 
 pub mod generate;
+mod html;
 pub mod load;
 mod report;
 pub mod validate;
@@ -22,6 +23,7 @@ use crate::framework::{CycleTrace, FrameworkError, PluginContext, PodInfo, Regis
 use crate::queue::SchedulingQueue;
 use crate::scheduler::{build_profiles, AttemptResult, Clock, Observer, Scheduler, SchedulerOptions, VirtualClock};
 
+pub use html::{render_html, CPU_COLOR, MEMORY_COLOR};
 pub use load::{ClusterFile, ClusterFileError};
 pub use report::{render_compare, render_explain, render_table, render_trace};
 
