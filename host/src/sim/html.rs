@@ -49,9 +49,9 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}}\
     );
     for (name, r) in names.iter().zip(reports) {
         let scheduled = r.placements.iter().filter(|p| p.node.is_some()).count();
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<section class=\"run\" id=\"run-{id}\"><h2>{n}</h2><p>{scheduled} scheduled, {} pending, {} evicted; {} of {} nodes with pods.</p>\n",
+            "<section class=\"run\" id=\"run-{id}\"><h2>{n}</h2><p>{scheduled} scheduled, {} pending, {} evicted; {} of {} nodes with pods.</p>",
             r.placements.len() - scheduled,
             r.evictions.len(),
             r.usage.iter().filter(|u| u.pods > 0).count(),
@@ -60,13 +60,13 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}}\
             n = esc(name),
         );
         let _ =
-            write!(h, "<table class=\"nodes\"><tr><th>node</th><th>zone</th><th>pods</th><th>CPU / memory</th></tr>\n");
+            writeln!(h, "<table class=\"nodes\"><tr><th>node</th><th>zone</th><th>pods</th><th>CPU / memory</th></tr>");
         for u in &r.usage {
             let (c, m) =
                 (percent(u.cpu_requested, u.cpu_allocatable), percent(u.memory_requested, u.memory_allocatable));
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td><div class=\"track\"><div class=\"bar cpu\" style=\"width:{c:.1}%\" title=\"CPU {c:.0}%\"></div><div class=\"bar mem\" style=\"width:{m:.1}%\" title=\"memory {m:.0}%\"></div></div></td></tr>\n",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td><div class=\"track\"><div class=\"bar cpu\" style=\"width:{c:.1}%\" title=\"CPU {c:.0}%\"></div><div class=\"bar mem\" style=\"width:{m:.1}%\" title=\"memory {m:.0}%\"></div></div></td></tr>",
                 esc(&u.node),
                 esc(u.zone.as_deref().unwrap_or("")),
                 u.pods
