@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::{volumes, ClusterClient, ClusterError, EventHandler, PodEvent};
 use crate::framework::{ClusterObjects, EventResource, PodInfo};
@@ -125,6 +126,21 @@ impl MemoryCluster {
         Ok(result)
     }
 
+    /// Stores a ResourceClaim update and reports it; nothing completes a claim's allocation later (the scheduler
+    /// writes it whole), so no controller runs.
+    fn update_claims<T>(
+        &self,
+        update: impl FnOnce(&mut volumes::VolumeStore) -> Result<T, ClusterError>,
+    ) -> Result<T, ClusterError> {
+        let (result, objects) = {
+            let mut store = self.volumes.lock().expect("volumes lock");
+            (update(&mut store)?, store.objects.clone())
+        };
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.notify(|h| h.objects_changed(objects, EventResource::ResourceClaim));
+        Ok(result)
+    }
+
     /// Everything written so far, in order.
     pub fn writes(&self) -> Vec<Write> {
         self.writes.lock().expect("writes lock").clone()
@@ -192,5 +208,13 @@ impl ClusterClient for MemoryCluster {
 
     fn update_pvc(&self, pvc: &PersistentVolumeClaim) -> Result<PersistentVolumeClaim, ClusterError> {
         self.update_volumes(|s| s.replace_pvc(pvc))
+    }
+
+    fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        self.update_claims(|s| s.replace_resource_claim(claim, false))
+    }
+
+    fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        self.update_claims(|s| s.replace_resource_claim(claim, true))
     }
 }
