@@ -130,8 +130,17 @@ impl ClaimTracker {
     }
 }
 
-fn uid(claim: &ResourceClaim) -> &str {
-    claim.metadata.uid.as_deref().unwrap_or("")
+/// The claim's UID, the key of in-flight allocations; `namespace/name` for a claim without one (a hand-written
+/// cluster file's), so that two such claims never share an entry.
+fn uid(claim: &ResourceClaim) -> String {
+    match claim.metadata.uid.as_deref() {
+        Some(u) if !u.is_empty() => u.to_string(),
+        _ => format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or(""),
+            claim.metadata.name.as_deref().unwrap_or("")
+        ),
+    }
 }
 
 fn allocation(claim: &ResourceClaim) -> Option<&AllocationResult> {
@@ -255,7 +264,7 @@ impl DynamicResources {
         let result = self.write_claim(pod, claim, &key, allocation);
         if allocation.is_some() {
             let mut tracker = self.tracker();
-            tracker.in_flight.remove(uid(claim));
+            tracker.in_flight.remove(&uid(claim));
             if let Ok(written) = &result {
                 tracker.assumed.insert(key, written.clone());
             }
@@ -413,7 +422,7 @@ impl PreFilterPlugin for DynamicResources {
             }
             inner.available_on.push(None);
             inner.to_allocate.push(index);
-            if tracker.in_flight.contains_key(uid(claim)) {
+            if tracker.in_flight.contains_key(&uid(claim)) {
                 return (
                     None,
                     Status::unresolvable(format!(
@@ -568,7 +577,7 @@ impl ReservePlugin for DynamicResources {
                 claim.metadata.finalizers.get_or_insert_with(Vec::new).push(FINALIZER.into());
             }
             claim.status.get_or_insert_with(Default::default).allocation = Some(allocation.clone());
-            tracker.in_flight.insert(uid(&claim).to_string(), Arc::new(claim));
+            tracker.in_flight.insert(uid(&claim), Arc::new(claim));
             reserved.insert(index, allocation);
         }
         Status::success()
@@ -581,7 +590,7 @@ impl ReservePlugin for DynamicResources {
             let claim = written.get(&index).unwrap_or(original);
             {
                 let mut tracker = self.tracker();
-                if tracker.in_flight.remove(uid(claim)).is_some() {
+                if tracker.in_flight.remove(&uid(claim)).is_some() {
                     tracker.assumed.remove(&format!(
                         "{}/{}",
                         claim.metadata.namespace.as_deref().unwrap_or(""),
