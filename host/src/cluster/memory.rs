@@ -57,6 +57,13 @@ pub enum Write {
         /// The node the volume was provisioned for, when it was provisioned rather than found.
         provisioned_for: Option<String>,
     },
+    /// A ResourceClaim's devices allocated (its status written with an allocation it did not have).
+    AllocateClaim {
+        /// `ns/name` of the claim.
+        claim: String,
+        /// The devices, `driver/pool/device`, in result order.
+        devices: Vec<String>,
+    },
 }
 
 /// An in-memory cluster. Binding a pod twice is a conflict, as on a real API server.
@@ -215,6 +222,27 @@ impl ClusterClient for MemoryCluster {
     }
 
     fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
-        self.update_claims(|s| s.replace_resource_claim(claim, true))
+        let key = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or("default"),
+            claim.metadata.name.as_deref().unwrap_or("")
+        );
+        let allocated = |c: &ResourceClaim| c.status.as_ref().is_some_and(|s| s.allocation.is_some());
+        let was_allocated = {
+            let store = self.volumes.lock().expect("volumes lock");
+            store.objects.resource_claims.get(&key).is_some_and(|c| allocated(c))
+        };
+        let written = self.update_claims(|s| s.replace_resource_claim(claim, true))?;
+        if !was_allocated && allocated(&written) {
+            let results = written.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
+            let devices = results
+                .and_then(|d| d.results.as_deref())
+                .unwrap_or(&[])
+                .iter()
+                .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
+                .collect();
+            self.push(Write::AllocateClaim { claim: key, devices });
+        }
+        Ok(written)
     }
 }
