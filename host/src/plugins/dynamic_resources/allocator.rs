@@ -505,8 +505,12 @@ impl<'a, 'b> Search<'a, 'b> {
             return Ok(*m);
         }
         let (slice, device, _) = self.device(at);
-        // Devices that wait for binding conditions need the DRADeviceBindingConditions feature, off in v1.34.
-        if device.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
+        // Devices that wait for binding conditions need the DRADeviceBindingConditions feature, off in v1.34. A
+        // tainted device can only come from a cluster with DRADeviceTaints on, which is not implemented here:
+        // never picking it is the placement that cannot be wrong.
+        if device.binding_conditions.as_ref().is_some_and(|c| !c.is_empty())
+            || device.taints.as_ref().is_some_and(|t| !t.is_empty())
+        {
             return Ok(false);
         }
         let view = DeviceView {

@@ -10,9 +10,11 @@
 //!
 //! Differences from upstream, on purpose:
 //! - DRA-backed extended resources (DRAExtendedResource), device taints, partitionable devices, binding
-//!   conditions and consumable capacity are behind feature gates that are off in v1.34; they are off here too
-//!   (taints are ignored, devices that consume counters or wait for binding conditions are never picked, as
-//!   upstream with the gates off).
+//!   conditions and consumable capacity are behind feature gates that are off in v1.34, and not implemented here.
+//!   The API server drops their fields while the gates are off, so a field present means a cluster with the gate
+//!   on: a claim asking for consumable capacity, tolerating device taints or with a `distinctAttribute`
+//!   constraint is UnschedulableAndUnresolvable, naming the field; a device with taints, counters to consume or
+//!   binding conditions is never picked (upstream with the gates off never picks the last two either).
 //! - The allocator searches pools in name order (upstream: Go map order, which varies), and CEL runs on cel-rust
 //!   (see `cel.rs` for what that environment lacks).
 //! - Filter has no timeout (DRASchedulerFilterTimeout's 10s): the search has the same bounds as upstream's, and
@@ -97,6 +99,11 @@ fn rv_number(claim: &ResourceClaim) -> Option<u64> {
 }
 
 impl ClaimTracker {
+    /// Forgets written claims the informers have caught up with, or that are gone.
+    fn prune(&mut self, objects: &ClusterObjects) {
+        self.assumed.retain(|key, a| objects.resource_claims.get(key).is_some_and(|api| rv_number(a) > rv_number(api)));
+    }
+
     /// The claim as this scheduler knows it: the API's copy, unless PreBind wrote a newer one.
     fn claim(&self, objects: &ClusterObjects, key: &str) -> Option<Arc<ResourceClaim>> {
         let api = objects.resource_claims.get(key)?;
@@ -208,6 +215,43 @@ fn pod_claims(
         out.push(claim);
     }
     Ok(out)
+}
+
+/// What a claim asks for that needs a DRA feature this scheduler does not implement (all are alpha in v1.34, off
+/// by default, and the API server drops these fields while they are off: a claim carrying one comes from a cluster
+/// that has the feature on). Allocating it as if the field were absent could place the pod wrongly, so it is
+/// refused, naming the field.
+fn unsupported(claim: &ResourceClaim) -> Option<String> {
+    let devices = claim.spec.devices.as_ref()?;
+    let what = |field: &str, gate: &str| {
+        Some(format!(
+            "resource claim {}: {field} needs the {gate} feature, which this scheduler does not implement",
+            claim_ref(claim)
+        ))
+    };
+    for r in devices.requests.iter().flatten() {
+        let exact =
+            r.exactly.iter().map(|e| (e.capacity.is_some(), e.tolerations.as_ref().is_some_and(|t| !t.is_empty())));
+        let subs = r
+            .first_available
+            .iter()
+            .flatten()
+            .map(|s| (s.capacity.is_some(), s.tolerations.as_ref().is_some_and(|t| !t.is_empty())));
+        for (capacity, tolerations) in exact.chain(subs) {
+            if capacity {
+                return what(&format!("request {}: capacity", r.name), "DRAConsumableCapacity");
+            }
+            if tolerations {
+                return what(&format!("request {}: tolerations", r.name), "DRADeviceTaints");
+            }
+        }
+    }
+    for (i, c) in devices.constraints.iter().flatten().enumerate() {
+        if c.distinct_attribute.is_some() {
+            return what(&format!("constraint #{i}: distinctAttribute"), "DRAConsumableCapacity");
+        }
+    }
+    None
 }
 
 /// The DynamicResources plugin.
@@ -398,7 +442,8 @@ impl PreFilterPlugin for DynamicResources {
             return (None, Status::skip());
         }
         let objects = &snapshot.objects;
-        let tracker = self.tracker();
+        let mut tracker = self.tracker();
+        tracker.prune(objects);
         let claims = match pod_claims(pod, |k| tracker.claim(objects, k)) {
             Ok(c) => c,
             Err(reason) => return (None, Status::unresolvable(reason)),
@@ -430,6 +475,9 @@ impl PreFilterPlugin for DynamicResources {
                         claim_ref(claim)
                     )),
                 );
+            }
+            if let Some(missing) = unsupported(claim) {
+                return (None, Status::unresolvable(missing));
             }
             // Every class must exist, however the claim is allocated.
             for request in claim.spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]) {

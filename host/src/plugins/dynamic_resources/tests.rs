@@ -124,6 +124,13 @@ fn allocator_counts_modes_selectors_and_pools() {
             Ok(None),
         ),
         (
+            "admin access sees devices others hold",
+            vec![local(1)],
+            vec!["n1/n1-gpu-0"],
+            vec![claim("c", exactly("gpu", json!({"adminAccess": true})))],
+            Ok(Some(vec![vec!["n1-gpu-0"]])),
+        ),
+        (
             "All mode takes every device",
             vec![local(3)],
             vec![],
@@ -448,4 +455,58 @@ fn an_allocated_claim_keeps_the_pod_on_its_node() {
     assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, ERR_REASON_NOT_AVAILABLE.to_string()));
     // Reserve has nothing to allocate; PostFilter would deallocate the idle claim.
     assert!(pl.reserve(&mut state, &p, "n1").is_success());
+}
+
+#[test]
+fn claims_needing_unimplemented_features_are_refused_naming_the_field() {
+    let cases = [
+        (
+            exactly("gpu", json!({"tolerations": [{"key": "k", "operator": "Exists"}]})),
+            "resource claim default/c: request req-0: tolerations needs the DRADeviceTaints feature, which this scheduler does not implement",
+        ),
+        (
+            exactly("gpu", json!({"capacity": {"requests": {"memory": "1Gi"}}})),
+            "resource claim default/c: request req-0: capacity needs the DRAConsumableCapacity feature, which this scheduler does not implement",
+        ),
+        (
+            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}],
+                "constraints": [{"distinctAttribute": "gpu.example.com/index"}]}),
+            "resource claim default/c: constraint #0: distinctAttribute needs the DRAConsumableCapacity feature, which this scheduler does not implement",
+        ),
+    ];
+    for (devices, want) in cases {
+        let (pl, _) = plugin();
+        let snap = snapshot(objects(vec![claim("c", devices)]));
+        let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
+        let (_, st) = pl.pre_filter(&mut CycleState::new(), &p, &snap);
+        assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, want.to_string()));
+    }
+}
+
+#[test]
+fn tainted_devices_are_never_picked() {
+    let devices = json!([{"name": "tainted", "taints": [{"key": "bad", "effect": "NoSchedule"}]}, {"name": "clean"}]);
+    let got = allocate(&[slice("n1", Some("n1"), 1, 1, devices)], &[], &[claim("c", exactly("gpu", json!({})))], "n1");
+    assert_eq!(got, Ok(Some(vec![vec!["clean".to_string()]])));
+}
+
+#[test]
+fn post_filter_deallocates_a_claim_allocated_elsewhere_that_no_other_pod_uses() {
+    let (pl, cluster) = plugin();
+    let mut c = (*claim("a", exactly("gpu", json!({})))).clone();
+    c.status = Some(
+        serde_json::from_value(json!({"allocation": {"devices": {"results": [
+            {"request": "req-0", "driver": DRIVER, "pool": "n1", "device": "n1-gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}))
+        .unwrap(),
+    );
+    let o = objects(vec![Arc::new(c)]);
+    cluster.set_objects(o.clone());
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
+    let mut state = CycleState::new();
+    pl.pre_filter(&mut state, &p, &snapshot(o));
+    assert_eq!(pl.filter(&state, &p, &n("n2")).message(), ERR_REASON_NOT_AVAILABLE);
+    let (_, st) = pl.post_filter(&state, &p, &NodeToStatus::new(), &NoHandle);
+    assert_eq!((st.code(), st.message()), (Code::Unschedulable, "deallocation of ResourceClaim completed".to_string()));
+    assert!(cluster.writes().iter().all(|w| !matches!(w, crate::cluster::memory::Write::AllocateClaim { .. })));
 }
