@@ -33,11 +33,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// draPostFilterPart is what kube-scheduler v1.34's DynamicResources PostFilter (DRA is on by default) adds to the
-// message of a pod without resource claims. We have no DynamicResources plugin yet (the DRA issue), so the
-// message comparison leaves this part out and says so.
-const draPostFilterPart = "no new claims to deallocate, "
-
 const (
 	kubeName = "parity-kube-scheduler"
 	oursName = "parity-kube-wasm-scheduler"
@@ -304,8 +299,8 @@ func run(ctx context.Context, o options) (int, error) {
 		fmt.Printf("parity: %s\n", sim.line("simulator vs kube-scheduler live"))
 	}
 	if o.sim {
-		fmt.Printf("parity: unschedulable probes, PodScheduled=False messages the same as kube-scheduler's (ours live and the simulator): %d/%d"+
-			" (leaving out DynamicResources' PostFilter part %q: no DRA plugin here yet)\n", msgs.alike, msgs.compared, strings.TrimSuffix(draPostFilterPart, ", "))
+		fmt.Printf("parity: unschedulable probes, PodScheduled=False messages the same as kube-scheduler's (ours live and the simulator): %d/%d\n",
+			msgs.alike, msgs.compared)
 	}
 	fmt.Printf("parity: results in %s\n", filepath.Join(o.out, "results.json"))
 	if len(live.divergences)+len(sim.divergences) > 0 {
@@ -510,8 +505,7 @@ func compareProbe(ctx context.Context, client kubernetes.Interface, w *podWatch,
 	r.SimVs, _, r.SimNote = classify(kube, sim, "kube-scheduler", "the simulator")
 	if r.Live == alike && r.SimVs == alike && kube[0].node == "" {
 		r.Messages = alike
-		want := strings.Replace(r.Message, draPostFilterPart, "", 1)
-		if r.OursMsg != want || r.SimMsg != want {
+		if r.OursMsg != r.Message || r.SimMsg != r.Message {
 			r.Messages = divergent
 		}
 	}

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::{volumes, ClusterClient, ClusterError, EventHandler, PodEvent};
 use crate::framework::{ClusterObjects, EventResource, PodInfo};
@@ -55,6 +56,13 @@ pub enum Write {
         volume: String,
         /// The node the volume was provisioned for, when it was provisioned rather than found.
         provisioned_for: Option<String>,
+    },
+    /// A ResourceClaim's devices allocated (its status written with an allocation it did not have).
+    AllocateClaim {
+        /// `ns/name` of the claim.
+        claim: String,
+        /// The devices, `driver/pool/device`, in result order.
+        devices: Vec<String>,
     },
 }
 
@@ -125,6 +133,21 @@ impl MemoryCluster {
         Ok(result)
     }
 
+    /// Stores a ResourceClaim update and reports it; nothing completes a claim's allocation later (the scheduler
+    /// writes it whole), so no controller runs.
+    fn update_claims<T>(
+        &self,
+        update: impl FnOnce(&mut volumes::VolumeStore) -> Result<T, ClusterError>,
+    ) -> Result<T, ClusterError> {
+        let (result, objects) = {
+            let mut store = self.volumes.lock().expect("volumes lock");
+            (update(&mut store)?, store.objects.clone())
+        };
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.notify(|h| h.objects_changed(objects, EventResource::ResourceClaim));
+        Ok(result)
+    }
+
     /// Everything written so far, in order.
     pub fn writes(&self) -> Vec<Write> {
         self.writes.lock().expect("writes lock").clone()
@@ -192,5 +215,34 @@ impl ClusterClient for MemoryCluster {
 
     fn update_pvc(&self, pvc: &PersistentVolumeClaim) -> Result<PersistentVolumeClaim, ClusterError> {
         self.update_volumes(|s| s.replace_pvc(pvc))
+    }
+
+    fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        self.update_claims(|s| s.replace_resource_claim(claim, false))
+    }
+
+    fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        let key = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or("default"),
+            claim.metadata.name.as_deref().unwrap_or("")
+        );
+        let allocated = |c: &ResourceClaim| c.status.as_ref().is_some_and(|s| s.allocation.is_some());
+        let was_allocated = {
+            let store = self.volumes.lock().expect("volumes lock");
+            store.objects.resource_claims.get(&key).is_some_and(|c| allocated(c))
+        };
+        let written = self.update_claims(|s| s.replace_resource_claim(claim, true))?;
+        if !was_allocated && allocated(&written) {
+            let results = written.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
+            let devices = results
+                .and_then(|d| d.results.as_deref())
+                .unwrap_or(&[])
+                .iter()
+                .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
+                .collect();
+            self.push(Write::AllocateClaim { claim: key, devices });
+        }
+        Ok(written)
     }
 }

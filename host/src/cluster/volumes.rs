@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference, PersistentVolume, PersistentVolumeClaim,
     PersistentVolumeClaimStatus, PersistentVolumeSpec, PersistentVolumeStatus, VolumeNodeAffinity,
 };
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::ObjectMeta;
 
 use super::ClusterError;
@@ -82,6 +83,36 @@ impl VolumeStore {
         let mut new = pvc.clone();
         new.metadata.resource_version = self.next_version();
         self.objects.pvcs.insert(key, Arc::new(new.clone()));
+        Ok(new)
+    }
+
+    /// Stores a ResourceClaim update: its status only (`resourceclaims/status`), or everything else.
+    pub fn replace_resource_claim(
+        &mut self,
+        claim: &ResourceClaim,
+        status: bool,
+    ) -> Result<ResourceClaim, ClusterError> {
+        let key = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or("default"),
+            claim.metadata.name.as_deref().unwrap_or("")
+        );
+        let object = format!("resourceclaim {key}");
+        let stored = self.objects.resource_claims.get(&key).ok_or_else(|| not_found(&object))?;
+        check_version(
+            &object,
+            claim.metadata.resource_version.as_deref(),
+            stored.metadata.resource_version.as_deref(),
+        )?;
+        let mut new = (**stored).clone();
+        if status {
+            new.status = claim.status.clone();
+        } else {
+            new.metadata = claim.metadata.clone();
+            new.spec = claim.spec.clone();
+        }
+        new.metadata.resource_version = self.next_version();
+        self.objects.resource_claims.insert(key, Arc::new(new.clone()));
         Ok(new)
     }
 

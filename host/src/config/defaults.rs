@@ -4,8 +4,7 @@ use super::types::{PluginRef, PluginSet, Plugins};
 
 /// Upstream default plugins that are not implemented here. They may be named in `disabled` (so configurations
 /// written for kube-scheduler keep working) but not enabled.
-pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] =
-    &["DynamicResources", "EBSLimits", "GCEPDLimits", "AzureDiskLimits"];
+pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] = &["EBSLimits", "GCEPDLimits", "AzureDiskLimits"];
 
 /// The default plugins: all through multiPoint, with upstream's score weights.
 pub fn default_plugins() -> Plugins {
@@ -27,6 +26,9 @@ pub fn default_plugins() -> Plugins {
                 p("VolumeZone", None),
                 p("PodTopologySpread", Some(2)),
                 p("InterPodAffinity", Some(2)),
+                // Upstream inserts it before DefaultPreemption when the DynamicResourceAllocation gate is on
+                // (GA, on in v1.34): deallocating an idle claim is better than evicting a pod.
+                p("DynamicResources", None),
                 p("DefaultPreemption", None),
                 p("NodeResourcesBalancedAllocation", Some(1)),
                 p("ImageLocality", Some(1)),

@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use thiserror::Error;
 
@@ -72,11 +73,25 @@ pub trait ClusterClient: Send + Sync {
         let (ns, name) = (pvc.metadata.namespace.as_deref(), pvc.metadata.name.as_deref());
         Err(unsupported(format!("persistentvolumeclaim {}/{}", ns.unwrap_or(""), name.unwrap_or(""))))
     }
+    /// Replaces a ResourceClaim's metadata and spec (DynamicResources adds its finalizer so), as `update_pv`.
+    fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        Err(unsupported(resource_claim_object(claim)))
+    }
+    /// Replaces a ResourceClaim's status (`resourceclaims/status`: allocation and `reservedFor`), as `update_pv`.
+    fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        Err(unsupported(resource_claim_object(claim)))
+    }
+}
+
+/// `resourceclaim ns/name`, for errors.
+pub fn resource_claim_object(claim: &ResourceClaim) -> String {
+    let (ns, name) = (claim.metadata.namespace.as_deref(), claim.metadata.name.as_deref());
+    format!("resourceclaim {}/{}", ns.unwrap_or(""), name.unwrap_or(""))
 }
 
 /// The error of a write a cluster does not offer.
 fn unsupported(object: String) -> ClusterError {
-    ClusterError::Other { object, message: "this cluster does not take volume updates".into() }
+    ClusterError::Other { object, message: "this cluster does not take updates of this kind".into() }
 }
 
 /// The cluster objects other than pods and nodes as the informers last saw them (upstream's listers), for a

@@ -7,6 +7,7 @@ use crate::framework::{Plugin, Registry};
 
 pub mod default_binder;
 pub mod default_preemption;
+pub mod dynamic_resources;
 pub mod helper;
 pub mod image_locality;
 pub mod inter_pod_affinity;
@@ -72,6 +73,7 @@ pub fn in_tree_registry() -> Registry {
     register!(r, volume_binding::NAME, volume_binding::VolumeBinding::new);
     register!(r, default_binder::NAME, default_binder::DefaultBinder::new);
     register!(r, default_preemption::NAME, default_preemption::DefaultPreemption::new);
+    register!(r, dynamic_resources::NAME, dynamic_resources::DynamicResources::new);
     register!(r, pod_topology_spread::NAME, pod_topology_spread::PodTopologySpread::new);
     register!(r, node_resources::fit::NAME, node_resources::fit::NodeResourcesFit::new);
     register!(

@@ -135,7 +135,10 @@ impl Scheduler {
                     self.observer.preemption_attempt(victims);
                     if s.code() == Code::Error {
                         tracing::error!(pod = %pod.key(), status = %s, "PostFilter failed");
-                    } else if !s.is_success() {
+                    }
+                    // Upstream keeps the message whatever the code: an error's text ends the pod's message too
+                    // (DynamicResources' PostFilter errs for a pod an earlier PreFilter rejected).
+                    if !s.is_success() {
                         diagnosis.post_filter_msg = s.message();
                     }
                     if let Some(t) = a.trace.as_mut() {

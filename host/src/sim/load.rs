@@ -420,6 +420,9 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
                 return Err(err(&index, label, format!("spec.nodeName: {n:?} is not a Node in this file")));
             }
         }
+        if bound.is_none() {
+            make_template_claims(&mut pod, &mut out.objects);
+        }
         let info = PodInfo::new(pod).map_err(|m| err(&index, label.clone(), m))?;
         if bound.is_some() {
             out.bound_pods.push(info);
@@ -432,6 +435,55 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             .map_err(|m| err(&i.to_string(), format!(" (Node {})", n.metadata.name.as_deref().unwrap_or("")), m))?;
     }
     Ok(out)
+}
+
+/// The resource claim controller's work for a pending pod: each `spec.resourceClaims` entry made from a template
+/// that the file has, and that the pod's status does not name yet, gets a ResourceClaim `<pod>-<entry>` (upstream
+/// adds five random characters) owned by the pod, named in `status.resourceClaimStatuses`. A missing template
+/// leaves the pod waiting for its claim, as the controller would.
+fn make_template_claims(pod: &mut Pod, objects: &mut ClusterObjects) {
+    use k8s_openapi::api::core::v1::PodResourceClaimStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    // The uid PodInfo gives a pod without one, which the claim's owner reference must match.
+    let pod_uid = pod.metadata.uid.clone().unwrap_or_else(|| format!("{ns}/{pod_name}"));
+    let entries = pod.spec.as_ref().and_then(|s| s.resource_claims.clone()).unwrap_or_default();
+    for entry in entries {
+        let Some(template) = &entry.resource_claim_template_name else { continue };
+        let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_deref()).unwrap_or(&[]);
+        if statuses.iter().any(|s| s.name == entry.name) {
+            continue;
+        }
+        let Some(t) = objects.resource_claim_templates.get(&format!("{ns}/{template}")) else { continue };
+        let name = format!("{pod_name}-{}", entry.name);
+        let claim = ResourceClaim {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ns.clone()),
+                uid: Some(format!("{ns}/{name}")),
+                labels: t.spec.metadata.as_ref().and_then(|m| m.labels.clone()),
+                annotations: t.spec.metadata.as_ref().and_then(|m| m.annotations.clone()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: pod_name.clone(),
+                    uid: pod_uid.clone(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]),
+                ..Default::default()
+            },
+            spec: t.spec.spec.clone(),
+            status: None,
+        };
+        objects.resource_claims.insert(format!("{ns}/{name}"), Arc::new(claim));
+        pod.status
+            .get_or_insert_with(Default::default)
+            .resource_claim_statuses
+            .get_or_insert_with(Vec::new)
+            .push(PodResourceClaimStatus { name: entry.name.clone(), resource_claim_name: Some(name) });
+    }
 }
 
 /// Decodes a document into its Kubernetes type, refusing fields the type does not know.

@@ -86,6 +86,15 @@ pub struct NodeUsage {
     pub memory_allocatable: i64,
 }
 
+/// A ResourceClaim allocated while the simulation ran.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ClaimAllocation {
+    /// `ns/name` of the ResourceClaim.
+    pub claim: String,
+    /// The devices allocated to it, `driver/pool/device`.
+    pub devices: Vec<String>,
+}
+
 /// One attempt's trace for `--explain`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explained {
@@ -108,6 +117,9 @@ pub struct Report {
     pub evictions: Vec<Eviction>,
     /// Claims bound by the scheduler's choices, in order.
     pub claims: Vec<ClaimBinding>,
+    /// ResourceClaims allocated by the scheduler's choices, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<ClaimAllocation>,
     /// Pending pods whose schedulerName matches no profile (left alone, as a second scheduler would).
     pub ignored: Vec<String>,
     /// Traces of the explained pods.
@@ -357,6 +369,15 @@ impl Simulation {
                     Write::BindClaim { claim, volume, provisioned_for } => {
                         Some(ClaimBinding { claim, volume, provisioned_for })
                     }
+                    _ => None,
+                })
+                .collect(),
+            resource_claims: self
+                .cluster
+                .writes()
+                .into_iter()
+                .filter_map(|w| match w {
+                    Write::AllocateClaim { claim, devices } => Some(ClaimAllocation { claim, devices }),
                     _ => None,
                 })
                 .collect(),

@@ -32,6 +32,12 @@ pub fn render_table(r: &Report) -> String {
             let _ = writeln!(out, "{} -> {}{how}", c.claim, c.volume);
         }
     }
+    if !r.resource_claims.is_empty() {
+        let _ = writeln!(out, "\nCLAIM -> DEVICES");
+        for c in &r.resource_claims {
+            let _ = writeln!(out, "{} -> {}", c.claim, c.devices.join(", "));
+        }
+    }
     let bound = r.placements.iter().filter(|p| p.node.is_some()).count();
     let _ = writeln!(
         out,

@@ -14,6 +14,7 @@ use serde_json::json;
 
 mod backlog;
 mod deploy;
+mod dra;
 mod events;
 mod extenders;
 mod faults;
@@ -248,7 +249,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 14] = [
+    let scenarios: [(&str, Scenario); 15] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -257,6 +258,10 @@ fn end_to_end_on_a_real_api_server() {
         ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),
         ("claims_that_wait_for_their_first_consumer", volumes::claims_that_wait_for_their_first_consumer),
         ("snapshot_then_simulate", snapshot::snapshot_then_simulate),
+        (
+            "a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node",
+            dra::a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node,
+        ),
         ("leader_election_hands_over", leader_election_hands_over),
         ("thousand_pods_on_a_hundred_nodes", thousand_pods_on_a_hundred_nodes),
         ("backlog_on_few_connections_within_the_rate_limit", backlog::backlog_on_few_connections_within_the_rate_limit),

@@ -52,7 +52,11 @@ fn defaults_apply_where_the_file_is_silent() {
     assert_eq!(w("ImageLocality"), Some(1));
     assert_eq!(point(&l, "queueSort"), vec![("PrioritySort".to_string(), 1)]);
     assert_eq!(point(&l, "bind"), vec![("DefaultBinder".to_string(), 1)]);
-    assert_eq!(point(&l, "postFilter"), vec![("DefaultPreemption".to_string(), 1)]);
+    // Upstream puts DynamicResources before DefaultPreemption: deallocating an idle claim comes before evicting.
+    assert_eq!(
+        point(&l, "postFilter"),
+        vec![("DynamicResources".to_string(), 1), ("DefaultPreemption".to_string(), 1)]
+    );
     let filters: Vec<String> = point(&l, "filter").into_iter().map(|(n, _)| n).collect();
     assert_eq!(filters[..4], ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"]);
 }

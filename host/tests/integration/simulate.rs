@@ -229,3 +229,29 @@ fn byte_order_mark_is_accepted() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("default/p"), "{stdout}");
 }
+
+/// kube-scheduler v1.34's messages with DynamicResources in the default profile: its PostFilter runs before
+/// preemption and says it has no claims to deallocate; for a pod an earlier PreFilter rejected outright, its
+/// PostFilter finds no cycle data and the error's text ("not found") ends the message, as upstream's does.
+#[test]
+fn dynamic_resources_post_filter_messages_are_upstream_s() {
+    use crate::util::*;
+    let reg = registry_with(vec![]);
+    let cfg = config(&reg, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n");
+    let cluster = nodes_yaml(2)
+        + "apiVersion: v1\nkind: Pod\nmetadata: {name: huge, namespace: default}\nspec:\n  containers: [{name: c, resources: {requests: {cpu: \"1000\"}}}]\n---\n"
+        + "apiVersion: v1\nkind: Pod\nmetadata: {name: missing, namespace: default}\nspec:\n  containers: [{name: c}]\n  volumes: [{name: data, persistentVolumeClaim: {claimName: nope}}]\n---\n"
+        + "apiVersion: v1\nkind: Pod\nmetadata: {name: waits, namespace: default}\nspec:\n  containers: [{name: c}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: absent}]\n";
+    let r = simulate(&reg, &cfg, &cluster, 0, &[]);
+    assert_eq!(
+        message_of(&r, "default/huge"),
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    assert_eq!(
+        message_of(&r, "default/missing"),
+        "0/2 nodes are available: persistentvolumeclaim \"nope\" not found. not found"
+    );
+    // No template in the file: the claim is never made, and PreEnqueue keeps the pod out of the queue (never
+    // attempted, so not reported, as a gated pod).
+    assert!(r.placements.iter().all(|p| p.pod != "default/waits"), "{:?}", r.placements);
+}

@@ -10,6 +10,7 @@ use std::future::Future;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::Client;
@@ -256,6 +257,24 @@ impl ClusterClient for KubeCluster {
         self.runtime
             .block_on(api.replace(&name, &PostParams::default(), pvc))
             .map_err(|e| classify(format!("persistentvolumeclaim {ns}/{name}"), e))
+    }
+
+    fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        let (ns, name) =
+            (claim.metadata.namespace.clone().unwrap_or_default(), claim.metadata.name.clone().unwrap_or_default());
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
+        self.runtime
+            .block_on(api.replace(&name, &PostParams::default(), claim))
+            .map_err(|e| classify(format!("resourceclaim {ns}/{name}"), e))
+    }
+
+    fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        let (ns, name) =
+            (claim.metadata.namespace.clone().unwrap_or_default(), claim.metadata.name.clone().unwrap_or_default());
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
+        self.runtime
+            .block_on(api.replace_status(&name, &PostParams::default(), claim))
+            .map_err(|e| classify(format!("resourceclaim {ns}/{name}"), e))
     }
 }
 

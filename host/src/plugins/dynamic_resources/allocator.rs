@@ -1,0 +1,818 @@
+//! The structured-parameters allocator (upstream `k8s.io/dynamic-resource-allocation/structured`, the
+//! "incubating" implementation kube-scheduler v1.34 runs with its default feature gates: prioritized lists and
+//! admin access on; partitionable devices, device taints, binding conditions and consumable capacity off).
+//!
+//! For one node it gathers the pools of ResourceSlices that reach the node (`nodeName`, `allNodes`,
+//! `nodeSelector`; only the newest generation of each pool), then searches, depth first with backtracking as
+//! upstream, for devices that satisfy every request of every claim: the DeviceClass's and the request's CEL
+//! selectors, `ExactCount` or `All`, `firstAvailable` sub-requests in order, `matchAttribute` constraints, and not
+//! already allocated (in a claim's status or in flight) unless the request asks for admin access.
+//!
+//! Differences from upstream, on purpose: pools are searched in (driver, pool) order; upstream walks a Go map, so
+//! which of several fitting pools it takes varies from run to run.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, Device, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute, DeviceClass,
+    DeviceRequestAllocationResult, DeviceSelector, ResourceClaim, ResourceSlice,
+};
+use thiserror::Error;
+
+use super::cel::{CelCache, DeviceView};
+use crate::framework::labels::{CompiledNodeSelector, Labels};
+
+/// Upstream `AllocationResultsMaxSize`: the most devices one claim may get.
+pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
+const MODE_EXACT_COUNT: &str = "ExactCount";
+const MODE_ALL: &str = "All";
+
+/// A device, named as allocation results name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    /// The driver.
+    pub driver: String,
+    /// The pool within the driver.
+    pub pool: String,
+    /// The device within the pool.
+    pub device: String,
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// Why a claim cannot be allocated at all (a broken claim, class, selector or pool), as opposed to not fitting on
+/// this node. The message is upstream's.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{0}")]
+pub struct AllocatorError(pub String);
+
+/// `namespace/name` of a claim, as upstream's `klog.KObj` prints it.
+pub fn claim_ref(claim: &ResourceClaim) -> String {
+    format!("{}/{}", claim.metadata.namespace.as_deref().unwrap_or(""), claim.metadata.name.as_deref().unwrap_or(""))
+}
+
+/// One pool's slices that reach the node (upstream `Pool`).
+struct Pool<'a> {
+    driver: &'a str,
+    name: &'a str,
+    slices: Vec<&'a ResourceSlice>,
+    incomplete: bool,
+    invalid: Option<String>,
+}
+
+fn selector_matches(sel: &NodeSelector, node: &str, labels: &Labels) -> Result<bool, String> {
+    Ok(CompiledNodeSelector::new(sel)?.matches(node, labels))
+}
+
+/// Upstream `GatherPools`: the newest generation of every pool with slices for this node.
+fn gather_pools<'a>(
+    slices: &'a [Arc<ResourceSlice>],
+    node: &str,
+    labels: &Labels,
+) -> Result<Vec<Pool<'a>>, AllocatorError> {
+    let mut pools: BTreeMap<(&str, &str), Pool<'a>> = BTreeMap::new();
+    for slice in slices {
+        let spec = &slice.spec;
+        // Per-device node selection belongs to partitionable devices, a feature off in v1.34.
+        if spec.per_device_node_selection.is_some() {
+            continue;
+        }
+        let name = spec.node_name.as_deref().unwrap_or("");
+        let matches = if !name.is_empty() {
+            name == node
+        } else if spec.all_nodes == Some(true) {
+            true
+        } else if let Some(sel) = &spec.node_selector {
+            selector_matches(sel, node, labels).map_err(|e| {
+                AllocatorError(format!(
+                    "gather pool information: failed to perform node selection for slice {}: {e}",
+                    slice.metadata.name.as_deref().unwrap_or("")
+                ))
+            })?
+        } else {
+            false
+        };
+        if !matches {
+            continue;
+        }
+        let key = (spec.driver.as_str(), spec.pool.name.as_str());
+        let pool = pools.entry(key).or_insert_with(|| Pool {
+            driver: &spec.driver,
+            name: &spec.pool.name,
+            slices: Vec::new(),
+            incomplete: false,
+            invalid: None,
+        });
+        match pool.slices.first().map(|s| s.spec.pool.generation) {
+            Some(g) if spec.pool.generation < g => continue,
+            Some(g) if spec.pool.generation > g => pool.slices.clear(),
+            _ => {}
+        }
+        pool.slices.push(slice);
+    }
+    let mut result: Vec<Pool<'a>> = pools.into_values().collect();
+    for pool in &mut result {
+        pool.incomplete = pool.slices.len() as i64 != pool.slices[0].spec.pool.resource_slice_count;
+        let mut names = HashSet::new();
+        for d in pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
+            if !names.insert(d.name.as_str()) {
+                pool.invalid = Some(format!("duplicate device name {}", d.name));
+                break;
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// A device of a gathered pool: (pool, slice, device) indices.
+type DeviceRef = (usize, usize, usize);
+
+/// One request or sub-request, checked (upstream `requestData`).
+struct RequestData<'a> {
+    /// The request's name, or the sub-request's.
+    name: &'a str,
+    /// The enclosing request's name, for a sub-request.
+    parent: Option<&'a str>,
+    class: Arc<DeviceClass>,
+    selectors: &'a [DeviceSelector],
+    all: bool,
+    admin_access: bool,
+    num_devices: usize,
+    all_devices: Vec<DeviceRef>,
+}
+
+impl RequestData<'_> {
+    fn full_name(&self) -> String {
+        match self.parent {
+            Some(p) => format!("{p}/{}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+}
+
+/// A claim's `matchAttribute` constraint while devices are being picked.
+struct MatchAttribute<'a> {
+    requests: Vec<&'a str>,
+    attribute: &'a str,
+    value: Option<DeviceAttribute>,
+    count: usize,
+}
+
+impl MatchAttribute<'_> {
+    fn applies(&self, request: &str, sub: Option<&str>) -> bool {
+        self.requests.is_empty()
+            || self.requests.contains(&request)
+            || sub.is_some_and(|s| self.requests.iter().any(|r| *r == format!("{request}/{s}")))
+    }
+
+    fn add(&mut self, request: &str, sub: Option<&str>, device: &Device, driver: &str) -> bool {
+        if !self.applies(request, sub) {
+            return true;
+        }
+        let Some(attr) = lookup_attribute(device, driver, self.attribute) else { return false };
+        let Some(first) = &self.value else {
+            self.value = Some(attr.clone());
+            self.count = 1;
+            return true;
+        };
+        let same = if let Some(s) = &attr.string {
+            first.string.as_ref() == Some(s)
+        } else if let Some(i) = attr.int {
+            first.int == Some(i)
+        } else if let Some(b) = attr.bool {
+            first.bool == Some(b)
+        } else if let Some(v) = &attr.version {
+            first.version.as_ref() == Some(v)
+        } else {
+            false
+        };
+        if same {
+            self.count += 1;
+        }
+        same
+    }
+
+    fn remove(&mut self, request: &str, sub: Option<&str>) {
+        if !self.applies(request, sub) {
+            return;
+        }
+        self.count -= 1;
+        if self.count == 0 {
+            self.value = None;
+        }
+    }
+}
+
+/// Upstream `lookupAttribute`: a fully qualified name, or the bare name when its domain is the driver.
+fn lookup_attribute<'d>(device: &'d Device, driver: &str, name: &str) -> Option<&'d DeviceAttribute> {
+    let attrs = device.attributes.as_ref()?;
+    if let Some(a) = attrs.get(name) {
+        return Some(a);
+    }
+    let (domain, id) = name.split_once('/')?;
+    if domain != driver {
+        return None;
+    }
+    attrs.get(id)
+}
+
+/// What the allocator picked for one device.
+#[derive(Clone)]
+struct Picked<'a> {
+    request: String,
+    id: DeviceId,
+    slice: &'a ResourceSlice,
+    admin_access: bool,
+}
+
+/// What the allocator reads: the devices already taken, the classes, the slices and the selectors' programs.
+pub struct Allocator<'a> {
+    /// Devices allocated by claims (their status, the assume cache, or in flight); admin-access results excluded.
+    pub allocated: &'a HashSet<DeviceId>,
+    /// DeviceClasses by name.
+    pub classes: &'a HashMap<String, Arc<DeviceClass>>,
+    /// Every ResourceSlice.
+    pub slices: &'a [Arc<ResourceSlice>],
+    /// Compiled selectors.
+    pub cel: &'a CelCache,
+}
+
+/// The search for one node (upstream's internal `allocator`).
+struct Search<'a, 'b> {
+    alloc: &'b Allocator<'a>,
+    claims: &'b [Arc<ResourceClaim>],
+    pools: Vec<Pool<'a>>,
+    /// Per claim, per request: the request itself, or its sub-requests in order.
+    requests: Vec<Vec<Vec<RequestData<'b>>>>,
+    /// Per claim, per request: the sub-request picked.
+    selected: Vec<Vec<usize>>,
+    constraints: Vec<Vec<MatchAttribute<'b>>>,
+    /// Devices being allocated, with the claims taking them.
+    allocating: HashMap<DeviceId, HashSet<usize>>,
+    results: Vec<Vec<Picked<'a>>>,
+    /// Whether a device satisfies a request's selectors, by (device, claim, request, sub-request).
+    matches: RefCell<HashMap<(DeviceRef, usize, usize, usize), bool>>,
+}
+
+/// A search position (upstream `deviceIndices`).
+#[derive(Clone, Copy, Default)]
+struct At {
+    claim: usize,
+    request: usize,
+    sub: usize,
+    device: usize,
+}
+
+/// Why a branch of the search stopped: no fit there, a claim over the result size limit, or a broken input.
+enum Stop {
+    MaxSize,
+    Error(AllocatorError),
+}
+
+impl From<AllocatorError> for Stop {
+    fn from(e: AllocatorError) -> Stop {
+        Stop::Error(e)
+    }
+}
+
+impl<'a> Allocator<'a> {
+    /// Allocates devices for every claim on the node (upstream `Allocate`): one result per claim, in order, or
+    /// `None` when they do not all fit there; an error when a claim, class, selector or pool is broken.
+    pub fn allocate(
+        &self,
+        node: &str,
+        labels: &Labels,
+        claims: &[Arc<ResourceClaim>],
+    ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
+        let pools = gather_pools(self.slices, node, labels)?;
+        let mut search = Search {
+            alloc: self,
+            claims,
+            pools,
+            requests: Vec::with_capacity(claims.len()),
+            selected: Vec::with_capacity(claims.len()),
+            constraints: Vec::with_capacity(claims.len()),
+            allocating: HashMap::new(),
+            results: vec![Vec::new(); claims.len()],
+            matches: RefCell::default(),
+        };
+        for (ci, claim) in claims.iter().enumerate() {
+            let devices = claim.spec.devices.as_ref();
+            let mut per_request = Vec::new();
+            let mut min_devices = 0;
+            for (ri, request) in devices.and_then(|d| d.requests.as_deref()).unwrap_or(&[]).iter().enumerate() {
+                let subs = request.first_available.as_deref().unwrap_or(&[]);
+                if !subs.is_empty() {
+                    let mut data = Vec::new();
+                    let mut min = usize::MAX;
+                    for (si, sub) in subs.iter().enumerate() {
+                        let d = search.check_request(
+                            ci,
+                            (ri, si),
+                            RequestSpec {
+                                name: &sub.name,
+                                parent: Some(&request.name),
+                                class: &sub.device_class_name,
+                                selectors: sub.selectors.as_deref().unwrap_or(&[]),
+                                mode: sub.allocation_mode.as_deref(),
+                                count: sub.count,
+                                admin_access: None,
+                            },
+                        )?;
+                        min = min.min(d.num_devices);
+                        data.push(d);
+                    }
+                    min_devices += min;
+                    per_request.push(data);
+                } else {
+                    let (class, selectors, mode, count, admin) = match &request.exactly {
+                        Some(e) => (
+                            e.device_class_name.as_str(),
+                            e.selectors.as_deref().unwrap_or(&[]),
+                            e.allocation_mode.as_deref(),
+                            e.count,
+                            e.admin_access,
+                        ),
+                        None => ("", &[][..], None, None, None),
+                    };
+                    let d = search.check_request(
+                        ci,
+                        (ri, 0),
+                        RequestSpec {
+                            name: &request.name,
+                            parent: None,
+                            class,
+                            selectors,
+                            mode,
+                            count,
+                            admin_access: admin,
+                        },
+                    )?;
+                    min_devices += d.num_devices;
+                    per_request.push(vec![d]);
+                }
+            }
+            if min_devices > ALLOCATION_RESULTS_MAX_SIZE {
+                return Err(AllocatorError(format!(
+                    "claim {}: number of requested devices {min_devices} exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}",
+                    claim_ref(claim)
+                )));
+            }
+            search.selected.push(vec![0; per_request.len()]);
+            search.requests.push(per_request);
+            let mut constraints = Vec::new();
+            for (i, c) in devices.and_then(|d| d.constraints.as_deref()).unwrap_or(&[]).iter().enumerate() {
+                match &c.match_attribute {
+                    Some(attribute) => constraints.push(MatchAttribute {
+                        requests: c.requests.iter().flatten().map(String::as_str).collect(),
+                        attribute,
+                        value: None,
+                        count: 0,
+                    }),
+                    None => {
+                        return Err(AllocatorError(format!(
+                            "claim {}, constraint #{i}: empty constraint (unsupported constraint type?)",
+                            claim_ref(claim)
+                        )))
+                    }
+                }
+            }
+            search.constraints.push(constraints);
+        }
+        match search.allocate_one(At::default(), false) {
+            Ok(true) => {}
+            Ok(false) | Err(Stop::MaxSize) => return Ok(None),
+            Err(Stop::Error(e)) => return Err(e),
+        }
+        let mut out = Vec::with_capacity(claims.len());
+        for (ci, claim) in claims.iter().enumerate() {
+            out.push(search.result(ci, claim)?);
+        }
+        Ok(Some(out))
+    }
+}
+
+/// A request or sub-request as written.
+struct RequestSpec<'b> {
+    name: &'b str,
+    parent: Option<&'b str>,
+    class: &'b str,
+    selectors: &'b [DeviceSelector],
+    mode: Option<&'b str>,
+    count: Option<i64>,
+    admin_access: Option<bool>,
+}
+
+impl<'a, 'b> Search<'a, 'b> {
+    /// Upstream `validateDeviceRequest`.
+    fn check_request(
+        &mut self,
+        ci: usize,
+        (ri, si): (usize, usize),
+        spec: RequestSpec<'b>,
+    ) -> Result<RequestData<'b>, AllocatorError> {
+        let claim = claim_ref(&self.claims[ci]);
+        let name = match spec.parent {
+            Some(p) => format!("{p}/{}", spec.name),
+            None => spec.name.to_string(),
+        };
+        for (i, s) in spec.selectors.iter().enumerate() {
+            if s.cel.is_none() {
+                return Err(AllocatorError(format!(
+                    "claim {claim}, request {name}, selector #{i}: CEL expression empty (unsupported selector type?)"
+                )));
+            }
+        }
+        if spec.class.is_empty() {
+            return Err(AllocatorError(format!(
+                "claim {claim}, request {name}: missing device class name (unsupported request type?)"
+            )));
+        }
+        let Some(class) = self.alloc.classes.get(spec.class).cloned() else {
+            return Err(AllocatorError(format!(
+                "claim {claim}, request {name}: could not retrieve device class {}: deviceclass.resource.k8s.io {:?} not found",
+                spec.class, spec.class
+            )));
+        };
+        let mut data = RequestData {
+            name: spec.name,
+            parent: spec.parent,
+            class,
+            selectors: spec.selectors,
+            all: false,
+            admin_access: spec.admin_access == Some(true),
+            num_devices: 0,
+            all_devices: Vec::new(),
+        };
+        match spec.mode.unwrap_or(MODE_EXACT_COUNT) {
+            MODE_EXACT_COUNT => data.num_devices = spec.count.unwrap_or(1).max(0) as usize,
+            MODE_ALL => {
+                data.all = true;
+                for (pi, pool) in self.pools.iter().enumerate() {
+                    let id = format!("{}/{}", pool.driver, pool.name);
+                    if pool.incomplete {
+                        return Err(AllocatorError(format!(
+                            "claim {claim}, request {name}: asks for all devices, but resource pool {id} is currently being updated"
+                        )));
+                    }
+                    if pool.invalid.is_some() {
+                        return Err(AllocatorError(format!(
+                            "claim {claim}, request {name}: asks for all devices, but resource pool {id} is currently invalid"
+                        )));
+                    }
+                    for (sl, slice) in pool.slices.iter().enumerate() {
+                        for di in 0..slice.spec.devices.as_ref().map_or(0, Vec::len) {
+                            if self.selectable(ci, ri, si, &data, (pi, sl, di))? {
+                                data.all_devices.push((pi, sl, di));
+                            }
+                        }
+                    }
+                }
+                data.num_devices = data.all_devices.len();
+            }
+            other => {
+                return Err(AllocatorError(format!("claim {claim}, request {name}: unsupported count mode {other}")))
+            }
+        }
+        Ok(data)
+    }
+
+    fn device(&self, (pi, sl, di): DeviceRef) -> (&'a ResourceSlice, &'a Device, DeviceId) {
+        let pool = &self.pools[pi];
+        let slice = pool.slices[sl];
+        let device = &slice.spec.devices.as_ref().expect("indexed device")[di];
+        let id = DeviceId { driver: pool.driver.into(), pool: pool.name.into(), device: device.name.clone() };
+        (slice, device, id)
+    }
+
+    /// Upstream `isSelectable`: the class's selectors, then the request's.
+    fn selectable(
+        &self,
+        ci: usize,
+        ri: usize,
+        si: usize,
+        data: &RequestData<'_>,
+        at: DeviceRef,
+    ) -> Result<bool, AllocatorError> {
+        if let Some(m) = self.matches.borrow().get(&(at, ci, ri, si)) {
+            return Ok(*m);
+        }
+        let (slice, device, _) = self.device(at);
+        // Devices that wait for binding conditions need the DRADeviceBindingConditions feature, off in v1.34. A
+        // tainted device can only come from a cluster with DRADeviceTaints on, which is not implemented here:
+        // never picking it is the placement that cannot be wrong.
+        if device.binding_conditions.as_ref().is_some_and(|c| !c.is_empty())
+            || device.taints.as_ref().is_some_and(|t| !t.is_empty())
+        {
+            return Ok(false);
+        }
+        let view = DeviceView {
+            driver: &slice.spec.driver,
+            attributes: device.attributes.as_ref(),
+            capacity: device.capacity.as_ref(),
+        };
+        let class_selectors = data.class.spec.selectors.as_deref().unwrap_or(&[]);
+        let class_name = data.class.metadata.name.as_deref().unwrap_or("");
+        let owners = [(Some(class_name), class_selectors), (None, data.selectors)];
+        for (class, selectors) in owners {
+            for (i, s) in selectors.iter().enumerate() {
+                let Some(cel) = &s.cel else { continue };
+                let whose = match class {
+                    Some(c) => format!("class {c}"),
+                    None => format!("claim {}", claim_ref(&self.claims[ci])),
+                };
+                let program = self
+                    .alloc
+                    .cel
+                    .get_or_compile(&cel.expression)
+                    .map_err(|e| AllocatorError(format!("{whose}: selector #{i}: CEL compile error: {e}")))?;
+                let matches = super::cel::device_matches(&program, &view)
+                    .map_err(|e| AllocatorError(format!("{whose}: selector #{i}: CEL runtime error: {e}")))?;
+                if !matches {
+                    self.matches.borrow_mut().insert((at, ci, ri, si), false);
+                    return Ok(false);
+                }
+            }
+        }
+        self.matches.borrow_mut().insert((at, ci, ri, si), true);
+        Ok(true)
+    }
+
+    fn in_use(&self, id: &DeviceId) -> bool {
+        self.alloc.allocated.contains(id) || self.allocating.get(id).is_some_and(|c| !c.is_empty())
+    }
+
+    fn allocating_for(&self, id: &DeviceId, ci: usize) -> bool {
+        self.allocating.get(id).is_some_and(|c| c.contains(&ci))
+    }
+
+    /// Upstream `allocateOne`: true when every claim from `r` on got its devices.
+    fn allocate_one(&mut self, r: At, allocate_sub: bool) -> Result<bool, Stop> {
+        if r.claim >= self.claims.len() {
+            return Ok(true);
+        }
+        if r.request >= self.requests[r.claim].len() {
+            return match self.allocate_one(At { claim: r.claim + 1, ..At::default() }, false) {
+                Err(Stop::MaxSize) => Ok(false),
+                other => other,
+            };
+        }
+        let subs = self.requests[r.claim][r.request].len();
+        let has_subs = self.requests[r.claim][r.request][0].parent.is_some();
+        if !allocate_sub && has_subs {
+            let mut all_exceeded = true;
+            for sub in 0..subs {
+                match self.allocate_one(At { sub, ..r }, true) {
+                    Err(Stop::MaxSize) => continue,
+                    Err(e) => return Err(e),
+                    Ok(success) => {
+                        all_exceeded = false;
+                        if success {
+                            self.selected[r.claim][r.request] = sub;
+                            return Ok(true);
+                        }
+                    }
+                }
+            }
+            return if all_exceeded { Err(Stop::MaxSize) } else { Ok(false) };
+        }
+        let data = &self.requests[r.claim][r.request][r.sub];
+        let (all, num_devices, admin) = (data.all, data.num_devices, data.admin_access);
+        if all && data.all_devices.is_empty() {
+            return Ok(false);
+        }
+        if r.device >= num_devices {
+            return self.allocate_one(At { claim: r.claim, request: r.request + 1, ..At::default() }, false);
+        }
+        if self.results[r.claim].len() + num_devices - r.device > ALLOCATION_RESULTS_MAX_SIZE {
+            return Err(Stop::MaxSize);
+        }
+        let next = At { device: r.device + 1, ..r };
+        if all {
+            let at = self.requests[r.claim][r.request][r.sub].all_devices[r.device];
+            if !self.allocate_device(r, at, true)? {
+                return Ok(false);
+            }
+            let done = self.allocate_one(next, allocate_sub);
+            if !matches!(done, Ok(true)) {
+                self.deallocate(r, at);
+            }
+            return done;
+        }
+        for pi in 0..self.pools.len() {
+            if let Some(reason) = &self.pools[pi].invalid {
+                return Err(Stop::Error(AllocatorError(format!("pool {} is invalid: {reason}", self.pools[pi].name))));
+            }
+            for sl in 0..self.pools[pi].slices.len() {
+                let n = self.pools[pi].slices[sl].spec.devices.as_ref().map_or(0, Vec::len);
+                for di in 0..n {
+                    let at = (pi, sl, di);
+                    let (_, _, id) = self.device(at);
+                    if admin && self.allocating_for(&id, r.claim) || !admin && self.in_use(&id) {
+                        continue;
+                    }
+                    let data = &self.requests[r.claim][r.request][r.sub];
+                    if !self.selectable(r.claim, r.request, r.sub, data, at)? {
+                        continue;
+                    }
+                    if !self.allocate_device(r, at, false)? {
+                        continue;
+                    }
+                    match self.allocate_one(next, allocate_sub) {
+                        Ok(true) => return Ok(true),
+                        Ok(false) => self.deallocate(r, at),
+                        Err(e) => {
+                            self.deallocate(r, at);
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Upstream `allocateDevice`: takes the device for the request unless it is in use, consumes counters, or
+    /// breaks a constraint (which, for an `All` request, is an error).
+    fn allocate_device(&mut self, r: At, at: DeviceRef, must: bool) -> Result<bool, AllocatorError> {
+        let (slice, device, id) = self.device(at);
+        let data = &self.requests[r.claim][r.request][r.sub];
+        if data.admin_access && self.allocating_for(&id, r.claim) || !data.admin_access && self.in_use(&id) {
+            return Ok(false);
+        }
+        // Devices that consume shared counters are partitionable devices, a feature off in v1.34.
+        if device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+            return Ok(false);
+        }
+        let (base, sub) = match data.parent {
+            Some(p) => (p, Some(data.name)),
+            None => (data.name, None),
+        };
+        let (full_name, request_name, admin) = (data.full_name(), data.name.to_string(), data.admin_access);
+        let constraints = &mut self.constraints[r.claim];
+        for i in 0..constraints.len() {
+            if !constraints[i].add(base, sub, device, &slice.spec.driver) {
+                if must {
+                    return Err(AllocatorError(format!(
+                        "claim {}, request {request_name}: cannot add device {id} because a claim constraint would not be satisfied",
+                        claim_ref(&self.claims[r.claim])
+                    )));
+                }
+                for c in &mut constraints[..i] {
+                    c.remove(base, sub);
+                }
+                return Ok(false);
+            }
+        }
+        self.allocating.entry(id.clone()).or_default().insert(r.claim);
+        self.results[r.claim].push(Picked { request: full_name, id, slice, admin_access: admin });
+        Ok(true)
+    }
+
+    /// Undoes the last `allocate_device` of the request at `r`.
+    fn deallocate(&mut self, r: At, at: DeviceRef) {
+        let (_, _, id) = self.device(at);
+        let data = &self.requests[r.claim][r.request][r.sub];
+        let (base, sub) = match data.parent {
+            Some(p) => (p, Some(data.name)),
+            None => (data.name, None),
+        };
+        for c in &mut self.constraints[r.claim] {
+            c.remove(base, sub);
+        }
+        if let Some(claims) = self.allocating.get_mut(&id) {
+            claims.remove(&r.claim);
+        }
+        self.results[r.claim].pop();
+    }
+
+    /// The allocation result of one claim: devices, configuration (the classes', then the claim's) and the
+    /// node selector the devices need.
+    fn result(&self, ci: usize, claim: &ResourceClaim) -> Result<AllocationResult, AllocatorError> {
+        let picked = &self.results[ci];
+        let results = picked
+            .iter()
+            .map(|p| DeviceRequestAllocationResult {
+                request: p.request.clone(),
+                driver: p.id.driver.clone(),
+                pool: p.id.pool.clone(),
+                device: p.id.device.clone(),
+                admin_access: p.admin_access.then_some(true),
+                ..Default::default()
+            })
+            .collect();
+        let mut config: Vec<DeviceAllocationConfiguration> = Vec::new();
+        let mut class_ranges: HashMap<&str, (usize, usize)> = HashMap::new();
+        let requests = claim.spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
+        for ri in 0..requests.len() {
+            let data = &self.requests[ci][ri][self.selected[ci][ri]];
+            let name = data.full_name();
+            let class_name = data.class.metadata.name.as_deref().unwrap_or("");
+            if let Some(&(start, end)) = class_ranges.get(class_name) {
+                for c in &mut config[start..end] {
+                    c.requests.get_or_insert_with(Vec::new).push(name.clone());
+                }
+                continue;
+            }
+            let start = config.len();
+            for c in data.class.spec.config.iter().flatten() {
+                config.push(DeviceAllocationConfiguration {
+                    source: "FromClass".into(),
+                    requests: Some(vec![name.clone()]),
+                    opaque: c.opaque.clone(),
+                });
+            }
+            class_ranges.insert(class_name, (start, config.len()));
+        }
+        let from_claim = |c: &k8s_openapi::api::resource::v1::DeviceClaimConfiguration| DeviceAllocationConfiguration {
+            source: "FromClaim".into(),
+            requests: c.requests.clone(),
+            opaque: c.opaque.clone(),
+        };
+        for c in claim.spec.devices.as_ref().and_then(|d| d.config.as_deref()).unwrap_or(&[]) {
+            let names = c.requests.as_deref().unwrap_or(&[]);
+            if names.is_empty() {
+                config.push(from_claim(c));
+                continue;
+            }
+            // Upstream adds the configuration once per request it names.
+            for (ri, request) in requests.iter().enumerate() {
+                if names.contains(&request.name) {
+                    config.push(from_claim(c));
+                    continue;
+                }
+                let data = &self.requests[ci][ri][self.selected[ci][ri]];
+                if data.parent.is_some() && names.contains(&data.full_name()) {
+                    config.push(from_claim(c));
+                }
+            }
+        }
+        let node_selector = node_selector(picked).map_err(|e| {
+            AllocatorError(format!(
+                "create NodeSelector for claim {}: {e}",
+                claim.metadata.name.as_deref().unwrap_or("")
+            ))
+        })?;
+        Ok(AllocationResult {
+            devices: Some(DeviceAllocationResult {
+                results: Some(results),
+                config: (!config.is_empty()).then_some(config),
+            }),
+            node_selector,
+            allocation_timestamp: None,
+        })
+    }
+}
+
+/// Upstream `createNodeSelector`: a node-local device pins the claim to its node; slices with a node selector add
+/// their requirements; devices of `allNodes` slices add nothing.
+fn node_selector(picked: &[Picked<'_>]) -> Result<Option<NodeSelector>, String> {
+    let mut term = NodeSelectorTerm::default();
+    for p in picked {
+        let spec = &p.slice.spec;
+        if let Some(name) = &spec.node_name {
+            return Ok(Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: "In".into(),
+                        values: Some(vec![name.clone()]),
+                    }]),
+                    match_expressions: None,
+                }],
+            }));
+        }
+        if let Some(sel) = &spec.node_selector {
+            match sel.node_selector_terms.as_slice() {
+                [] => {}
+                [t] => {
+                    add_requirements(t.match_fields.as_deref(), &mut term.match_fields);
+                    add_requirements(t.match_expressions.as_deref(), &mut term.match_expressions);
+                }
+                terms => return Err(format!("unsupported ResourceSlice.NodeSelector with {} terms", terms.len())),
+            }
+        }
+    }
+    let empty = term.match_fields.as_ref().is_none_or(Vec::is_empty)
+        && term.match_expressions.as_ref().is_none_or(Vec::is_empty);
+    Ok((!empty).then(|| NodeSelector { node_selector_terms: vec![term] }))
+}
+
+fn add_requirements(from: Option<&[NodeSelectorRequirement]>, to: &mut Option<Vec<NodeSelectorRequirement>>) {
+    for r in from.unwrap_or(&[]) {
+        let values: HashSet<&String> = r.values.iter().flatten().collect();
+        let known = to.iter().flatten().any(|e| {
+            e.key == r.key && e.operator == r.operator && e.values.iter().flatten().collect::<HashSet<_>>() == values
+        });
+        if !known {
+            to.get_or_insert_with(Vec::new).push(r.clone());
+        }
+    }
+}

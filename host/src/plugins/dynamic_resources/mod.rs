@@ -1,0 +1,691 @@
+//! DynamicResources, as upstream's (`pkg/scheduler/framework/plugins/dynamicresources`) with structured
+//! parameters and v1.34's default feature gates: a pod's ResourceClaims (`spec.resourceClaims`, named directly or
+//! made from a template by the resource claim controller and named in `status.resourceClaimStatuses`) must exist;
+//! a claim already allocated pins the pod to the nodes its allocation's node selector admits; the others are
+//! allocated per node by the structured allocator (`allocator.rs`) from the devices that ResourceSlices publish,
+//! less those other claims hold or that pods still in flight were given. Reserve remembers the allocation so the
+//! next pod's cycle sees the devices taken before the API shows it; PreBind writes `status.allocation` and
+//! `status.reservedFor` on each claim; Unreserve forgets the allocation and drops the pod from `reservedFor`.
+//! PostFilter deallocates a claim that keeps the pod off every node and is reserved for no other pod.
+//!
+//! Differences from upstream, on purpose:
+//! - DRA-backed extended resources (DRAExtendedResource), device taints, partitionable devices, binding
+//!   conditions and consumable capacity are behind feature gates that are off in v1.34, and not implemented here.
+//!   The API server drops their fields while the gates are off, so a field present means a cluster with the gate
+//!   on: a claim asking for consumable capacity, tolerating device taints or with a `distinctAttribute`
+//!   constraint is UnschedulableAndUnresolvable, naming the field; a device with taints, counters to consume or
+//!   binding conditions is never picked (upstream with the gates off never picks the last two either).
+//! - The allocator searches pools in name order (upstream: Go map order, which varies), and CEL runs on cel-rust
+//!   (see `cel.rs` for what that environment lacks).
+//! - Filter has no timeout (DRASchedulerFilterTimeout's 10s): the search has the same bounds as upstream's, and
+//!   the scheduler's cycle is not cancelled from outside.
+//! - PostFilter looks at the claims that kept the pod off a node in the pod's order (upstream: Go map order).
+//! - PreBind reads a claim again after a write conflict from the informers' latest copy instead of a GET.
+//! - Claim events have no queueing hint (any claim change retries the pods this plugin rejected), since cluster
+//!   events here carry no claim objects; upstream skips claims that the pod does not use.
+
+pub mod allocator;
+pub mod cel;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim, ResourceClaimConsumerReference};
+
+use crate::framework::labels::CompiledNodeSelector;
+use crate::framework::{
+    action, ClusterClient, ClusterError, ClusterEvent, ClusterObjects, CycleState, EventObject, EventResource,
+    FilterPlugin, Listers, NodeInfo, NodeToStatus, Plugin, PluginContext, PodInfo, PostFilterHandle, PostFilterPlugin,
+    PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin,
+    Snapshot, Status,
+};
+use allocator::{claim_ref, Allocator, DeviceId};
+
+/// The plugin's name in profiles (also its CycleState key).
+pub const NAME: &str = "DynamicResources";
+/// The finalizer that keeps an allocated claim from being deleted (upstream `resourceapi.Finalizer`).
+pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+/// Filter reason when the claims cannot all be allocated on the node.
+pub const ERR_REASON_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// Filter reason when an allocated claim's node selector does not admit the node.
+pub const ERR_REASON_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// PostFilter message for a pod without claims.
+pub const MSG_NO_CLAIMS: &str = "no new claims to deallocate";
+/// How often PreBind tries a claim write that conflicts (client-go's `retry.DefaultRetry`).
+const WRITE_ATTEMPTS: u32 = 5;
+const WRITE_BACKOFF: Duration = Duration::from_millis(10);
+
+/// PreFilter data, shared by the cycle state's copies as upstream's `stateData` is.
+#[derive(Default)]
+struct StateInner {
+    /// The pod's claims, in `spec.resourceClaims` order.
+    claims: Vec<Arc<ResourceClaim>>,
+    /// Per claim: the node selector of its allocation, when it is allocated and has one.
+    available_on: Vec<Option<CompiledNodeSelector>>,
+    /// Indices of the claims the scheduler allocates.
+    to_allocate: Vec<usize>,
+    /// What the allocator reads (only when some claim needs allocating).
+    allocation: Option<AllocationInput>,
+    /// Filter's allocations per feasible node, in `to_allocate` order.
+    by_node: Mutex<HashMap<String, Vec<AllocationResult>>>,
+    /// Claims whose allocation kept the pod off some node (PostFilter may deallocate them).
+    unavailable: Mutex<BTreeSet<usize>>,
+    /// Per claim: the allocation Reserve took; and the claim as PreBind wrote it.
+    reserved: Mutex<HashMap<usize, AllocationResult>>,
+    written: Mutex<HashMap<usize, Arc<ResourceClaim>>>,
+}
+
+/// The inputs of the allocator, gathered once per pod.
+struct AllocationInput {
+    objects: Arc<ClusterObjects>,
+    allocated: HashSet<DeviceId>,
+}
+
+#[derive(Clone, Default)]
+struct State(Arc<StateInner>);
+
+/// Claims the scheduler changed before the informers show it (upstream's claim assume cache and in-flight map).
+#[derive(Debug, Default)]
+struct ClaimTracker {
+    /// Claims as PreBind wrote them, by `namespace/name`, until the informers deliver that version or a newer one.
+    assumed: HashMap<String, Arc<ResourceClaim>>,
+    /// Claims with the allocation Reserve gave them, by UID, until PreBind wrote it or Unreserve dropped it.
+    in_flight: HashMap<String, Arc<ResourceClaim>>,
+}
+
+fn rv_number(claim: &ResourceClaim) -> Option<u64> {
+    claim.metadata.resource_version.as_deref().and_then(|v| v.parse().ok())
+}
+
+impl ClaimTracker {
+    /// Forgets written claims the informers have caught up with, or that are gone.
+    fn prune(&mut self, objects: &ClusterObjects) {
+        self.assumed.retain(|key, a| objects.resource_claims.get(key).is_some_and(|api| rv_number(a) > rv_number(api)));
+    }
+
+    /// The claim as this scheduler knows it: the API's copy, unless PreBind wrote a newer one.
+    fn claim(&self, objects: &ClusterObjects, key: &str) -> Option<Arc<ResourceClaim>> {
+        let api = objects.resource_claims.get(key)?;
+        match self.assumed.get(key) {
+            Some(a) if rv_number(a) > rv_number(api) => Some(a.clone()),
+            _ => Some(api.clone()),
+        }
+    }
+
+    /// Every device some claim holds, by its status or in flight (upstream `ListAllAllocatedDevices`); results
+    /// with admin access hold nothing.
+    fn allocated_devices(&self, objects: &ClusterObjects) -> HashSet<DeviceId> {
+        let mut out = HashSet::new();
+        let mut add = |claim: &ResourceClaim| {
+            let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
+            for r in results.and_then(|d| d.results.as_deref()).unwrap_or(&[]) {
+                if r.admin_access != Some(true) {
+                    out.insert(DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() });
+                }
+            }
+        };
+        for key in objects.resource_claims.keys() {
+            if let Some(c) = self.claim(objects, key) {
+                add(&c);
+            }
+        }
+        for c in self.in_flight.values() {
+            add(c);
+        }
+        out
+    }
+}
+
+/// The claim's UID, the key of in-flight allocations; `namespace/name` for a claim without one (a hand-written
+/// cluster file's), so that two such claims never share an entry.
+fn uid(claim: &ResourceClaim) -> String {
+    match claim.metadata.uid.as_deref() {
+        Some(u) if !u.is_empty() => u.to_string(),
+        _ => format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or(""),
+            claim.metadata.name.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+fn allocation(claim: &ResourceClaim) -> Option<&AllocationResult> {
+    claim.status.as_ref().and_then(|s| s.allocation.as_ref())
+}
+
+/// Upstream `IsReservedForPod`.
+fn reserved_for_pod(pod: &PodInfo, claim: &ResourceClaim) -> bool {
+    let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
+    reserved.iter().any(|r| r.uid == pod.uid)
+}
+
+/// Whether the pod names any ResourceClaim (the fast path of every extension point).
+fn has_claims(pod: &PodInfo) -> bool {
+    pod.pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty())
+}
+
+/// Upstream `foreachPodResourceClaim`: the pod's claims, each existing, not being deleted, and (when made from a
+/// template) owned by the pod; `Err` is the reason the pod cannot be scheduled yet.
+fn pod_claims(
+    pod: &PodInfo,
+    lookup: impl Fn(&str) -> Option<Arc<ResourceClaim>>,
+) -> Result<Vec<Arc<ResourceClaim>>, String> {
+    let spec_claims = pod.pod.spec.as_ref().and_then(|s| s.resource_claims.as_deref()).unwrap_or(&[]);
+    let statuses = pod.pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_deref()).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(spec_claims.len());
+    for rc in spec_claims {
+        let (name, must_check_owner) = if let Some(n) = &rc.resource_claim_name {
+            (n.clone(), false)
+        } else if rc.resource_claim_template_name.is_some() {
+            match statuses.iter().find(|s| s.name == rc.name) {
+                // The claim was not made on purpose (the controller skipped it): nothing to do for it.
+                Some(s) if s.resource_claim_name.is_none() => continue,
+                Some(s) => (s.resource_claim_name.clone().unwrap_or_default(), true),
+                None => return Err(format!("pod \"{}/{}\": ResourceClaim not created yet", pod.namespace, pod.name)),
+            }
+        } else {
+            return Err(format!(
+                "pod \"{}/{}\", spec.resourceClaim {:?}: none of the supported fields are set",
+                pod.namespace, pod.name, rc.name
+            ));
+        };
+        let key = format!("{}/{name}", pod.namespace);
+        let Some(claim) = lookup(&key) else {
+            return Err(format!("could not find ResourceClaim {key:?}"));
+        };
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(format!("resourceclaim {name:?} is being deleted"));
+        }
+        if must_check_owner {
+            let owned = claim.metadata.namespace.as_deref() == Some(pod.namespace.as_str())
+                && claim
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.controller == Some(true) && r.uid == pod.uid);
+            if !owned {
+                return Err(format!(
+                    "ResourceClaim {}/{name} was not created for pod {}/{} (pod is not owner)",
+                    pod.namespace, pod.namespace, pod.name
+                ));
+            }
+        }
+        out.push(claim);
+    }
+    Ok(out)
+}
+
+/// What a claim asks for that needs a DRA feature this scheduler does not implement (all are alpha in v1.34, off
+/// by default, and the API server drops these fields while they are off: a claim carrying one comes from a cluster
+/// that has the feature on). Allocating it as if the field were absent could place the pod wrongly, so it is
+/// refused, naming the field.
+fn unsupported(claim: &ResourceClaim) -> Option<String> {
+    let devices = claim.spec.devices.as_ref()?;
+    let what = |field: &str, gate: &str| {
+        Some(format!(
+            "resource claim {}: {field} needs the {gate} feature, which this scheduler does not implement",
+            claim_ref(claim)
+        ))
+    };
+    for r in devices.requests.iter().flatten() {
+        let exact =
+            r.exactly.iter().map(|e| (e.capacity.is_some(), e.tolerations.as_ref().is_some_and(|t| !t.is_empty())));
+        let subs = r
+            .first_available
+            .iter()
+            .flatten()
+            .map(|s| (s.capacity.is_some(), s.tolerations.as_ref().is_some_and(|t| !t.is_empty())));
+        for (capacity, tolerations) in exact.chain(subs) {
+            if capacity {
+                return what(&format!("request {}: capacity", r.name), "DRAConsumableCapacity");
+            }
+            if tolerations {
+                return what(&format!("request {}: tolerations", r.name), "DRADeviceTaints");
+            }
+        }
+    }
+    for (i, c) in devices.constraints.iter().flatten().enumerate() {
+        if c.distinct_attribute.is_some() {
+            return what(&format!("constraint #{i}: distinctAttribute"), "DRAConsumableCapacity");
+        }
+    }
+    None
+}
+
+/// The DynamicResources plugin.
+pub struct DynamicResources {
+    cluster: Arc<dyn ClusterClient>,
+    listers: Arc<Listers>,
+    cel: cel::CelCache,
+    tracker: Mutex<ClaimTracker>,
+}
+
+impl std::fmt::Debug for DynamicResources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(NAME).finish_non_exhaustive()
+    }
+}
+
+impl DynamicResources {
+    /// Builds the plugin (it takes no args); it writes claims through the context's cluster and reads its listers.
+    pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<DynamicResources, String> {
+        // Upstream's DynamicResourcesArgs has only `filterTimeout`, which has no effect here (see the module doc).
+        if let Some(a) = args {
+            let known = a
+                .as_object()
+                .is_none_or(|o| o.keys().all(|k| k == "filterTimeout" || k == "kind" || k == "apiVersion"));
+            if !known {
+                return Err(format!("{NAME} args: only filterTimeout is known, got {a}"));
+            }
+        }
+        Ok(DynamicResources {
+            cluster: ctx.cluster.clone(),
+            listers: ctx.listers.clone(),
+            cel: cel::CelCache::default(),
+            tracker: Mutex::default(),
+        })
+    }
+
+    fn tracker(&self) -> std::sync::MutexGuard<'_, ClaimTracker> {
+        self.tracker.lock().expect("claim tracker lock")
+    }
+
+    /// Upstream `bindClaim`: writes the allocation (when the scheduler made it) and the pod's reservation on one
+    /// claim, reading it again after a conflict.
+    fn bind_claim(
+        &self,
+        pod: &PodInfo,
+        claim: &Arc<ResourceClaim>,
+        allocation: Option<&AllocationResult>,
+    ) -> Result<Arc<ResourceClaim>, String> {
+        let key = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or(""),
+            claim.metadata.name.as_deref().unwrap_or("")
+        );
+        let result = self.write_claim(pod, claim, &key, allocation);
+        if allocation.is_some() {
+            let mut tracker = self.tracker();
+            tracker.in_flight.remove(&uid(claim));
+            if let Ok(written) = &result {
+                tracker.assumed.insert(key, written.clone());
+            }
+        }
+        result
+    }
+
+    fn write_claim(
+        &self,
+        pod: &PodInfo,
+        original: &Arc<ResourceClaim>,
+        key: &str,
+        allocation: Option<&AllocationResult>,
+    ) -> Result<Arc<ResourceClaim>, String> {
+        let name = claim_ref(original);
+        let mut claim = (**original).clone();
+        for attempt in 0..WRITE_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(WRITE_BACKOFF);
+                let latest = self.listers.objects();
+                let Some(c) = self.tracker().claim(&latest, key) else {
+                    return Err(format!("get updated claim {name} after conflict: resourceclaim {key:?} not found"));
+                };
+                claim = (*c).clone();
+            }
+            if claim.metadata.deletion_timestamp.is_some() {
+                return Err(format!("claim {name} got deleted in the meantime"));
+            }
+            if let Some(a) = allocation {
+                if self::allocation(&claim).is_some() {
+                    return Err(format!("claim {name} got allocated elsewhere in the meantime"));
+                }
+                if !claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
+                    claim.metadata.finalizers.get_or_insert_with(Vec::new).push(FINALIZER.into());
+                    match self.cluster.update_resource_claim(&claim) {
+                        Ok(updated) => claim = updated,
+                        Err(ClusterError::Conflict { .. }) if attempt + 1 < WRITE_ATTEMPTS => continue,
+                        Err(e) => return Err(format!("add finalizer to claim {name}: {e}")),
+                    }
+                }
+                claim.status.get_or_insert_with(Default::default).allocation = Some(a.clone());
+            }
+            claim.status.get_or_insert_with(Default::default).reserved_for.get_or_insert_with(Vec::new).push(
+                ResourceClaimConsumerReference {
+                    resource: "pods".into(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                    api_group: None,
+                },
+            );
+            match self.cluster.update_resource_claim_status(&claim) {
+                Ok(updated) => return Ok(Arc::new(updated)),
+                Err(ClusterError::Conflict { .. }) if attempt + 1 < WRITE_ATTEMPTS => continue,
+                Err(e) if allocation.is_some() => {
+                    return Err(format!("add allocation and reservation to claim {name}: {e}"))
+                }
+                Err(e) => return Err(format!("add reservation to claim {name}: {e}")),
+            }
+        }
+        Err(format!("add reservation to claim {name}: too many conflicts"))
+    }
+}
+
+impl Plugin for DynamicResources {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![
+            // Node labels may decide which slices and allocations reach a node.
+            ClusterEvent::new(
+                EventResource::Node,
+                action::ADD | action::UPDATE_LABEL | action::UPDATE_TAINT | action::UPDATE_RESOURCES,
+            ),
+            // Allocations are tracked in claims; a new claim may be the one a pod waits for.
+            ClusterEvent::new(EventResource::ResourceClaim, action::ADD | action::UPDATE),
+            // The resource claim controller names a generated claim in the pod's status.
+            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
+            ClusterEvent::new(EventResource::DeviceClass, action::ADD | action::UPDATE),
+            ClusterEvent::new(EventResource::ResourceSlice, action::ADD | action::UPDATE),
+        ]
+    }
+
+    /// Upstream `isSchedulableAfterPodChange`: only an update of the pod itself can name its claims.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        event: &ClusterEvent,
+        _old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> QueueingHint {
+        if event.resource != EventResource::UnscheduledPod {
+            return QueueingHint::Queue;
+        }
+        match new {
+            Some(EventObject::Pod(p)) if p.uid != pod.uid => QueueingHint::QueueSkip,
+            Some(EventObject::Pod(p)) => {
+                let objects = self.listers.objects();
+                let tracker = self.tracker();
+                match pod_claims(p, |k| tracker.claim(&objects, k)) {
+                    Ok(_) => QueueingHint::Queue,
+                    Err(_) => QueueingHint::QueueSkip,
+                }
+            }
+            _ => QueueingHint::Queue,
+        }
+    }
+
+    crate::serves!(pre_enqueue, pre_filter, filter, post_filter, reserve, pre_bind);
+}
+
+impl PreEnqueuePlugin for DynamicResources {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if !has_claims(pod) {
+            return Status::success();
+        }
+        let objects = self.listers.objects();
+        let tracker = self.tracker();
+        match pod_claims(pod, |k| tracker.claim(&objects, k)) {
+            Ok(_) => Status::success(),
+            Err(reason) => Status::unresolvable(reason),
+        }
+    }
+}
+
+impl PreFilterPlugin for DynamicResources {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status) {
+        state.write(NAME, State::default());
+        if !has_claims(pod) {
+            return (None, Status::skip());
+        }
+        let objects = &snapshot.objects;
+        let mut tracker = self.tracker();
+        tracker.prune(objects);
+        let claims = match pod_claims(pod, |k| tracker.claim(objects, k)) {
+            Ok(c) => c,
+            Err(reason) => return (None, Status::unresolvable(reason)),
+        };
+        if claims.is_empty() {
+            return (None, Status::skip());
+        }
+        let mut inner = StateInner { available_on: Vec::with_capacity(claims.len()), ..Default::default() };
+        for (index, claim) in claims.iter().enumerate() {
+            // Upstream's "resourceclaim in use" check cannot fire: any claim may be reserved for another pod.
+            if let Some(a) = allocation(claim) {
+                let selector = match &a.node_selector {
+                    Some(sel) => match CompiledNodeSelector::new(sel) {
+                        Ok(s) => Some(s),
+                        Err(e) => return (None, Status::error(e)),
+                    },
+                    None => None,
+                };
+                inner.available_on.push(selector);
+                continue;
+            }
+            inner.available_on.push(None);
+            inner.to_allocate.push(index);
+            if tracker.in_flight.contains_key(&uid(claim)) {
+                return (
+                    None,
+                    Status::unresolvable(format!(
+                        "resource claim {} is in the process of being allocated",
+                        claim_ref(claim)
+                    )),
+                );
+            }
+            if let Some(missing) = unsupported(claim) {
+                return (None, Status::unresolvable(missing));
+            }
+            // Every class must exist, however the claim is allocated.
+            for request in claim.spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]) {
+                let subs = request.first_available.as_deref().unwrap_or(&[]);
+                let checks: Vec<(String, &str)> = match (&request.exactly, subs) {
+                    (Some(e), _) => vec![(request.name.clone(), e.device_class_name.as_str())],
+                    (None, subs) if !subs.is_empty() => subs
+                        .iter()
+                        .map(|s| (format!("{}/{}", request.name, s.name), s.device_class_name.as_str()))
+                        .collect(),
+                    _ => {
+                        return (
+                            None,
+                            Status::unresolvable(format!(
+                                "resource claim {}, request {}: unknown request type",
+                                claim_ref(claim),
+                                request.name
+                            )),
+                        )
+                    }
+                };
+                for (request_name, class) in checks {
+                    if class.is_empty() {
+                        return (None, Status::error(format!("request {request_name}: unsupported request type")));
+                    }
+                    if !objects.device_classes.contains_key(class) {
+                        return (
+                            None,
+                            Status::unresolvable(format!(
+                                "request {request_name}: device class {class} does not exist"
+                            )),
+                        );
+                    }
+                }
+            }
+        }
+        if !inner.to_allocate.is_empty() {
+            inner.allocation =
+                Some(AllocationInput { objects: objects.clone(), allocated: tracker.allocated_devices(objects) });
+        }
+        inner.claims = claims;
+        state.write(NAME, State(Arc::new(inner)));
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for DynamicResources {
+    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(State(s)) = state.read::<State>(NAME) else {
+            return Status::error("not found");
+        };
+        if s.claims.is_empty() {
+            return Status::success();
+        }
+        let labels = node.labels();
+        let unavailable: Vec<usize> = (0..s.claims.len())
+            .filter(|&i| s.available_on[i].as_ref().is_some_and(|sel| !sel.matches(&node.name, labels)))
+            .collect();
+        let mut allocations = None;
+        if let Some(input) = &s.allocation {
+            let claims: Vec<Arc<ResourceClaim>> = s.to_allocate.iter().map(|&i| s.claims[i].clone()).collect();
+            let allocator = Allocator {
+                allocated: &input.allocated,
+                classes: &input.objects.device_classes,
+                slices: &input.objects.resource_slices,
+                cel: &self.cel,
+            };
+            match allocator.allocate(&node.name, labels, &claims) {
+                Err(e) => return Status::error(e.to_string()),
+                Ok(None) => return Status::unresolvable(ERR_REASON_CANNOT_ALLOCATE),
+                Ok(Some(a)) => allocations = Some(a),
+            }
+        }
+        if !unavailable.is_empty() {
+            s.unavailable.lock().expect("dra state lock").extend(unavailable);
+            return Status::unresolvable(ERR_REASON_NOT_AVAILABLE);
+        }
+        if let Some(a) = allocations {
+            s.by_node.lock().expect("dra state lock").insert(node.name.clone(), a);
+        }
+        Status::success()
+    }
+}
+
+impl PostFilterPlugin for DynamicResources {
+    /// Upstream's: deallocates one claim that kept the pod off a node and that no other pod uses, so that the
+    /// next attempt may allocate it elsewhere.
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        _filtered: &NodeToStatus,
+        _handle: &dyn PostFilterHandle,
+    ) -> (Option<PostFilterResult>, Status) {
+        let Some(State(s)) = state.read::<State>(NAME) else {
+            return (None, Status::error("not found"));
+        };
+        if s.claims.is_empty() {
+            return (None, Status::unschedulable(MSG_NO_CLAIMS));
+        }
+        let unavailable = s.unavailable.lock().expect("dra state lock").clone();
+        for index in unavailable {
+            let claim = &s.claims[index];
+            let reserved = claim.status.as_ref().and_then(|st| st.reserved_for.as_deref()).unwrap_or(&[]);
+            if reserved.is_empty() || reserved.len() == 1 && reserved[0].uid == pod.uid {
+                let mut c = (**claim).clone();
+                if let Some(st) = c.status.as_mut() {
+                    st.reserved_for = None;
+                    st.allocation = None;
+                    st.devices = None;
+                }
+                if let Err(e) = self.cluster.update_resource_claim_status(&c) {
+                    return (None, Status::error(e.to_string()));
+                }
+                return (None, Status::unschedulable("deallocation of ResourceClaim completed"));
+            }
+        }
+        (None, Status::unschedulable("still not schedulable"))
+    }
+}
+
+impl ReservePlugin for DynamicResources {
+    fn reserve(&self, state: &mut CycleState, _pod: &PodInfo, node: &str) -> Status {
+        let Some(State(s)) = state.read::<State>(NAME) else { return Status::error("not found") };
+        if s.to_allocate.is_empty() {
+            // Allocated claims are reserved for real in PreBind; a conflict there means another pod was faster.
+            return Status::success();
+        }
+        let Some(allocations) = s.by_node.lock().expect("dra state lock").get(node).cloned() else {
+            return Status::error("claim allocation not found for node");
+        };
+        if allocations.len() != s.to_allocate.len() {
+            return Status::error(format!(
+                "internal error, have {} allocations, {} claims to allocate, want {} claims",
+                allocations.len(),
+                s.to_allocate.len(),
+                s.to_allocate.len()
+            ));
+        }
+        let mut tracker = self.tracker();
+        let mut reserved = s.reserved.lock().expect("dra state lock");
+        for (&index, allocation) in s.to_allocate.iter().zip(allocations) {
+            let mut claim = (*s.claims[index]).clone();
+            if !claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
+                claim.metadata.finalizers.get_or_insert_with(Vec::new).push(FINALIZER.into());
+            }
+            claim.status.get_or_insert_with(Default::default).allocation = Some(allocation.clone());
+            tracker.in_flight.insert(uid(&claim), Arc::new(claim));
+            reserved.insert(index, allocation);
+        }
+        Status::success()
+    }
+
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, _node: &str) {
+        let Some(State(s)) = state.read::<State>(NAME) else { return };
+        let written = s.written.lock().expect("dra state lock").clone();
+        for (index, original) in s.claims.iter().enumerate() {
+            let claim = written.get(&index).unwrap_or(original);
+            {
+                let mut tracker = self.tracker();
+                if tracker.in_flight.remove(&uid(claim)).is_some() {
+                    tracker.assumed.remove(&format!(
+                        "{}/{}",
+                        claim.metadata.namespace.as_deref().unwrap_or(""),
+                        claim.metadata.name.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+            if allocation(claim).is_some() && reserved_for_pod(pod, claim) {
+                // Upstream removes the pod with a patch; this drops it from the copy the write answered.
+                let mut c = (**claim).clone();
+                if let Some(r) = c.status.as_mut().and_then(|st| st.reserved_for.as_mut()) {
+                    r.retain(|r| r.uid != pod.uid);
+                }
+                if let Err(e) = self.cluster.update_resource_claim_status(&c) {
+                    tracing::warn!(claim = %claim_ref(claim), error = %e, "unreserve");
+                }
+            }
+        }
+    }
+}
+
+impl PreBindPlugin for DynamicResources {
+    fn pre_bind_pre_flight(&self, state: &CycleState, _pod: &PodInfo, _node: &str) -> Status {
+        match state.read::<State>(NAME) {
+            None => Status::error("not found"),
+            Some(State(s)) if s.claims.is_empty() => Status::skip(),
+            Some(_) => Status::success(),
+        }
+    }
+
+    fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, _node: &str) -> Status {
+        let Some(State(s)) = state.read::<State>(NAME) else { return Status::error("not found") };
+        let reserved = s.reserved.lock().expect("dra state lock").clone();
+        for (index, claim) in s.claims.iter().enumerate() {
+            if reserved_for_pod(pod, claim) {
+                continue;
+            }
+            match self.bind_claim(pod, claim, reserved.get(&index)) {
+                Ok(written) => {
+                    s.written.lock().expect("dra state lock").insert(index, written);
+                }
+                Err(e) => return Status::error(e),
+            }
+        }
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests;

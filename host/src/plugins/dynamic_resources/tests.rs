@@ -1,0 +1,512 @@
+//! Unit tests of DynamicResources, after upstream's `dynamicresources_test.go` and the structured allocator's
+//! shared test cases.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use serde_json::{json, Value};
+
+use super::allocator::{Allocator, DeviceId};
+use super::cel::CelCache;
+use super::*;
+use crate::cluster::memory::MemoryCluster;
+use crate::framework::labels::Labels;
+use crate::framework::{ClusterObjects, Code};
+use crate::plugins::testutil::{node, pod};
+
+const DRIVER: &str = "gpu.example.com";
+
+fn class(name: &str, selectors: &[&str]) -> (String, Arc<DeviceClass>) {
+    let sel: Vec<Value> = selectors.iter().map(|e| json!({"cel": {"expression": e}})).collect();
+    (
+        name.into(),
+        Arc::new(serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"selectors": sel}})).unwrap()),
+    )
+}
+
+/// A slice of `n` GPUs named `<pool>-gpu-<i>` with a `model` attribute, local to `node` (or on all nodes).
+fn slice(pool: &str, node: Option<&str>, generation: i64, count: i64, devices: Value) -> Arc<ResourceSlice> {
+    let mut spec = json!({"driver": DRIVER, "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+        "devices": devices});
+    match node {
+        Some(n) => spec["nodeName"] = json!(n),
+        None => spec["allNodes"] = json!(true),
+    }
+    Arc::new(
+        serde_json::from_value(json!({"metadata": {"name": format!("{pool}-{generation}")}, "spec": spec})).unwrap(),
+    )
+}
+
+fn gpus(pool: &str, n: usize, model: &str) -> Value {
+    Value::Array(
+        (0..n)
+            .map(|i| json!({"name": format!("{pool}-gpu-{i}"), "attributes": {"model": {"string": model}, "index": {"int": i}},
+                "capacity": {"memory": {"value": "40Gi"}}}))
+            .collect(),
+    )
+}
+
+fn claim(name: &str, devices: Value) -> Arc<ResourceClaim> {
+    Arc::new(
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"devices": devices}}),
+        )
+        .unwrap(),
+    )
+}
+
+fn exactly(class: &str, extra: Value) -> Value {
+    let mut e = json!({"deviceClassName": class});
+    if let (Some(e), Some(x)) = (e.as_object_mut(), extra.as_object()) {
+        e.extend(x.clone());
+    }
+    json!({"requests": [{"name": "req-0", "exactly": e}]})
+}
+
+fn ids(result: &AllocationResult) -> Vec<String> {
+    result.devices.as_ref().and_then(|d| d.results.as_ref()).unwrap().iter().map(|r| r.device.clone()).collect()
+}
+
+fn allocate(
+    slices: &[Arc<ResourceSlice>],
+    allocated: &[&str],
+    claims: &[Arc<ResourceClaim>],
+    node_name: &str,
+) -> Result<Option<Vec<Vec<String>>>, String> {
+    let classes = [
+        class("gpu", &[&format!("device.driver == \"{DRIVER}\"")]),
+        class("a100", &[r#"device.attributes["gpu.example.com"].model == "a100""#]),
+        class("broken", &["device.attributes[\"gpu.example.com\"].missing"]),
+    ]
+    .into_iter()
+    .collect();
+    let allocated: HashSet<DeviceId> = allocated
+        .iter()
+        .map(|d| {
+            let (pool, device) = d.split_once('/').unwrap();
+            DeviceId { driver: DRIVER.into(), pool: pool.into(), device: device.into() }
+        })
+        .collect();
+    let cel = CelCache::default();
+    let a = Allocator { allocated: &allocated, classes: &classes, slices, cel: &cel };
+    a.allocate(node_name, &Labels::new(), claims).map(|r| r.map(|v| v.iter().map(ids).collect())).map_err(|e| e.0)
+}
+
+#[test]
+fn allocator_counts_modes_selectors_and_pools() {
+    let local = |n: usize| slice("n1", Some("n1"), 1, 1, gpus("n1", n, "a100"));
+    type Want = Result<Option<Vec<Vec<&'static str>>>, &'static str>;
+    type Case = (&'static str, Vec<Arc<ResourceSlice>>, Vec<&'static str>, Vec<Arc<ResourceClaim>>, Want);
+    let cases: Vec<Case> = vec![
+        ("one device by default", vec![local(2)], vec![], vec![claim("c", exactly("gpu", json!({})))], Ok(Some(vec![vec!["n1-gpu-0"]]))),
+        (
+            "exact count",
+            vec![local(4)],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({"count": 2})))],
+            Ok(Some(vec![vec!["n1-gpu-0", "n1-gpu-1"]])),
+        ),
+        ("too few devices", vec![local(1)], vec![], vec![claim("c", exactly("gpu", json!({"count": 2})))], Ok(None)),
+        (
+            "allocated devices are skipped",
+            vec![local(2)],
+            vec!["n1/n1-gpu-0"],
+            vec![claim("c", exactly("gpu", json!({})))],
+            Ok(Some(vec![vec!["n1-gpu-1"]])),
+        ),
+        (
+            "all allocated",
+            vec![local(1)],
+            vec!["n1/n1-gpu-0"],
+            vec![claim("c", exactly("gpu", json!({})))],
+            Ok(None),
+        ),
+        (
+            "admin access sees devices others hold",
+            vec![local(1)],
+            vec!["n1/n1-gpu-0"],
+            vec![claim("c", exactly("gpu", json!({"adminAccess": true})))],
+            Ok(Some(vec![vec!["n1-gpu-0"]])),
+        ),
+        (
+            "All mode takes every device",
+            vec![local(3)],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({"allocationMode": "All"})))],
+            Ok(Some(vec![vec!["n1-gpu-0", "n1-gpu-1", "n1-gpu-2"]])),
+        ),
+        (
+            "All mode with one device taken",
+            vec![local(2)],
+            vec!["n1/n1-gpu-1"],
+            vec![claim("c", exactly("gpu", json!({"allocationMode": "All"})))],
+            Ok(None),
+        ),
+        ("All mode with no devices", vec![], vec![], vec![claim("c", exactly("gpu", json!({"allocationMode": "All"})))], Ok(None)),
+        (
+            "request selector true",
+            vec![local(2)],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({"selectors": [{"cel": {"expression": "device.attributes[\"gpu.example.com\"].index == 1"}}]})))],
+            Ok(Some(vec![vec!["n1-gpu-1"]])),
+        ),
+        (
+            "class selector false",
+            vec![slice("n1", Some("n1"), 1, 1, gpus("n1", 2, "t4"))],
+            vec![],
+            vec![claim("c", exactly("a100", json!({})))],
+            Ok(None),
+        ),
+        (
+            "selector runtime error",
+            vec![local(1)],
+            vec![],
+            vec![claim("c", exactly("broken", json!({})))],
+            Err("class broken: selector #0: CEL runtime error: no such key: missing"),
+        ),
+        (
+            "claim selector compile error",
+            vec![local(1)],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({"selectors": [{"cel": {"expression": "device.driver =="}}]})))],
+            Err("claim default/c: selector #0: CEL compile error: compilation failed"),
+        ),
+        ("another node's slice", vec![slice("n2", Some("n2"), 1, 1, gpus("n2", 2, "a100"))], vec![], vec![claim("c", exactly("gpu", json!({})))], Ok(None)),
+        (
+            "network-attached slice",
+            vec![slice("net", None, 1, 1, gpus("net", 1, "a100"))],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({})))],
+            Ok(Some(vec![vec!["net-gpu-0"]])),
+        ),
+        (
+            "only the newest generation counts",
+            vec![slice("n1", Some("n1"), 1, 1, gpus("n1", 4, "a100")), slice("n1", Some("n1"), 2, 1, gpus("n1", 1, "a100"))],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({"count": 2})))],
+            Ok(None),
+        ),
+        (
+            "incomplete pool serves exact counts",
+            vec![slice("n1", Some("n1"), 1, 2, gpus("n1", 1, "a100"))],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({})))],
+            Ok(Some(vec![vec!["n1-gpu-0"]])),
+        ),
+        (
+            "incomplete pool refuses All",
+            vec![slice("n1", Some("n1"), 1, 2, gpus("n1", 1, "a100"))],
+            vec![],
+            vec![claim("c", exactly("gpu", json!({"allocationMode": "All"})))],
+            Err("claim default/c, request req-0: asks for all devices, but resource pool gpu.example.com/n1 is currently being updated"),
+        ),
+        (
+            "two claims share no device",
+            vec![local(2)],
+            vec![],
+            vec![claim("a", exactly("gpu", json!({}))), claim("b", exactly("gpu", json!({})))],
+            Ok(Some(vec![vec!["n1-gpu-0"], vec!["n1-gpu-1"]])),
+        ),
+        (
+            "first available falls back",
+            vec![local(1)],
+            vec![],
+            vec![claim("c", json!({"requests": [{"name": "r", "firstAvailable": [
+                {"name": "two", "deviceClassName": "gpu", "count": 2},
+                {"name": "one", "deviceClassName": "gpu"}]}]}))],
+            Ok(Some(vec![vec!["n1-gpu-0"]])),
+        ),
+        (
+            "match attribute",
+            vec![slice("n1", Some("n1"), 1, 1, json!([
+                {"name": "a", "attributes": {"numa": {"int": 0}}},
+                {"name": "b", "attributes": {"numa": {"int": 1}}},
+                {"name": "c", "attributes": {"numa": {"int": 1}}}]))],
+            vec![],
+            vec![claim("c", json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "count": 2}}],
+                "constraints": [{"matchAttribute": "gpu.example.com/numa"}]}))],
+            Ok(Some(vec![vec!["b", "c"]])),
+        ),
+        (
+            "missing class",
+            vec![local(1)],
+            vec![],
+            vec![claim("c", exactly("nope", json!({})))],
+            Err("claim default/c, request req-0: could not retrieve device class nope: deviceclass.resource.k8s.io \"nope\" not found"),
+        ),
+    ];
+    for (name, slices, allocated, claims, want) in cases {
+        let got = allocate(&slices, &allocated, &claims, "n1");
+        let want = want.map(|o| o.map(|v| v.into_iter().map(|d| d.into_iter().map(String::from).collect()).collect()));
+        match (&got, &want) {
+            (Err(g), Err(w)) => assert!(g.starts_with(*w), "{name}: {g}"),
+            _ => assert_eq!(got, want.map_err(String::from), "{name}"),
+        }
+    }
+}
+
+#[test]
+fn allocation_results_name_the_node_of_local_devices() {
+    let classes = [class("gpu", &[])].into_iter().collect();
+    let slices = [slice("n1", Some("n1"), 1, 1, gpus("n1", 1, "a100"))];
+    let cel = CelCache::default();
+    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices: &slices, cel: &cel };
+    let r = a.allocate("n1", &Labels::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let sel = r[0].node_selector.as_ref().unwrap();
+    let field = &sel.node_selector_terms[0].match_fields.as_ref().unwrap()[0];
+    assert_eq!((field.key.as_str(), field.values.as_deref()), ("metadata.name", Some(&["n1".to_string()][..])));
+    assert_eq!(r[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0].request, "req-0");
+}
+
+/// A cluster with nodes n1 (2 GPUs) and n2 (4 GPUs), class `gpu`, and claims.
+fn objects(claims: Vec<Arc<ResourceClaim>>) -> ClusterObjects {
+    let mut o = ClusterObjects::default();
+    o.device_classes.extend([class("gpu", &[])]);
+    o.resource_slices = vec![
+        slice("n1", Some("n1"), 1, 1, gpus("n1", 2, "a100")),
+        slice("n2", Some("n2"), 1, 1, gpus("n2", 4, "a100")),
+    ];
+    o.resource_claims =
+        claims.into_iter().map(|c| (format!("default/{}", c.metadata.name.as_deref().unwrap()), c)).collect();
+    o
+}
+
+fn snapshot(o: ClusterObjects) -> Snapshot {
+    let mut s = Snapshot::default();
+    s.objects = Arc::new(o);
+    s
+}
+
+fn pod_with(name: &str, claims: Value, statuses: Value) -> PodInfo {
+    pod(json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "c"}], "resourceClaims": claims},
+        "status": {"resourceClaimStatuses": statuses}}))
+}
+
+fn n(name: &str) -> NodeInfo {
+    node(json!({"metadata": {"name": name}}))
+}
+
+fn plugin() -> (DynamicResources, Arc<MemoryCluster>) {
+    let cluster = Arc::new(MemoryCluster::default());
+    let ctx = PluginContext::new(cluster.clone());
+    (DynamicResources::new(None, &ctx).unwrap(), cluster)
+}
+
+#[test]
+fn pods_without_claims_cost_nothing() {
+    let (pl, _) = plugin();
+    let p = pod(json!({"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": [{"name": "c"}]}}));
+    assert!(pl.pre_enqueue(&p).is_success());
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &p, &snapshot(objects(vec![]))).1.is_skip());
+    assert!(pl.reserve(&mut state, &p, "n1").is_success());
+    assert!(pl.pre_bind_pre_flight(&state, &p, "n1").is_skip());
+    let nodes = NodeToStatus::new();
+    let (_, st) = pl.post_filter(&state, &p, &nodes, &NoHandle);
+    assert_eq!((st.code(), st.message()), (Code::Unschedulable, MSG_NO_CLAIMS.to_string()));
+}
+
+struct NoHandle;
+impl PostFilterHandle for NoHandle {
+    fn snapshot(&self) -> &Snapshot {
+        unreachable!("DynamicResources' PostFilter reads no snapshot")
+    }
+    fn run_filter_plugins_with_nominated_pods(&self, _: &CycleState, _: &PodInfo, _: &NodeInfo) -> Status {
+        unreachable!()
+    }
+    fn run_pre_filter_add_pod(&self, _: &mut CycleState, _: &PodInfo, _: &Arc<PodInfo>, _: &NodeInfo) -> Status {
+        unreachable!()
+    }
+    fn run_pre_filter_remove_pod(&self, _: &mut CycleState, _: &PodInfo, _: &Arc<PodInfo>, _: &NodeInfo) -> Status {
+        unreachable!()
+    }
+    fn random(&self, _: usize) -> usize {
+        0
+    }
+}
+
+#[test]
+fn pre_filter_reasons_are_upstream_s() {
+    let two = claim("two", exactly("gpu", json!({"count": 2})));
+    let mut deleted = (*claim("gone", exactly("gpu", json!({})))).clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+    let not_owned = claim("p-gen", exactly("gpu", json!({})));
+    let no_class = claim("noclass", exactly("nope", json!({})));
+    let snap = snapshot(objects(vec![two, Arc::new(deleted), not_owned, no_class]));
+    let cases = [
+        (
+            "missing claim",
+            json!([{"name": "r", "resourceClaimName": "ghost"}]),
+            json!([]),
+            r#"could not find ResourceClaim "default/ghost""#,
+        ),
+        (
+            "template claim not created yet",
+            json!([{"name": "r", "resourceClaimTemplateName": "t"}]),
+            json!([]),
+            r#"pod "default/p": ResourceClaim not created yet"#,
+        ),
+        (
+            "being deleted",
+            json!([{"name": "r", "resourceClaimName": "gone"}]),
+            json!([]),
+            r#"resourceclaim "gone" is being deleted"#,
+        ),
+        (
+            "generated claim not owned",
+            json!([{"name": "r", "resourceClaimTemplateName": "t"}]),
+            json!([{"name": "r", "resourceClaimName": "p-gen"}]),
+            "ResourceClaim default/p-gen was not created for pod default/p (pod is not owner)",
+        ),
+        (
+            "missing class",
+            json!([{"name": "r", "resourceClaimName": "noclass"}]),
+            json!([]),
+            "request req-0: device class nope does not exist",
+        ),
+    ];
+    for (name, claims, statuses, want) in cases {
+        let (pl, _) = plugin();
+        let p = pod_with("p", claims, statuses);
+        let (_, st) = pl.pre_filter(&mut CycleState::new(), &p, &snap);
+        assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, want.to_string()), "{name}");
+    }
+}
+
+#[test]
+fn filter_allocates_per_node_and_reserve_holds_the_devices_for_the_next_pod() {
+    let (pl, _) = plugin();
+    let snap = snapshot(objects(vec![
+        claim("a", exactly("gpu", json!({"count": 2}))),
+        claim("b", exactly("gpu", json!({"count": 2}))),
+    ]));
+    let first = pod_with("first", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &first, &snap).1.is_success());
+    assert!(pl.filter(&state, &first, &n("n1")).is_success());
+    assert!(pl.reserve(&mut state, &first, "n1").is_success());
+    // The next pod's cycle sees n1's two GPUs taken, before any claim shows it.
+    let second = pod_with("second", json!([{"name": "r", "resourceClaimName": "b"}]), json!([]));
+    let mut s2 = CycleState::new();
+    assert!(pl.pre_filter(&mut s2, &second, &snap).1.is_success());
+    assert_eq!(pl.filter(&s2, &second, &n("n1")).message(), ERR_REASON_CANNOT_ALLOCATE);
+    assert!(pl.filter(&s2, &second, &n("n2")).is_success());
+    // A pod using the claim in flight waits for it.
+    let third = pod_with("third", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
+    let (_, st) = pl.pre_filter(&mut CycleState::new(), &third, &snap);
+    assert_eq!(st.message(), "resource claim default/a is in the process of being allocated");
+    // Unreserve releases them.
+    pl.unreserve(&mut state, &first, "n1");
+    let mut s3 = CycleState::new();
+    assert!(pl.pre_filter(&mut s3, &second, &snap).1.is_success());
+    assert!(pl.filter(&s3, &second, &n("n1")).is_success());
+}
+
+#[test]
+fn pre_bind_writes_allocation_and_reservation() {
+    let (pl, cluster) = plugin();
+    let o = objects(vec![claim("a", exactly("gpu", json!({"count": 2})))]);
+    cluster.set_objects(o.clone());
+    let snap = snapshot(o);
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
+    let mut state = CycleState::new();
+    pl.pre_filter(&mut state, &p, &snap);
+    assert!(pl.filter(&state, &p, &n("n2")).is_success());
+    assert!(pl.reserve(&mut state, &p, "n2").is_success());
+    assert!(pl.pre_bind_pre_flight(&state, &p, "n2").is_success());
+    let st = pl.pre_bind(&mut state, &p, "n2");
+    assert!(st.is_success(), "{st}");
+    let State(s) = state.read::<State>(NAME).unwrap().clone();
+    let written = s.written.lock().unwrap()[&0].clone();
+    let status = written.status.as_ref().unwrap();
+    assert_eq!(ids(status.allocation.as_ref().unwrap()), ["n2-gpu-0", "n2-gpu-1"]);
+    assert_eq!(status.reserved_for.as_ref().unwrap()[0].uid, "uid-p");
+    assert!(written.metadata.finalizers.as_ref().unwrap().contains(&FINALIZER.to_string()));
+    assert!(pl.tracker().in_flight.is_empty(), "no longer in flight");
+    // The written claim stands until the informers show it: its devices stay taken for the next pod.
+    let q = pod_with("q", json!([{"name": "r", "resourceClaimName": "b"}]), json!([]));
+    let mut o2 = (*snap.objects).clone();
+    o2.resource_claims.insert("default/b".into(), claim("b", exactly("gpu", json!({"count": 3}))));
+    let mut s2 = CycleState::new();
+    pl.pre_filter(&mut s2, &q, &snapshot(o2));
+    assert_eq!(pl.filter(&s2, &q, &n("n2")).message(), ERR_REASON_CANNOT_ALLOCATE);
+}
+
+#[test]
+fn an_allocated_claim_keeps_the_pod_on_its_node() {
+    let (pl, _) = plugin();
+    let mut c = (*claim("a", exactly("gpu", json!({})))).clone();
+    c.status = Some(
+        serde_json::from_value(json!({"allocation": {"devices": {"results": [
+            {"request": "req-0", "driver": DRIVER, "pool": "n1", "device": "n1-gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}))
+        .unwrap(),
+    );
+    let snap = snapshot(objects(vec![Arc::new(c)]));
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+    assert!(pl.filter(&state, &p, &n("n1")).is_success());
+    let st = pl.filter(&state, &p, &n("n2"));
+    assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, ERR_REASON_NOT_AVAILABLE.to_string()));
+    // Reserve has nothing to allocate; PostFilter would deallocate the idle claim.
+    assert!(pl.reserve(&mut state, &p, "n1").is_success());
+}
+
+#[test]
+fn claims_needing_unimplemented_features_are_refused_naming_the_field() {
+    let cases = [
+        (
+            exactly("gpu", json!({"tolerations": [{"key": "k", "operator": "Exists"}]})),
+            "resource claim default/c: request req-0: tolerations needs the DRADeviceTaints feature, which this scheduler does not implement",
+        ),
+        (
+            exactly("gpu", json!({"capacity": {"requests": {"memory": "1Gi"}}})),
+            "resource claim default/c: request req-0: capacity needs the DRAConsumableCapacity feature, which this scheduler does not implement",
+        ),
+        (
+            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}],
+                "constraints": [{"distinctAttribute": "gpu.example.com/index"}]}),
+            "resource claim default/c: constraint #0: distinctAttribute needs the DRAConsumableCapacity feature, which this scheduler does not implement",
+        ),
+    ];
+    for (devices, want) in cases {
+        let (pl, _) = plugin();
+        let snap = snapshot(objects(vec![claim("c", devices)]));
+        let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
+        let (_, st) = pl.pre_filter(&mut CycleState::new(), &p, &snap);
+        assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, want.to_string()));
+    }
+}
+
+#[test]
+fn tainted_devices_are_never_picked() {
+    let devices = json!([{"name": "tainted", "taints": [{"key": "bad", "effect": "NoSchedule"}]}, {"name": "clean"}]);
+    let got = allocate(&[slice("n1", Some("n1"), 1, 1, devices)], &[], &[claim("c", exactly("gpu", json!({})))], "n1");
+    assert_eq!(got, Ok(Some(vec![vec!["clean".to_string()]])));
+}
+
+#[test]
+fn post_filter_deallocates_a_claim_allocated_elsewhere_that_no_other_pod_uses() {
+    let (pl, cluster) = plugin();
+    let mut c = (*claim("a", exactly("gpu", json!({})))).clone();
+    c.status = Some(
+        serde_json::from_value(json!({"allocation": {"devices": {"results": [
+            {"request": "req-0", "driver": DRIVER, "pool": "n1", "device": "n1-gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}))
+        .unwrap(),
+    );
+    let o = objects(vec![Arc::new(c)]);
+    cluster.set_objects(o.clone());
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
+    let mut state = CycleState::new();
+    pl.pre_filter(&mut state, &p, &snapshot(o));
+    assert_eq!(pl.filter(&state, &p, &n("n2")).message(), ERR_REASON_NOT_AVAILABLE);
+    let (_, st) = pl.post_filter(&state, &p, &NodeToStatus::new(), &NoHandle);
+    assert_eq!((st.code(), st.message()), (Code::Unschedulable, "deallocation of ResourceClaim completed".to_string()));
+    assert!(cluster.writes().iter().all(|w| !matches!(w, crate::cluster::memory::Write::AllocateClaim { .. })));
+}

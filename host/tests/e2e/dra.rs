@@ -1,0 +1,93 @@
+//! Dynamic resource allocation on a real API server: a ResourceSlice offers a device on one node; a pod's
+//! ResourceClaim asks for one device of a DeviceClass (a CEL selector on the driver and an attribute). The scheduler
+//! allocates it, writes the allocation and the pod's reservation on the claim, and binds the pod to the node that
+//! has the device. This control plane runs no DRA driver, nor kubelets: nothing prepares the device, which the
+//! scheduler does not wait for.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use super::{free_port, https_get, wait_until, write_profile, ControlPlane, Kube, Scheduler};
+
+const NS: &str = "e2e-dra";
+const SCHEDULER: &str = "dra-scheduler";
+const DRIVER: &str = "gpu.e2e.example";
+
+fn create<K>(k: &Kube, api: &Api<K>, v: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let o: K = serde_json::from_value(v).unwrap();
+    k.rt.block_on(api.create(&PostParams::default(), &o)).unwrap()
+}
+
+pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node(
+    cp: &ControlPlane,
+    k: &Kube,
+    work: &Path,
+) {
+    k.namespace(NS);
+    k.node("dra-a", json!({"e2e": "dra"}));
+    k.node("dra-b", json!({"e2e": "dra"}));
+    let classes: Api<DeviceClass> = Api::all(k.client.clone());
+    create(
+        k,
+        &classes,
+        json!({"metadata": {"name": "e2e-gpu"}, "spec": {"selectors": [{"cel": {"expression":
+            format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\"")}}]}}),
+    );
+    let slices: Api<ResourceSlice> = Api::all(k.client.clone());
+    create(
+        k,
+        &slices,
+        json!({"metadata": {"name": "dra-b-gpus"}, "spec": {"driver": DRIVER, "nodeName": "dra-b",
+            "pool": {"name": "dra-b", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": "gpu-0", "attributes": {"model": {"string": "T4"}}},
+                {"name": "gpu-1", "attributes": {"model": {"string": "A100"}}}]}}),
+    );
+    let claims: Api<ResourceClaim> = Api::namespaced(k.client.clone(), NS);
+    create(
+        k,
+        &claims,
+        json!({"metadata": {"name": "gpu"}, "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "e2e-gpu"}}]}}}),
+    );
+
+    let profile = write_profile(work, "dra.yaml", &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
+    let port = free_port();
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("dra.log"));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
+    let pod = create(
+        k,
+        &pods,
+        json!({"metadata": {"name": "trainer"}, "spec": {"schedulerName": SCHEDULER,
+            "nodeSelector": {"e2e": "dra"},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+            "containers": [{"name": "c", "image": "registry.invalid/pause",
+                "resources": {"claims": [{"name": "gpu"}]}}]}}),
+    );
+    assert_eq!(k.wait_bound(NS, "trainer"), "dra-b", "only dra-b has the device:\n{}", s.log());
+
+    let claim = k.rt.block_on(claims.get("gpu")).unwrap();
+    let status = claim.status.expect("the claim has a status");
+    let results = status.allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
+    let devices: Vec<(&str, &str, &str)> =
+        results.iter().map(|r| (r.driver.as_str(), r.pool.as_str(), r.device.as_str())).collect();
+    assert_eq!(devices, [(DRIVER, "dra-b", "gpu-1")], "the A100, not the T4");
+    let reserved = status.reserved_for.unwrap_or_default();
+    assert_eq!(reserved.len(), 1, "{reserved:?}");
+    assert_eq!((reserved[0].resource.as_str(), reserved[0].name.as_str()), ("pods", "trainer"));
+    assert_eq!(Some(reserved[0].uid.as_str()), pod.metadata.uid.as_deref());
+    assert!(
+        claim.metadata.finalizers.unwrap_or_default().iter().any(|f| f == "resource.kubernetes.io/delete-protection"),
+        "the allocated claim is protected from deletion"
+    );
+}
