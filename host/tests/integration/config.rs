@@ -87,7 +87,7 @@ fn errors_name_file_and_field_in_one_line() {
         (format!("{HEAD}profiles:\n- schedulerName: a\n- schedulerName: a\n"), "sched.yaml: profiles[1].schedulerName: duplicate profile"),
         ("apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n".to_string(), "sched.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 is not supported; this scheduler reads kubescheduler.config.k8s.io/v1"),
         (format!("{HEAD}profiles:\n- pluginConfig:\n  - name: Nope\n    args: {{}}\n"), "sched.yaml: profiles[0].pluginConfig[0].name: unknown plugin \"Nope\""),
-        (format!("{HEAD}profiles:\n- plugins:\n    filter:\n      enabled: [{{name: DynamicResources}}]\n"), "is an upstream plugin this scheduler does not implement"),
+        (format!("{HEAD}profiles:\n- plugins:\n    filter:\n      enabled: [{{name: GCEPDLimits}}]\n"), "is an upstream plugin this scheduler does not implement"),
         (format!("{HEAD}leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 10s\n"), "sched.yaml: leaderElection.leaseDuration: must be greater than renewDeadline"),
         (format!("{HEAD}profiles:\n- schedulerName: a\n  plugins:\n    queueSort:\n      enabled: [{{name: Other}}]\n"), "unknown plugin \"Other\""),
     ];
