@@ -521,7 +521,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let req = author::NewProject { name, language, points, dir };
             author::new_project(&req).map_err(bad)?;
-            let points: Vec<&str> = req.points.iter().map(|p| p.as_str()).collect();
+            let points: Vec<&str> = req.points.iter().map(|p| p.wit_interface()).collect();
             println!(
                 "created {} in {} ({}, serving {}): build it with `kube-wasm-scheduler plugin build {}`, try it with `kube-wasm-scheduler plugin test {}`",
                 author::plugin_name(&req.name),

@@ -133,80 +133,22 @@ impl Language {
     }
 }
 
-/// The extension points of the scheduling framework a plugin can serve, named as in the contract (`wit/points.wit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Point {
-    /// PreEnqueue.
-    PreEnqueue,
-    /// QueueSort.
-    QueueSort,
-    /// PreFilter (with AddPod and RemovePod).
-    PreFilter,
-    /// Filter.
-    Filter,
-    /// PostFilter.
-    PostFilter,
-    /// PreScore.
-    PreScore,
-    /// Score (with NormalizeScore).
-    Score,
-    /// Reserve (with Unreserve).
-    Reserve,
-    /// Permit.
-    Permit,
-    /// PreBind.
-    PreBind,
-    /// Bind.
-    Bind,
-    /// PostBind.
-    PostBind,
-}
+/// The extension points a plugin can serve: the framework's own list, named on the command line as in the
+/// contract (`pre-filter`).
+pub use crate::framework::ExtensionPoint as Point;
 
+/// What the author's commands need of an extension point beyond the framework's names.
 impl Point {
-    /// Every point, in the order of a scheduling cycle.
-    pub const ALL: [Point; 12] = [
-        Point::PreEnqueue,
-        Point::QueueSort,
-        Point::PreFilter,
-        Point::Filter,
-        Point::PostFilter,
-        Point::PreScore,
-        Point::Score,
-        Point::Reserve,
-        Point::Permit,
-        Point::PreBind,
-        Point::Bind,
-        Point::PostBind,
-    ];
-
-    /// The contract's interface name (`pre-filter`), which `--points` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Point::PreEnqueue => "pre-enqueue",
-            Point::QueueSort => "queue-sort",
-            Point::PreFilter => "pre-filter",
-            Point::Filter => "filter",
-            Point::PostFilter => "post-filter",
-            Point::PreScore => "pre-score",
-            Point::Score => "score",
-            Point::Reserve => "reserve",
-            Point::Permit => "permit",
-            Point::PreBind => "pre-bind",
-            Point::Bind => "bind",
-            Point::PostBind => "post-bind",
-        }
-    }
-
     /// The name the SDK's `export!` takes (`pre_filter`).
     pub fn rust_name(self) -> String {
-        self.as_str().replace('-', "_")
+        self.wit_interface().replace('-', "_")
     }
 
     /// One point by its contract name, its SDK name or upstream's (`pre-filter`, `pre_filter`, `PreFilter`).
     pub fn parse(s: &str) -> Option<Point> {
         let squash = |s: &str| s.chars().filter(|c| *c != '-' && *c != '_').collect::<String>().to_ascii_lowercase();
         let want = squash(s.trim());
-        Point::ALL.into_iter().find(|p| squash(p.as_str()) == want)
+        Point::ALL.into_iter().find(|p| squash(p.wit_interface()) == want)
     }
 
     /// `--points` for `lang`: a comma-separated list (none given: Filter and Score). Each point once, in cycle
@@ -219,13 +161,13 @@ impl Point {
                 AuthorError::Points(format!(
                     "unknown extension point {:?} (known: {})",
                     item.trim(),
-                    Point::ALL.map(Point::as_str).join(", ")
+                    Point::ALL.map(Point::wit_interface).join(", ")
                 ))
             })?;
             if !lang.points().contains(&p) {
                 return Err(AuthorError::Points(format!(
                     "{} is not served by {} plugins, whose glue implements the world filter-score-plugin (points: filter,score); the Rust SDK serves any mix",
-                    p.as_str(),
+                    p.wit_interface(),
                     lang.as_str()
                 )));
             }
@@ -360,7 +302,8 @@ mod tests {
 
     #[test]
     fn points() {
-        let all = |s: &str, l| Point::parse_list(Some(s), l).map(|v| v.iter().map(|p| p.as_str()).collect::<Vec<_>>());
+        let all =
+            |s: &str, l| Point::parse_list(Some(s), l).map(|v| v.iter().map(|p| p.wit_interface()).collect::<Vec<_>>());
         assert_eq!(Point::parse_list(None, Language::C).unwrap(), [Point::Filter, Point::Score]);
         assert_eq!(all("score, PreFilter,filter,score", Language::Rust).unwrap(), ["pre-filter", "filter", "score"]);
         assert_eq!(all("post_bind", Language::Rust).unwrap(), ["post-bind"]);

@@ -150,7 +150,7 @@ fn render(req: &NewProject) -> Vec<(String, String)> {
             )
         }
     };
-    let points: Vec<&str> = req.points.iter().map(|p| p.as_str()).collect();
+    let points: Vec<&str> = req.points.iter().map(|p| p.wit_interface()).collect();
     let readme = subst(README)
         .replace("{{Language}}", language_title(req.language))
         .replace("{{lang}}", req.language.as_str())

@@ -17,6 +17,7 @@ use kube::api::ObjectMeta;
 
 use super::ClusterError;
 use crate::framework::ClusterObjects;
+use crate::plugins::storage_helpers::claim_class;
 
 /// The claim annotation the PersistentVolume controller sets once it has bound the claim.
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
@@ -160,7 +161,7 @@ impl VolumeStore {
     /// A new volume for a claim with a selected node whose class has a provisioner: answers its name and the node.
     fn provision(&mut self, claim: &PersistentVolumeClaim) -> Option<(String, String)> {
         let node = claim.metadata.annotations.as_ref()?.get(ANN_SELECTED_NODE)?.clone();
-        let class_name = claim_class(claim)?;
+        let class_name = claim_class(claim).to_string();
         let class = self.objects.storage_classes.get(&class_name)?.clone();
         if class.provisioner.is_empty() || class.provisioner == NO_PROVISIONER {
             return None;
@@ -253,16 +254,6 @@ impl VolumeStore {
 /// The volume a claim is bound to, if any.
 pub fn claim_volume(claim: &PersistentVolumeClaim) -> Option<&str> {
     claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()).filter(|n| !n.is_empty())
-}
-
-/// A claim's StorageClass name: the beta annotation first, then `spec.storageClassName` (upstream
-/// `GetPersistentVolumeClaimClass`); `None` for "no class".
-pub fn claim_class(claim: &PersistentVolumeClaim) -> Option<String> {
-    let annotated = claim.metadata.annotations.as_ref().and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"));
-    annotated
-        .cloned()
-        .or_else(|| claim.spec.as_ref().and_then(|s| s.storage_class_name.clone()))
-        .filter(|c| !c.is_empty())
 }
 
 /// A reference to the claim, as a volume's claimRef.

@@ -46,6 +46,27 @@ pub enum EventResource {
     DeviceClass,
 }
 
+impl EventResource {
+    /// Every kind, in declaration order.
+    pub const ALL: [EventResource; 12] = {
+        use EventResource::*;
+        [
+            AssignedPod,
+            UnscheduledPod,
+            Node,
+            Volume,
+            Other,
+            StorageClass,
+            CSINode,
+            CSIDriver,
+            CSIStorageCapacity,
+            ResourceClaim,
+            ResourceSlice,
+            DeviceClass,
+        ]
+    };
+}
+
 /// What happened to the object (a bit set).
 pub mod action {
     /// Created.
@@ -90,8 +111,8 @@ impl ClusterEvent {
     /// or `UnschedulablePodUpdate`. Every mix of update bits is `Update`, and several actions at once `All`;
     /// volume events (PersistentVolumes and their claims alike) read `PersistentVolume`, other objects `*`.
     pub fn label(&self) -> &'static str {
-        use EventResource::*;
-        const LABELS: [[&str; 4]; 12] = [
+        // In the order of `EventResource`'s variants.
+        const LABELS: [[&str; 4]; EventResource::ALL.len()] = [
             ["AssignedPodAdd", "AssignedPodDelete", "AssignedPodUpdate", "AssignedPodAll"],
             ["UnschedulablePodAdd", "UnschedulablePodDelete", "UnschedulablePodUpdate", "UnschedulablePodAll"],
             ["NodeAdd", "NodeDelete", "NodeUpdate", "NodeAll"],
@@ -105,49 +126,18 @@ impl ClusterEvent {
             ["ResourceSliceAdd", "ResourceSliceDelete", "ResourceSliceUpdate", "ResourceSliceAll"],
             ["DeviceClassAdd", "DeviceClassDelete", "DeviceClassUpdate", "DeviceClassAll"],
         ];
-        let resource = match self.resource {
-            AssignedPod => 0,
-            UnscheduledPod => 1,
-            Node => 2,
-            Volume => 3,
-            Other => 4,
-            StorageClass => 5,
-            CSINode => 6,
-            CSIDriver => 7,
-            CSIStorageCapacity => 8,
-            ResourceClaim => 9,
-            ResourceSlice => 10,
-            DeviceClass => 11,
-        };
         let act = match self.actions {
             action::ADD => 0,
             action::DELETE => 1,
             a if a & !action::UPDATE == 0 => 2,
             _ => 3,
         };
-        LABELS[resource][act]
+        LABELS[self.resource as usize][act]
     }
 
     /// Interest in every event.
     pub fn all() -> Vec<ClusterEvent> {
-        use EventResource::*;
-        [
-            AssignedPod,
-            UnscheduledPod,
-            Node,
-            Volume,
-            Other,
-            StorageClass,
-            CSINode,
-            CSIDriver,
-            CSIStorageCapacity,
-            ResourceClaim,
-            ResourceSlice,
-            DeviceClass,
-        ]
-        .into_iter()
-        .map(|r| ClusterEvent::new(r, action::ALL))
-        .collect()
+        EventResource::ALL.into_iter().map(|r| ClusterEvent::new(r, action::ALL)).collect()
     }
 }
 
@@ -544,4 +534,16 @@ pub trait BindPlugin: Plugin {
 pub trait PostBindPlugin: Plugin {
     /// Called once the pod is bound.
     fn post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+}
+
+#[cfg(test)]
+mod resource_order_tests {
+    use super::*;
+
+    #[test]
+    fn every_resource_is_listed_in_declaration_order() {
+        for (i, r) in EventResource::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "{r:?}");
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! Storage helpers shared by the volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeZone), after
+//! Storage helpers shared by the volume plugins (VolumeBinding, VolumeRestrictions, NodeVolumeLimits, VolumeZone) and the
+//! simulator's volume controllers, after
 //! upstream's `component-helpers/storage/volume` and `component-helpers/storage/ephemeral` and the listers'
 //! not-found errors, whose wording users see in rejection reasons.
 

@@ -24,16 +24,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIStorageCapacity, StorageClass};
 use serde::Deserialize;
 
 use crate::cluster::volumes::{
-    claim_class, claim_ref, claim_volume, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
-    NO_PROVISIONER,
+    claim_ref, claim_volume, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, NO_PROVISIONER,
 };
 use crate::config::check_go_seconds;
-use crate::framework::labels::{CompiledNodeSelector, Labels, Selector};
+use crate::framework::labels::{no_labels, CompiledNodeSelector, Labels, Selector};
 use crate::framework::quantity::Quantity;
 use crate::framework::{
     action, ClusterClient, ClusterEvent, ClusterObjects, CycleState, EventResource, FilterPlugin, Listers, NodeInfo,
@@ -42,6 +41,10 @@ use crate::framework::{
 use crate::plugins::helper::{aggregate, decode, invalid, ArgsError};
 use crate::plugins::node_affinity::compile_node_selector_lenient;
 use crate::plugins::node_resources::fit::UtilizationShapePoint;
+use crate::plugins::storage_helpers::{
+    claim_class, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
+    BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PVC,
+};
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "VolumeBinding";
@@ -58,7 +61,6 @@ pub const ERR_REASON_NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free 
 pub const ERR_REASON_PV_NOT_EXIST: &str = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 
 const PHASE_LOST: &str = "Lost";
-const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
 /// Upstream's default `bindTimeoutSeconds`.
 const DEFAULT_BIND_TIMEOUT_SECONDS: i64 = 600;
 /// How often PreBind looks at the binding's progress (upstream polls each second).
@@ -80,6 +82,28 @@ struct StaticBinding {
     pvc: Arc<PersistentVolumeClaim>,
 }
 
+/// A volume a delayed claim may bind to, with what Filter checks on every node worked out once in PreFilter.
+#[derive(Debug, Clone)]
+struct Candidate {
+    pv: Arc<PersistentVolume>,
+    /// `capacity.storage` (absent: `None`, which orders first, as zero).
+    capacity: Option<Quantity>,
+    /// The volume's required node affinity.
+    affinity: Option<CompiledNodeSelector>,
+}
+
+impl Candidate {
+    fn new(pv: Arc<PersistentVolume>) -> Candidate {
+        let spec = pv.spec.as_ref();
+        let required = spec.and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref());
+        Candidate {
+            capacity: storage(spec.and_then(|s| s.capacity.as_ref())),
+            affinity: required.map(compile_node_selector_lenient),
+            pv,
+        }
+    }
+}
+
 /// What binding the pod's unbound claims on one node takes (upstream `PodVolumes`).
 #[derive(Debug, Clone, Default)]
 struct PodVolumes {
@@ -99,7 +123,7 @@ struct StateInner {
     /// Unbound claims of `WaitForFirstConsumer` classes.
     delayed: Vec<Arc<PersistentVolumeClaim>>,
     /// The volumes of each of their classes.
-    pvs_by_class: HashMap<String, Vec<Arc<PersistentVolume>>>,
+    pvs_by_class: HashMap<String, Vec<Candidate>>,
     /// Filter's choice per feasible node.
     by_node: Mutex<HashMap<String, PodVolumes>>,
     /// Set by Reserve: nothing is left to bind.
@@ -155,17 +179,6 @@ fn claim_key(pvc: &PersistentVolumeClaim) -> String {
     format!("{}/{}", pvc.metadata.namespace.as_deref().unwrap_or(""), pvc.metadata.name.as_deref().unwrap_or(""))
 }
 
-/// The claim name a volume uses, and whether it is a generic ephemeral volume (claim `<pod>-<volume>`).
-fn volume_claim(pod: &PodInfo, v: &Volume) -> Option<(String, bool)> {
-    if let Some(c) = &v.persistent_volume_claim {
-        Some((c.claim_name.clone(), false))
-    } else if v.ephemeral.is_some() {
-        Some((format!("{}-{}", pod.name, v.name), true))
-    } else {
-        None
-    }
-}
-
 /// Upstream `podHasPVCs` checks on one claim; `Err` is the UnschedulableAndUnresolvable reason.
 fn check_claim(
     pod: &PodInfo,
@@ -177,7 +190,7 @@ fn check_claim(
         return Err(if ephemeral {
             format!("waiting for ephemeral volume controller to create the persistentvolumeclaim {name:?}")
         } else {
-            format!("persistentvolumeclaim {name:?} not found")
+            not_found(RESOURCE_PVC, name)
         });
     };
     let volume_name = pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref()).unwrap_or("");
@@ -188,14 +201,7 @@ fn check_claim(
         return Err(format!("persistentvolumeclaim {name:?} is being deleted"));
     }
     if ephemeral {
-        let pod_uid = pod.pod.metadata.uid.as_deref().unwrap_or("");
-        let controller = pvc.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true));
-        if controller.is_none_or(|r| r.uid != pod_uid) {
-            return Err(format!(
-                "PVC {}/{name} was not created for pod {}/{} (pod is not owner)",
-                pod.namespace, pod.namespace, pod.name
-            ));
-        }
+        ephemeral_claim_is_for_pod(pod, &pvc)?;
     }
     Ok(pvc)
 }
@@ -209,7 +215,7 @@ fn volume_class(pv: &PersistentVolume) -> &str {
 /// Whether the class binds a claim only once a pod using it is scheduled. A claim of a class that does not
 /// exist binds at once (upstream `IsDelayBindingMode`).
 fn delays_binding(class: Option<&StorageClass>) -> bool {
-    class.and_then(|c| c.volume_binding_mode.as_deref()) == Some(WAIT_FOR_FIRST_CONSUMER)
+    class.and_then(|c| c.volume_binding_mode.as_deref()) == Some(BINDING_WAIT_FOR_FIRST_CONSUMER)
 }
 
 /// `requests.storage` of a claim, `capacity.storage` of a volume (absent or unreadable: zero).
@@ -242,70 +248,74 @@ fn volume_bound_to(pv: &PersistentVolume, pvc: &PersistentVolumeClaim) -> bool {
 /// affinity admits the node, else the smallest available one of the claim's class that fits.
 fn find_matching_volume(
     pvc: &PersistentVolumeClaim,
-    pvs: &[Arc<PersistentVolume>],
+    candidates: &[Candidate],
     labels: &Labels,
     excluded: &HashMap<String, ()>,
 ) -> Result<Option<Arc<PersistentVolume>>, String> {
-    let spec = pvc.spec.clone().unwrap_or_default();
+    let spec = pvc.spec.as_ref();
     // Absent reads as zero: `None` orders first.
     let requested = claim_request(pvc);
-    let class = claim_class(pvc).unwrap_or_default();
-    let selector = match &spec.selector {
+    let class = claim_class(pvc);
+    let selector = match spec.and_then(|s| s.selector.as_ref()) {
         Some(s) => Some(
             Selector::from_label_selector(s)
                 .map_err(|e| format!("error creating internal label selector for claim: {}: {e}", claim_key(pvc)))?,
         ),
         None => None,
     };
-    let mode = |m: Option<&String>| m.map_or("Filesystem".to_string(), Clone::clone);
-    let mut best: Option<(Arc<PersistentVolume>, Option<Quantity>)> = None;
-    for pv in pvs {
-        let name = pv.metadata.name.as_deref().unwrap_or("");
-        if excluded.contains_key(name) {
+    let claim_mode = mode(spec.and_then(|s| s.volume_mode.as_ref()));
+    let claim_vac = spec.and_then(|s| s.volume_attributes_class_name.as_deref()).unwrap_or("");
+    let claim_modes = spec.and_then(|s| s.access_modes.as_deref()).unwrap_or(&[]);
+    let mut best: Option<&Candidate> = None;
+    for c in candidates {
+        let pv = &c.pv;
+        if excluded.contains_key(pv.metadata.name.as_deref().unwrap_or("")) {
             continue;
         }
-        let pv_spec = pv.spec.clone().unwrap_or_default();
+        let pv_spec = pv.spec.as_ref();
         let bound_here = volume_bound_to(pv, pvc);
-        if pv_spec.claim_ref.is_some() && !bound_here {
+        if pv_spec.is_some_and(|s| s.claim_ref.is_some()) && !bound_here {
             continue;
         }
-        let capacity = storage(pv_spec.capacity.as_ref());
-        if capacity < requested {
+        if c.capacity < requested {
             continue;
         }
-        if mode(spec.volume_mode.as_ref()) != mode(pv_spec.volume_mode.as_ref()) {
+        if claim_mode != mode(pv_spec.and_then(|s| s.volume_mode.as_ref())) {
             continue;
         }
-        if spec.volume_attributes_class_name.as_deref().unwrap_or("")
-            != pv_spec.volume_attributes_class_name.as_deref().unwrap_or("")
-        {
+        if claim_vac != pv_spec.and_then(|s| s.volume_attributes_class_name.as_deref()).unwrap_or("") {
             continue;
         }
         if pv.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let fits = volume_fits_node(pv, labels);
+        let fits = c.affinity.as_ref().is_none_or(|sel| sel.matches("", labels));
         if bound_here {
             return Ok(fits.then(|| pv.clone()));
         }
         if pv.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Available") {
             continue;
         }
-        if selector.as_ref().is_some_and(|s| !s.matches(pv.metadata.labels.as_ref().unwrap_or(&Labels::new()))) {
+        if selector.as_ref().is_some_and(|s| !s.matches(pv.metadata.labels.as_ref().unwrap_or(no_labels()))) {
             continue;
         }
         if volume_class(pv) != class || !fits {
             continue;
         }
-        let modes = pv_spec.access_modes.unwrap_or_default();
-        if !spec.access_modes.iter().flatten().all(|m| modes.contains(m)) {
+        let modes = pv_spec.and_then(|s| s.access_modes.as_deref()).unwrap_or(&[]);
+        if !claim_modes.iter().all(|m| modes.contains(m)) {
             continue;
         }
-        if best.as_ref().is_none_or(|(_, q)| *q > capacity) {
-            best = Some((pv.clone(), capacity));
+        if best.is_none_or(|b| b.capacity > c.capacity) {
+            best = Some(c);
         }
     }
-    Ok(best.map(|(pv, _)| pv))
+    Ok(best.map(|c| c.pv.clone()))
+}
+
+/// A volume mode, `Filesystem` when unset (upstream `CheckVolumeModeMismatches`).
+fn mode(m: Option<&String>) -> &str {
+    m.map_or("Filesystem", String::as_str)
 }
 
 /// Whether a node's labels match a class's `allowedTopologies` (any term; none: every node).
@@ -338,10 +348,11 @@ fn check_volume_provisions(
 ) -> Result<Provisions, String> {
     let refused = |satisfied, sufficient| Ok(Provisions { satisfied, sufficient, claims: Vec::new() });
     for claim in &claims {
-        let Some(class_name) = claim_class(claim) else {
+        let class_name = claim_class(claim);
+        if class_name.is_empty() {
             return Err(format!("no class for claim {:?}", claim_key(claim)));
-        };
-        let Some(class) = objects.storage_classes.get(&class_name) else {
+        }
+        let Some(class) = objects.storage_classes.get(class_name) else {
             return Err(format!("failed to find storage class {class_name:?}"));
         };
         if class.provisioner.is_empty() || class.provisioner == NO_PROVISIONER {
@@ -467,8 +478,7 @@ impl VolumeBinding {
     /// Whether every claim of the pod is bound, as far as this scheduler knows.
     fn pod_volumes_bound(&self, pod: &PodInfo, objects: &ClusterObjects) -> bool {
         let cache = self.cache();
-        let volumes = pod.pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
-        volumes.iter().filter_map(|v| volume_claim(pod, v)).all(|(name, _)| {
+        pod_volumes(pod).iter().filter_map(|v| volume_claim_name(pod, v)).all(|(name, _)| {
             cache.pvc(objects, &format!("{}/{name}", pod.namespace)).is_some_and(|c| claim_volume(&c).is_some())
         })
     }
@@ -567,7 +577,7 @@ impl Plugin for VolumeBinding {
 
 impl PreFilterPlugin for VolumeBinding {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status) {
-        let volumes = pod.pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+        let volumes = pod_volumes(pod);
         if pod.pvc_names.is_empty() && !volumes.iter().any(|v| v.ephemeral.is_some()) {
             state.write(NAME, State::default());
             return (None, Status::skip());
@@ -576,7 +586,7 @@ impl PreFilterPlugin for VolumeBinding {
         let cache = self.cache();
         let mut claims = Vec::new();
         for v in volumes {
-            let Some((name, ephemeral)) = volume_claim(pod, v) else { continue };
+            let Some((name, ephemeral)) = volume_claim_name(pod, v) else { continue };
             match check_claim(pod, cache.pvc(objects, &format!("{}/{name}", pod.namespace)), &name, ephemeral) {
                 Ok(pvc) => claims.push(pvc),
                 Err(reason) => return (None, Status::unresolvable(reason)),
@@ -598,11 +608,10 @@ impl PreFilterPlugin for VolumeBinding {
                 continue;
             }
             let class = claim_class(&pvc);
-            if !delays_binding(class.as_deref().and_then(|c| objects.storage_classes.get(c)).map(|c| &**c)) {
+            if !delays_binding(objects.storage_classes.get(class).map(|c| &**c)) {
                 return (None, Status::unresolvable(ERR_REASON_UNBOUND_IMMEDIATE));
             }
-            let class = class.unwrap_or_default();
-            inner.pvs_by_class.entry(class).or_insert_with_key(|class| {
+            inner.pvs_by_class.entry(class.to_string()).or_insert_with_key(|class| {
                 let mut pvs: Vec<Arc<PersistentVolume>> = objects
                     .pvs
                     .keys()
@@ -610,7 +619,7 @@ impl PreFilterPlugin for VolumeBinding {
                     .filter(|pv| volume_class(pv) == class)
                     .collect();
                 pvs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-                pvs
+                pvs.into_iter().map(Candidate::new).collect()
             });
             inner.delayed.push(pvc);
         }
@@ -662,7 +671,7 @@ impl FilterPlugin for VolumeBinding {
                 to_match.sort_by_key(|c| claim_request(c));
                 let mut chosen = HashMap::new();
                 for claim in to_match {
-                    let pvs = s.pvs_by_class.get(&claim_class(&claim).unwrap_or_default()).map_or(&[][..], |v| v);
+                    let pvs = s.pvs_by_class.get(claim_class(&claim)).map_or(&[][..], |v| v);
                     match find_matching_volume(&claim, pvs, labels, &chosen) {
                         Err(e) => return Status::error(e),
                         Ok(Some(pv)) => {

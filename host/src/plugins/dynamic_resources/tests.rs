@@ -436,16 +436,22 @@ fn pre_bind_writes_allocation_and_reservation() {
     assert_eq!(pl.filter(&s2, &q, &n("n2")).message(), ERR_REASON_CANNOT_ALLOCATE);
 }
 
-#[test]
-fn an_allocated_claim_keeps_the_pod_on_its_node() {
-    let (pl, _) = plugin();
-    let mut c = (*claim("a", exactly("gpu", json!({})))).clone();
+/// Claim `name` asking for one GPU, allocated n1's first GPU and pinned to n1.
+fn allocated_on_n1(name: &str) -> ResourceClaim {
+    let mut c = (*claim(name, exactly("gpu", json!({})))).clone();
     c.status = Some(
         serde_json::from_value(json!({"allocation": {"devices": {"results": [
             {"request": "req-0", "driver": DRIVER, "pool": "n1", "device": "n1-gpu-0"}]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}))
         .unwrap(),
     );
+    c
+}
+
+#[test]
+fn an_allocated_claim_keeps_the_pod_on_its_node() {
+    let (pl, _) = plugin();
+    let c = allocated_on_n1("a");
     let snap = snapshot(objects(vec![Arc::new(c)]));
     let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
     let mut state = CycleState::new();
@@ -493,13 +499,7 @@ fn tainted_devices_are_never_picked() {
 #[test]
 fn post_filter_deallocates_a_claim_allocated_elsewhere_that_no_other_pod_uses() {
     let (pl, cluster) = plugin();
-    let mut c = (*claim("a", exactly("gpu", json!({})))).clone();
-    c.status = Some(
-        serde_json::from_value(json!({"allocation": {"devices": {"results": [
-            {"request": "req-0", "driver": DRIVER, "pool": "n1", "device": "n1-gpu-0"}]},
-            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}))
-        .unwrap(),
-    );
+    let c = allocated_on_n1("a");
     let o = objects(vec![Arc::new(c)]);
     cluster.set_objects(o.clone());
     let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
