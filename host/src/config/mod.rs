@@ -84,6 +84,9 @@ pub struct ProfileConfig {
     pub plugins: Plugins,
     /// Plugin name → args.
     pub plugin_args: BTreeMap<String, serde_json::Value>,
+    /// The profile that decides beside this one and never acts (see [`KubeSchedulerProfile::shadow`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<String>,
 }
 
 /// The configuration ready to use; serialized (camelCase, Go durations) for `/configz` and `--write-config-to`.
@@ -294,8 +297,10 @@ fn complete(
             percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
             plugins: merge_plugins(&default_plugins(), &user),
             plugin_args,
+            shadow: p.shadow,
         });
     }
+    check_shadows(&profiles).map_err(|(f, m)| err(f, m))?;
     check_common_queue_sort(&profiles).map_err(|(f, m)| err(f, m))?;
     extenders::apply_ignored_resources(&extenders, &mut profiles);
 
@@ -452,6 +457,26 @@ fn native_args(name: &str, args: Option<serde_json::Value>) -> Result<serde_json
 
 /// Pods of every profile share one queue, so all profiles must order it the same way: the same queue-sort
 /// plugins and, for the first profile's, the same args (upstream's `validateCommonQueueSort`).
+/// A shadow names another profile of the file, not itself, and one that has no shadow of its own: a shadow only
+/// decides, so a chain would never be compared with anything that acts.
+fn check_shadows(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
+    for (i, p) in profiles.iter().enumerate() {
+        let Some(name) = p.shadow.as_deref() else { continue };
+        let field = format!("profiles[{i}].shadow");
+        let Some(target) = profiles.iter().find(|q| q.scheduler_name == name) else {
+            let names: Vec<&str> = profiles.iter().map(|q| q.scheduler_name.as_str()).collect();
+            return Err((field, format!("no profile with schedulerName {name:?} (profiles: {})", names.join(", "))));
+        };
+        if target.scheduler_name == p.scheduler_name {
+            return Err((field, "a profile cannot be its own shadow".into()));
+        }
+        if target.shadow.is_some() {
+            return Err((field, format!("profile {name:?} has a shadow of its own; a shadow cannot have one")));
+        }
+    }
+    Ok(())
+}
+
 fn check_common_queue_sort(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
     let qs0 = queue_sort_names(&profiles[0].plugins);
     let args0 = qs0.first().and_then(|n| profiles[0].plugin_args.get(n));
@@ -608,6 +633,11 @@ mod tests {
             ("profiles: [{schedulerName: a}, {schedulerName: a}]\n", Some("profiles[1].schedulerName: duplicate profile with schedulerName \"a\" (profiles[0])")),
             ("profiles: [{schedulerName: a}, {schedulerName: b, pluginConfig: [{name: PrioritySort, args: {x: 1}}]}]\n", Some("profiles[1].pluginConfig: args of queue sort plugin \"PrioritySort\" must be the same")),
             ("profiles: [{pluginConfig: [{name: NodeName, args: {anything: 1}}]}]\n", None),
+            ("profiles: [{schedulerName: a, shadow: b}, {schedulerName: b}]\n", None),
+            ("profiles: [{schedulerName: a, shadow: c}, {schedulerName: b}]\n", Some("profiles[0].shadow: no profile with schedulerName \"c\" (profiles: a, b)")),
+            ("profiles: [{schedulerName: a, shadow: a}]\n", Some("profiles[0].shadow: a profile cannot be its own shadow")),
+            ("profiles: [{schedulerName: a, shadow: b}, {schedulerName: b, shadow: c}, {schedulerName: c}]\n", Some("profiles[0].shadow: profile \"b\" has a shadow of its own")),
+            ("profiles: [{schedulerName: a, shadow: 7}]\n", Some("profiles[0].shadow: invalid type: integer")),
             ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: VolumeBindingArgs, apiVersion: kubescheduler.config.k8s.io/v1, bindTimeoutSeconds: 0}}]}]\n", None),
             ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: NodeAffinityArgs}}]}]\n", Some("profiles[0].pluginConfig[0].args.kind: args for plugin VolumeBinding must be of kind VolumeBindingArgs")),
             ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {apiVersion: kubescheduler.config.k8s.io/v1beta3}}]}]\n", Some("profiles[0].pluginConfig[0].args.apiVersion: expected kubescheduler.config.k8s.io/v1")),

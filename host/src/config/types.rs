@@ -58,6 +58,11 @@ pub struct KubeSchedulerProfile {
     /// Per-plugin arguments.
     #[serde(default)]
     pub plugin_config: Vec<PluginConfig>,
+    /// The schedulerName of another profile in this file that decides beside this one on every cycle and never
+    /// acts (a project extension, not in upstream's v1): its choices are compared with this profile's, and the
+    /// named profile serves no pods of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<String>,
 }
 
 /// Plugins enabled and disabled at each extension point.

@@ -298,6 +298,8 @@ pub struct SchedulerState {
     pub prioritizing_extenders: u64,
     /// Each extender's call counters (`kws_extender_requests_total`, `kws_extender_request_duration_seconds_total`).
     pub extender_calls: Vec<crate::extender::CallSample>,
+    /// Each serving profile's comparisons with its shadow (`kws_shadow_decisions_total`).
+    pub shadows: BTreeMap<String, crate::scheduler::Tally>,
 }
 
 impl SchedulerState {
@@ -320,6 +322,7 @@ impl SchedulerState {
             bindings: s.bindings_in_flight(),
             prioritizing_extenders: s.extenders().prioritizing(),
             extender_calls: s.extenders().samples(),
+            shadows: s.shadows().tallies(),
         }
     }
 }
@@ -431,6 +434,26 @@ impl SchedulerState {
                             ];
                             (labels, n as f64)
                         })
+                    })
+                    .collect(),
+            ),
+            scraped(
+                "kws_shadow_decisions_total",
+                "Scheduling cycles a shadow profile decided beside the serving profile, by result: agree (the serving node is among the shadow's best, or neither found a node), disagree, error (the shadow failed).",
+                MetricType::COUNTER,
+                self.shadows
+                    .iter()
+                    .flat_map(|(profile, t)| {
+                        [("agree", t.agree), ("disagree", t.disagree), ("error", t.error)].into_iter().map(
+                            move |(result, n)| {
+                                let labels = vec![
+                                    ("profile", profile.clone()),
+                                    ("result", result.to_string()),
+                                    ("shadow", t.shadow.clone()),
+                                ];
+                                (labels, n as f64)
+                            },
+                        )
                     })
                     .collect(),
             ),
@@ -598,6 +621,15 @@ mod tests {
                 failed: 1,
                 seconds: 0.5,
             }],
+            shadows: {
+                use crate::scheduler::{Decision, ShadowBook};
+                let book = ShadowBook::default();
+                let node = |n: &str| Decision::Node { host: n.into(), best: vec![n.into()] };
+                book.record("default-scheduler", "trial", "ns/a", &node("n1"), &node("n2"));
+                book.record("default-scheduler", "trial", "ns/b", &node("n1"), &node("n1"));
+                book.record("default-scheduler", "trial", "ns/c", &node("n1"), &node("n3"));
+                book.tallies()
+            },
         };
         (m, state)
     }
@@ -673,6 +705,9 @@ mod tests {
             r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="active"} 1"#,
             r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="unschedulable"} 1"#,
             r#"scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 1"#,
+            r#"kws_shadow_decisions_total{profile="default-scheduler",result="agree",shadow="trial"} 1"#,
+            r#"kws_shadow_decisions_total{profile="default-scheduler",result="disagree",shadow="trial"} 2"#,
+            r#"kws_shadow_decisions_total{profile="default-scheduler",result="error",shadow="trial"} 0"#,
             r#"scheduler_pending_pods{queue="active"} 4"#,
             r#"scheduler_pending_pods{queue="gated"} 0"#,
             r#"scheduler_cache_size{type="assumed_pods"} 1"#,

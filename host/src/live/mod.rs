@@ -129,14 +129,15 @@ async fn start_serving(
     let authz_client = review_client(opts.authorization.remote_kubeconfig.as_deref(), client).await?;
     let authn = Authenticator::new(&opts.authentication, Some(authn_client)).await?;
     let authz = Authorizer::new(&opts.authorization, Some(authz_client));
-    let (ready, scrape) = (live.clone(), live.clone());
+    let (ready, scrape, shadow) = (live.clone(), live.clone(), live.clone());
     let endpoints = Endpoints {
         ready: Box::new(move || ready.synced.load(Ordering::SeqCst)),
         metrics: Box::new(move || scrape.metrics.render(&scrape.scheduler)),
         configz: serde_json::json!({ "componentconfig": cfg }).to_string(),
+        shadow: Box::new(move || shadow.scheduler.shadows().to_json()),
     };
     let served = server::serve(&opts.serving, authn, authz, endpoints).await?;
-    tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz");
+    tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz /debug/shadow");
     Ok(())
 }
 

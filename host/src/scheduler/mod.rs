@@ -9,6 +9,7 @@ mod node_search;
 mod observer;
 mod profile;
 mod schedule_one;
+mod shadow;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,6 +19,7 @@ pub use clock::{Clock, RealClock, VirtualClock};
 pub use node_search::{num_feasible_nodes_to_find, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, MIN_FEASIBLE_NODES_TO_FIND};
 pub use observer::{AttemptResult, NoopObserver, Observer};
 pub use profile::{build_profiles, ProfileMap};
+pub use shadow::{Decision, Disagreement, ShadowBook, Tally, Verdict, RECENT_DISAGREEMENTS};
 
 use crate::cache::Cache;
 use crate::extender::Extenders;
@@ -96,6 +98,8 @@ pub struct Scheduler {
     extenders: Arc<Extenders>,
     /// Simulator: pods waiting at Permit, whose binding cycles run inline once decided.
     parked: Mutex<Vec<schedule_one::Parked>>,
+    /// How shadow profiles' decisions compared with the serving ones.
+    shadows: ShadowBook,
 }
 
 impl Scheduler {
@@ -131,6 +135,7 @@ impl Scheduler {
             next_start_node_index: AtomicUsize::new(0),
             extenders: Arc::new(Extenders::default()),
             parked: Mutex::new(Vec::new()),
+            shadows: ShadowBook::default(),
         }
     }
 
@@ -149,6 +154,11 @@ impl Scheduler {
     /// The HTTP extenders (their call counters, for the metrics).
     pub fn extenders(&self) -> &Extenders {
         &self.extenders
+    }
+
+    /// How shadow profiles' decisions compared with the serving ones (`/debug/shadow`, the metrics).
+    pub fn shadows(&self) -> &ShadowBook {
+        &self.shadows
     }
 
     /// Binding cycles still running.

@@ -1,7 +1,6 @@
 //! The node search (upstream's `findNodesThatPassFilters` and `numFeasibleNodesToFind`): Filter over the nodes in
 //! parallel rounds, starting where the last cycle stopped, until enough feasible nodes are found.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::Scheduler;
@@ -31,9 +30,10 @@ pub fn num_feasible_nodes_to_find(percentage_of_nodes_to_score: Option<i32>, num
 }
 
 impl Scheduler {
-    /// Filter across nodes: in parallel, in rounds, starting where the last cycle stopped, until enough feasible
-    /// nodes are found. Each plugin sees a whole chunk of nodes at once (one boundary crossing for a Wasm plugin).
-    /// Deterministic: the feasible set is the first `n` in rotated order. An Error status aborts the cycle.
+    /// Filter across nodes: in parallel, in rounds, starting at `start` (where the last cycle stopped), until
+    /// enough feasible nodes are found. Each plugin sees a whole chunk of nodes at once (one boundary crossing for
+    /// a Wasm plugin). Deterministic: the feasible set is the first `n` in rotated order. An Error status aborts
+    /// the cycle. Returns the feasible nodes and where the next search starts.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn find_nodes_that_pass_filters(
         &self,
@@ -42,16 +42,16 @@ impl Scheduler {
         pod: &PodInfo,
         snapshot: &Snapshot,
         nodes: &[Arc<NodeInfo>],
+        start: usize,
         diagnosis: &mut Diagnosis,
         mut trace: Option<&mut CycleTrace>,
-    ) -> Result<Vec<Arc<NodeInfo>>, Status> {
+    ) -> Result<(Vec<Arc<NodeInfo>>, usize), Status> {
         let n = nodes.len();
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), start));
         }
         let to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score(), n);
-        let start_index = &self.next_start_node_index;
-        let start = start_index.load(Ordering::Relaxed) % n;
+        let start = start % n;
         let parallelizer = fwk.parallelizer();
         let mut feasible: Vec<Arc<NodeInfo>> = Vec::with_capacity(to_find.min(n));
         let mut processed = 0usize;
@@ -88,7 +88,6 @@ impl Scheduler {
         if let Some(t) = trace {
             t.not_evaluated = n - processed;
         }
-        start_index.store((start + processed) % n, Ordering::Relaxed);
-        Ok(feasible)
+        Ok((feasible, (start + processed) % n))
     }
 }

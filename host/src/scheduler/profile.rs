@@ -18,6 +18,8 @@ pub struct ProfileMap {
     pods: Arc<PodView>,
     /// The objects the profiles' plugins list; the scheduler feeds them.
     listers: Arc<Listers>,
+    /// Serving profile name → the profile that decides beside it on every cycle and never acts.
+    shadows: HashMap<String, Arc<Framework>>,
 }
 
 impl ProfileMap {
@@ -30,7 +32,19 @@ impl ProfileMap {
             first,
             pods: Arc::default(),
             listers: Arc::default(),
+            shadows: HashMap::new(),
         }
+    }
+
+    /// The map in which the profile named by each key has the value as its shadow.
+    pub fn with_shadows(mut self, shadows: HashMap<String, Arc<Framework>>) -> ProfileMap {
+        self.shadows = shadows;
+        self
+    }
+
+    /// The shadow of a serving profile, if it has one.
+    pub fn shadow_of(&self, name: &str) -> Option<&Arc<Framework>> {
+        self.shadows.get(name)
     }
 
     /// The map whose plugins follow `pods`.
@@ -60,7 +74,7 @@ impl ProfileMap {
         self.map.get(name)
     }
 
-    /// Profile names.
+    /// The serving profiles' names (a shadow serves no pods of its own).
     pub fn names(&self) -> Vec<String> {
         self.map.keys().cloned().collect()
     }
@@ -75,17 +89,29 @@ impl Profiles for ProfileMap {
     }
 }
 
-/// Builds the frameworks of every profile, sharing one parallelizer.
+/// Builds the frameworks of every profile, sharing one parallelizer. A profile some other one names as its
+/// shadow is built like any other but serves no pods: it only decides beside the profile that names it.
 pub fn build_profiles(
     config: &SchedulerConfig,
     registry: &Registry,
     ctx: &PluginContext,
 ) -> Result<ProfileMap, FrameworkError> {
     let par = Parallelizer::new(config.parallelism);
-    let fws = config
+    let is_shadow = |name: &str| config.profiles.iter().any(|p| p.shadow.as_deref() == Some(name));
+    let mut serving = Vec::with_capacity(config.profiles.len());
+    let mut shadow_fws = HashMap::new();
+    for p in &config.profiles {
+        let fw = Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone())?;
+        if is_shadow(&p.scheduler_name) {
+            shadow_fws.insert(p.scheduler_name.clone(), Arc::new(fw));
+        } else {
+            serving.push(fw);
+        }
+    }
+    let shadows = config
         .profiles
         .iter()
-        .map(|p| Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone()))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ProfileMap::new(fws).with_pod_view(ctx.pods.clone()).with_listers(ctx.listers.clone()))
+        .filter_map(|p| Some((p.scheduler_name.clone(), shadow_fws.get(p.shadow.as_deref()?)?.clone())))
+        .collect();
+    Ok(ProfileMap::new(serving).with_shadows(shadows).with_pod_view(ctx.pods.clone()).with_listers(ctx.listers.clone()))
 }

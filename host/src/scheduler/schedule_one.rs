@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::observer::AttemptResult;
+use super::shadow::Decision;
 use super::Scheduler;
 use crate::extender::Extenders;
 use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
@@ -18,6 +19,28 @@ use crate::framework::{
     Framework, NodeInfo, PodEvent, PodInfo, PostFilterHandle, PostFilterResult, PreemptionCandidate, QueuedPodInfo,
     Snapshot, Status,
 };
+
+/// Upstream `findNodesThatPassExtenders` after the framework's Filter; when an extender rejected nodes the pod
+/// counts as unschedulable by "Extender", so any cluster event may requeue it (upstream #122019).
+fn filter_by_extenders(
+    extenders: &Extenders,
+    pod: &PodInfo,
+    feasible: Vec<Arc<NodeInfo>>,
+    diagnosis: &mut Diagnosis,
+    trace: Option<&mut CycleTrace>,
+) -> Result<Vec<Arc<NodeInfo>>, ScheduleError> {
+    if extenders.is_empty() {
+        return Ok(feasible);
+    }
+    let before = feasible.len();
+    let kept = extenders
+        .filter(pod, feasible, &mut diagnosis.node_to_status, trace.map(|t| &mut t.extenders))
+        .map_err(ScheduleError::Status)?;
+    if kept.len() != before {
+        diagnosis.unschedulable_plugins.insert(crate::extender::EXTENDER_NAME.to_string());
+    }
+    Ok(kept)
+}
 
 /// Whether cycle `n` (counting from 0) is among the `percent` of cycles whose plugin calls are timed: spread evenly
 /// (cycles 0, 10, 20, ... at 10%) rather than drawn at random, so runs repeat and the first cycle counts.
@@ -35,6 +58,23 @@ enum ScheduleError {
 
 struct ScheduleResult {
     host: String,
+    /// Every node that scored as high as `host` (filled for a shadow only: the serving cycle needs one node).
+    best: Vec<String>,
+}
+
+/// Who runs the scheduling algorithm for a pod.
+#[derive(Debug, Clone, Copy)]
+enum Decider {
+    /// The pod's profile: its node search moves the shared start on, it asks the extenders, its extension points
+    /// are timed for the metrics, and ties are broken by the scheduler's generator.
+    Serving,
+    /// The profile's shadow, which only reads: it searches from where the serving cycle started, without the
+    /// extenders or metrics, and reports every best node instead of drawing one (so it draws nothing from the
+    /// generator the serving decisions use).
+    Shadow {
+        /// Where the serving cycle's node search started.
+        start: usize,
+    },
 }
 
 /// One pod's attempt from pop to its end: what the scheduling cycle hands the binding cycle, and what every way
@@ -99,7 +139,11 @@ impl Scheduler {
 
         let mut snapshot = self.snapshot.lock().expect("snapshot lock");
         self.refresh_snapshot(&mut snapshot);
-        let result = self.schedule_pod(&a.fwk, &mut a.state, &pod, &snapshot, a.trace.as_mut());
+        let start_node_index = self.next_start_node_index.load(Ordering::Relaxed);
+        let result = self.schedule_pod(&a.fwk, &mut a.state, &pod, &snapshot, a.trace.as_mut(), Decider::Serving);
+        if let Some(shadow) = self.profiles.shadow_of(a.fwk.profile_name()) {
+            self.run_shadow(&a.fwk, shadow, &pod, &snapshot, start_node_index, &result);
+        }
         match result {
             Ok(r) => {
                 drop(snapshot);
@@ -194,6 +238,40 @@ impl Scheduler {
         }
     }
 
+    /// Runs the serving profile's shadow on the pod and snapshot the serving cycle just decided on, and records
+    /// how the two decisions compare. The shadow has a cycle state of its own and nothing it decides is acted on.
+    fn run_shadow(
+        &self,
+        serving: &Framework,
+        shadow: &Framework,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        start: usize,
+        served: &Result<ScheduleResult, ScheduleError>,
+    ) {
+        let mut state = CycleState::new();
+        shadow.begin_cycle(&mut state);
+        let shadowed = self.schedule_pod(shadow, &mut state, pod, snapshot, None, Decider::Shadow { start });
+        let decision = |r: &Result<ScheduleResult, ScheduleError>| match r {
+            Ok(r) => Decision::Node {
+                host: r.host.clone(),
+                best: if r.best.is_empty() { vec![r.host.clone()] } else { r.best.clone() },
+            },
+            Err(ScheduleError::NoNodes) => Decision::Unschedulable(NO_NODES_AVAILABLE.to_string()),
+            Err(ScheduleError::Fit { diagnosis, num_all_nodes }) => {
+                Decision::Unschedulable(fit_error_message(*num_all_nodes, diagnosis))
+            }
+            Err(ScheduleError::Status(s)) => Decision::Error(s.to_string()),
+        };
+        self.shadows.record(
+            serving.profile_name(),
+            shadow.profile_name(),
+            &pod.key(),
+            &decision(served),
+            &decision(&shadowed),
+        );
+    }
+
     /// Upstream `schedulePod`: find feasible nodes, score them, pick one.
     fn schedule_pod(
         &self,
@@ -202,15 +280,21 @@ impl Scheduler {
         pod: &PodInfo,
         snapshot: &Snapshot,
         mut trace: Option<&mut CycleTrace>,
+        decider: Decider,
     ) -> Result<ScheduleResult, ScheduleError> {
         if snapshot.is_empty() {
             return Err(ScheduleError::NoNodes);
         }
         let num_all_nodes = snapshot.len();
         let mut diagnosis = Diagnosis::default();
+        let serving = matches!(decider, Decider::Serving);
         let observe = |point: ExtensionPoint, code: Code, t0: Instant| {
-            self.observer.extension_point(fwk.profile_name(), point.metric_name(), code, t0.elapsed())
+            if serving {
+                self.observer.extension_point(fwk.profile_name(), point.metric_name(), code, t0.elapsed())
+            }
         };
+        // A shadow asks no extender: they are the serving profile's, and a shadow must not add load or effects.
+        let extenders = if serving { &*self.extenders } else { &Extenders::default() };
 
         let t0 = Instant::now();
         let (pre_result, s) = fwk.run_pre_filter(state, pod, snapshot, trace.as_deref_mut());
@@ -240,16 +324,15 @@ impl Scheduler {
                 }
                 // Upstream's evaluateNominatedNode asks the extenders about the nominated node too.
                 let passes_extenders = s.is_success()
-                    && (self.extenders.is_empty()
-                        || self
-                            .extenders
+                    && (extenders.is_empty()
+                        || extenders
                             .filter(pod, vec![n.clone()], &mut diagnosis.node_to_status, None)
                             .is_ok_and(|kept| !kept.is_empty()));
                 if passes_extenders {
                     if let Some(t) = trace {
                         t.nominated_node = Some(n.name.clone());
                     }
-                    return Ok(ScheduleResult { host: n.name.clone() });
+                    return Ok(ScheduleResult { host: n.name.clone(), best: Vec::new() });
                 }
             }
         }
@@ -270,16 +353,23 @@ impl Scheduler {
             }
         };
         let t0 = Instant::now();
-        let feasible = self
-            .find_nodes_that_pass_filters(fwk, state, pod, snapshot, nodes, &mut diagnosis, trace.as_deref_mut())
+        let start = match decider {
+            Decider::Serving => self.next_start_node_index.load(Ordering::Relaxed),
+            Decider::Shadow { start } => start,
+        };
+        let (feasible, next_start) = self
+            .find_nodes_that_pass_filters(fwk, state, pod, snapshot, nodes, start, &mut diagnosis, trace.as_deref_mut())
             .map_err(ScheduleError::Status)?;
+        if serving {
+            self.next_start_node_index.store(next_start, Ordering::Relaxed);
+        }
         observe(ExtensionPoint::Filter, Code::Success, t0);
-        let feasible = self.filter_by_extenders(pod, feasible, &mut diagnosis, trace.as_deref_mut())?;
+        let feasible = filter_by_extenders(extenders, pod, feasible, &mut diagnosis, trace.as_deref_mut())?;
         if feasible.is_empty() {
             return Err(ScheduleError::Fit { diagnosis: Box::new(diagnosis), num_all_nodes });
         }
         if feasible.len() == 1 {
-            return Ok(ScheduleResult { host: feasible[0].name.clone() });
+            return Ok(ScheduleResult { host: feasible[0].name.clone(), best: Vec::new() });
         }
 
         let t0 = Instant::now();
@@ -292,36 +382,19 @@ impl Scheduler {
         let mut scores =
             fwk.run_score_plugins(state, pod, &feasible, trace.as_deref_mut()).map_err(ScheduleError::Status)?;
         observe(ExtensionPoint::Score, Code::Success, t0);
-        if !self.extenders.is_empty() {
-            self.extenders.prioritize(pod, &feasible, &mut scores, trace.as_deref_mut().map(|t| &mut t.extenders));
+        if !extenders.is_empty() {
+            extenders.prioritize(pod, &feasible, &mut scores, trace.as_deref_mut().map(|t| &mut t.extenders));
             if let Some(t) = trace {
                 t.totals = scores.iter().map(|s| (feasible[s.index].name.clone(), s.total)).collect();
             }
         }
-        Ok(ScheduleResult { host: feasible[self.select_host(&scores)].name.clone() })
-    }
-
-    /// Upstream `findNodesThatPassExtenders` after the framework's Filter; when an extender rejected nodes the
-    /// pod counts as unschedulable by "Extender", so any cluster event may requeue it (upstream #122019).
-    fn filter_by_extenders(
-        &self,
-        pod: &PodInfo,
-        feasible: Vec<Arc<NodeInfo>>,
-        diagnosis: &mut Diagnosis,
-        trace: Option<&mut CycleTrace>,
-    ) -> Result<Vec<Arc<NodeInfo>>, ScheduleError> {
-        if self.extenders.is_empty() {
-            return Ok(feasible);
+        if serving {
+            return Ok(ScheduleResult { host: feasible[self.select_host(&scores)].name.clone(), best: Vec::new() });
         }
-        let before = feasible.len();
-        let kept = self
-            .extenders
-            .filter(pod, feasible, &mut diagnosis.node_to_status, trace.map(|t| &mut t.extenders))
-            .map_err(ScheduleError::Status)?;
-        if kept.len() != before {
-            diagnosis.unschedulable_plugins.insert(crate::extender::EXTENDER_NAME.to_string());
-        }
-        Ok(kept)
+        let top = scores.iter().map(|s| s.total).max().unwrap_or_default();
+        let best: Vec<String> =
+            scores.iter().filter(|s| s.total == top).map(|s| feasible[s.index].name.clone()).collect();
+        Ok(ScheduleResult { host: best[0].clone(), best })
     }
 
     /// The highest total wins; ties are broken uniformly at random (reservoir sampling, as upstream).

@@ -39,6 +39,8 @@ pub struct Endpoints {
     pub metrics: Box<dyn Fn() -> String + Send + Sync>,
     /// `/configz`: the effective configuration as JSON.
     pub configz: String,
+    /// `/debug/shadow`: how each profile's shadow compared with it, as JSON.
+    pub shadow: Box<dyn Fn() -> String + Send + Sync>,
 }
 
 /// Shared by every connection.
@@ -173,6 +175,7 @@ fn route(endpoints: &Endpoints, path: &str) -> Response<Full<Bytes>> {
     match path {
         "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", (endpoints.metrics)()),
         "/configz" => text(StatusCode::OK, "application/json", endpoints.configz.clone()),
+        "/debug/shadow" => text(StatusCode::OK, "application/json", (endpoints.shadow)()),
         _ => text(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "404 page not found\n".into()),
     }
 }

@@ -108,6 +108,23 @@ pub struct Explained {
     pub trace: CycleTrace,
 }
 
+/// How a profile's shadow compared with it over the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShadowSummary {
+    /// The serving profile.
+    pub profile: String,
+    /// The shadow profile.
+    pub shadow: String,
+    /// Cycles compared.
+    pub decisions: u64,
+    /// Cycles in which the serving node was among the shadow's best, or neither found a node.
+    pub agree: u64,
+    /// Cycles in which they differed.
+    pub disagree: u64,
+    /// Cycles in which the shadow ended with an Error status.
+    pub error: u64,
+}
+
 /// The simulator's report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -130,6 +147,9 @@ pub struct Report {
     pub usage: Vec<NodeUsage>,
     /// Scheduling attempts in total.
     pub attempts: u64,
+    /// How each profile's shadow compared with it (profiles that name one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shadows: Vec<ShadowSummary>,
 }
 
 #[derive(Default)]
@@ -386,6 +406,20 @@ impl Simulation {
             nodes: self.nodes,
             usage: self.usage(),
             attempts: c.attempts,
+            shadows: self
+                .scheduler
+                .shadows()
+                .tallies()
+                .into_iter()
+                .map(|(profile, t)| ShadowSummary {
+                    profile,
+                    shadow: t.shadow,
+                    decisions: t.decisions,
+                    agree: t.agree,
+                    disagree: t.disagree,
+                    error: t.error,
+                })
+                .collect(),
         }
     }
 }

@@ -49,6 +49,13 @@ pub fn render_table(r: &Report) -> String {
     if !r.ignored.is_empty() {
         let _ = writeln!(out, "Left alone (no profile for their schedulerName): {}", r.ignored.join(", "));
     }
+    for s in &r.shadows {
+        let _ = writeln!(
+            out,
+            "Shadow {} beside {}: {} decisions, {} agree, {} disagree, {} errors.",
+            s.shadow, s.profile, s.decisions, s.agree, s.disagree, s.error
+        );
+    }
     out
 }
 

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::{free_port, guest, https_get, wait_until, write_profile, ControlPlane, Kube, Scheduler};
+use super::{counter, free_port, guest, https_get, wait_until, write_profile, ControlPlane, Kube, Scheduler};
 
 const NS: &str = "e2e-gang";
 const SCHEDULER: &str = "gang-scheduler";
@@ -30,17 +30,6 @@ fn create(k: &Kube, name: &str, group: Option<&str>) {
     }))
     .unwrap();
     k.rt.block_on(api.create(&PostParams::default(), &pod)).unwrap();
-}
-
-/// Sum of a counter's samples whose labels include every `want` pair.
-fn counter(metrics: &str, name: &str, want: &[(&str, &str)]) -> u64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .filter(|l| want.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| v as u64)
-        .sum()
 }
 
 pub(crate) fn a_gang_binds_only_when_its_last_member_is_created(cp: &ControlPlane, k: &Kube, work: &Path) {

@@ -21,6 +21,7 @@ mod faults;
 mod gang;
 mod parity;
 mod serving;
+mod shadow;
 mod snapshot;
 mod volumes;
 
@@ -149,6 +150,17 @@ fn https_get(port: u16, path: &str, token: Option<&str>) -> Option<(u16, String)
     (code != 0).then(|| (code, body.to_string()))
 }
 
+/// Sum of a counter's samples whose labels include every `want` pair.
+pub(crate) fn counter(metrics: &str, name: &str, want: &[(&str, &str)]) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| want.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
 fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
@@ -249,7 +261,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 15] = [
+    let scenarios: [(&str, Scenario); 16] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -258,6 +270,10 @@ fn end_to_end_on_a_real_api_server() {
         ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),
         ("claims_that_wait_for_their_first_consumer", volumes::claims_that_wait_for_their_first_consumer),
         ("snapshot_then_simulate", snapshot::snapshot_then_simulate),
+        (
+            "an_inverted_shadow_disagrees_on_every_decision_and_never_binds",
+            shadow::an_inverted_shadow_disagrees_on_every_decision_and_never_binds,
+        ),
         (
             "a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node",
             dra::a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node,

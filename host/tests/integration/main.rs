@@ -17,6 +17,7 @@ mod lifting;
 mod points;
 mod properties;
 mod queue;
+mod shadow;
 mod simulate;
 mod volumes;
 mod wasm;
