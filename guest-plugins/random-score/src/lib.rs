@@ -33,8 +33,19 @@ fn random_below(n: u64) -> u64 {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^= z >> 31;
-        ((u128::from(z) * u128::from(n)) >> 64) as u64
+        high_product(z, n)
     })
+}
+
+/// `(z * n) >> 64`, the draw's range reduction. For `n` below 2³² it is computed in 64-bit halves, exactly: a
+/// 128-bit multiply is a library call (`__multi3`) in Wasm, and it was a visible share of every Score batch.
+fn high_product(z: u64, n: u64) -> u64 {
+    if n >> 32 != 0 {
+        return ((u128::from(z) * u128::from(n)) >> 64) as u64;
+    }
+    let (hi, lo) = (z >> 32, z & 0xFFFF_FFFF);
+    // hi·n < 2⁶⁴ and (lo·n) >> 32 < n, so the sum cannot overflow.
+    (hi * n + ((lo * n) >> 32)) >> 32
 }
 
 impl Plugin for RandomScore {
@@ -68,6 +79,20 @@ mod tests {
         assert!(scores.iter().any(|&s| s != scores[0]));
         let pairs: Vec<_> = slots.into_iter().zip(scores.iter().copied()).collect();
         assert_eq!(testing::normalize_score::<RandomScore>(Pod::new("default", "p"), pairs), Ok(scores));
+    }
+
+    #[test]
+    fn high_product_is_the_128_bit_one() {
+        let mut z: u64 = 0x0123_4567_89AB_CDEF;
+        for i in 0..100_000u64 {
+            z = z.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(i);
+            for n in [0, 1, 2, 99, 100, 101, 1 << 31, u64::from(u32::MAX), 1 << 32, u64::MAX, i] {
+                assert_eq!(high_product(z, n), ((u128::from(z) * u128::from(n)) >> 64) as u64, "{z} {n}");
+            }
+        }
+        for z in [0, 1, u64::MAX, u64::MAX - 1, 1 << 63] {
+            assert_eq!(high_product(z, 100), ((u128::from(z) * 100) >> 64) as u64);
+        }
     }
 
     #[test]
