@@ -360,6 +360,11 @@ void hostile_begin(void) {}
 __attribute__((__export_name__("kws:plugin/pods@0.2.0#apply")))
 void hostile_pods_apply(uint8_t *changes, size_t len) { (void)changes, (void)len; }
 
+// declarations.declare promises nothing in every mode: asked once, at load, like events-to-register, and a promise
+// would only take calls away from the garbage the tests want to see. A flags value comes back flat, as an i32.
+__attribute__((__export_name__("kws:plugin/declarations@0.2.0#declare")))
+int32_t hostile_declare(void) { return 0; }
+
 // events.events-to-register answers a valid list in every mode: it is asked once, at load, where a bad answer
 // refuses the plugin (the garbage is for the calls that follow). It registers every action on every kind of object,
 // so its rejections are retried as a plugin without the interface's. list<cluster-event> comes back through a

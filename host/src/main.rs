@@ -211,6 +211,12 @@ fn print_component(info: &wasm::ComponentInfo, output: Output) -> anyhow::Result
                 Some(e) => format!("{} (with queueing hints)", e.join(", ")),
             };
             println!("events:           {events}");
+            let declared = match &info.declared {
+                None => "nothing (it does not export kws:plugin/declarations)".to_string(),
+                Some(d) if d.is_empty() => "nothing".to_string(),
+                Some(d) => d.join(", "),
+            };
+            println!("declares:         {declared}");
             if info.imports_wasi {
                 println!(
                     "wasi:             imported; granted with no files, network or environment, output to the log"

@@ -106,7 +106,7 @@ impl Cache {
             }
         }
         self.dirty.insert(name.clone());
-        self.stamp(&name);
+        self.stamp(&name, true);
         Ok(())
     }
 
@@ -239,16 +239,21 @@ impl Cache {
             Some(ni) => Arc::make_mut(ni).add_pod(pod),
             None => self.orphans.entry(node.clone()).or_default().push(pod),
         }
-        self.stamp(&node);
+        self.stamp(&node, false);
         self.dirty.insert(node);
     }
 
-    /// Gives a changed node a fresh, process-wide generation (and bumps the cache's own).
-    fn stamp(&mut self, node: &str) {
+    /// Gives a changed node a fresh, process-wide generation (and bumps the cache's own); the node object's own
+    /// generation too when `object_changed`.
+    fn stamp(&mut self, node: &str, object_changed: bool) {
         self.generation += 1;
         let g = next_generation();
         if let Some(ni) = self.nodes.get_mut(node) {
-            Arc::make_mut(ni).generation = g;
+            let ni = Arc::make_mut(ni);
+            ni.generation = g;
+            if object_changed {
+                ni.node_generation = g;
+            }
         }
     }
 
@@ -264,7 +269,7 @@ impl Cache {
                 }
             }
         }
-        self.stamp(&st.node);
+        self.stamp(&st.node, false);
         self.dirty.insert(st.node);
         Some(st.pod)
     }

@@ -671,6 +671,9 @@ pub struct NodeInfo {
     /// Stamped by the cache with a process-wide counter on every change, so (node, generation) names one state of
     /// the node. 0 marks a copy changed outside the cache (a preemption what-if): never assume a guest has seen it.
     pub generation: u64,
+    /// Stamped like `generation`, but only when the node object itself changes (labels, taints, allocatable), not
+    /// when pods come or go: a Wasm guest that ignores usage is sent the node again only then. 0: unknown.
+    pub node_generation: u64,
     /// The node's number within its cache: stable while the node exists, reused after it is removed. Wasm guests
     /// address nodes by it (their node-table slot).
     pub id: u32,
@@ -723,6 +726,7 @@ impl NodeInfo {
             allocatable,
             image_states,
             generation: 0,
+            node_generation: 0,
             id: 0,
         })
     }
@@ -734,6 +738,8 @@ impl NodeInfo {
         self.allocatable = fresh.allocatable;
         self.image_states = fresh.image_states;
         self.name = fresh.name;
+        self.generation = 0;
+        self.node_generation = 0;
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::bindings::exports::kws::plugin::declarations::Declared;
 use super::bindings::kws::plugin::types as wit;
 use super::convert;
 use super::failure::{Call, Failed};
@@ -285,6 +286,11 @@ impl ScorePlugin for WasmPlugin {
 
     fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let ctx = self.ctx(Some(state));
+        if ctx.loaded().declares(Declared::SCORE_NEEDS_NO_NORMALIZE) {
+            // Its NormalizeScore would keep the scores as they are (asked only to explain a decision, or by a
+            // cycle that began before a reload to a version that normalizes).
+            return Status::success();
+        }
         let slots: Vec<u32> = scores.iter().map(|s| s.id).collect();
         let raw: Vec<i64> = scores.iter().map(|s| s.score).collect();
         let r = self.call(&ctx, Call::NormalizeScore, |me, l, i| {
@@ -323,7 +329,7 @@ impl ScorePlugin for WasmPlugin {
     }
 
     fn has_normalize(&self) -> bool {
-        true
+        !self.current().declares(Declared::SCORE_NEEDS_NO_NORMALIZE)
     }
 }
 
@@ -385,7 +391,7 @@ impl BindPlugin for WasmPlugin {
 impl PostBindPlugin for WasmPlugin {
     fn post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
         self.at_node(Some(state), P::PostBind.into(), pod, |l, i, p| {
-            guest!(l, i, post_bind).call_post_bind(&mut i.store, p, node).map_err(trap)?;
+            cached_guest!(l, i, post_bind).call_post_bind(&mut i.store, p, node).map_err(trap)?;
             Ok(Status::success())
         });
     }

@@ -30,6 +30,8 @@ pub(crate) enum Call {
     QueueingHint,
     /// The events the plugin registers (`events.events-to-register`), asked when a version loads.
     EventsToRegister,
+    /// The plugin's promises (`declarations.declare`), asked when a version loads.
+    Declare,
 }
 
 impl Call {
@@ -43,6 +45,7 @@ impl Call {
             Call::Unreserve => "Unreserve",
             Call::QueueingHint => "QueueingHint",
             Call::EventsToRegister => "EventsToRegister",
+            Call::Declare => "Declare",
         }
     }
 }
@@ -84,7 +87,7 @@ pub(crate) fn fallback(call: Call, policy: FailurePolicy) -> Fallback {
         (_, Call::Point(P::QueueSort)) => Fallback::ArrivalOrder,
         (_, Call::QueueingHint) => Fallback::Queue,
         // Asked at load: a failure refuses the version, whatever the policy.
-        (_, Call::EventsToRegister) => Fallback::Error,
+        (_, Call::EventsToRegister | Call::Declare) => Fallback::Error,
         (FailurePolicy::Fail, _) => Fallback::Error,
         // Bind's Skip hands the pod to the next binder (DefaultBinder), so an ignored Bind still binds it.
         (FailurePolicy::Ignore, Call::Point(P::PreFilter | P::PreScore | P::Bind)) => Fallback::Skip,

@@ -13,6 +13,7 @@ use wasmtime::{Store, StoreLimitsBuilder, Trap, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::bindings::exports::kws::plugin as ex;
+use super::bindings::exports::kws::plugin::declarations::Declared;
 use super::bindings::kws::plugin::types as wit;
 use super::convert;
 use super::engine::{first_line, WasmEngine};
@@ -35,6 +36,7 @@ type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
 #[derive(Default)]
 pub(super) struct Indices {
     pub(super) config: Option<ex::config::GuestIndices>,
+    pub(super) declarations: Option<ex::declarations::GuestIndices>,
     pub(super) nodes: Option<ex::nodes::GuestIndices>,
     pub(super) pods: Option<ex::pods::GuestIndices>,
     pub(super) events: Option<ex::events::GuestIndices>,
@@ -58,7 +60,8 @@ pub(super) struct Indices {
 pub(super) struct GuestInstance {
     pub(super) store: Store<HostState>,
     pub(super) instance: Instance,
-    /// Node generation last sent, by slot (`u64::MAX`: never sent).
+    /// Node generation last sent, by slot (`u64::MAX`: never sent); the node object's generation for a guest that
+    /// ignores usage.
     synced: Vec<u64>,
     /// Slots of `synced` that were sent (the size of the guest's table).
     rows: usize,
@@ -70,6 +73,7 @@ pub(super) struct GuestInstance {
     pub(super) queue_sort: Option<ex::queue_sort::Guest>,
     pub(super) filter: Option<ex::filter::Guest>,
     pub(super) score: Option<ex::score::Guest>,
+    pub(super) post_bind: Option<ex::post_bind::Guest>,
     pub(super) nodes: Option<ex::nodes::Guest>,
     pub(super) pods: Option<ex::pods::Guest>,
 }
@@ -83,6 +87,18 @@ fn reads_node_table(call: Call) -> bool {
         Call::Point(P::PreEnqueue | P::QueueSort | P::Reserve | P::Permit | P::PreBind | P::Bind | P::PostBind)
             | Call::Unreserve
     )
+}
+
+/// The WIT names of the flags in `d`, in the contract's order.
+pub(super) fn declared_names(d: Declared) -> Vec<String> {
+    [
+        (Declared::SCORE_NEEDS_NO_NORMALIZE, "score-needs-no-normalize"),
+        (Declared::IGNORES_NODE_USAGE, "ignores-node-usage"),
+    ]
+    .into_iter()
+    .filter(|(flag, _)| d.contains(*flag))
+    .map(|(_, name)| name.to_string())
+    .collect()
 }
 
 /// One version of the component, with its instance pool.
@@ -99,6 +115,9 @@ pub(crate) struct Loaded {
     pub(super) events: OnceLock<Vec<ClusterEvent>>,
     /// Whether this version's QueueSort gives sort keys, once its first answer is known.
     sort_keys: OnceLock<bool>,
+    /// What the guest promised (`declarations.declare`), asked once when the version loads; unset for a component
+    /// that does not export `declarations` (it promised nothing).
+    pub(super) declared: OnceLock<Declared>,
 }
 
 impl Loaded {
@@ -129,6 +148,7 @@ impl Loaded {
         let pre = linker.instantiate_pre(&component).map_err(|e| WasmError::Link(first_line(&e)))?;
         let idx = Indices {
             config: ex::config::GuestIndices::new(&pre).ok(),
+            declarations: ex::declarations::GuestIndices::new(&pre).ok(),
             nodes: ex::nodes::GuestIndices::new(&pre).ok(),
             pods: ex::pods::GuestIndices::new(&pre).ok(),
             events: ex::events::GuestIndices::new(&pre).ok(),
@@ -168,6 +188,7 @@ impl Loaded {
             info,
             events: OnceLock::new(),
             sort_keys: OnceLock::new(),
+            declared: OnceLock::new(),
         })
     }
 
@@ -179,6 +200,11 @@ impl Loaded {
     /// Records the first `sort-key` answer: a key, or none (then it is not asked again).
     pub(super) fn saw_sort_key(&self, some: bool) {
         let _ = self.sort_keys.set(some);
+    }
+
+    /// Whether the guest promised `what` (nothing is promised until its answer is known).
+    pub(super) fn declares(&self, what: Declared) -> bool {
+        self.declared.get().is_some_and(|d| d.contains(what))
     }
 
     /// The extension points it serves (upstream names).
@@ -365,6 +391,7 @@ impl WasmPlugin {
             queue_sort: None,
             filter: None,
             score: None,
+            post_bind: None,
             nodes: None,
             pods: None,
         })
@@ -407,11 +434,19 @@ impl WasmPlugin {
 
     /// Readies a newly loaded version (at start and on reload) once its configuration is accepted: the pod view
     /// records from now on if it follows the view (a version that starts following on reload sees the pods that
-    /// change from then on), and it is asked which cluster events it registers, when it exports `events`. A guest
-    /// that cannot answer is refused as one that refuses its configuration is: it could never be retried correctly.
+    /// change from then on), and it is asked what it promises, when it exports `declarations`, and which cluster
+    /// events it registers, when it exports `events`. A guest that cannot answer is refused as one that refuses its
+    /// configuration is: it could never be served or retried correctly.
     pub(super) fn ready_version(&self, loaded: &Arc<Loaded>) -> Result<(), WasmError> {
         if loaded.idx.pods.is_some() {
             self.handle.pods.follow();
+        }
+        if loaded.idx.declarations.is_some() {
+            let r = self.call(&CycleCtx::new(loaded.clone()), Call::Declare, |_, l, i| {
+                guest!(l, i, declarations).call_declare(&mut i.store).map_err(trap)
+            });
+            let declared = r.map_err(|f| WasmError::Contract(f.error.message()))?;
+            let _ = loaded.declared.set(declared);
         }
         if loaded.idx.events.is_none() {
             return Ok(());
@@ -531,8 +566,14 @@ impl WasmPlugin {
         self.log.drain(Source::Stderr, &data.stderr);
     }
 
-    /// Slots (node ids) for the nodes, and the changes this instance has not seen yet.
-    fn slots_and_changes(&self, inst: &mut GuestInstance, nodes: &[&NodeInfo]) -> (Vec<u32>, Vec<wit::NodeChange>) {
+    /// Slots (node ids) for the nodes, and the changes this instance has not seen yet: every change of a node, or
+    /// only changes of the node object when the guest promised to ignore usage (`ignores-node-usage`).
+    fn slots_and_changes(
+        &self,
+        inst: &mut GuestInstance,
+        nodes: &[&NodeInfo],
+        ignores_usage: bool,
+    ) -> (Vec<u32>, Vec<wit::NodeChange>) {
         let mut slots = Vec::with_capacity(nodes.len());
         let mut changes = Vec::new();
         for n in nodes {
@@ -542,13 +583,14 @@ impl WasmPlugin {
             if inst.synced.len() <= i {
                 inst.synced.resize(i + 1, u64::MAX);
             }
+            let generation = if ignores_usage { n.node_generation } else { n.generation };
             // Generation 0 marks a node changed outside the cache (a what-if copy): always send it.
-            if n.generation == 0 || inst.synced[i] != n.generation {
+            if generation == 0 || inst.synced[i] != generation {
                 changes.push(wit::NodeChange::Upsert((slot, convert::node(n))));
                 if inst.synced[i] == u64::MAX {
                     inst.rows += 1;
                 }
-                inst.synced[i] = n.generation;
+                inst.synced[i] = generation;
             }
         }
         (slots, changes)
@@ -623,7 +665,7 @@ impl WasmPlugin {
         inst: &mut GuestInstance,
         nodes: &[&NodeInfo],
     ) -> Result<Vec<u32>, CallError> {
-        let (slots, changes) = self.slots_and_changes(inst, nodes);
+        let (slots, changes) = self.slots_and_changes(inst, nodes, loaded.declares(Declared::IGNORES_NODE_USAGE));
         if !changes.is_empty() {
             self.stats.node_rows_sent.fetch_add(changes.len() as u64, Ordering::Relaxed);
             // Present whenever a node point is: checked at load.

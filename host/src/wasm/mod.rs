@@ -104,6 +104,9 @@ pub struct ComponentInfo {
     /// The cluster events it registers (upstream's labels, as `NodeAdd`), asked with its configuration `{}`;
     /// `None` when it does not export `events` (then every event retries the pods it rejects).
     pub events: Option<Vec<String>>,
+    /// What it promises (`declarations.declare`, WIT flag names), asked with its configuration `{}`; `None` when it
+    /// does not export `declarations`.
+    pub declared: Option<Vec<String>>,
 }
 
 fn split_name(name: &str) -> Option<(&str, &str, &str)> {
@@ -197,6 +200,7 @@ pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     let loaded = p.current();
     p.ready_version(&loaded)?;
     info.events = loaded.events.get().map(|evs| evs.iter().map(event_label).collect());
+    info.declared = loaded.declared.get().map(|d| instance::declared_names(*d));
     Ok(info)
 }
 
