@@ -8,7 +8,7 @@
 //!   Built with the cargo feature `invert`, the normalized score is `100 - that` (the hot-reload test's second
 //!   version of this plugin).
 
-use kws_plugin_sdk::{normalize, Config, CyclePod, Node, NodeInfo, Plugin, Status, MAX_NODE_SCORE};
+use kws_plugin_sdk::{normalize, Config, CyclePod, Declared, Node, NodeInfo, Plugin, Status, MAX_NODE_SCORE};
 
 /// The label read when the configuration names none.
 pub const DEFAULT_LABEL_KEY: &str = "priority.example.com";
@@ -43,6 +43,11 @@ impl Plugin for PriorityLabel {
             return Err("labelKey must not be empty".to_string());
         }
         Ok(Self { key: key.to_string(), missing_reason: format!("node(s) didn't have label {key}") })
+    }
+
+    /// It reads one label, never the node's usage: the host need not resend a node each time a pod lands on it.
+    fn declare(&self) -> Declared {
+        Declared::IGNORES_NODE_USAGE
     }
 
     fn prepare(&self, node: &Node) -> Label {
@@ -82,7 +87,7 @@ impl Plugin for PriorityLabel {
     }
 }
 
-kws_plugin_sdk::export_filter_score!(PriorityLabel);
+kws_plugin_sdk::export!(PriorityLabel: filter, score);
 
 #[cfg(test)]
 mod tests {

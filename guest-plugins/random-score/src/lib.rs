@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 
-use kws_plugin_sdk::{host, Config, CyclePod, NodeInfo, Plugin, Pod, Status};
+use kws_plugin_sdk::{host, Config, CyclePod, Declared, NodeInfo, Plugin, Pod, Status};
 
 /// The plugin (no configuration).
 pub struct RandomScore;
@@ -55,6 +55,12 @@ impl Plugin for RandomScore {
         Ok(RandomScore)
     }
 
+    /// Scores are drawn in 0–99 and never read a node, so the host can skip NormalizeScore and the node rows that
+    /// every binding would otherwise resend.
+    fn declare(&self) -> Declared {
+        Declared::SCORE_NEEDS_NO_NORMALIZE | Declared::IGNORES_NODE_USAGE
+    }
+
     fn score(&self, _pod: &CyclePod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
         Ok(random_below(100) as i64)
     }
@@ -64,7 +70,7 @@ impl Plugin for RandomScore {
     }
 }
 
-kws_plugin_sdk::export_score_post_bind!(RandomScore);
+kws_plugin_sdk::export!(RandomScore: score, post_bind);
 
 #[cfg(test)]
 mod tests {
@@ -93,6 +99,14 @@ mod tests {
         for z in [0, 1, u64::MAX, u64::MAX - 1, 1 << 63] {
             assert_eq!(high_product(z, 100), ((u128::from(z) * 100) >> 64) as u64);
         }
+    }
+
+    #[test]
+    fn declares_what_lets_the_host_skip_work() {
+        assert_eq!(
+            testing::declare::<RandomScore>(),
+            Declared::SCORE_NEEDS_NO_NORMALIZE | Declared::IGNORES_NODE_USAGE
+        );
     }
 
     #[test]

@@ -69,6 +69,9 @@
 //! - **Events.** A plugin that lists `events` declares the [`ClusterEvent`]s that may make a pod it rejected
 //!   schedulable (`ClusterEvent::node(Actions::ADD)`, `ClusterEvent::assigned_pod(Actions::DELETE)`), and answers
 //!   per event with a [`QueueingHint`]; [`EventObject`] is the pod or node before and after the event.
+//! - **Promises.** [`Plugin::declare`] lets the host skip work your plugin has no use for: no NormalizeScore call
+//!   when the raw scores are already in 0–100, and no node resent after each binding when you never read a node's
+//!   usage (`requested`, `pod_count`). [`export!`] exports it; by default nothing is promised.
 //! - **Batching.** One Filter or Score call covers many nodes; the SDK loops ([`batch`]). Score stops at the first
 //!   error, as kube-scheduler does.
 //! - **Configuration.** `pluginConfig[].args.config` arrives as JSON; the SDK parses it ([`Config`]) and calls
@@ -120,8 +123,8 @@ pub use normalize::MAX_NODE_SCORE;
 pub use sort_key::SortKey;
 pub use table::{NodeInfo, NodeTable, Prepared};
 pub use types::{
-    Actions, ClusterEvent, Code, CyclePod, EventObject, EventResource, KnownPod, Node, NodeSlot, Permit, Pod, PodState,
-    PostFilterResult, PreFilterResult, QosClass, QueuedPod, QueueingHint, Resources, Status, WaitingPod,
+    Actions, ClusterEvent, Code, CyclePod, Declared, EventObject, EventResource, KnownPod, Node, NodeSlot, Permit, Pod,
+    PodState, PostFilterResult, PreFilterResult, QosClass, QueuedPod, QueueingHint, Resources, Status, WaitingPod,
 };
 pub use view::{pods, PodView, Pods};
 
@@ -152,6 +155,17 @@ pub trait Plugin: Sized + 'static {
     /// The pod label keys whose values the pod view indexes, so [`PodView::with_label`] on them is a lookup rather
     /// than a scan of every pod (a gang plugin's group label, say). Default: none.
     const INDEXED_LABELS: &'static [&'static str] = &[];
+
+    /// What the plugin promises the host so that it can leave out work ([`Declared`]): its Score's raw scores
+    /// need no NormalizeScore (`Declared::SCORE_NEEDS_NO_NORMALIZE`: they are in 0–100 and
+    /// [`Plugin::normalize_score`] is the default; the host then makes no NormalizeScore call), or it never reads
+    /// a node's `requested` or `pod_count` (`Declared::IGNORES_NODE_USAGE`: the host then sends a node again
+    /// only when the node object changes, not each time a pod lands on it or leaves it, so those two fields are
+    /// stale). Asked once per loaded version, after [`Plugin::new`]; exported by [`export!`] only. A false promise
+    /// is a wrong score or a stale node, not an error. Default: nothing promised.
+    fn declare(&self) -> Declared {
+        Declared::empty()
+    }
 
     /// Computes [`Plugin::NodeData`] for a node. Called for every node once, then for each node that changes,
     /// before the next call that names nodes. Default: `NodeData::default()`.
@@ -430,9 +444,9 @@ macro_rules! export_queue_sort {
 /// NormalizeScore), `reserve` (Reserve and Unreserve), `permit`, `pre_bind`, `bind`, `post_bind`; and two
 /// capabilities: `events` (the plugin answers [`Plugin::events_to_register`] and [`Plugin::queueing_hint`]; without
 /// it, a pod it rejected is retried on every event) and `pods` (the host keeps the pod view, [`pods`], up to date;
-/// without it the view stays empty). `config` is always exported. `nodes` is exported when a listed point names
-/// nodes (`pre_filter`, `filter`, `post_filter`, `pre_score`, `score`) and `cycle` with `filter` or `score`, as the
-/// host requires; listing them yourself is harmless. List each point once.
+/// without it the view stays empty). `config` and `declarations` ([`Plugin::declare`]) are always exported. `nodes`
+/// is exported when a listed point names nodes (`pre_filter`, `filter`, `post_filter`, `pre_score`, `score`) and
+/// `cycle` with `filter` or `score`, as the host requires; listing them yourself is harmless. List each point once.
 ///
 /// Unlike the `export_*!` macros, this embeds no component type: `kube-wasm-scheduler plugin componentize` reads
 /// the plugin's world from the module's export names (`kws:plugin/<interface>@0.2.0#<function>`).
@@ -475,8 +489,12 @@ macro_rules! __kws_export_points {
     (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; $point:ident $($rest:ident)*) => {
         $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)* $point]; $($rest)*);
     };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; declarations $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)*]; $($rest)*);
+    };
     (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*];) => {
         $crate::__kws_export_iface!($p, config);
+        $crate::__kws_export_iface!($p, declarations);
         $crate::__kws_export_points!(@if $n $p, nodes);
         $crate::__kws_export_points!(@if $c $p, cycle);
         $($crate::__kws_export_iface!($p, $done);)*
@@ -501,6 +519,9 @@ macro_rules! __kws_export_iface {
         };
     };
     ($p:ty, config) => { $crate::__kws_export_iface!(@ $p, config, __export_kws_plugin_config_0_2_0_cabi); };
+    ($p:ty, declarations) => {
+        $crate::__kws_export_iface!(@ $p, declarations, __export_kws_plugin_declarations_0_2_0_cabi);
+    };
     ($p:ty, nodes) => { $crate::__kws_export_iface!(@ $p, nodes, __export_kws_plugin_nodes_0_2_0_cabi); };
     ($p:ty, pods) => { $crate::__kws_export_iface!(@ $p, pods, __export_kws_plugin_pods_0_2_0_cabi); };
     ($p:ty, cycle) => { $crate::__kws_export_iface!(@ $p, cycle, __export_kws_plugin_cycle_0_2_0_cabi); };

@@ -12,8 +12,8 @@ use crate::config::Config;
 use crate::host::{self, Level};
 use crate::table::{NodeInfo, NodeTable, Prepared};
 use crate::types::{
-    ClusterEvent, CyclePod, EventObject, NodeChange, NodeSlot, PermitResult, Pod, PodChange, PostFilterResult,
-    PreFilterResult, QueuedPod, QueueingHint, Status,
+    ClusterEvent, CyclePod, Declared, EventObject, NodeChange, NodeSlot, PermitResult, Pod, PodChange,
+    PostFilterResult, PreFilterResult, QueuedPod, QueueingHint, Status,
 };
 use crate::{batch, view, Plugin};
 
@@ -169,6 +169,13 @@ impl<P: Plugin> exports::nodes::Guest for Component<P> {
 impl<P: Plugin> exports::config::Guest for Component<P> {
     fn validate() -> Result<(), String> {
         with_plugin::<P, _>(|_| ())
+    }
+}
+
+impl<P: Plugin> exports::declarations::Guest for Component<P> {
+    fn declare() -> Declared {
+        // Without a plugin (bad configuration, already refused by `config.validate`) nothing is promised.
+        serve::<P, _>(|p| p.declare(), |_| Declared::empty())
     }
 }
 

@@ -15,8 +15,8 @@ pub use crate::host::imp::{WaitingPodCall, PLUGIN_NAME};
 use crate::host::Level;
 use crate::runtime::{self, Component};
 use crate::types::{
-    ClusterEvent, EventObject, KnownPod, Node, NodeChange, NodeSlot, PermitResult, Pod, PodChange, PostFilterResult,
-    PreFilterResult, QueuedPod, QueueingHint, Status, WaitingPod,
+    ClusterEvent, Declared, EventObject, KnownPod, Node, NodeChange, NodeSlot, PermitResult, Pod, PodChange,
+    PostFilterResult, PreFilterResult, QueuedPod, QueueingHint, Status, WaitingPod,
 };
 use crate::Plugin;
 
@@ -214,6 +214,11 @@ pub fn bind<P: Plugin>(pod: Pod, node: &str) -> Status {
 /// The `events-to-register` export.
 pub fn events_to_register<P: Plugin>() -> Vec<ClusterEvent> {
     <Component<P> as exports::events::Guest>::events_to_register()
+}
+
+/// The `declarations.declare` export.
+pub fn declare<P: Plugin>() -> Declared {
+    <Component<P> as exports::declarations::Guest>::declare()
 }
 
 /// The `queueing-hint` export.

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+pub use crate::bindings::exports::kws::plugin::declarations::Declared;
 pub use crate::bindings::exports::kws::plugin::permit::PermitResult;
 pub use crate::bindings::exports::kws::plugin::post_filter::PostFilterResult;
 pub use crate::bindings::exports::kws::plugin::pre_filter::PreFilterResult;

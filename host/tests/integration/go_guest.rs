@@ -74,12 +74,27 @@ fn plugin_check_shows_the_go_guest_s_points_and_the_rust_guest_s_imports() {
         assert!(out.status.success(), "{}: {}", f.display(), stderr(&out));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
-    let go = check(&guest("priority-label-go"));
+    let mut go = check(&guest("priority-label-go"));
     assert_eq!(go["points"], serde_json::json!(["Filter", "Score"]), "{go}");
     // The host's wasip1 adapter for Go serves the Go runtime's WASI imports with kws:plugin/host, so the
     // component asks for nothing beyond the contract: the same exports and imports as the Rust guest.
     assert_eq!(go["imports_wasi"], false, "{go}");
-    assert_eq!(go, check(&guest("priority-label")), "the Go and the Rust guest describe alike");
+    // Alike but for the promises: the Rust SDK exports kws:plugin/declarations, the Go SDK does not.
+    let mut rust = check(&guest("priority-label"));
+    assert_eq!(rust["declared"], serde_json::json!(["ignores-node-usage"]), "{rust}");
+    assert_eq!(go["declared"], serde_json::Value::Null, "{go}");
+    // The Rust guest's world is derived from its exports (listed sorted), the Go guest's is a world of the contract.
+    let exports = |v: &mut serde_json::Value| {
+        let mut e: Vec<String> = serde_json::from_value(v["exports"].take()).unwrap();
+        e.sort();
+        e
+    };
+    let mut rust_exports = exports(&mut rust);
+    rust_exports.retain(|e| e != "kws:plugin/declarations@0.2.0");
+    let go_exports = exports(&mut go);
+    assert_eq!(go_exports, rust_exports);
+    rust["declared"] = serde_json::Value::Null;
+    assert_eq!(go, rust, "the Go and the Rust guest describe alike");
 
     let out = bin().args(["plugin", "check"]).arg(guest("priority-label-go")).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);

@@ -6,6 +6,7 @@ mod author;
 mod compare;
 mod config;
 mod config_props;
+mod declarations;
 mod delivery;
 mod deploy;
 mod extenders;

@@ -357,6 +357,7 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
     assert!(stdout.contains("kws:plugin@0.2.0"), "{stdout}");
     assert!(stdout.contains("extension points: Filter, Score"), "{stdout}");
     assert!(stdout.contains("kws:plugin/host@0.2.0"), "{stdout}");
+    assert!(stdout.contains("declares:         ignores-node-usage\n"), "{stdout}");
 
     let dir = std::env::temp_dir().join(format!("kws-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
