@@ -194,7 +194,7 @@ fn rust_lib(plugin: &str, points: &[Point]) -> String {
             out.push('\n');
         }
     }
-    let mut uses = vec!["Config", "Node", "Plugin"];
+    let mut uses = vec!["Config", "Declared", "Node", "Plugin"];
     for p in points {
         uses.extend_from_slice(match p {
             Point::PreEnqueue => &["Pod", "Status"][..],
@@ -242,7 +242,10 @@ mod tests {
     fn rust_sample_exports_the_points_chosen() {
         let lib = rust_lib("OnlyFilter", &[Point::Filter]);
         assert!(lib.contains("kws_plugin_sdk::export!(OnlyFilter: filter);"), "{lib}");
-        assert!(lib.contains("use kws_plugin_sdk::{Config, CyclePod, Node, NodeInfo, Plugin, Status};"), "{lib}");
+        assert!(
+            lib.contains("use kws_plugin_sdk::{Config, CyclePod, Declared, Node, NodeInfo, Plugin, Status};"),
+            "{lib}"
+        );
         assert!(!lib.contains("fn score"), "{lib}");
         assert!(!lib.contains("//@"), "{lib}");
         let lib = rust_lib("Every", &Point::ALL);

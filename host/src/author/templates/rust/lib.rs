@@ -51,6 +51,13 @@ impl Plugin for {{Plugin}} {
         Ok(Self { key: key.to_string() })
     }
 
+    /// What the plugin promises the scheduler so it can skip work: this policy reads a label, never a node's usage
+    /// (`requested`, `pod_count`), so a node need not be sent again each time a pod lands on it. Promise nothing
+    /// (`Declared::empty()`) once the policy reads usage.
+    fn declare(&self) -> Declared {
+        Declared::IGNORES_NODE_USAGE
+    }
+
     fn prepare(&self, node: &Node) -> Option<i64> {
         node.label(&self.key).map(|v| v.trim().parse().unwrap_or(0))
     }
