@@ -1,8 +1,9 @@
 // hostile-c: a test fixture that hands the host every kind of answer bytes can make, to prove the host's lifting
 // never panics, hangs or misreads. It targets the `scheduler-plugin` world, so it exports every interface.
 //
-// Config (host.config): {"seed": N, "mode": "garbage" | "random-memory" | "valid", "maxWaitMs": M}; maxWaitMs (default
-// none) bounds every Permit wait, since a simulation waits out a Permit Wait in real time (up to 15 minutes).
+// Config (host.config): {"seed": N, "mode": "garbage" | "random-memory" | "valid", "maxWaitMs": M, "declare": D}
+// (D: see declarations.declare below); maxWaitMs (default none) bounds every Permit wait, since a simulation waits
+// out a Permit Wait in real time (up to 15 minutes).
 //   valid          every answer is well-formed and usable (the control: the host must take each one as it is).
 //   garbage        each call draws, from a PRNG seeded by the seed, host.random() and a call counter, one of:
 //                  a valid answer; a well-formed but wrong one (wrong lengths, empty or huge lists, scores out of
@@ -85,6 +86,9 @@ enum mode { MODE_VALID, MODE_GARBAGE, MODE_RANDOM_MEMORY };
 static enum mode mode;
 static uint64_t seed, calls, salt, max_wait_ms = UINT64_MAX;
 static int configured;
+// The config's "declare": what declarations.declare does (see there).
+enum declare { DECLARE_NOTHING, DECLARE_TRAP, DECLARE_EVERY_BIT };
+static enum declare declare_as;
 
 static void log_line(int32_t level, const char *msg) { host_log(level, (const uint8_t *)msg, strlen(msg)); }
 
@@ -134,6 +138,10 @@ static void configure(void) {
       __builtin_trap();
     }
   }
+  const char *d = json_value(json, len, "declare");
+  declare_as = DECLARE_NOTHING;
+  if (d && memcmp(d, "\"trap\"", 6) == 0) declare_as = DECLARE_TRAP;
+  if (d && memcmp(d, "\"every-bit\"", 11) == 0) declare_as = DECLARE_EVERY_BIT;
   // Each instance draws its own salt, so a fresh instance after a trap does not replay the one before it.
   salt = (uint64_t)host_random();
   configured = 1;
@@ -360,10 +368,16 @@ void hostile_begin(void) {}
 __attribute__((__export_name__("kws:plugin/pods@0.2.0#apply")))
 void hostile_pods_apply(uint8_t *changes, size_t len) { (void)changes, (void)len; }
 
-// declarations.declare promises nothing in every mode: asked once, at load, like events-to-register, and a promise
-// would only take calls away from the garbage the tests want to see. A flags value comes back flat, as an i32.
+// declarations.declare promises nothing in any mode: asked once, at load, like events-to-register, and a promise
+// would only take calls away from the garbage the tests want to see. The config's "declare" makes it trap ("trap")
+// or set all 32 bits of its answer, two flags and 30 bits the contract does not have ("every-bit"). A flags value
+// comes back flat, as an i32.
 __attribute__((__export_name__("kws:plugin/declarations@0.2.0#declare")))
-int32_t hostile_declare(void) { return 0; }
+int32_t hostile_declare(void) {
+  configure();
+  if (declare_as == DECLARE_TRAP) __builtin_trap();
+  return declare_as == DECLARE_EVERY_BIT ? -1 : 0;
+}
 
 // events.events-to-register answers a valid list in every mode: it is asked once, at load, where a bad answer
 // refuses the plugin (the garbage is for the calls that follow). It registers every action on every kind of object,

@@ -9,6 +9,7 @@ use kube_wasm_scheduler::framework::Plugin as _;
 use kube_wasm_scheduler::sim::{self, SimOptions, Simulation};
 use kube_wasm_scheduler::wasm;
 
+use crate::util::TempDir;
 use crate::wasm::{guest, registry_for};
 
 const NODES: usize = 40;
@@ -86,4 +87,48 @@ fn a_score_that_needs_no_normalize_is_not_asked_to_normalize() {
     assert!(!has_normalize("NoNormalizeRandom"), "RandomScore promises its scores need no NormalizeScore");
     assert!(has_normalize("NormalizingLabel"), "PriorityLabel normalizes");
     assert!(has_normalize("PlainGoLabel"), "a guest that promises nothing is asked");
+}
+
+/// A profile with the hostile-c fixture at Score, its `declare` behaving as `declare` says.
+fn hostile_profile(dir: &Path, declare: &str) -> std::path::PathBuf {
+    let yaml = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    score:\n      enabled: [{{name: HostileDeclare}}]\n  pluginConfig:\n  - name: HostileDeclare\n    args:\n      component: {}\n      config: {{mode: valid, declare: {declare}}}\n",
+        guest("hostile-c").display()
+    );
+    let p = dir.join(format!("profile-{declare}.yaml"));
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
+
+#[test]
+fn a_declare_that_traps_refuses_the_plugin_and_unknown_bits_are_ignored() {
+    let dir = TempDir::new("declare");
+    let cluster_file = dir.path().join("c.yaml");
+    std::fs::write(&cluster_file, cluster()).unwrap();
+    let run = |declare: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+            .args(["simulate", "--config"])
+            .arg(hostile_profile(dir.path(), declare))
+            .arg("--cluster")
+            .arg(&cluster_file)
+            .output()
+            .unwrap()
+    };
+    // Asked at load: a guest that cannot answer is refused before anything is scheduled, in one line.
+    let out = run("trap");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("\"HostileDeclare\" at Declare: trapped"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing was scheduled: {}", String::from_utf8_lossy(&out.stdout));
+
+    // Every bit of the answer set: the two flags the contract has are taken, the other 30 bits ignored.
+    let out = run("every-bit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (reg, cfg) = registry_for(&std::fs::read_to_string(hostile_profile(dir.path(), "every-bit")).unwrap());
+    let file = sim::load::parse("c.yaml", &cluster()).unwrap();
+    let _s = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).unwrap();
+    let p = wasm::loaded_plugins().into_iter().find(|p| p.name() == "HostileDeclare").expect("the plugin is loaded");
+    assert!(!p.as_score().expect("a Score plugin").has_normalize(), "score-needs-no-normalize was taken");
 }
