@@ -584,7 +584,7 @@ impl WasmPlugin {
                 inst.synced.resize(i + 1, u64::MAX);
             }
             let generation = if ignores_usage { n.node_generation } else { n.generation };
-            // Generation 0 marks a node changed outside the cache (a what-if copy): always send it.
+            // 0 marks a node changed outside the cache (a what-if copy) or never stamped by one: always send it.
             if generation == 0 || inst.synced[i] != generation {
                 changes.push(wit::NodeChange::Upsert((slot, convert::node(n))));
                 if inst.synced[i] == u64::MAX {
