@@ -47,7 +47,7 @@ pub fn render_table(r: &Report) -> String {
         r.nodes
     );
     if !r.ignored.is_empty() {
-        let _ = writeln!(out, "Left alone (no profile for their schedulerName): {}", r.ignored.join(", "));
+        let _ = writeln!(out, "Left alone (no profile serves their schedulerName): {}", r.ignored.join(", "));
     }
     for s in &r.shadows {
         let _ = writeln!(
