@@ -304,12 +304,17 @@ fn complete(
     check_common_queue_sort(&profiles).map_err(|(f, m)| err(f, m))?;
     extenders::apply_ignored_resources(&extenders, &mut profiles);
 
+    // The lease is named after the first profile that serves pods: a shadow serves none (`check_shadows` leaves at
+    // least one that does), so a shadow listed first does not name the scheduler's lease.
+    let shadows: Vec<&str> = profiles.iter().filter_map(|p| p.shadow.as_deref()).collect();
+    let serving = profiles.iter().find(|p| !shadows.contains(&p.scheduler_name.as_str())).unwrap_or(&profiles[0]);
+    let default_lease = serving.scheduler_name.clone();
     let leader_election = LeaderElection {
         leader_elect: le.leader_elect,
         lease_duration,
         renew_deadline,
         retry_period,
-        resource_name: if le.resource_name.is_empty() { profiles[0].scheduler_name.clone() } else { le.resource_name },
+        resource_name: if le.resource_name.is_empty() { default_lease } else { le.resource_name },
         // Upstream defaults an empty namespace.
         resource_namespace: if le.resource_namespace.is_empty() {
             types::DEFAULT_LEASE_NAMESPACE.to_string()

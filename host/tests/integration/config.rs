@@ -39,6 +39,11 @@ fn defaults_apply_where_the_file_is_silent() {
     assert_eq!(cfg.pod_max_backoff.as_secs(), 10);
     assert!(cfg.leader_election.leader_elect);
     assert_eq!(cfg.leader_election.resource_name, "default-scheduler");
+    // A shadow listed first serves no pods, so it does not name the lease.
+    let shadowed =
+        parse(&format!("{HEAD}profiles:\n- schedulerName: trial\n- schedulerName: serving\n  shadow: trial\n"))
+            .unwrap();
+    assert_eq!(shadowed.leader_election.resource_name, "serving");
     let f = framework(HEAD);
     let l = f.list_plugins();
     let score = point(&l, "score");
