@@ -306,8 +306,7 @@ fn complete(
 
     // The lease is named after the first profile that serves pods: a shadow serves none (`check_shadows` leaves at
     // least one that does), so a shadow listed first does not name the scheduler's lease.
-    let shadows: Vec<&str> = profiles.iter().filter_map(|p| p.shadow.as_deref()).collect();
-    let serving = profiles.iter().find(|p| !shadows.contains(&p.scheduler_name.as_str())).unwrap_or(&profiles[0]);
+    let serving = profiles.iter().find(|p| !is_shadow(&profiles, &p.scheduler_name)).unwrap_or(&profiles[0]);
     let default_lease = serving.scheduler_name.clone();
     let leader_election = LeaderElection {
         leader_elect: le.leader_elect,
@@ -460,8 +459,11 @@ fn native_args(name: &str, args: Option<serde_json::Value>) -> Result<serde_json
     Ok(args)
 }
 
-/// Pods of every profile share one queue, so all profiles must order it the same way: the same queue-sort
-/// plugins and, for the first profile's, the same args (upstream's `validateCommonQueueSort`).
+/// Whether another profile names `name` as its shadow (such a profile serves no pods of its own).
+pub fn is_shadow(profiles: &[ProfileConfig], name: &str) -> bool {
+    profiles.iter().any(|p| p.shadow.as_deref() == Some(name))
+}
+
 /// A shadow names another profile of the file, not itself, and one that has no shadow of its own: a shadow only
 /// decides, so a chain would never be compared with anything that acts.
 fn check_shadows(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
@@ -482,6 +484,8 @@ fn check_shadows(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// Pods of every profile share one queue, so all profiles must order it the same way: the same queue-sort
+/// plugins and, for the first profile's, the same args (upstream's `validateCommonQueueSort`).
 fn check_common_queue_sort(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
     let qs0 = queue_sort_names(&profiles[0].plugins);
     let args0 = qs0.first().and_then(|n| profiles[0].plugin_args.get(n));

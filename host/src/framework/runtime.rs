@@ -677,7 +677,9 @@ impl Framework {
         let mut traces = Vec::new();
         for (p, e) in active.iter().enumerate() {
             let sp = e.plugin.as_score().expect("registered at score");
-            if !sp.has_normalize() && trace.is_none() {
+            // Asked once: a Wasm plugin answers from its current version's promises.
+            let normalizes = sp.has_normalize();
+            if !normalizes && trace.is_none() {
                 // Nothing to normalize or explain: the raw scores are the final ones (no per-node list to build).
                 add_weighted(&mut totals, e, raw[p].iter().copied())?;
                 continue;
@@ -685,7 +687,7 @@ impl Framework {
             let mut list: Vec<NodeScore> =
                 nodes.iter().zip(&raw[p]).map(|(n, &score)| NodeScore { name: &n.name, id: n.id, score }).collect();
             // Only a plugin with a NormalizeScore of its own is timed there, as upstream.
-            let timer = if sp.has_normalize() { &state.plugin_timer } else { &None };
+            let timer = if normalizes { &state.plugin_timer } else { &None };
             let s =
                 timed(timer, e, "ScoreExtensionNormalize", Status::code, || sp.normalize_score(state, pod, &mut list));
             if !s.is_success() {

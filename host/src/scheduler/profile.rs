@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::SchedulerConfig;
+use crate::config::{is_shadow, SchedulerConfig};
 use crate::framework::parallelize::Parallelizer;
 use crate::framework::pod_view::PodView;
 use crate::framework::{Framework, FrameworkError, Listers, PluginContext, Registry};
@@ -97,12 +97,11 @@ pub fn build_profiles(
     ctx: &PluginContext,
 ) -> Result<ProfileMap, FrameworkError> {
     let par = Parallelizer::new(config.parallelism);
-    let is_shadow = |name: &str| config.profiles.iter().any(|p| p.shadow.as_deref() == Some(name));
     let mut serving = Vec::with_capacity(config.profiles.len());
     let mut shadow_fws = HashMap::new();
     for p in &config.profiles {
         let fw = Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone())?;
-        if is_shadow(&p.scheduler_name) {
+        if is_shadow(&config.profiles, &p.scheduler_name) {
             shadow_fws.insert(p.scheduler_name.clone(), Arc::new(fw));
         } else {
             serving.push(fw);

@@ -131,7 +131,11 @@ impl ShadowBook {
     pub fn record(&self, profile: &str, shadow: &str, pod: &str, serving: &Decision, shadowed: &Decision) {
         let Some(verdict) = compare(serving, shadowed) else { return };
         let mut tallies = self.tallies.lock().expect("shadow lock");
-        let t = tallies.entry(profile.to_string()).or_default();
+        // Recorded on every cycle of a shadowed profile: the name is copied only the first time.
+        if !tallies.contains_key(profile) {
+            tallies.insert(profile.to_string(), Tally::default());
+        }
+        let t = tallies.get_mut(profile).expect("inserted above");
         if t.shadow != shadow {
             t.shadow = shadow.to_string();
         }
