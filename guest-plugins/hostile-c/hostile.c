@@ -32,6 +32,11 @@ __attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("conf
 extern void host_config(uint8_t *ret);
 __attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("random")))
 extern int64_t host_random(void);
+// host.pod-ref: a handle lent for one call (an i32), which the callee must drop before it returns.
+__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("[method]pod-ref.priority")))
+extern int32_t host_pod_ref_priority(int32_t pod);
+__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("[resource-drop]pod-ref")))
+extern void host_pod_ref_drop(int32_t pod);
 
 // ---- PRNG: splitmix64 ----
 
@@ -444,6 +449,24 @@ uint8_t *hostile_sort_key(uint8_t *args) {
   return ret_ptr(4);
 }
 
+// The pod-ref handle a by-reference call lent: read once (valid), or misused in a garbage call: a method called
+// on a made-up handle, or the handle kept past the call instead of dropped. Each of those traps the call.
+static void use_pod_ref(int32_t pod) {
+  if (call_level == GARBAGE && chance(20)) host_pod_ref_priority((int32_t)next());
+  if (call_level == GARBAGE && chance(20)) return;
+  host_pod_ref_priority(pod);
+  host_pod_ref_drop(pod);
+}
+
+// sort-key-ref.sort-key: the same answers as sort-key, the pod lent by handle.
+__attribute__((__export_name__("kws:plugin/sort-key-ref@0.2.0#sort-key")))
+uint8_t *hostile_sort_key_ref(int32_t pod, int64_t timestamp_ns, int32_t attempts) {
+  (void)timestamp_ns, (void)attempts;
+  uint8_t *ret = hostile_sort_key(NULL);
+  use_pod_ref(pod);
+  return ret;
+}
+
 // pre-filter-result: status @0, node-names: option<list<string>> @12 (tag), @16 (ptr, len). 24 bytes.
 __attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#pre-filter")))
 uint8_t *hostile_pre_filter(uint8_t *args) {
@@ -586,3 +609,10 @@ uint8_t *hostile_bind(uint8_t *args) { return status_answer(C(SUCCESS) | C(SKIP)
 
 __attribute__((__export_name__("kws:plugin/post-bind@0.2.0#post-bind")))
 void hostile_post_bind(uint8_t *args) { begin_answer(); }
+
+__attribute__((__export_name__("kws:plugin/post-bind-ref@0.2.0#post-bind")))
+void hostile_post_bind_ref(int32_t pod, uint8_t *node, size_t len) {
+  (void)node, (void)len;
+  begin_answer();
+  use_pod_ref(pod);
+}

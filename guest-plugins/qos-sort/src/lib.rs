@@ -1,7 +1,7 @@
 //! QosSort: a QueueSort plugin. Higher priority first, then Guaranteed before Burstable before BestEffort, then
 //! the pod that entered the queue earlier.
 
-use kws_plugin_sdk::{Config, Plugin, QueuedPod};
+use kws_plugin_sdk::{Config, Plugin, PodRef, QueuedPod};
 
 /// The plugin (no configuration).
 pub struct QosSort;
@@ -20,14 +20,15 @@ impl Plugin for QosSort {
 
     /// The same order as a key: one call per pod entering the queue instead of one per comparison. (Built with the
     /// cargo feature `less-only`, the plugin gives no key, so its cost with `less` alone can be measured.)
+    /// The pod by reference: the key reads two of its fields, so only those cross the boundary.
     #[cfg(not(feature = "less-only"))]
-    fn sort_key(&self, q: &QueuedPod) -> Option<Vec<u8>> {
-        let key = kws_plugin_sdk::SortKey::new().desc_i64(q.pod.priority.into()).asc_u64(q.pod.qos_class.rank().into());
-        Some(key.asc_u64(q.timestamp_ns).finish())
+    fn sort_key_ref(&self, pod: &PodRef<'_>, timestamp_ns: u64, _attempts: u32) -> Option<Vec<u8>> {
+        let key = kws_plugin_sdk::SortKey::new().desc_i64(pod.priority().into()).asc_u64(pod.qos_class().rank().into());
+        Some(key.asc_u64(timestamp_ns).finish())
     }
 }
 
-kws_plugin_sdk::export_queue_sort!(QosSort);
+kws_plugin_sdk::export!(QosSort: queue_sort);
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 
-use kws_plugin_sdk::{host, Config, CyclePod, Declared, NodeInfo, Plugin, Pod, Status};
+use kws_plugin_sdk::{host, Config, CyclePod, Declared, NodeInfo, Plugin, PodRef, Status};
 
 /// The plugin (no configuration).
 pub struct RandomScore;
@@ -65,8 +65,9 @@ impl Plugin for RandomScore {
         Ok(random_below(100) as i64)
     }
 
-    fn post_bind(&self, pod: &Pod, node: &str) {
-        kws_plugin_sdk::info!("Decision: {}/{} => {}", pod.namespace, pod.name, node);
+    /// Reads the two fields it logs, not the whole pod.
+    fn post_bind_ref(&self, pod: &PodRef<'_>, node: &str) {
+        kws_plugin_sdk::info!("Decision: {}/{} => {}", pod.namespace(), pod.name(), node);
     }
 }
 
@@ -75,7 +76,7 @@ kws_plugin_sdk::export!(RandomScore: score, post_bind);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kws_plugin_sdk::{testing, Level, Node};
+    use kws_plugin_sdk::{testing, Level, Node, Pod};
 
     #[test]
     fn scores_are_random_in_range_and_normalize_keeps_them() {

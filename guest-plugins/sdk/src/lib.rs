@@ -124,7 +124,8 @@ pub use sort_key::SortKey;
 pub use table::{NodeInfo, NodeTable, Prepared};
 pub use types::{
     Actions, ClusterEvent, Code, CyclePod, Declared, EventObject, EventResource, KnownPod, Node, NodeSlot, Permit, Pod,
-    PodState, PostFilterResult, PreFilterResult, QosClass, QueuedPod, QueueingHint, Resources, Status, WaitingPod,
+    PodRef, PodState, PostFilterResult, PreFilterResult, QosClass, QueuedPod, QueueingHint, Resources, Status,
+    WaitingPod,
 };
 pub use view::{pods, PodView, Pods};
 
@@ -194,6 +195,14 @@ pub trait Plugin: Sized + 'static {
     fn sort_key(&self, pod: &QueuedPod) -> Option<Vec<u8>> {
         let _ = pod;
         None
+    }
+
+    /// QueueSort's key with the pod by reference: what the host calls. A key usually needs two or three fields
+    /// (`pod.priority()`, `pod.qos_class()`); reading them here instead of in [`Plugin::sort_key`] spares the copy
+    /// of the whole pod into the plugin for every pod that enters the queue. `timestamp_ns` and `attempts` are the
+    /// [`QueuedPod`]'s. Default: [`Plugin::sort_key`] on the whole pod ([`PodRef::get`]).
+    fn sort_key_ref(&self, pod: &PodRef<'_>, timestamp_ns: u64, attempts: u32) -> Option<Vec<u8>> {
+        self.sort_key(&QueuedPod { pod: pod.get(), timestamp_ns, attempts })
     }
 
     /// PreFilter: runs once per pod before Filter. A rejection rejects the pod on every node; Skip says this
@@ -293,6 +302,13 @@ pub trait Plugin: Sized + 'static {
     /// PostBind: `pod` was bound to the node named `node`. Informational; default: nothing.
     fn post_bind(&self, pod: &Pod, node: &str) {
         let _ = (pod, node);
+    }
+
+    /// PostBind with the pod by reference: what the host calls. Reading the fields used here (`pod.namespace()`,
+    /// `pod.name()`) instead of in [`Plugin::post_bind`] spares the copy of the whole pod into the plugin for every
+    /// pod bound. Default: [`Plugin::post_bind`] on the whole pod ([`PodRef::get`]).
+    fn post_bind_ref(&self, pod: &PodRef<'_>, node: &str) {
+        self.post_bind(&pod.get(), node)
     }
 
     /// The cluster events that may make a pod this plugin rejected schedulable (upstream's `EventsToRegister`),
@@ -447,6 +463,8 @@ macro_rules! export_queue_sort {
 /// without it the view stays empty). `config` and `declarations` ([`Plugin::declare`]) are always exported. `nodes`
 /// is exported when a listed point names nodes (`pre_filter`, `filter`, `post_filter`, `pre_score`, `score`) and
 /// `cycle` with `filter` or `score`, as the host requires; listing them yourself is harmless. List each point once.
+/// QueueSort's key and PostBind are exported with the pod by reference (`sort-key-ref`, `post-bind-ref`: see
+/// [`Plugin::sort_key_ref`] and [`Plugin::post_bind_ref`]), which needs a host that offers `host.pod-ref`.
 ///
 /// Unlike the `export_*!` macros, this embeds no component type: `kube-wasm-scheduler plugin componentize` reads
 /// the plugin's world from the module's export names (`kws:plugin/<interface>@0.2.0#<function>`).
@@ -486,11 +504,18 @@ macro_rules! __kws_export_points {
     (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; pre_score $($rest:ident)*) => {
         $crate::__kws_export_points!(@scan $p; [yes $c]; [$($done)* pre_score]; $($rest)*);
     };
-    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; $point:ident $($rest:ident)*) => {
-        $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)* $point]; $($rest)*);
-    };
     (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; declarations $($rest:ident)*) => {
         $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)*]; $($rest)*);
+    };
+    // QueueSort's key and PostBind take the pod by reference (`sort-key-ref`, `post-bind-ref`).
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; queue_sort $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)* queue_sort sort_key_ref]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; post_bind $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)* post_bind_ref]; $($rest)*);
+    };
+    (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*]; $point:ident $($rest:ident)*) => {
+        $crate::__kws_export_points!(@scan $p; [$n $c]; [$($done)* $point]; $($rest)*);
     };
     (@scan $p:ty; [$n:ident $c:ident]; [$($done:ident)*];) => {
         $crate::__kws_export_iface!($p, config);
@@ -549,6 +574,12 @@ macro_rules! __kws_export_iface {
     ($p:ty, bind) => { $crate::__kws_export_iface!(@ $p, bind, __export_kws_plugin_bind_0_2_0_cabi); };
     ($p:ty, post_bind) => {
         $crate::__kws_export_iface!(@ $p, post_bind, __export_kws_plugin_post_bind_0_2_0_cabi);
+    };
+    ($p:ty, post_bind_ref) => {
+        $crate::__kws_export_iface!(@ $p, post_bind_ref, __export_kws_plugin_post_bind_ref_0_2_0_cabi);
+    };
+    ($p:ty, sort_key_ref) => {
+        $crate::__kws_export_iface!(@ $p, sort_key_ref, __export_kws_plugin_sort_key_ref_0_2_0_cabi);
     };
     ($p:ty, $other:ident) => {
         ::core::compile_error!(::core::concat!(

@@ -8,11 +8,12 @@ use std::rc::Rc;
 
 use crate::bindings::exports::kws::plugin as exports;
 use crate::bindings::exports::kws::plugin::filter::FilterResult;
+use crate::bindings::kws::plugin::host::PodRef as HostPodRef;
 use crate::config::Config;
 use crate::host::{self, Level};
 use crate::table::{NodeInfo, NodeTable, Prepared};
 use crate::types::{
-    ClusterEvent, CyclePod, Declared, EventObject, NodeChange, NodeSlot, PermitResult, Pod, PodChange,
+    ClusterEvent, CyclePod, Declared, EventObject, NodeChange, NodeSlot, PermitResult, Pod, PodChange, PodRef,
     PostFilterResult, PreFilterResult, QueuedPod, QueueingHint, Status,
 };
 use crate::{batch, view, Plugin};
@@ -226,9 +227,15 @@ impl<P: Plugin> exports::queue_sort::Guest for Component<P> {
         with_plugin::<P, _>(|p| p.less(&a, &b)).unwrap_or_else(|_| crate::types::priority_sort_less(&a, &b))
     }
 
-    fn sort_key(pod: QueuedPod) -> Option<Vec<u8>> {
+    fn sort_key(q: QueuedPod) -> Option<Vec<u8>> {
         // Without a plugin, no key: `less` gives PrioritySort's order.
-        with_plugin::<P, _>(|p| p.sort_key(&pod)).ok().flatten()
+        with_plugin::<P, _>(|p| p.sort_key_ref(&PodRef::from(&q.pod), q.timestamp_ns, q.attempts)).ok().flatten()
+    }
+}
+
+impl<P: Plugin> exports::sort_key_ref::Guest for Component<P> {
+    fn sort_key(pod: &HostPodRef, timestamp_ns: u64, attempts: u32) -> Option<Vec<u8>> {
+        with_plugin::<P, _>(|p| p.sort_key_ref(&PodRef::host(pod), timestamp_ns, attempts)).ok().flatten()
     }
 }
 
@@ -343,7 +350,13 @@ impl<P: Plugin> exports::bind::Guest for Component<P> {
 impl<P: Plugin> exports::post_bind::Guest for Component<P> {
     fn post_bind(pod: Pod, node: String) {
         // A configuration error was logged when building the plugin; PostBind has no way to report it.
-        let _ = with_plugin::<P, _>(|p| p.post_bind(&pod, &node));
+        let _ = with_plugin::<P, _>(|p| p.post_bind_ref(&PodRef::from(&pod), &node));
+    }
+}
+
+impl<P: Plugin> exports::post_bind_ref::Guest for Component<P> {
+    fn post_bind(pod: &HostPodRef, node: String) {
+        let _ = with_plugin::<P, _>(|p| p.post_bind_ref(&PodRef::host(pod), &node));
     }
 }
 

@@ -225,6 +225,97 @@ impl Node {
     }
 }
 
+/// A pod the host holds, read field by field (the contract's `host.pod-ref`): QueueSort's key and PostBind get
+/// the pod this way, so a plugin that reads two fields copies two fields across the boundary, not the whole pod.
+/// Each method asks the host (read a field once and keep it); [`PodRef::get`] copies the whole [`Pod`].
+pub struct PodRef<'a>(PodSource<'a>);
+
+/// Where a [`PodRef`] reads from.
+enum PodSource<'a> {
+    /// The host's pod, lent for the length of one call.
+    Host(&'a crate::bindings::kws::plugin::host::PodRef),
+    /// A pod at hand (tests, or a host that passed the pod by value).
+    Copy(&'a Pod),
+}
+
+impl<'a> PodRef<'a> {
+    /// The host's pod, lent for the call in progress.
+    pub(crate) fn host(pod: &'a crate::bindings::kws::plugin::host::PodRef) -> Self {
+        Self(PodSource::Host(pod))
+    }
+
+    /// The pod's UID.
+    pub fn uid(&self) -> String {
+        match self.0 {
+            PodSource::Host(h) => h.uid(),
+            PodSource::Copy(p) => p.uid.clone(),
+        }
+    }
+
+    /// The pod's namespace.
+    pub fn namespace(&self) -> String {
+        match self.0 {
+            PodSource::Host(h) => h.namespace(),
+            PodSource::Copy(p) => p.namespace.clone(),
+        }
+    }
+
+    /// The pod's name.
+    pub fn name(&self) -> String {
+        match self.0 {
+            PodSource::Host(h) => h.name(),
+            PodSource::Copy(p) => p.name.clone(),
+        }
+    }
+
+    /// The pod's priority (`spec.priority`, 0 when unset).
+    pub fn priority(&self) -> i32 {
+        match self.0 {
+            PodSource::Host(h) => h.priority(),
+            PodSource::Copy(p) => p.priority,
+        }
+    }
+
+    /// The pod's QoS class.
+    pub fn qos_class(&self) -> QosClass {
+        match self.0 {
+            PodSource::Host(h) => h.qos_class(),
+            PodSource::Copy(p) => p.qos_class,
+        }
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<String> {
+        match self.0 {
+            PodSource::Host(h) => h.label(key),
+            PodSource::Copy(p) => p.label(key).map(str::to_string),
+        }
+    }
+
+    /// The value of annotation `key`.
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        match self.0 {
+            PodSource::Host(h) => h.annotation(key),
+            PodSource::Copy(p) => p.annotation(key).map(str::to_string),
+        }
+    }
+
+    /// The whole pod (one copy of every field).
+    pub fn get(&self) -> Pod {
+        match self.0 {
+            PodSource::Host(h) => h.get(),
+            PodSource::Copy(p) => p.clone(),
+        }
+    }
+}
+
+impl<'a> From<&'a Pod> for PodRef<'a> {
+    /// A pod at hand read as a reference (tests, or code that calls a plugin's methods directly).
+    fn from(pod: &'a Pod) -> Self {
+        Self(PodSource::Copy(pod))
+    }
+}
+
 impl QueuedPod {
     /// A queued pod; for tests.
     pub fn new(pod: Pod, timestamp_ns: u64) -> Self {

@@ -208,7 +208,7 @@ fn rust_lib(plugin: &str, points: &[Point]) -> String {
             Point::Permit => &["Pod", "Permit"],
             Point::PreBind => &["Pod", "Status"],
             Point::Bind => &["Pod", "Status"],
-            Point::PostBind => &["Pod"],
+            Point::PostBind => &["PodRef"],
         });
     }
     // rustfmt's order: modules, then types, then constants.

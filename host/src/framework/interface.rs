@@ -532,8 +532,8 @@ pub trait BindPlugin: Plugin {
 
 /// Informational, after a successful bind.
 pub trait PostBindPlugin: Plugin {
-    /// Called once the pod is bound.
-    fn post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+    /// Called once the pod is bound. The pod is shared so that a plugin may keep it, or lend it, without a copy.
+    fn post_bind(&self, state: &mut CycleState, pod: &Arc<PodInfo>, node: &str);
 }
 
 #[cfg(test)]

@@ -889,7 +889,7 @@ impl Framework {
     }
 
     /// PostBind: informational, every plugin runs.
-    pub fn run_post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+    pub fn run_post_bind(&self, state: &mut CycleState, pod: &Arc<PodInfo>, node: &str) {
         let timer = state.plugin_timer.clone();
         for e in self.plugins_at(ExtensionPoint::PostBind) {
             timed(

@@ -920,7 +920,7 @@ mod tests {
     }
 
     impl crate::framework::PostBindPlugin for SlowPostBind {
-        fn post_bind(&self, _: &mut crate::framework::CycleState, _: &PodInfo, _: &str) {
+        fn post_bind(&self, _: &mut crate::framework::CycleState, _: &Arc<PodInfo>, _: &str) {
             let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(20));

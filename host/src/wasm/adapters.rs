@@ -9,7 +9,7 @@ use super::bindings::exports::kws::plugin::declarations::Declared;
 use super::bindings::kws::plugin::types as wit;
 use super::convert;
 use super::failure::{Call, Failed};
-use super::instance::{cached_guest, guest, trap, CallError, CycleCtx, GuestInstance, Loaded};
+use super::instance::{cached_guest, guest, trap, with_pod_ref, CallError, CycleCtx, GuestInstance, Loaded};
 use super::WasmPlugin;
 use crate::framework::ExtensionPoint as P;
 use crate::framework::Snapshot;
@@ -84,7 +84,8 @@ impl Plugin for WasmPlugin {
         self.current().idx.bind.as_ref().map(|_| self as _)
     }
     fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
-        self.current().idx.post_bind.as_ref().map(|_| self as _)
+        let idx = &self.current().idx;
+        (idx.post_bind.is_some() || idx.post_bind_ref.is_some()).then_some(self as _)
     }
 }
 
@@ -116,10 +117,19 @@ impl QueueSortPlugin for WasmPlugin {
         if ctx.loaded().gives_sort_keys() == Some(false) {
             return None;
         }
-        let q = self.queued_pods.get(pod);
-        let r = self.call(&ctx, P::QueueSort.into(), |_, l, i| {
-            cached_guest!(l, i, queue_sort).call_sort_key(&mut i.store, &q).map_err(trap)
-        });
+        let r = if ctx.loaded().idx.sort_key_ref.is_some() {
+            // By reference: the guest reads the fields its key needs, and no pod record is built or copied.
+            let (ts, attempts) = (pod.timestamp, pod.attempts);
+            self.call(&ctx, P::QueueSort.into(), |_, l, i| {
+                let g = cached_guest!(l, i, sort_key_ref);
+                with_pod_ref(&mut i.store, pod.pod_info.clone(), |store, r| g.call_sort_key(store, r, ts, attempts))
+            })
+        } else {
+            let q = self.queued_pods.get(pod);
+            self.call(&ctx, P::QueueSort.into(), |_, l, i| {
+                cached_guest!(l, i, queue_sort).call_sort_key(&mut i.store, &q).map_err(trap)
+            })
+        };
         match r {
             Ok(key) => {
                 // The first answer tells whether this version gives keys; a less-only sort is not asked again.
@@ -389,7 +399,16 @@ impl BindPlugin for WasmPlugin {
 }
 
 impl PostBindPlugin for WasmPlugin {
-    fn post_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+    fn post_bind(&self, state: &mut CycleState, pod: &Arc<PodInfo>, node: &str) {
+        let ctx = self.ctx(Some(state));
+        if ctx.loaded().idx.post_bind_ref.is_some() {
+            // By reference: the guest reads the fields it uses, and no pod record is built or copied.
+            let _ = self.call(&ctx, P::PostBind.into(), |_, l, i| {
+                let g = cached_guest!(l, i, post_bind_ref);
+                with_pod_ref(&mut i.store, pod.clone(), |store, r| g.call_post_bind(store, r, node))
+            });
+            return;
+        }
         self.at_node(Some(state), P::PostBind.into(), pod, |l, i, p| {
             cached_guest!(l, i, post_bind).call_post_bind(&mut i.store, p, node).map_err(trap)?;
             Ok(Status::success())

@@ -60,11 +60,7 @@ pub fn pod(p: &PodInfo) -> wit::Pod {
         labels: labels(p.pod.metadata.labels.as_ref()),
         annotations: labels(p.pod.metadata.annotations.as_ref()),
         priority: p.priority,
-        qos_class: match p.qos {
-            QosClass::Guaranteed => wit::QosClass::Guaranteed,
-            QosClass::Burstable => wit::QosClass::Burstable,
-            QosClass::BestEffort => wit::QosClass::BestEffort,
-        },
+        qos_class: qos_class(p.qos),
         requests: resources(&p.requests),
         limits: resources(&limits),
         tolerations: p
@@ -90,6 +86,15 @@ pub fn pod(p: &PodInfo) -> wit::Pod {
             .collect(),
         scheduler_name: p.scheduler_name().to_string(),
         node_name: p.node_name().map(str::to_string),
+    }
+}
+
+/// A QoS class as the contract names it.
+pub fn qos_class(q: QosClass) -> wit::QosClass {
+    match q {
+        QosClass::Guaranteed => wit::QosClass::Guaranteed,
+        QosClass::Burstable => wit::QosClass::Burstable,
+        QosClass::BestEffort => wit::QosClass::BestEffort,
     }
 }
 

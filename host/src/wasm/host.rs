@@ -5,18 +5,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::StoreLimits;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::kws::plugin::{host, types as wit};
 use super::engine::{first_line, WasmEngine};
 use super::output::{GuestLog, GuestOutput, Source};
-use super::{ComponentInfo, WasmError};
+use super::{ComponentInfo, WasmError, WasmStats};
 use crate::framework::pod_view::PodView;
 use crate::framework::rng::Rng;
 use crate::framework::waiting_pods::WaitingPods;
-use crate::framework::PluginContext;
+use crate::framework::{PluginContext, PodInfo};
 
 /// A plugin's private cycle state (`host.cycle-state-write` / `-read`), shared by the instances of one cycle.
 pub(super) type GuestCycleState = Arc<Mutex<HashMap<String, Vec<u8>>>>;
@@ -57,6 +57,54 @@ pub(crate) struct HostState {
     /// The plugin's name: whom `allow-waiting-pod` and `reject-waiting-pod` act for by default.
     pub(super) plugin: Arc<str>,
     pub(super) handle: GuestHandle,
+    /// The plugin's counters (`pod-ref.get` counts the pods a guest copies from a lent one).
+    pub(super) stats: Arc<WasmStats>,
+}
+
+/// The host side of `host.pod-ref`: the pod a by-reference call passes (`post-bind-ref`, `sort-key-ref`), shared
+/// with the framework. The adapter puts it in the instance's table for the length of one call.
+pub struct PodRef(pub(super) Arc<PodInfo>);
+
+impl HostState {
+    /// The pod behind a handle the guest passed back.
+    fn pod_ref(&self, r: &Resource<PodRef>) -> wasmtime::Result<&PodInfo> {
+        Ok(&self.table.get(r)?.0)
+    }
+}
+
+impl host::HostPodRef for HostState {
+    fn uid(&mut self, r: Resource<PodRef>) -> wasmtime::Result<String> {
+        Ok(self.pod_ref(&r)?.uid.clone())
+    }
+    fn namespace(&mut self, r: Resource<PodRef>) -> wasmtime::Result<String> {
+        Ok(self.pod_ref(&r)?.namespace.clone())
+    }
+    fn name(&mut self, r: Resource<PodRef>) -> wasmtime::Result<String> {
+        Ok(self.pod_ref(&r)?.name.clone())
+    }
+    fn priority(&mut self, r: Resource<PodRef>) -> wasmtime::Result<i32> {
+        Ok(self.pod_ref(&r)?.priority)
+    }
+    fn qos_class(&mut self, r: Resource<PodRef>) -> wasmtime::Result<wit::QosClass> {
+        Ok(super::convert::qos_class(self.pod_ref(&r)?.qos))
+    }
+    fn label(&mut self, r: Resource<PodRef>, key: String) -> wasmtime::Result<Option<String>> {
+        Ok(self.pod_ref(&r)?.pod.metadata.labels.as_ref().and_then(|m| m.get(&key)).cloned())
+    }
+    fn annotation(&mut self, r: Resource<PodRef>, key: String) -> wasmtime::Result<Option<String>> {
+        Ok(self.pod_ref(&r)?.pod.metadata.annotations.as_ref().and_then(|m| m.get(&key)).cloned())
+    }
+    fn get(&mut self, r: Resource<PodRef>) -> wasmtime::Result<wit::Pod> {
+        let pod = super::convert::pod(self.pod_ref(&r)?);
+        self.stats.pods_fetched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(pod)
+    }
+    fn drop(&mut self, r: Resource<PodRef>) -> wasmtime::Result<()> {
+        // Only an owned handle's drop reaches the host, and the host lends pods only as borrows; the adapter that
+        // put the pod in the table takes it out when its call returns.
+        self.table.delete(r)?;
+        Ok(())
+    }
 }
 
 impl host::Host for HostState {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Instance, InstancePre, ResourceTable};
+use wasmtime::component::{Component, Instance, InstancePre, Resource, ResourceTable};
 use wasmtime::{Store, StoreLimitsBuilder, Trap, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -18,7 +18,7 @@ use super::bindings::kws::plugin::types as wit;
 use super::convert;
 use super::engine::{first_line, WasmEngine};
 use super::failure::{self, Call, Failed, Gate};
-use super::host::{linker_for, GuestCycleState, HostState};
+use super::host::{linker_for, GuestCycleState, HostState, PodRef};
 use super::output::{GuestOutput, Source};
 use super::{ComponentInfo, WasmError, WasmPlugin};
 use crate::framework::pod_view::PodChange;
@@ -43,6 +43,7 @@ pub(super) struct Indices {
     pub(super) cycle: Option<ex::cycle::GuestIndices>,
     pub(super) pre_enqueue: Option<ex::pre_enqueue::GuestIndices>,
     pub(super) queue_sort: Option<ex::queue_sort::GuestIndices>,
+    pub(super) sort_key_ref: Option<ex::sort_key_ref::GuestIndices>,
     pub(super) pre_filter: Option<ex::pre_filter::GuestIndices>,
     pub(super) filter: Option<ex::filter::GuestIndices>,
     pub(super) post_filter: Option<ex::post_filter::GuestIndices>,
@@ -53,6 +54,7 @@ pub(super) struct Indices {
     pub(super) pre_bind: Option<ex::pre_bind::GuestIndices>,
     pub(super) bind: Option<ex::bind::GuestIndices>,
     pub(super) post_bind: Option<ex::post_bind::GuestIndices>,
+    pub(super) post_bind_ref: Option<ex::post_bind_ref::GuestIndices>,
 }
 
 /// One instance: its store, its copy of the node table's generations, and the hot exports, looked up (and
@@ -71,11 +73,29 @@ pub(super) struct GuestInstance {
     pods_cursor: u64,
     pub(super) cycle: Option<ex::cycle::Guest>,
     pub(super) queue_sort: Option<ex::queue_sort::Guest>,
+    pub(super) sort_key_ref: Option<ex::sort_key_ref::Guest>,
     pub(super) filter: Option<ex::filter::Guest>,
     pub(super) score: Option<ex::score::Guest>,
     pub(super) post_bind: Option<ex::post_bind::Guest>,
+    pub(super) post_bind_ref: Option<ex::post_bind_ref::Guest>,
     pub(super) nodes: Option<ex::nodes::Guest>,
     pub(super) pods: Option<ex::pods::Guest>,
+}
+
+/// Runs `f` with `pod` lent to the guest of `store` as a `host.pod-ref` for the length of one call, and takes it
+/// back after, whatever the call did.
+pub(super) fn with_pod_ref<R>(
+    store: &mut Store<HostState>,
+    pod: Arc<PodInfo>,
+    f: impl FnOnce(&mut Store<HostState>, Resource<PodRef>) -> wasmtime::Result<R>,
+) -> Result<R, CallError> {
+    let data = store.data_mut();
+    data.stats.pods_lent.fetch_add(1, Ordering::Relaxed);
+    let own = data.table.push(PodRef(pod)).map_err(|e| CallError::Trap(e.to_string()))?;
+    let r = f(store, Resource::new_borrow(own.rep()));
+    // The pod is the framework's: out of the table even when the call trapped.
+    let _ = store.data_mut().table.delete(own);
+    r.map_err(trap)
 }
 
 /// Whether a call may send node-table changes to the guest (the calls that take node slots), so that it wants an
@@ -155,6 +175,7 @@ impl Loaded {
             cycle: ex::cycle::GuestIndices::new(&pre).ok(),
             pre_enqueue: ex::pre_enqueue::GuestIndices::new(&pre).ok(),
             queue_sort: ex::queue_sort::GuestIndices::new(&pre).ok(),
+            sort_key_ref: ex::sort_key_ref::GuestIndices::new(&pre).ok(),
             pre_filter: ex::pre_filter::GuestIndices::new(&pre).ok(),
             filter: ex::filter::GuestIndices::new(&pre).ok(),
             post_filter: ex::post_filter::GuestIndices::new(&pre).ok(),
@@ -165,6 +186,7 @@ impl Loaded {
             pre_bind: ex::pre_bind::GuestIndices::new(&pre).ok(),
             bind: ex::bind::GuestIndices::new(&pre).ok(),
             post_bind: ex::post_bind::GuestIndices::new(&pre).ok(),
+            post_bind_ref: ex::post_bind_ref::GuestIndices::new(&pre).ok(),
         };
         if (idx.filter.is_some()
             || idx.score.is_some()
@@ -176,6 +198,9 @@ impl Loaded {
             return Err(WasmError::Contract(
                 "it exports a node-level point (filter, score, ...) but not kws:plugin/nodes".into(),
             ));
+        }
+        if idx.sort_key_ref.is_some() && idx.queue_sort.is_none() {
+            return Err(WasmError::Contract("it exports kws:plugin/sort-key-ref but not kws:plugin/queue-sort".into()));
         }
         if (idx.filter.is_some() || idx.score.is_some()) && idx.cycle.is_none() {
             return Err(WasmError::Contract("it exports filter or score but not kws:plugin/cycle".into()));
@@ -374,6 +399,7 @@ impl WasmPlugin {
             held: None,
             plugin: self.name.clone(),
             handle: self.handle.clone(),
+            stats: self.stats.clone(),
         };
         let mut store = Store::new(WasmEngine::shared().engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -389,9 +415,11 @@ impl WasmPlugin {
             pods_cursor: 0,
             cycle: None,
             queue_sort: None,
+            sort_key_ref: None,
             filter: None,
             score: None,
             post_bind: None,
+            post_bind_ref: None,
             nodes: None,
             pods: None,
         })

@@ -133,7 +133,8 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
         }
         info.contract_version = version.to_string();
         info.exports.push(name.to_string());
-        points.extend(ExtensionPoint::from_wit_interface(iface));
+        // A point's by-reference form serves that point.
+        points.extend(ExtensionPoint::from_wit_interface(if iface == "post-bind-ref" { "post-bind" } else { iface }));
     }
     for (name, _) in ty.imports(engine) {
         info.imports.push(name.to_string());
@@ -150,6 +151,7 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
     }
     // In upstream's order, whatever order the component lists its exports in.
     points.sort();
+    points.dedup();
     info.points = points.into_iter().map(ExtensionPoint::metric_name).collect();
     if info.points.is_empty() {
         return Err(WasmError::Contract(format!(

@@ -83,6 +83,10 @@ pub struct WasmStats {
     pub output_bytes_dropped: AtomicU64,
     /// Node table rows sent to instances (a fresh instance is sent every node it is asked about).
     pub node_rows_sent: AtomicU64,
+    /// Pods lent by reference (`host.pod-ref`: QueueSort's key, PostBind) instead of copied into the guest.
+    pub pods_lent: AtomicU64,
+    /// Whole pods a guest copied from a lent one anyway (`pod-ref.get`, e.g. the SDK's by-value fallback).
+    pub pods_fetched: AtomicU64,
 }
 
 /// A Wasm plugin.

@@ -224,6 +224,12 @@ fn run_seed(w: &World, seed: u64, mode: &str, policy: &str) -> Result<(u64, u64)
     if j.trapped() && !less {
         j.errors.push("QueueSort: a failure did not keep arrival order".into());
     }
+    // The key, with the pod lent by reference (`sort-key-ref`): a garbage call may also misuse the handle (a method
+    // on a made-up one, or the handle kept past the call), which must fail only the call.
+    let key = j.time("QueueSort key", || p.as_queue_sort().unwrap().sort_key(&qa));
+    if j.trapped() && key.is_some() {
+        j.errors.push("QueueSort: a failed key call gave a key".into());
+    }
 
     let mut state = CycleState::new();
     p.begin_cycle(&mut state);
@@ -310,7 +316,7 @@ fn run_seed(w: &World, seed: u64, mode: &str, policy: &str) -> Result<(u64, u64)
     j.status("PreBind", &s, Table::Success);
     let s = j.time("Bind", || p.as_bind().unwrap().bind(&mut state, pod, "n0"));
     j.status("Bind", &s, Table::Skip);
-    j.time("PostBind", || p.as_post_bind().unwrap().post_bind(&mut state, pod, "n0"));
+    j.time("PostBind", || p.as_post_bind().unwrap().post_bind(&mut state, &w.pod, "n0"));
 
     if j.errors.is_empty() {
         Ok((j.failed, j.used))

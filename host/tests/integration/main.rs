@@ -15,6 +15,7 @@ mod gang;
 mod go_guest;
 mod guest_failures;
 mod lifting;
+mod pod_ref;
 mod points;
 mod properties;
 mod queue;

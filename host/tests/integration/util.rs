@@ -186,7 +186,7 @@ impl BindPlugin for TestPlugin {
     }
 }
 impl PostBindPlugin for TestPlugin {
-    fn post_bind(&self, _s: &mut CycleState, _pod: &PodInfo, node: &str) {
+    fn post_bind(&self, _s: &mut CycleState, _pod: &Arc<PodInfo>, node: &str) {
         self.record(format!("postBind({node})"));
     }
 }

@@ -221,10 +221,12 @@ fn scoring_takes_the_instance_whose_node_table_is_loaded_not_one_that_only_serve
     let rows = || plugin.stats.node_rows_sent.load(Relaxed);
     assert!(rows() >= NODES as u64, "the first Score loaded the table: {} rows", rows());
     // Binding cycles run PostBind many at a time (live, on the blocking pool): the pool grows cold instances.
-    let pod = kube_wasm_scheduler::framework::PodInfo::new(
-        serde_yaml::from_str(pod_yaml("bound", "").trim_end_matches("---\n")).unwrap(),
-    )
-    .unwrap();
+    let pod = Arc::new(
+        kube_wasm_scheduler::framework::PodInfo::new(
+            serde_yaml::from_str(pod_yaml("bound", "").trim_end_matches("---\n")).unwrap(),
+        )
+        .unwrap(),
+    );
     // One thread scored (parallelism 1): one instance, with the whole table. Sixteen threads calling PostBind
     // together make the pool grow cold ones.
     let barrier = std::sync::Barrier::new(16);

@@ -139,8 +139,10 @@ impl Plugin for {{Plugin}} {
     }
 //@ post-bind
 
-    fn post_bind(&self, pod: &Pod, node: &str) {
-        kws_plugin_sdk::info!("bound {} to {node}", pod.key());
+    // The pod by reference: only the two fields logged cross into the plugin (`post_bind`, with the whole `Pod`,
+    // works too, at the price of copying every field).
+    fn post_bind_ref(&self, pod: &PodRef<'_>, node: &str) {
+        kws_plugin_sdk::info!("bound {}/{} to {node}", pod.namespace(), pod.name());
     }
 //@ end
 }
