@@ -202,7 +202,11 @@ pub trait Plugin: Sized + 'static {
     /// of the whole pod into the plugin for every pod that enters the queue. `timestamp_ns` and `attempts` are the
     /// [`QueuedPod`]'s. Default: [`Plugin::sort_key`] on the whole pod ([`PodRef::get`]).
     fn sort_key_ref(&self, pod: &PodRef<'_>, timestamp_ns: u64, attempts: u32) -> Option<Vec<u8>> {
-        self.sort_key(&QueuedPod { pod: pod.get(), timestamp_ns, attempts })
+        match pod.as_queued() {
+            // Called by value: the queued pod is at hand.
+            Some(q) => self.sort_key(q),
+            None => self.sort_key(&QueuedPod { pod: pod.get(), timestamp_ns, attempts }),
+        }
     }
 
     /// PreFilter: runs once per pod before Filter. A rejection rejects the pod on every node; Skip says this
@@ -308,7 +312,7 @@ pub trait Plugin: Sized + 'static {
     /// `pod.name()`) instead of in [`Plugin::post_bind`] spares the copy of the whole pod into the plugin for every
     /// pod bound. Default: [`Plugin::post_bind`] on the whole pod ([`PodRef::get`]).
     fn post_bind_ref(&self, pod: &PodRef<'_>, node: &str) {
-        self.post_bind(&pod.get(), node)
+        pod.with_pod(|p| self.post_bind(p, node))
     }
 
     /// The cluster events that may make a pod this plugin rejected schedulable (upstream's `EventsToRegister`),

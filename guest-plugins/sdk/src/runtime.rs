@@ -229,7 +229,7 @@ impl<P: Plugin> exports::queue_sort::Guest for Component<P> {
 
     fn sort_key(q: QueuedPod) -> Option<Vec<u8>> {
         // Without a plugin, no key: `less` gives PrioritySort's order.
-        with_plugin::<P, _>(|p| p.sort_key_ref(&PodRef::from(&q.pod), q.timestamp_ns, q.attempts)).ok().flatten()
+        with_plugin::<P, _>(|p| p.sort_key_ref(&PodRef::queued(&q), q.timestamp_ns, q.attempts)).ok().flatten()
     }
 }
 

@@ -234,8 +234,9 @@ pub struct PodRef<'a>(PodSource<'a>);
 enum PodSource<'a> {
     /// The host's pod, lent for the length of one call.
     Host(&'a crate::bindings::kws::plugin::host::PodRef),
-    /// A pod at hand (tests, or a host that passed the pod by value).
-    Copy(&'a Pod),
+    /// A pod at hand (tests, or a host that passed the pod by value), with the queued pod it came in when it came
+    /// in one (QueueSort's by-value key), so that the by-value defaults hand it on without a copy.
+    Copy(&'a Pod, Option<&'a QueuedPod>),
 }
 
 impl<'a> PodRef<'a> {
@@ -244,11 +245,32 @@ impl<'a> PodRef<'a> {
         Self(PodSource::Host(pod))
     }
 
+    /// A queued pod at hand read as a reference (QueueSort's by-value key).
+    pub(crate) fn queued(q: &'a QueuedPod) -> Self {
+        Self(PodSource::Copy(&q.pod, Some(q)))
+    }
+
+    /// The queued pod this reference was made from, if it was made from one.
+    pub(crate) fn as_queued(&self) -> Option<&'a QueuedPod> {
+        match self.0 {
+            PodSource::Copy(_, q) => q,
+            PodSource::Host(_) => None,
+        }
+    }
+
+    /// Runs `f` with the whole pod: the one at hand, or a copy fetched from the host.
+    pub(crate) fn with_pod<R>(&self, f: impl FnOnce(&Pod) -> R) -> R {
+        match self.0 {
+            PodSource::Copy(p, _) => f(p),
+            PodSource::Host(h) => f(&h.get()),
+        }
+    }
+
     /// The pod's UID.
     pub fn uid(&self) -> String {
         match self.0 {
             PodSource::Host(h) => h.uid(),
-            PodSource::Copy(p) => p.uid.clone(),
+            PodSource::Copy(p, _) => p.uid.clone(),
         }
     }
 
@@ -256,7 +278,7 @@ impl<'a> PodRef<'a> {
     pub fn namespace(&self) -> String {
         match self.0 {
             PodSource::Host(h) => h.namespace(),
-            PodSource::Copy(p) => p.namespace.clone(),
+            PodSource::Copy(p, _) => p.namespace.clone(),
         }
     }
 
@@ -264,7 +286,7 @@ impl<'a> PodRef<'a> {
     pub fn name(&self) -> String {
         match self.0 {
             PodSource::Host(h) => h.name(),
-            PodSource::Copy(p) => p.name.clone(),
+            PodSource::Copy(p, _) => p.name.clone(),
         }
     }
 
@@ -272,7 +294,7 @@ impl<'a> PodRef<'a> {
     pub fn priority(&self) -> i32 {
         match self.0 {
             PodSource::Host(h) => h.priority(),
-            PodSource::Copy(p) => p.priority,
+            PodSource::Copy(p, _) => p.priority,
         }
     }
 
@@ -280,7 +302,7 @@ impl<'a> PodRef<'a> {
     pub fn qos_class(&self) -> QosClass {
         match self.0 {
             PodSource::Host(h) => h.qos_class(),
-            PodSource::Copy(p) => p.qos_class,
+            PodSource::Copy(p, _) => p.qos_class,
         }
     }
 
@@ -288,7 +310,7 @@ impl<'a> PodRef<'a> {
     pub fn label(&self, key: &str) -> Option<String> {
         match self.0 {
             PodSource::Host(h) => h.label(key),
-            PodSource::Copy(p) => p.label(key).map(str::to_string),
+            PodSource::Copy(p, _) => p.label(key).map(str::to_string),
         }
     }
 
@@ -296,7 +318,7 @@ impl<'a> PodRef<'a> {
     pub fn annotation(&self, key: &str) -> Option<String> {
         match self.0 {
             PodSource::Host(h) => h.annotation(key),
-            PodSource::Copy(p) => p.annotation(key).map(str::to_string),
+            PodSource::Copy(p, _) => p.annotation(key).map(str::to_string),
         }
     }
 
@@ -304,7 +326,7 @@ impl<'a> PodRef<'a> {
     pub fn get(&self) -> Pod {
         match self.0 {
             PodSource::Host(h) => h.get(),
-            PodSource::Copy(p) => p.clone(),
+            PodSource::Copy(p, _) => p.clone(),
         }
     }
 }
@@ -312,7 +334,7 @@ impl<'a> PodRef<'a> {
 impl<'a> From<&'a Pod> for PodRef<'a> {
     /// A pod at hand read as a reference (tests, or code that calls a plugin's methods directly).
     fn from(pod: &'a Pod) -> Self {
-        Self(PodSource::Copy(pod))
+        Self(PodSource::Copy(pod, None))
     }
 }
 

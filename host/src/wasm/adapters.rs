@@ -409,9 +409,9 @@ impl PostBindPlugin for WasmPlugin {
             });
             return;
         }
-        self.at_node(Some(state), P::PostBind.into(), pod, |l, i, p| {
-            cached_guest!(l, i, post_bind).call_post_bind(&mut i.store, p, node).map_err(trap)?;
-            Ok(Status::success())
+        let p = convert::pod(pod);
+        let _ = self.call(&ctx, P::PostBind.into(), |_, l, i| {
+            cached_guest!(l, i, post_bind).call_post_bind(&mut i.store, &p, node).map_err(trap)
         });
     }
 }
