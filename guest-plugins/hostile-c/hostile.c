@@ -92,7 +92,7 @@ static enum mode mode;
 static uint64_t seed, calls, salt, max_wait_ms = UINT64_MAX;
 static int configured;
 // The config's "declare": what declarations.declare does (see there).
-enum declare { DECLARE_NOTHING, DECLARE_TRAP, DECLARE_EVERY_BIT };
+enum declare { DECLARE_NOTHING, DECLARE_TRAP, DECLARE_EVERY_BIT, DECLARE_UNKNOWN_BITS };
 static enum declare declare_as;
 
 static void log_line(int32_t level, const char *msg) { host_log(level, (const uint8_t *)msg, strlen(msg)); }
@@ -147,6 +147,7 @@ static void configure(void) {
   declare_as = DECLARE_NOTHING;
   if (d && memcmp(d, "\"trap\"", 6) == 0) declare_as = DECLARE_TRAP;
   if (d && memcmp(d, "\"every-bit\"", 11) == 0) declare_as = DECLARE_EVERY_BIT;
+  if (d && memcmp(d, "\"unknown-bits\"", 14) == 0) declare_as = DECLARE_UNKNOWN_BITS;
   // Each instance draws its own salt, so a fresh instance after a trap does not replay the one before it.
   salt = (uint64_t)host_random();
   configured = 1;
@@ -374,14 +375,16 @@ __attribute__((__export_name__("kws:plugin/pods@0.2.0#apply")))
 void hostile_pods_apply(uint8_t *changes, size_t len) { (void)changes, (void)len; }
 
 // declarations.declare promises nothing in any mode: asked once, at load, like events-to-register, and a promise
-// would only take calls away from the garbage the tests want to see. The config's "declare" makes it trap ("trap")
-// or set all 32 bits of its answer, two flags and 30 bits the contract does not have ("every-bit"). A flags value
-// comes back flat, as an i32.
+// would only take calls away from the garbage the tests want to see. The config's "declare" makes it trap ("trap"),
+// set all 32 bits of its answer, the contract's five flags (two of which exclude each other) and 27 bits it does
+// not have ("every-bit"), or all but the three flags of bits 2-4 ("unknown-bits": score-needs-no-normalize,
+// ignores-node-usage and the 27 bits). A flags value comes back flat, as an i32.
 __attribute__((__export_name__("kws:plugin/declarations@0.2.0#declare")))
 int32_t hostile_declare(void) {
   configure();
   if (declare_as == DECLARE_TRAP) __builtin_trap();
-  return declare_as == DECLARE_EVERY_BIT ? -1 : 0;
+  if (declare_as == DECLARE_EVERY_BIT) return -1;
+  return declare_as == DECLARE_UNKNOWN_BITS ? (int32_t)~0x1cu : 0;
 }
 
 // events.events-to-register answers a valid list in every mode: it is asked once, at load, where a bad answer

@@ -45,9 +45,13 @@ impl Plugin for PriorityLabel {
         Ok(Self { key: key.to_string(), missing_reason: format!("node(s) didn't have label {key}") })
     }
 
-    /// It reads one label, never the node's usage: the host need not resend a node each time a pod lands on it.
+    /// It reads one label, never the node's usage (the host need not resend a node each time a pod lands on it)
+    /// nor the pod (the host keeps each node's score for every pod), and its NormalizeScore is upstream's
+    /// `DefaultNormalizeScore` (reversed when built with `invert`), which the host computes itself.
     fn declare(&self) -> Declared {
-        Declared::IGNORES_NODE_USAGE
+        let normalize =
+            if cfg!(feature = "invert") { Declared::NORMALIZE_DEFAULT_REVERSED } else { Declared::NORMALIZE_DEFAULT };
+        Declared::IGNORES_NODE_USAGE | Declared::SCORE_READS_NODE_ONLY | normalize
     }
 
     fn prepare(&self, node: &Node) -> Label {
@@ -70,7 +74,9 @@ impl Plugin for PriorityLabel {
         match node.data() {
             // Filter keeps such nodes out; score them lowest if Filter is disabled.
             Label::Missing => Ok(0),
-            Label::Value(v) => Ok(*v),
+            // A negative value ranks as 0 does. Clamped here rather than in NormalizeScore, so that the promised
+            // `normalize-default` (which keeps negative scores negative) gives what `scale_to_max` gives.
+            Label::Value(v) => Ok((*v).max(0)),
             Label::NotInteger => {
                 let value = node.label(&self.key).unwrap_or_default();
                 Err(Status::error(format!("node {}: label {} has non-integer value \"{value}\"", node.name, self.key)))
@@ -164,6 +170,46 @@ mod tests {
         assert!(testing::filter::<PriorityLabel>(pod(), vec![1]).iter().all(Status::is_success));
         testing::apply(vec![NodeChange::Upsert((0, Node::new("a")))]);
         assert_eq!(testing::filter::<PriorityLabel>(pod(), vec![0])[0].code, Code::UnschedulableAndUnresolvable);
+    }
+
+    /// kube-scheduler's `DefaultNormalizeScore(100, reverse, scores)`, written out from upstream's definition: what
+    /// the host computes instead of calling the plugin's NormalizeScore, given the plugin's promise.
+    fn upstream_default_normalize(scores: &[i64], reverse: bool) -> Vec<i64> {
+        let max = scores.iter().copied().fold(0, i64::max);
+        if max == 0 {
+            return scores.iter().map(|&s| if reverse { 100 } else { s }).collect();
+        }
+        scores.iter().map(|&s| if reverse { 100 - 100 * s / max } else { 100 * s / max }).collect()
+    }
+
+    #[test]
+    fn its_promises_hold() {
+        let reverse = cfg!(feature = "invert");
+        let normalize = if reverse { Declared::NORMALIZE_DEFAULT_REVERSED } else { Declared::NORMALIZE_DEFAULT };
+        assert_eq!(
+            testing::declare::<PriorityLabel>(),
+            Declared::IGNORES_NODE_USAGE | Declared::SCORE_READS_NODE_ONLY | normalize
+        );
+        // Score reads only the node: other pods, the same scores.
+        testing::load_nodes(vec![
+            Node::new("a").with_label(DEFAULT_LABEL_KEY, "10"),
+            Node::new("b"),
+            Node::new("c").with_label(DEFAULT_LABEL_KEY, "-4"),
+            Node::new("d").with_label(DEFAULT_LABEL_KEY, " 25 "),
+        ]);
+        let mut labelled = Pod::new("other", "q");
+        labelled.labels.push(("priority.example.com".into(), "99".into()));
+        labelled.priority = 1000;
+        let raw = testing::score::<PriorityLabel>(Pod::new("default", "p"), vec![0, 1, 2, 3]).unwrap();
+        assert_eq!(raw, [10, 0, 0, 25], "a negative value scores as 0 does");
+        assert_eq!(testing::score::<PriorityLabel>(labelled, vec![0, 1, 2, 3]).unwrap(), raw);
+        // Its NormalizeScore is upstream's on every list its Score can give (no score below 0).
+        for raw in [vec![10, 0, 0, 25], vec![0, 0], vec![7], vec![3, 1_000_000_000_000, 9, 0], vec![1, 2, 3, 100, 250]]
+        {
+            let pairs = raw.iter().enumerate().map(|(i, &s)| (i as u32, s)).collect();
+            let got = testing::normalize_score::<PriorityLabel>(Pod::new("default", "p"), pairs).unwrap();
+            assert_eq!(got, upstream_default_normalize(&raw, reverse), "{raw:?}");
+        }
     }
 
     #[test]

@@ -12,6 +12,12 @@ pub fn log(level: Level, message: &str) {
     imp::log(level, message)
 }
 
+/// Whether a line logged at `level` would be written at the scheduler's verbosity. The [`info!`](crate::info)-style
+/// macros ask before they format their message, so a message nobody reads costs one short host call.
+pub fn log_enabled(level: Level) -> bool {
+    imp::log_enabled(level)
+}
+
 /// The plugin's configuration as JSON text (`{}` when none is given). The SDK already parses it once and hands
 /// it to [`Plugin::new`](crate::Plugin::new).
 pub fn config() -> String {
@@ -120,6 +126,9 @@ mod imp {
     pub fn log(level: Level, message: &str) {
         h::log(level, message)
     }
+    pub fn log_enabled(level: Level) -> bool {
+        h::log_enabled(level)
+    }
     pub fn config() -> String {
         h::config()
     }
@@ -193,6 +202,8 @@ pub(crate) mod imp {
         pub config: String,
         /// Everything logged, in order.
         pub logs: Vec<(Level, String)>,
+        /// The lowest level `log_enabled` answers true for (every level by default).
+        pub log_level: Level,
         /// xorshift64* state.
         pub rng: u64,
         /// Cycle state.
@@ -214,6 +225,7 @@ pub(crate) mod imp {
             Self {
                 config: "{}".to_string(),
                 logs: Vec::new(),
+                log_level: Level::Debug,
                 rng: 0x9E37_79B9_7F4A_7C15,
                 cycle: HashMap::new(),
                 pod: None,
@@ -231,6 +243,9 @@ pub(crate) mod imp {
 
     pub fn log(level: Level, message: &str) {
         HOST.with(|h| h.borrow_mut().logs.push((level, message.to_string())))
+    }
+    pub fn log_enabled(level: Level) -> bool {
+        HOST.with(|h| level as u8 >= h.borrow().log_level as u8)
     }
     pub fn config() -> String {
         HOST.with(|h| h.borrow().config.clone())
@@ -310,23 +325,39 @@ pub(crate) mod imp {
 /// Logs a `format!`-style message at debug level: `kws_plugin_sdk::debug!("x = {x}")`.
 #[macro_export]
 macro_rules! debug {
-    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Debug, &::std::format!($($arg)+)) };
+    ($($arg:tt)+) => {
+        if $crate::host::log_enabled($crate::host::Level::Debug) {
+            $crate::host::log($crate::host::Level::Debug, &::std::format!($($arg)+))
+        }
+    };
 }
 
 /// Logs a `format!`-style message at info level: `kws_plugin_sdk::info!("x = {x}")`.
 #[macro_export]
 macro_rules! info {
-    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Info, &::std::format!($($arg)+)) };
+    ($($arg:tt)+) => {
+        if $crate::host::log_enabled($crate::host::Level::Info) {
+            $crate::host::log($crate::host::Level::Info, &::std::format!($($arg)+))
+        }
+    };
 }
 
 /// Logs a `format!`-style message at warn level: `kws_plugin_sdk::warn!("x = {x}")`.
 #[macro_export]
 macro_rules! warn {
-    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Warn, &::std::format!($($arg)+)) };
+    ($($arg:tt)+) => {
+        if $crate::host::log_enabled($crate::host::Level::Warn) {
+            $crate::host::log($crate::host::Level::Warn, &::std::format!($($arg)+))
+        }
+    };
 }
 
 /// Logs a `format!`-style message at error level: `kws_plugin_sdk::error!("x = {x}")`.
 #[macro_export]
 macro_rules! error {
-    ($($arg:tt)+) => { $crate::host::log($crate::host::Level::Error, &::std::format!($($arg)+)) };
+    ($($arg:tt)+) => {
+        if $crate::host::log_enabled($crate::host::Level::Error) {
+            $crate::host::log($crate::host::Level::Error, &::std::format!($($arg)+))
+        }
+    };
 }

@@ -162,8 +162,12 @@ pub trait Plugin: Sized + 'static {
     /// [`Plugin::normalize_score`] is the default; the host then makes no NormalizeScore call), or it never reads
     /// a node's `requested` or `pod_count` (`Declared::IGNORES_NODE_USAGE`: the host then sends a node again
     /// only when the node object changes, not each time a pod lands on it or leaves it, so those two fields are
-    /// stale). Asked once per loaded version, after [`Plugin::new`]; exported by [`export!`] only. A false promise
-    /// is a wrong score or a stale node, not an error. Default: nothing promised.
+    /// stale), its Score reads nothing but the node and its prepared data (`Declared::SCORE_READS_NODE_ONLY`: the
+    /// host keeps each node's raw score and asks again only when it would resend the node), or its NormalizeScore
+    /// is upstream's `DefaultNormalizeScore` (`Declared::NORMALIZE_DEFAULT`, or `NORMALIZE_DEFAULT_REVERSED`: the
+    /// host computes it without a call; [`normalize::default_normalize`] is the same arithmetic when the scores
+    /// are not negative). Asked once per loaded version, after [`Plugin::new`]; exported by [`export!`] only. A
+    /// false promise is a wrong score or a stale node, not an error. Default: nothing promised.
     fn declare(&self) -> Declared {
         Declared::empty()
     }

@@ -32,6 +32,12 @@ pub fn seed_random(seed: u64) {
     HOST.with(|h| h.borrow_mut().rng = seed.max(1));
 }
 
+/// Makes the simulated host's `log-enabled` answer true only from `level` up, as a scheduler whose log is at that
+/// level does (every level is enabled until this is called).
+pub fn set_log_level(level: Level) {
+    HOST.with(|h| h.borrow_mut().log_level = level);
+}
+
 /// Everything logged so far, leaving the log empty.
 pub fn take_logs() -> Vec<(Level, String)> {
     HOST.with(|h| std::mem::take(&mut h.borrow_mut().logs))

@@ -105,7 +105,8 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
 /// Scales scores into [0, `max_priority`] by the highest score (upstream `DefaultNormalizeScore`); with `reverse`
 /// the lowest raw score gets the highest normalized one. All zero stays zero (or all max when reversed).
 pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [NodeScore<'_>]) -> Status {
-    let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+    // Upstream's maximum starts at 0, so scores all below 0 are left alone rather than divided by a negative.
+    let max = scores.iter().map(|s| s.score).fold(0, i64::max);
     if max == 0 {
         if reverse {
             for s in scores.iter_mut() {
@@ -144,6 +145,10 @@ mod tests {
             (&[10, 20, 30], true, &[67, 34, 0]),
             (&[0, 0], false, &[0, 0]),
             (&[0, 0], true, &[100, 100]),
+            // Upstream's maximum starts at 0: scores all below it stay as they are (all 100 when reversed).
+            (&[-5, -10], false, &[-5, -10]),
+            (&[-5, -10], true, &[100, 100]),
+            (&[-5, 10], false, &[-50, 100]),
         ];
         for (input, reverse, want) in cases {
             let mut v = s(input);

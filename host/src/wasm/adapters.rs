@@ -2,6 +2,7 @@
 //! native plugin. Each adapter converts its arguments, makes its guest calls and converts the answer; a failed
 //! call answers what the failure table (`failure`) says, never a fallback of the adapter's own.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use super::WasmPlugin;
 use crate::framework::ExtensionPoint as P;
 use crate::framework::Snapshot;
 use crate::framework::*;
+use crate::plugins::helper::normalize_to_max;
 
 impl Plugin for WasmPlugin {
     fn name(&self) -> &str {
@@ -266,40 +268,42 @@ impl ScorePlugin for WasmPlugin {
 
     /// One crossing per batch: the nodes that changed, then the slots.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
-        let ctx = self.ctx(Some(state)).for_nodes(nodes);
-        let r = self.call(&ctx, P::Score.into(), |me, l, i| {
-            me.begin(&ctx, pod, l, i)?;
-            let slots = me.sync(l, i, nodes)?;
-            let scores = cached_guest!(l, i, score).call_score(&mut i.store, &slots).map_err(trap)?;
-            match scores {
-                Ok(v) if v.len() != nodes.len() => {
-                    Err(CallError::Invalid(format!("returned {} scores for {} nodes", v.len(), nodes.len())))
-                }
-                r => Ok(r),
-            }
-        });
-        match r {
-            Ok(Ok(v)) => {
-                out.copy_from_slice(&v);
-                Status::success()
-            }
-            // The guest's own Error status (e.g. a bad label value) fails the pod's attempt, as upstream.
-            Ok(Err(s)) => convert::status(s).with_plugin(&self.name),
-            Err(failed) => {
-                if failed.zeroes_scores() {
-                    out.fill(0);
-                }
-                failed.status()
-            }
+        let ctx = self.ctx(Some(state));
+        if !ctx.loaded().declares(Declared::SCORE_READS_NODE_ONLY) {
+            let r = self.score_guest(&ctx.for_nodes(nodes), pod, nodes);
+            return self.score_answer(r, out, |v, out| out.copy_from_slice(&v));
         }
+        // The guest promised that a node's score depends on nothing but the node: scores kept from earlier pods
+        // stand until the node changes, and the guest scores only the rest.
+        let loaded = ctx.loaded().clone();
+        let missing = loaded.kept_scores(nodes, out);
+        self.stats.scores_reused.fetch_add((nodes.len() - missing.len()) as u64, Ordering::Relaxed);
+        if missing.is_empty() {
+            return Status::success();
+        }
+        let fresh: Vec<&NodeInfo> = missing.iter().map(|&k| nodes[k]).collect();
+        let r = self.score_guest(&ctx.for_nodes(&fresh), pod, &fresh);
+        self.score_answer(r, out, |scores, out| {
+            loaded.keep_scores(&fresh, &scores);
+            for (&k, score) in missing.iter().zip(scores) {
+                out[k] = score;
+            }
+        })
     }
 
     fn normalize_score(&self, state: &CycleState, pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let ctx = self.ctx(Some(state));
-        if ctx.loaded().declares(Declared::SCORE_NEEDS_NO_NORMALIZE) {
+        let loaded = ctx.loaded();
+        if loaded.declares(Declared::SCORE_NEEDS_NO_NORMALIZE) {
             // Its NormalizeScore would keep the scores as they are (asked only to explain a decision, or by a
             // cycle that began before a reload to a version that normalizes).
             return Status::success();
+        }
+        // Upstream's helper, which the guest promised its NormalizeScore is: computed here, no call.
+        let reversed = loaded.declares(Declared::NORMALIZE_DEFAULT_REVERSED);
+        if reversed || loaded.declares(Declared::NORMALIZE_DEFAULT) {
+            self.stats.normalized_by_host.fetch_add(1, Ordering::Relaxed);
+            return normalize_to_max(reversed, scores);
         }
         let slots: Vec<u32> = scores.iter().map(|s| s.id).collect();
         let raw: Vec<i64> = scores.iter().map(|s| s.score).collect();
@@ -340,6 +344,53 @@ impl ScorePlugin for WasmPlugin {
 
     fn has_normalize(&self) -> bool {
         !self.current().declares(Declared::SCORE_NEEDS_NO_NORMALIZE)
+    }
+}
+
+impl WasmPlugin {
+    /// The adapter's answer to a Score call: `place` puts the guest's scores into `out`; a failed call whose
+    /// fallback zeroes scores zeroes every node's (kept scores included, as if none had been kept).
+    fn score_answer(
+        &self,
+        r: Result<Result<Vec<i64>, wit::Status>, Failed>,
+        out: &mut [i64],
+        place: impl FnOnce(Vec<i64>, &mut [i64]),
+    ) -> Status {
+        match r {
+            Ok(Ok(v)) => {
+                place(v, out);
+                Status::success()
+            }
+            // The guest's own Error status (e.g. a bad label value) fails the pod's attempt, as upstream.
+            Ok(Err(s)) => convert::status(s).with_plugin(&self.name),
+            Err(failed) => {
+                if failed.zeroes_scores() {
+                    out.fill(0);
+                }
+                failed.status()
+            }
+        }
+    }
+
+    /// Calls the guest's Score on `nodes` (the cycle begun and the nodes' rows sent first): one raw score per node,
+    /// the guest's own status, or the failed call.
+    fn score_guest(
+        &self,
+        ctx: &CycleCtx,
+        pod: &PodInfo,
+        nodes: &[&NodeInfo],
+    ) -> Result<Result<Vec<i64>, wit::Status>, Failed> {
+        self.call(ctx, P::Score.into(), |me, l, i| {
+            me.begin(ctx, pod, l, i)?;
+            let slots = me.sync(l, i, nodes)?;
+            let scores = cached_guest!(l, i, score).call_score(&mut i.store, &slots).map_err(trap)?;
+            match scores {
+                Ok(v) if v.len() != nodes.len() => {
+                    Err(CallError::Invalid(format!("returned {} scores for {} nodes", v.len(), nodes.len())))
+                }
+                r => Ok(r),
+            }
+        })
     }
 }
 

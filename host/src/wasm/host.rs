@@ -18,6 +18,16 @@ use crate::framework::rng::Rng;
 use crate::framework::waiting_pods::WaitingPods;
 use crate::framework::{PluginContext, PodInfo};
 
+/// The log level of a guest's `host.log` line.
+fn tracing_level(level: host::Level) -> tracing::Level {
+    match level {
+        host::Level::Debug => tracing::Level::DEBUG,
+        host::Level::Info => tracing::Level::INFO,
+        host::Level::Warn => tracing::Level::WARN,
+        host::Level::Error => tracing::Level::ERROR,
+    }
+}
+
 /// A plugin's private cycle state (`host.cycle-state-write` / `-read`), shared by the instances of one cycle.
 pub(super) type GuestCycleState = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
@@ -109,18 +119,17 @@ impl host::HostPodRef for HostState {
 
 impl host::Host for HostState {
     fn log(&mut self, level: host::Level, message: String) {
-        let level = match level {
-            host::Level::Debug => tracing::Level::DEBUG,
-            host::Level::Info => tracing::Level::INFO,
-            host::Level::Warn => tracing::Level::WARN,
-            host::Level::Error => tracing::Level::ERROR,
-        };
+        let level = tracing_level(level);
         for line in message.lines() {
             match &mut self.held {
                 Some(held) => held.push((Source::Log(level), line.to_string())),
                 None => self.log.line(Source::Log(level), line),
             }
         }
+    }
+    fn log_enabled(&mut self, level: host::Level) -> bool {
+        // While the configuration is validated, lines are held and written only if it is accepted: as enabled.
+        super::output::enabled(Source::Log(tracing_level(level)))
     }
     fn config(&mut self) -> String {
         self.config.to_string()

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Instance, InstancePre, Resource, ResourceTable};
+use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, Resource, ResourceTable, Val};
 use wasmtime::{Store, StoreLimitsBuilder, Trap, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -36,7 +36,9 @@ type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
 #[derive(Default)]
 pub(super) struct Indices {
     pub(super) config: Option<ex::config::GuestIndices>,
-    pub(super) declarations: Option<ex::declarations::GuestIndices>,
+    /// `declarations.declare`, called dynamically: its flags are read by name, so a component built when the set
+    /// had fewer flags keeps its promises (a typed lookup would refuse the older type).
+    pub(super) declare: Option<ComponentExportIndex>,
     pub(super) nodes: Option<ex::nodes::GuestIndices>,
     pub(super) pods: Option<ex::pods::GuestIndices>,
     pub(super) events: Option<ex::events::GuestIndices>,
@@ -109,16 +111,52 @@ fn reads_node_table(call: Call) -> bool {
     )
 }
 
+/// The generation a guest's copy of a node is stamped with: the node object's when the guest promised to ignore
+/// usage, else the node's (0: a copy the cache never stamped, never taken as seen).
+fn generation(n: &NodeInfo, ignores_usage: bool) -> u64 {
+    if ignores_usage {
+        n.node_generation
+    } else {
+        n.generation
+    }
+}
+
+/// The interface whose `declare` a component may export.
+const DECLARATIONS: &str = "kws:plugin/declarations@0.2.0";
+
+/// Every flag of `declarations.declared` and its WIT name, in the contract's order.
+const DECLARED_FLAGS: [(Declared, &str); 5] = [
+    (Declared::SCORE_NEEDS_NO_NORMALIZE, "score-needs-no-normalize"),
+    (Declared::IGNORES_NODE_USAGE, "ignores-node-usage"),
+    (Declared::SCORE_READS_NODE_ONLY, "score-reads-node-only"),
+    (Declared::NORMALIZE_DEFAULT, "normalize-default"),
+    (Declared::NORMALIZE_DEFAULT_REVERSED, "normalize-default-reversed"),
+];
+
 /// The WIT names of the flags in `d`, in the contract's order.
 pub(super) fn declared_names(d: Declared) -> Vec<String> {
-    [
-        (Declared::SCORE_NEEDS_NO_NORMALIZE, "score-needs-no-normalize"),
-        (Declared::IGNORES_NODE_USAGE, "ignores-node-usage"),
-    ]
-    .into_iter()
-    .filter(|(flag, _)| d.contains(*flag))
-    .map(|(_, name)| name.to_string())
-    .collect()
+    DECLARED_FLAGS.iter().filter(|(flag, _)| d.contains(*flag)).map(|(_, name)| name.to_string()).collect()
+}
+
+/// The flags named in a `declare` answer, and the names this host does not know (a newer contract's promises,
+/// which it cannot act on and so leaves unused).
+pub(super) fn declared_from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> (Declared, Vec<String>) {
+    let mut d = Declared::empty();
+    let mut unknown = Vec::new();
+    for name in names {
+        match DECLARED_FLAGS.iter().find(|(_, n)| *n == name) {
+            Some((flag, _)) => d |= *flag,
+            None => unknown.push(name.to_string()),
+        }
+    }
+    (d, unknown)
+}
+
+/// The export index of function `func` of the exported interface `iface`, if the component has one.
+fn export_func(component: &Component, iface: &str, func: &str) -> Option<ComponentExportIndex> {
+    let (_, i) = component.get_export(None, iface)?;
+    let (_, f) = component.get_export(Some(&i), func)?;
+    Some(f)
 }
 
 /// One version of the component, with its instance pool.
@@ -138,6 +176,9 @@ pub(crate) struct Loaded {
     /// What the guest promised (`declarations.declare`), asked once when the version loads; unset for a component
     /// that does not export `declarations` (it promised nothing).
     pub(super) declared: OnceLock<Declared>,
+    /// Raw scores kept for a guest that promised `score-reads-node-only`: by node slot, the generation the score
+    /// was computed at (the node object's generation when it also ignores usage) and the score.
+    node_scores: Mutex<Vec<(u64, i64)>>,
 }
 
 impl Loaded {
@@ -168,7 +209,7 @@ impl Loaded {
         let pre = linker.instantiate_pre(&component).map_err(|e| WasmError::Link(first_line(&e)))?;
         let idx = Indices {
             config: ex::config::GuestIndices::new(&pre).ok(),
-            declarations: ex::declarations::GuestIndices::new(&pre).ok(),
+            declare: export_func(&component, DECLARATIONS, "declare"),
             nodes: ex::nodes::GuestIndices::new(&pre).ok(),
             pods: ex::pods::GuestIndices::new(&pre).ok(),
             events: ex::events::GuestIndices::new(&pre).ok(),
@@ -214,6 +255,7 @@ impl Loaded {
             events: OnceLock::new(),
             sort_keys: OnceLock::new(),
             declared: OnceLock::new(),
+            node_scores: Mutex::new(Vec::new()),
         })
     }
 
@@ -230,6 +272,35 @@ impl Loaded {
     /// Whether the guest promised `what` (nothing is promised until its answer is known).
     pub(super) fn declares(&self, what: Declared) -> bool {
         self.declared.get().is_some_and(|d| d.contains(what))
+    }
+
+    /// Fills `out` with the kept raw scores of `nodes` (a guest that promised `score-reads-node-only`) and returns
+    /// the positions of the nodes without one.
+    pub(super) fn kept_scores(&self, nodes: &[&NodeInfo], out: &mut [i64]) -> Vec<usize> {
+        let ignores_usage = self.declares(Declared::IGNORES_NODE_USAGE);
+        let kept = self.node_scores.lock().expect("node scores lock");
+        let mut missing = Vec::new();
+        for (k, n) in nodes.iter().enumerate() {
+            let g = generation(n, ignores_usage);
+            match kept.get(n.id as usize) {
+                Some(&(at, score)) if g != 0 && at == g => out[k] = score,
+                _ => missing.push(k),
+            }
+        }
+        missing
+    }
+
+    /// Keeps the raw scores the guest just computed for `nodes`.
+    pub(super) fn keep_scores(&self, nodes: &[&NodeInfo], scores: &[i64]) {
+        let ignores_usage = self.declares(Declared::IGNORES_NODE_USAGE);
+        let mut kept = self.node_scores.lock().expect("node scores lock");
+        for (n, &score) in nodes.iter().zip(scores) {
+            let i = n.id as usize;
+            if kept.len() <= i {
+                kept.resize(i + 1, (0, 0));
+            }
+            kept[i] = (generation(n, ignores_usage), score);
+        }
     }
 
     /// The extension points it serves (upstream names).
@@ -469,11 +540,32 @@ impl WasmPlugin {
         if loaded.idx.pods.is_some() {
             self.handle.pods.follow();
         }
-        if loaded.idx.declarations.is_some() {
-            let r = self.call(&CycleCtx::new(loaded.clone()), Call::Declare, |_, l, i| {
-                guest!(l, i, declarations).call_declare(&mut i.store).map_err(trap)
+        if let Some(declare) = loaded.idx.declare {
+            let r = self.call(&CycleCtx::new(loaded.clone()), Call::Declare, |_, _, i| {
+                let f = i
+                    .instance
+                    .get_func(&mut i.store, declare)
+                    .ok_or_else(|| CallError::Invalid("declarations.declare is not a function".into()))?;
+                let mut out = [Val::Bool(false)];
+                f.call(&mut i.store, &[], &mut out).map_err(trap)?;
+                match &out[0] {
+                    Val::Flags(names) => Ok(declared_from_names(names.iter().map(String::as_str))),
+                    other => Err(CallError::Invalid(format!("declarations.declare returned {other:?}, not flags"))),
+                }
             });
-            let declared = r.map_err(|f| WasmError::Contract(f.error.message()))?;
+            let (declared, unknown) = r.map_err(|f| WasmError::Contract(f.error.message()))?;
+            if !unknown.is_empty() {
+                tracing::warn!(
+                    plugin = &*self.name,
+                    "the plugin promises {} that this scheduler does not know; it is served without them",
+                    unknown.join(", ")
+                );
+            }
+            if declared.contains(Declared::NORMALIZE_DEFAULT | Declared::NORMALIZE_DEFAULT_REVERSED) {
+                return Err(WasmError::Contract(
+                    "declarations.declare: normalize-default and normalize-default-reversed exclude each other".into(),
+                ));
+            }
             let _ = loaded.declared.set(declared);
         }
         if loaded.idx.events.is_none() {
@@ -544,8 +636,10 @@ impl WasmPlugin {
     /// Tells the circuit breaker how a call went (`None`: it succeeded); logs and counts an opening.
     fn record_outcome(&self, failure: Option<&Status>) {
         // Without the "wasm plugin NAME at " that an open breaker's own message repeats.
-        let prefix = format!("wasm plugin {:?} at ", &*self.name);
-        let why = failure.map(|s| s.message()).map(|m| m.strip_prefix(&prefix).map(str::to_string).unwrap_or(m));
+        let why = failure.map(|s| {
+            let (m, prefix) = (s.message(), format!("wasm plugin {:?} at ", &*self.name));
+            m.strip_prefix(&prefix).map(str::to_string).unwrap_or(m)
+        });
         if let Some(backoff) = self.breaker.record(why.as_deref(), Instant::now()) {
             self.stats.circuit_opens.fetch_add(1, Ordering::Relaxed);
             tracing::error!(
@@ -602,23 +696,24 @@ impl WasmPlugin {
         nodes: &[&NodeInfo],
         ignores_usage: bool,
     ) -> (Vec<u32>, Vec<wit::NodeChange>) {
-        let mut slots = Vec::with_capacity(nodes.len());
+        let slots: Vec<u32> = nodes.iter().map(|n| n.id).collect();
+        // Grown once for the batch, so the loop below indexes without resizing (this runs for every node of every
+        // batch: it is the host's per-node cost of a guest that is already up to date).
+        let top = slots.iter().copied().max().map_or(0, |m| m as usize + 1);
+        if inst.synced.len() < top {
+            inst.synced.resize(top, u64::MAX);
+        }
         let mut changes = Vec::new();
         for n in nodes {
-            let slot = n.id;
-            slots.push(slot);
-            let i = slot as usize;
-            if inst.synced.len() <= i {
-                inst.synced.resize(i + 1, u64::MAX);
-            }
-            let generation = if ignores_usage { n.node_generation } else { n.generation };
+            let seen = &mut inst.synced[n.id as usize];
+            let g = generation(n, ignores_usage);
             // 0 marks a node changed outside the cache (a what-if copy) or never stamped by one: always send it.
-            if generation == 0 || inst.synced[i] != generation {
-                changes.push(wit::NodeChange::Upsert((slot, convert::node(n))));
-                if inst.synced[i] == u64::MAX {
+            if g == 0 || *seen != g {
+                if *seen == u64::MAX {
                     inst.rows += 1;
                 }
-                inst.synced[i] = generation;
+                *seen = g;
+                changes.push(wit::NodeChange::Upsert((n.id, convert::node(n))));
             }
         }
         (slots, changes)

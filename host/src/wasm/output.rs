@@ -166,6 +166,10 @@ impl GuestLog {
 
     /// Writes one line (cut at 4 KiB) unless the rate limit says no.
     pub(super) fn line(&self, source: Source, line: &str) {
+        // A line the log would filter out is not counted against the rate limit either.
+        if !enabled(source) {
+            return;
+        }
         let Some(dropped) = self.admit() else {
             self.stats.log_lines_dropped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -197,6 +201,16 @@ impl GuestLog {
                 self.line(source, line);
             }
         }
+    }
+}
+
+/// Whether a line from `source` would be written at the log's level (as [`GuestLog::line`] writes it).
+pub(super) fn enabled(source: Source) -> bool {
+    match source {
+        Source::Log(tracing::Level::ERROR) => tracing::enabled!(tracing::Level::ERROR),
+        Source::Log(tracing::Level::WARN) => tracing::enabled!(tracing::Level::WARN),
+        Source::Log(tracing::Level::DEBUG | tracing::Level::TRACE) => tracing::enabled!(tracing::Level::DEBUG),
+        Source::Log(_) | Source::Stdout | Source::Stderr => tracing::enabled!(tracing::Level::INFO),
     }
 }
 
@@ -232,6 +246,9 @@ mod tests {
 
     #[test]
     fn a_flood_is_cut_to_the_burst_and_counted() {
+        // Lines the log's level filters out are not counted: write at info, to nowhere.
+        let subscriber = tracing_subscriber::fmt().with_max_level(tracing::Level::INFO).with_writer(std::io::sink);
+        let _log = tracing::subscriber::set_default(subscriber.finish());
         let log = GuestLog::new(Arc::from("Flood"), Arc::default());
         for i in 0..20_000 {
             log.line(Source::Stdout, &format!("line {i}"));
@@ -240,6 +257,19 @@ mod tests {
         // The burst, plus what the rate refilled while the loop ran.
         assert!((20_000 - dropped) >= LOG_BURST as u64, "{dropped}");
         assert!(dropped > 15_000, "{dropped}");
+    }
+
+    #[test]
+    fn lines_below_the_level_are_neither_written_nor_counted() {
+        let subscriber = tracing_subscriber::fmt().with_max_level(tracing::Level::WARN).with_writer(std::io::sink);
+        let _log = tracing::subscriber::set_default(subscriber.finish());
+        let log = GuestLog::new(Arc::from("Quiet"), Arc::default());
+        assert!(!enabled(Source::Log(tracing::Level::INFO)) && enabled(Source::Log(tracing::Level::WARN)));
+        for i in 0..20_000 {
+            log.line(Source::Log(tracing::Level::DEBUG), &format!("line {i}"));
+        }
+        assert_eq!(log.stats.log_lines_dropped.load(Ordering::Relaxed), 0, "filtered out, not rate-limited");
+        assert_eq!(log.bucket.lock().unwrap().tokens, LOG_BURST, "no token spent");
     }
 
     #[test]

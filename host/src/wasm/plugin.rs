@@ -87,6 +87,10 @@ pub struct WasmStats {
     pub pods_lent: AtomicU64,
     /// Whole pods a guest copied from a lent one anyway (`pod-ref.get`, e.g. the SDK's by-value fallback).
     pub pods_fetched: AtomicU64,
+    /// Raw scores reused without a call, for a guest that promised `score-reads-node-only`.
+    pub scores_reused: AtomicU64,
+    /// NormalizeScore computed by the host as the guest promised (`normalize-default`, `-reversed`), not called.
+    pub normalized_by_host: AtomicU64,
 }
 
 /// A Wasm plugin.

@@ -201,7 +201,8 @@ impl Shell {
         let child = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
             .args(&args)
             .current_dir(&self.dir)
-            .env("KWS_LOG", "info")
+            // Guest plugins' lines at debug level too: RandomScore logs its decisions there.
+            .env("KWS_LOG", "info,kube_wasm_scheduler::wasm::output=debug")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -91,7 +91,8 @@ impl Scheduler {
             .arg(kubeconfig)
             .args(["--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
             .args(extra)
-            .env("KWS_LOG", "info")
+            // Guest plugins' lines at debug level too: RandomScore logs its decisions there.
+            .env("KWS_LOG", "info,kube_wasm_scheduler::wasm::output=debug")
             .stdout(Stdio::null())
             .stderr(f)
             .spawn()

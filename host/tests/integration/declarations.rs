@@ -36,31 +36,67 @@ fn cluster() -> String {
     nodes + &pods
 }
 
-/// Placements of the cluster under a PriorityLabel build, and the node rows the plugin was sent.
-fn run(name: &str, component: &Path) -> (Vec<(String, Option<String>)>, u64) {
+/// How a PriorityLabel build's run went: placements in scheduling order, the node rows the plugin was sent, and
+/// the raw scores the host reused instead of asking it.
+struct Run {
+    placements: Vec<(String, Option<String>)>,
+    rows: u64,
+    reused: u64,
+    normalized_by_host: u64,
+}
+
+/// Runs the cluster under a PriorityLabel build.
+fn run(name: &str, component: &Path) -> Run {
     let (reg, cfg) = registry_for(&label_profile(name, component));
     let file = sim::load::parse("c.yaml", &cluster()).unwrap();
     let s = Simulation::new(&cfg, &reg, &file, &SimOptions { seed: 7, ..Default::default() }).unwrap();
     let r = s.run();
     let placements = r.placements.iter().map(|p| (p.pod.clone(), p.node.clone())).collect();
     let plugin = wasm::loaded_plugins().into_iter().find(|p| p.name() == name).expect("the plugin is loaded");
-    (placements, plugin.stats.node_rows_sent.load(Relaxed))
+    let stats = &plugin.stats;
+    Run {
+        placements,
+        rows: stats.node_rows_sent.load(Relaxed),
+        reused: stats.scores_reused.load(Relaxed),
+        normalized_by_host: stats.normalized_by_host.load(Relaxed),
+    }
+}
+
+/// Node-pod pairs scored over a run: all nodes are scored (fewer than 100), less those Filter keeps out because
+/// they are full (a node holds 8 pods).
+fn pairs_scored(placements: &[(String, Option<String>)]) -> u64 {
+    let mut held = std::collections::HashMap::<&str, usize>::new();
+    let mut total = 0;
+    for (_, node) in placements {
+        total += (NODES - held.values().filter(|&&n| n == 8).count()) as u64;
+        if let Some(n) = node {
+            *held.entry(n).or_default() += 1;
+        }
+    }
+    total
 }
 
 #[test]
-fn a_guest_that_ignores_usage_is_sent_each_node_once_and_decides_as_one_that_reads_it() {
-    let (promised, promised_rows) = run("DeclaringLabel", &guest("priority-label"));
-    let (plain, plain_rows) = run("PlainLabel", &guest("priority-label-c"));
-    let bound = plain.iter().filter(|(_, n)| n.is_some()).count();
+fn a_guest_that_promises_is_sent_each_node_once_scores_it_once_and_decides_as_one_that_does_not() {
+    let promised = run("DeclaringLabel", &guest("priority-label"));
+    let plain = run("PlainLabel", &guest("priority-label-c"));
+    let bound = plain.placements.iter().filter(|(_, n)| n.is_some()).count();
     assert_eq!(bound, PODS, "every pod fits");
-    let nodes_used: std::collections::HashSet<_> = plain.iter().filter_map(|(_, n)| n.as_ref()).collect();
+    let nodes_used: std::collections::HashSet<_> = plain.placements.iter().filter_map(|(_, n)| n.as_ref()).collect();
     assert!(nodes_used.len() > 16, "usage matters to the decisions: pods spread over {} nodes", nodes_used.len());
-    assert_eq!(promised, plain, "the promise changes no decision");
+    assert_eq!(promised.placements, plain.placements, "the promises change no decision");
     // One instance (parallelism 1) holds the table: each node once, never again, since only pods changed.
-    assert_eq!(promised_rows, NODES as u64, "the guest that ignores usage");
+    assert_eq!(promised.rows, NODES as u64, "the guest that ignores usage");
     // Without the promise, a binding resends its node before the next cycle's Score, unless the binding filled it
     // (Filter then keeps it out of scoring): about 19 nodes fill up.
-    assert!(plain_rows > (NODES + PODS / 2) as u64, "the guest without promises was sent {plain_rows} rows");
+    assert!(plain.rows > (NODES + PODS / 2) as u64, "the guest without promises was sent {} rows", plain.rows);
+    // Its Score reads only the node: the guest scored each node once, the host reused that for every later pod.
+    assert_eq!(promised.reused, pairs_scored(&promised.placements) - NODES as u64, "scores reused");
+    assert_eq!(plain.reused, 0, "a guest that promises nothing is asked every time");
+    // Its NormalizeScore is upstream's helper: the host computed it in every cycle, and the C build's own
+    // NormalizeScore (the same arithmetic, in the guest) gave the same decisions above.
+    assert_eq!(promised.normalized_by_host, PODS as u64, "NormalizeScore computed by the host");
+    assert_eq!(plain.normalized_by_host, 0);
 }
 
 #[test]
@@ -101,7 +137,7 @@ fn hostile_profile(dir: &Path, declare: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn a_declare_that_traps_refuses_the_plugin_and_unknown_bits_are_ignored() {
+fn a_declare_that_traps_or_contradicts_itself_refuses_the_plugin_and_unknown_bits_are_ignored() {
     let dir = TempDir::new("declare");
     let cluster_file = dir.path().join("c.yaml");
     std::fs::write(&cluster_file, cluster()).unwrap();
@@ -114,19 +150,25 @@ fn a_declare_that_traps_refuses_the_plugin_and_unknown_bits_are_ignored() {
             .output()
             .unwrap()
     };
-    // Asked at load: a guest that cannot answer is refused before anything is scheduled, in one line.
-    let out = run("trap");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains("\"HostileDeclare\" at Declare: trapped"), "{stderr}");
-    assert!(out.stdout.is_empty(), "nothing was scheduled: {}", String::from_utf8_lossy(&out.stdout));
+    // Refused at load, before anything is scheduled, in one line that says why.
+    let refused = |declare: &str, why: &str| {
+        let out = run(declare);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(why), "{stderr}");
+        assert!(out.stdout.is_empty(), "nothing was scheduled: {}", String::from_utf8_lossy(&out.stdout));
+    };
+    // A guest that cannot answer.
+    refused("trap", "\"HostileDeclare\" at Declare: trapped");
+    // Every bit of the answer set: normalize-default and normalize-default-reversed contradict each other.
+    refused("every-bit", "normalize-default and normalize-default-reversed exclude each other");
 
-    // Every bit of the answer set: the two flags the contract has are taken, the other 30 bits ignored.
-    let out = run("every-bit");
+    // Two of the contract's flags and 27 bits it does not have: the flags are taken, the other bits ignored.
+    let out = run("unknown-bits");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (reg, cfg) = registry_for(&std::fs::read_to_string(hostile_profile(dir.path(), "every-bit")).unwrap());
+    let (reg, cfg) = registry_for(&std::fs::read_to_string(hostile_profile(dir.path(), "unknown-bits")).unwrap());
     let file = sim::load::parse("c.yaml", &cluster()).unwrap();
     let _s = Simulation::new(&cfg, &reg, &file, &SimOptions::default()).unwrap();
     let p = wasm::loaded_plugins().into_iter().find(|p| p.name() == "HostileDeclare").expect("the plugin is loaded");

@@ -254,7 +254,7 @@ fn scoring_takes_the_instance_whose_node_table_is_loaded_not_one_that_only_serve
 }
 
 #[test]
-fn random_score_spreads_pods_and_logs_each_decision() {
+fn random_score_spreads_pods_and_logs_each_decision_at_debug_level() {
     let dir = std::env::temp_dir().join(format!("kws-random-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let profile = format!(
@@ -264,25 +264,31 @@ fn random_score_spreads_pods_and_logs_each_decision() {
     std::fs::write(dir.join("p.yaml"), profile).unwrap();
     let cluster = nodes_yaml(4) + &(0..40).map(|i| pod_yaml(&format!("r{i}"), "")).collect::<String>();
     std::fs::write(dir.join("c.yaml"), cluster).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
-        .env("KWS_LOG", "info")
-        .args(["simulate", "--seed", "3", "--output", "json", "--config"])
-        .arg(dir.join("p.yaml"))
-        .arg("--cluster")
-        .arg(dir.join("c.yaml"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let placements = v["placements"].as_array().unwrap();
+    let run = |level: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kube-wasm-scheduler"))
+            .env("KWS_LOG", level)
+            .args(["simulate", "--seed", "3", "--output", "json", "--config"])
+            .arg(dir.join("p.yaml"))
+            .arg("--cluster")
+            .arg(dir.join("c.yaml"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v["placements"].as_array().unwrap().clone(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (placements, log) = run("debug");
     let used: std::collections::HashSet<&str> = placements.iter().filter_map(|p| p["node"].as_str()).collect();
     assert_eq!(placements.iter().filter(|p| p["node"].is_string()).count(), 40);
     assert!(used.len() >= 3, "random scores spread pods: {used:?}");
-    let log = String::from_utf8_lossy(&out.stderr);
-    for p in placements {
+    for p in &placements {
         let line = format!("Decision: {} => {}", p["pod"].as_str().unwrap(), p["node"].as_str().unwrap());
         assert!(log.contains(&line), "missing {line:?} in the log");
     }
+    // At info level the guest asks `log-enabled` and builds no line: none written, none counted as dropped.
+    let (at_info, log) = run("info");
+    assert_eq!(at_info, placements, "the same seed, the same decisions");
+    assert!(!log.contains("Decision:") && !log.contains("rate limit"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -359,7 +365,10 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
     assert!(stdout.contains("kws:plugin@0.2.0"), "{stdout}");
     assert!(stdout.contains("extension points: Filter, Score"), "{stdout}");
     assert!(stdout.contains("kws:plugin/host@0.2.0"), "{stdout}");
-    assert!(stdout.contains("declares:         ignores-node-usage\n"), "{stdout}");
+    assert!(
+        stdout.contains("declares:         ignores-node-usage, score-reads-node-only, normalize-default\n"),
+        "{stdout}"
+    );
 
     let dir = std::env::temp_dir().join(format!("kws-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -53,7 +53,8 @@ impl Plugin for {{Plugin}} {
 
     /// What the plugin promises the scheduler so it can skip work: this policy reads a label, never a node's usage
     /// (`requested`, `pod_count`), so a node need not be sent again each time a pod lands on it. Promise nothing
-    /// (`Declared::empty()`) once the policy reads usage.
+    /// (`Declared::empty()`) once the policy reads usage. `Plugin::declare` lists the other promises (a Score that
+    /// reads only the node, upstream's NormalizeScore), each of which takes calls away.
     fn declare(&self) -> Declared {
         Declared::IGNORES_NODE_USAGE
     }
