@@ -376,15 +376,15 @@ void hostile_pods_apply(uint8_t *changes, size_t len) { (void)changes, (void)len
 
 // declarations.declare promises nothing in any mode: asked once, at load, like events-to-register, and a promise
 // would only take calls away from the garbage the tests want to see. The config's "declare" makes it trap ("trap"),
-// set all 32 bits of its answer, the contract's five flags (two of which exclude each other) and 27 bits it does
-// not have ("every-bit"), or all but the three flags of bits 2-4 ("unknown-bits": score-needs-no-normalize,
-// ignores-node-usage and the 27 bits). A flags value comes back flat, as an i32.
+// set all 32 bits of its answer, the contract's seven flags (two of which exclude each other) and 25 bits it does
+// not have ("every-bit"), or all but the five flags of bits 2-6 ("unknown-bits": score-needs-no-normalize,
+// ignores-node-usage and the 25 bits). A flags value comes back flat, as an i32.
 __attribute__((__export_name__("kws:plugin/declarations@0.2.0#declare")))
 int32_t hostile_declare(void) {
   configure();
   if (declare_as == DECLARE_TRAP) __builtin_trap();
   if (declare_as == DECLARE_EVERY_BIT) return -1;
-  return declare_as == DECLARE_UNKNOWN_BITS ? (int32_t)~0x1cu : 0;
+  return declare_as == DECLARE_UNKNOWN_BITS ? (int32_t)~0x7cu : 0;
 }
 
 // events.events-to-register answers a valid list in every mode: it is asked once, at load, where a bad answer

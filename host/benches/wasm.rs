@@ -215,7 +215,7 @@ fn filter_score(c: &mut Criterion) {
         [("native", &native as &dyn Plugin), ("wasm", &*rust as &dyn Plugin), ("wasm_go", &*go as &dyn Plugin)];
     for (name, p) in variants {
         let mut state = CycleState::new();
-        p.begin_cycle(&mut state);
+        p.begin_cycle(&mut state, &Arc::new(pod.clone()));
         g.bench_function(name, |b| {
             b.iter(|| {
                 let mut out = Vec::with_capacity(nodes.len());
@@ -234,7 +234,7 @@ fn filter_score(c: &mut Criterion) {
     // names it had before the Go guest was added.
     for (prefix, plugin) in [("wasm", &rust), ("wasm_go", &go)] {
         let mut state = CycleState::new();
-        plugin.begin_cycle(&mut state);
+        plugin.begin_cycle(&mut state, &Arc::new(pod.clone()));
         let mut changed = (*snap.nodes()[0]).clone();
         let mut gen = 1_000_000u64;
         g.bench_function(format!("{prefix}_one_node_update_then_score_one_node"), |b| {

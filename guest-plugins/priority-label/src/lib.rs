@@ -188,7 +188,7 @@ mod tests {
         let normalize = if reverse { Declared::NORMALIZE_DEFAULT_REVERSED } else { Declared::NORMALIZE_DEFAULT };
         assert_eq!(
             testing::declare::<PriorityLabel>(),
-            Declared::IGNORES_NODE_USAGE | Declared::SCORE_READS_NODE_ONLY | normalize
+            Declared::IGNORES_NODE_USAGE | Declared::SCORE_READS_NODE_ONLY | normalize | Declared::NEEDS_NO_CYCLE_BEGIN
         );
         // Score reads only the node: other pods, the same scores.
         testing::load_nodes(vec![

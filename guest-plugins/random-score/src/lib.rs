@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 
-use kws_plugin_sdk::{host, Config, CyclePod, Declared, NodeInfo, Plugin, PodRef, Status};
+use kws_plugin_sdk::{host, Config, CyclePod, Declared, NodeInfo, Plugin, PodRef, ScoreBatch, Status};
 
 /// The plugin (no configuration).
 pub struct RandomScore;
@@ -18,23 +18,31 @@ thread_local! {
     static STATE: Cell<(u64, u32)> = const { Cell::new((0, 0)) };
 }
 
-/// A random number in 0..n: splitmix64, seeded from `host.random` every [`DRAWS_PER_SEED`] draws.
-fn random_below(n: u64) -> u64 {
+/// Fills `out` with random numbers in 0..n: splitmix64, seeded from `host.random` every [`DRAWS_PER_SEED`]
+/// draws. The generator's state is read once and written back once, and the host call sits outside the inner
+/// loop, so the loop keeps everything in registers.
+fn fill_random_below(out: &mut [i64], n: u64) {
     STATE.with(|s| {
-        let (mut x, left) = s.get();
-        let left = if left == 0 {
-            x = host::random_u64();
-            DRAWS_PER_SEED
-        } else {
-            left
-        };
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        s.set((x, left - 1));
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        high_product(z, n)
+        let (mut x, mut left) = s.get();
+        let mut rest = out;
+        while !rest.is_empty() {
+            if left == 0 {
+                x = host::random_u64();
+                left = DRAWS_PER_SEED;
+            }
+            let (now, later) = rest.split_at_mut(rest.len().min(left as usize));
+            for v in now.iter_mut() {
+                x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = x;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                *v = high_product(z, n) as i64;
+            }
+            left -= now.len() as u32;
+            rest = later;
+        }
+        s.set((x, left));
     })
 }
 
@@ -56,14 +64,21 @@ impl Plugin for RandomScore {
         Ok(RandomScore)
     }
 
-    /// Scores are drawn in 0–99 and never read a node, so the host can skip NormalizeScore and the node rows that
-    /// every binding would otherwise resend.
+    /// Scores are drawn in 0–99 and never read a node, so the host can skip NormalizeScore and every node row.
     fn declare(&self) -> Declared {
-        Declared::SCORE_NEEDS_NO_NORMALIZE | Declared::IGNORES_NODE_USAGE
+        Declared::SCORE_NEEDS_NO_NORMALIZE | Declared::IGNORES_NODE_USAGE | Declared::SCORE_READS_NO_NODE
     }
 
     fn score(&self, _pod: &CyclePod, _node: &NodeInfo<'_, ()>) -> Result<i64, Status> {
-        Ok(random_below(100) as i64)
+        let mut v = [0];
+        fill_random_below(&mut v, 100);
+        Ok(v[0])
+    }
+
+    /// The whole batch at once, without looking a node up: the draws are the ones `score` would make in turn.
+    fn score_batch(&self, _pod: &CyclePod, _nodes: &ScoreBatch<'_, ()>, out: &mut [i64]) -> Result<(), Status> {
+        fill_random_below(out, 100);
+        Ok(())
     }
 
     /// Reads the two fields it logs, not the whole pod, and only when the line would be written.
@@ -90,6 +105,20 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_draws_what_scoring_node_by_node_would() {
+        let slots = testing::load_nodes((0..150).map(|i| Node::new(&format!("n{i}"))).collect());
+        testing::seed_random(42);
+        let batch = testing::score::<RandomScore>(Pod::new("default", "p"), slots.clone()).unwrap();
+        testing::seed_random(42);
+        STATE.with(|s| s.set((0, 0)));
+        let pod = kws_plugin_sdk::CyclePod::from(Pod::new("default", "p"));
+        let node = Node::new("n0");
+        let one_by_one: Vec<i64> =
+            slots.iter().map(|_| RandomScore.score(&pod, &NodeInfo::new(&node, &())).unwrap()).collect();
+        assert_eq!(batch, one_by_one, "150 draws: the host's seed is asked for three times in both");
+    }
+
+    #[test]
     fn high_product_is_the_128_bit_one() {
         let mut z: u64 = 0x0123_4567_89AB_CDEF;
         for i in 0..100_000u64 {
@@ -107,8 +136,14 @@ mod tests {
     fn declares_what_lets_the_host_skip_work() {
         assert_eq!(
             testing::declare::<RandomScore>(),
-            Declared::SCORE_NEEDS_NO_NORMALIZE | Declared::IGNORES_NODE_USAGE
+            Declared::SCORE_NEEDS_NO_NORMALIZE
+                | Declared::IGNORES_NODE_USAGE
+                | Declared::SCORE_READS_NO_NODE
+                | Declared::NEEDS_NO_CYCLE_BEGIN
         );
+        // It scores without a table: no node was ever loaded into it.
+        let scores = testing::score::<RandomScore>(Pod::new("default", "p"), vec![3, 9, 27]).unwrap();
+        assert!(scores.iter().all(|s| (0..100).contains(s)));
     }
 
     #[test]

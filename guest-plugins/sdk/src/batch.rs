@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::bindings::exports::kws::plugin::filter::FilterResult;
-use crate::table::{NodeTable, Prepared};
+use crate::table::{NodeTable, Prepared, ScoreBatch};
 use crate::types::{CyclePod, NodeSlot, Status};
 use crate::Plugin;
 
@@ -102,10 +102,7 @@ pub fn score<P: Plugin>(
     // Written by index into a list of the right length rather than pushed: the loop body is then the lookup and the
     // plugin's score alone, which is what a batch of hundreds of nodes spends its time on.
     let mut out = vec![0; slots.len()];
-    for (score, &slot) in out.iter_mut().zip(slots) {
-        let node = data.get(table, slot).ok_or_else(|| missing_slot(slot))?;
-        *score = plugin.score(pod, &node)?;
-    }
+    plugin.score_batch(pod, &ScoreBatch::new(table, data, slots), &mut out)?;
     Ok(out)
 }
 

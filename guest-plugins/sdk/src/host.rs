@@ -118,6 +118,11 @@ pub(crate) fn cycle_pod() -> Option<crate::Pod> {
     imp::cycle_pod()
 }
 
+/// The scheduling cycle of the call in progress (`host.cycle-id`, 0 outside one).
+pub(crate) fn cycle_id() -> u64 {
+    imp::cycle_id()
+}
+
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use super::Level;
@@ -146,6 +151,9 @@ mod imp {
     }
     pub fn cycle_pod() -> Option<crate::Pod> {
         h::cycle_pod()
+    }
+    pub fn cycle_id() -> u64 {
+        h::cycle_id()
     }
     pub fn waiting_pods() -> Vec<crate::WaitingPod> {
         h::waiting_pods()
@@ -208,6 +216,8 @@ pub(crate) mod imp {
         pub rng: u64,
         /// Cycle state.
         pub cycle: HashMap<String, Vec<u8>>,
+        /// What `cycle_id()` returns: one more at each [`crate::testing::begin`].
+        pub cycle_id: u64,
         /// What `cycle_pod()` returns.
         pub pod: Option<crate::Pod>,
         /// How often the plugin asked for the cycle's pod.
@@ -230,6 +240,7 @@ pub(crate) mod imp {
                 cycle: HashMap::new(),
                 pod: None,
                 pod_fetches: 0,
+                cycle_id: 0,
                 cycle_state_reads: 0,
                 waiting: Vec::new(),
                 waiting_calls: Vec::new(),
@@ -280,6 +291,9 @@ pub(crate) mod imp {
             h.pod_fetches += 1;
             h.pod.clone()
         })
+    }
+    pub fn cycle_id() -> u64 {
+        HOST.with(|h| h.borrow().cycle_id)
     }
     pub fn waiting_pods() -> Vec<WaitingPod> {
         HOST.with(|h| h.borrow().waiting.clone())

@@ -121,7 +121,7 @@ pub use config::{Config, Value};
 pub use host::Level;
 pub use normalize::MAX_NODE_SCORE;
 pub use sort_key::SortKey;
-pub use table::{NodeInfo, NodeTable, Prepared};
+pub use table::{NodeInfo, NodeTable, Prepared, ScoreBatch};
 pub use types::{
     Actions, ClusterEvent, Code, CyclePod, Declared, EventObject, EventResource, KnownPod, Node, NodeSlot, Permit, Pod,
     PodRef, PodState, PostFilterResult, PreFilterResult, QosClass, QueuedPod, QueueingHint, Resources, Status,
@@ -262,6 +262,22 @@ pub trait Plugin: Sized + 'static {
     fn score(&self, pod: &CyclePod, node: &NodeInfo<'_, Self::NodeData>) -> Result<i64, Status> {
         let _ = (pod, node);
         Ok(0)
+    }
+
+    /// Score over one call's whole batch: a raw score per node into `out`, as long as the batch. Default:
+    /// [`Plugin::score`] for each node, in order (the first `Err` fails the call). Override it to do per-batch
+    /// work once, or to score without reading the nodes at all (a node is looked up only when
+    /// [`ScoreBatch::node`] is called).
+    fn score_batch(
+        &self,
+        pod: &CyclePod,
+        nodes: &ScoreBatch<'_, Self::NodeData>,
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        for (i, score) in out.iter_mut().enumerate() {
+            *score = self.score(pod, &nodes.node(i)?)?;
+        }
+        Ok(())
     }
 
     /// NormalizeScore: rewrite the raw scores of all feasible nodes into `[0, 100]`, in place (see [`normalize`]

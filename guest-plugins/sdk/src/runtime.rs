@@ -25,14 +25,25 @@ thread_local! {
     static PLUGIN: RefCell<Option<Result<Rc<dyn Any>, String>>> = const { RefCell::new(None) };
     /// The plugin's prepared node data (a `Prepared<P::NodeData>`), created with the plugin.
     static PREPARED: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
-    /// The current cycle's pod (a new, unfetched one at each `cycle.begin`), which Filter, Score and NormalizeScore
-    /// refer to.
-    static POD: RefCell<Option<Rc<CyclePod>>> = const { RefCell::new(None) };
+    /// The cycle's pod as last fetched, with the cycle (`host.cycle-id`) it belongs to.
+    static POD: RefCell<Option<(u64, Rc<crate::Pod>)>> = const { RefCell::new(None) };
 }
 
-/// The current cycle's pod; an error when the host has not begun a cycle.
-fn cycle_pod() -> Result<Rc<CyclePod>, String> {
-    POD.with(|p| p.borrow().clone()).ok_or_else(|| "no cycle has begun (the host did not call cycle.begin)".to_string())
+/// The pod of the cycle in progress: the one fetched earlier in the same cycle, else fetched now. Asking the host
+/// which cycle it is, rather than being told at `cycle.begin`, lets the host skip that call: a plugin that never
+/// reads the pod makes no crossing for it at all.
+pub(crate) fn current_cycle_pod() -> Rc<crate::Pod> {
+    let cycle = host::cycle_id();
+    let kept = POD.with(|p| p.borrow().as_ref().filter(|(c, _)| *c == cycle && cycle != 0).map(|(_, pod)| pod.clone()));
+    if let Some(pod) = kept {
+        return pod;
+    }
+    // The host answers during every call that hands a plugin a CyclePod; `none` would be a host bug, and the panic
+    // (a trap) turns it into an Error status naming the plugin instead of a decision on a made-up pod.
+    let pod =
+        Rc::new(host::cycle_pod().expect("the host did not provide the cycle's pod (host.cycle-pod returned none)"));
+    POD.with(|p| *p.borrow_mut() = Some((cycle, pod.clone())));
+    pod
 }
 
 /// The type the export macros export: it implements the generated Guest traits by calling `P`'s methods.
@@ -175,21 +186,23 @@ impl<P: Plugin> exports::config::Guest for Component<P> {
 
 impl<P: Plugin> exports::declarations::Guest for Component<P> {
     fn declare() -> Declared {
-        // Without a plugin (bad configuration, already refused by `config.validate`) nothing is promised.
-        serve::<P, _>(|p| p.declare(), |_| Declared::empty())
+        // Without a plugin (bad configuration, already refused by `config.validate`) nothing is promised but what
+        // the SDK itself keeps: it tells cycles apart by `host.cycle-id`.
+        serve::<P, _>(|p| p.declare(), |_| Declared::empty()) | Declared::NEEDS_NO_CYCLE_BEGIN
     }
 }
 
 impl<P: Plugin> exports::cycle::Guest for Component<P> {
     fn begin() {
-        POD.with(|p| *p.borrow_mut() = Some(Rc::new(CyclePod::on_first_read())));
+        // Hosts that call it: the next read fetches the pod again, whatever `host.cycle-id` says.
+        POD.with(|p| *p.borrow_mut() = None);
     }
 }
 
 impl<P: Plugin> exports::filter::Guest for Component<P> {
     fn filter(nodes: Vec<NodeSlot>) -> FilterResult {
         let run = || -> Result<FilterResult, String> {
-            let pod = cycle_pod()?;
+            let pod = CyclePod::on_first_read();
             host::in_batch(|| with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::filter(p, t, d, &pod, &nodes))))?
         };
         match run() {
@@ -206,7 +219,7 @@ impl<P: Plugin> exports::filter::Guest for Component<P> {
 impl<P: Plugin> exports::score::Guest for Component<P> {
     fn score(nodes: Vec<NodeSlot>) -> Result<Vec<i64>, Status> {
         let run = || -> Result<Result<Vec<i64>, Status>, String> {
-            let pod = cycle_pod()?;
+            let pod = CyclePod::on_first_read();
             host::in_batch(|| with_plugin::<P, _>(|p| with_nodes(p, |t, d| batch::score(p, t, d, &pod, &nodes))))?
         };
         run().unwrap_or_else(|e| Err(Status::error(e)))
@@ -214,7 +227,7 @@ impl<P: Plugin> exports::score::Guest for Component<P> {
 
     fn normalize_score(_nodes: Vec<NodeSlot>, scores: Vec<i64>) -> Result<Vec<i64>, Status> {
         let run = || -> Result<Result<Vec<i64>, Status>, String> {
-            let pod = cycle_pod()?;
+            let pod = CyclePod::on_first_read();
             host::in_batch(|| with_plugin::<P, _>(|p| batch::normalize_score(p, &pod, scores)))
         };
         run().unwrap_or_else(|e| Err(Status::error(e)))
@@ -363,6 +376,7 @@ impl<P: Plugin> exports::post_bind_ref::Guest for Component<P> {
 #[cfg(test)]
 mod tests {
     use crate::config::Config;
+    use crate::host::imp::HOST;
     use crate::testing;
     use crate::types::{Code, Node, NodeChange, Pod, Status};
     use crate::{host::Level, Plugin};
@@ -411,18 +425,32 @@ mod tests {
     }
 
     #[test]
-    fn calls_refer_to_the_pod_of_the_last_begin_and_fail_without_one() {
+    fn calls_refer_to_the_pod_of_the_current_cycle_fetched_once_and_trap_outside_one() {
         use crate::bindings::exports::kws::plugin as ex;
         use crate::runtime::Component;
         testing::load_nodes(vec![Node::new("a")]);
-        let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0]);
-        assert_eq!(r.statuses[0].message(), "no cycle has begun (the host did not call cycle.begin)");
-        let e = <Component<Counted> as ex::score::Guest>::score(vec![0]).unwrap_err();
-        assert_eq!(e.message(), "no cycle has begun (the host did not call cycle.begin)");
+        // Outside a cycle (host.cycle-id 0, no pod): reading the pod traps with the reason, natively a panic.
+        let outside = std::panic::catch_unwind(|| <Component<Counted> as ex::filter::Guest>::filter(vec![0]));
+        let why = outside.expect_err("no cycle, no pod");
+        let why = why.downcast_ref::<String>().map(String::as_str).or_else(|| why.downcast_ref::<&str>().copied());
+        assert_eq!(why, Some("the host did not provide the cycle's pod (host.cycle-pod returned none)"));
         testing::begin::<Counted>(Pod::new("ns", "first"));
         testing::begin::<Counted>(Pod::new("ns", "second"));
+        let fetched = testing::pod_fetches();
         let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0]);
         assert_eq!(r.statuses[0].message(), "no a for second");
+        let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0]);
+        assert_eq!(r.statuses[0].message(), "no a for second");
+        assert_eq!(testing::pod_fetches(), fetched + 1, "fetched once in the cycle, not once per call");
+        // A new cycle (its number changes, whether or not cycle.begin is called): fetched again.
+        HOST.with(|h| {
+            let mut h = h.borrow_mut();
+            h.pod = Some(Pod::new("ns", "third"));
+            h.cycle_id += 1;
+        });
+        let r = <Component<Counted> as ex::filter::Guest>::filter(vec![0]);
+        assert_eq!(r.statuses[0].message(), "no a for third");
+        assert_eq!(testing::pod_fetches(), fetched + 2);
     }
 
     /// Reads nothing but the node.

@@ -1,7 +1,7 @@
 //! The guest-side node table: node slot → node, kept in step by the host through `nodes.apply`, and each
 //! plugin's prepared per-node data beside it ([`Prepared`]), brought up to date before the calls that read it.
 
-use crate::types::{Node, NodeChange, NodeSlot};
+use crate::types::{Node, NodeChange, NodeSlot, Status};
 
 /// The largest slot the table accepts (a guard against a corrupt slot number allocating gigabytes).
 pub const MAX_SLOT: NodeSlot = (1 << 20) - 1;
@@ -144,6 +144,37 @@ impl<D: Default> Prepared<D> {
     pub fn get<'a>(&'a self, table: &'a NodeTable, slot: NodeSlot) -> Option<NodeInfo<'a, D>> {
         let node = table.slots.get(slot as usize)?.as_deref()?;
         Some(NodeInfo { node, data: self.data.get(slot as usize)? })
+    }
+}
+
+/// The nodes of one Score call, in the host's order, each looked up in the plugin's node table only when read
+/// ([`crate::Plugin::score_batch`]).
+pub struct ScoreBatch<'a, D> {
+    table: &'a NodeTable,
+    data: &'a Prepared<D>,
+    slots: &'a [NodeSlot],
+}
+
+impl<'a, D: Default> ScoreBatch<'a, D> {
+    /// The nodes in `slots`, as `table` and `data` hold them.
+    pub fn new(table: &'a NodeTable, data: &'a Prepared<D>, slots: &'a [NodeSlot]) -> Self {
+        Self { table, data, slots }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when the batch has no node.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The `i`-th node; an Error status naming the slot when the table does not hold it.
+    pub fn node(&self, i: usize) -> Result<NodeInfo<'a, D>, Status> {
+        let slot = self.slots[i];
+        self.data.get(self.table, slot).ok_or_else(|| crate::batch::missing_slot(slot))
     }
 }
 

@@ -86,7 +86,11 @@ pub fn normalize_score<P: Plugin>(pod: Pod, scores: Vec<(NodeSlot, i64)>) -> Res
 /// A new cycle for `pod`: the simulated host will answer `host.cycle-pod` with it, and the `cycle.begin` export
 /// runs, so the following Filter, Score and NormalizeScore calls refer to it.
 pub fn begin<P: Plugin>(pod: Pod) {
-    HOST.with(|h| h.borrow_mut().pod = Some(pod));
+    HOST.with(|h| {
+        let mut h = h.borrow_mut();
+        h.pod = Some(pod);
+        h.cycle_id += 1;
+    });
     <Component<P> as exports::cycle::Guest>::begin()
 }
 

@@ -24,7 +24,7 @@ pub type Actions = EventActions;
 /// derefs to one: `pod.name`, `pod.label("app")`) and is fetched from the host (`host.cycle-pod`) the first time
 /// the plugin reads it in a cycle, so a policy that looks only at nodes never pays for the pod crossing.
 pub struct CyclePod {
-    pod: std::cell::OnceCell<Pod>,
+    pod: std::cell::OnceCell<std::rc::Rc<Pod>>,
 }
 
 impl CyclePod {
@@ -37,7 +37,7 @@ impl CyclePod {
 impl From<Pod> for CyclePod {
     /// A cycle's pod that is already at hand (tests, or code that calls a plugin's methods directly).
     fn from(pod: Pod) -> Self {
-        Self { pod: std::cell::OnceCell::from(pod) }
+        Self { pod: std::cell::OnceCell::from(std::rc::Rc::new(pod)) }
     }
 }
 
@@ -46,9 +46,7 @@ impl std::ops::Deref for CyclePod {
     fn deref(&self) -> &Pod {
         // The host answers during every call that hands a plugin a CyclePod; `none` would be a host bug, and the
         // panic (a trap) turns it into an Error status naming the plugin instead of a decision on a made-up pod.
-        self.pod.get_or_init(|| {
-            crate::host::cycle_pod().expect("the host did not provide the cycle's pod (host.cycle-pod returned none)")
-        })
+        self.pod.get_or_init(crate::runtime::current_cycle_pod)
     }
 }
 

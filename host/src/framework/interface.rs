@@ -183,9 +183,10 @@ pub trait Plugin: Send + Sync {
         QueueingHint::Queue
     }
 
-    /// Called once at the start of every scheduling cycle, before PreFilter (a Wasm plugin pins the version the
-    /// cycle will use, so a hot reload never changes plugins mid-cycle).
-    fn begin_cycle(&self, _state: &mut CycleState) {}
+    /// Called once at the start of every scheduling cycle of `pod`, before PreFilter (a Wasm plugin pins the
+    /// version the cycle will use, so a hot reload never changes plugins mid-cycle, and keeps the pod to convert
+    /// only if a guest asks for it).
+    fn begin_cycle(&self, _state: &mut CycleState, _pod: &Arc<PodInfo>) {}
 
     /// Why the plugin cannot serve, for one that failed to load and whose failure policy lets the profile run
     /// without it (a Wasm plugin with `failurePolicy: Ignore`): the runner leaves it out of every extension point

@@ -259,9 +259,9 @@ impl Framework {
     }
 
     /// Lets every plugin prepare the cycle's state (see `Plugin::begin_cycle`).
-    pub fn begin_cycle(&self, state: &mut CycleState) {
+    pub fn begin_cycle(&self, state: &mut CycleState, pod: &Arc<PodInfo>) {
         for p in self.instances.values() {
-            p.begin_cycle(state);
+            p.begin_cycle(state, pod);
         }
     }
 

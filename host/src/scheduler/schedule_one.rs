@@ -133,7 +133,7 @@ impl Scheduler {
         if self.sample_plugin_metrics() {
             state.plugin_timer = Some(self.observer.clone());
         }
-        fwk.begin_cycle(&mut state);
+        fwk.begin_cycle(&mut state, &pod);
         let trace = self.options.trace_pods.iter().any(|k| *k == pod.key()).then(CycleTrace::default);
         let mut a = Attempt { fwk, state, qpi, cycle, start, trace };
 
@@ -244,13 +244,13 @@ impl Scheduler {
         &self,
         serving: &Framework,
         shadow: &Framework,
-        pod: &PodInfo,
+        pod: &Arc<PodInfo>,
         snapshot: &Snapshot,
         start: usize,
         served: &Result<ScheduleResult, ScheduleError>,
     ) {
         let mut state = CycleState::new();
-        shadow.begin_cycle(&mut state);
+        shadow.begin_cycle(&mut state, pod);
         let shadowed = self.schedule_pod(shadow, &mut state, pod, snapshot, None, Decider::Shadow { start });
         let decision = |r: &Result<ScheduleResult, ScheduleError>| match r {
             Ok(r) => Decision::Node {

@@ -49,8 +49,8 @@ impl Plugin for WasmPlugin {
             Ok(wit::QueueingHint::Queue) | Err(_) => QueueingHint::Queue,
         }
     }
-    fn begin_cycle(&self, state: &mut CycleState) {
-        state.write(self.state_key.clone(), CycleCtx::new(self.current()));
+    fn begin_cycle(&self, state: &mut CycleState, pod: &Arc<PodInfo>) {
+        state.write(self.state_key.clone(), CycleCtx::new(self.current()).for_pod(pod.clone()));
     }
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         self.current().idx.pre_enqueue.as_ref().map(|_| self as _)
@@ -382,7 +382,12 @@ impl WasmPlugin {
     ) -> Result<Result<Vec<i64>, wit::Status>, Failed> {
         self.call(ctx, P::Score.into(), |me, l, i| {
             me.begin(ctx, pod, l, i)?;
-            let slots = me.sync(l, i, nodes)?;
+            let slots = if l.declares(Declared::SCORE_READS_NO_NODE) {
+                // Slots only: its table is not brought up to date for a Score that reads no node.
+                nodes.iter().map(|n| n.id).collect()
+            } else {
+                me.sync(l, i, nodes)?
+            };
             let scores = cached_guest!(l, i, score).call_score(&mut i.store, &slots).map_err(trap)?;
             match scores {
                 Ok(v) if v.len() != nodes.len() => {

@@ -175,7 +175,33 @@ impl Breaker {
         Breaker { args, state: Mutex::new(state) }
     }
 
-    /// Whether a call may go to the guest now.
+    /// Whether a call may go to the guest now; the clock is read only when the breaker is open (every guest call
+    /// asks).
+    pub(crate) fn gate_now(&self) -> Gate {
+        if self.state.lock().expect("breaker lock").open_until.is_none() {
+            return Gate::Call;
+        }
+        self.gate(Instant::now())
+    }
+
+    /// Records a call's outcome as [`Breaker::record`] does at the present moment, which only a failure reads.
+    pub(crate) fn record_now(&self, failure: Option<&str>) -> Option<Duration> {
+        match failure {
+            None => {
+                self.succeeded();
+                None
+            }
+            Some(_) => self.record(failure, Instant::now()),
+        }
+    }
+
+    /// A success closes the breaker and forgets the failures before it.
+    fn succeeded(&self) {
+        let mut s = self.state.lock().expect("breaker lock");
+        *s = BreakerState { next_backoff: self.args.backoff, ..Default::default() };
+    }
+
+    /// Whether a call may go to the guest at `now`.
     pub(crate) fn gate(&self, now: Instant) -> Gate {
         let mut s = self.state.lock().expect("breaker lock");
         let Some(until) = s.open_until else { return Gate::Call };
@@ -189,11 +215,11 @@ impl Breaker {
     /// Records a call's outcome (`None`: success; else why it failed); returns the back-off when this failure
     /// opened the breaker.
     pub(crate) fn record(&self, failure: Option<&str>, now: Instant) -> Option<Duration> {
-        let mut s = self.state.lock().expect("breaker lock");
         let Some(why) = failure else {
-            *s = BreakerState { next_backoff: self.args.backoff, ..Default::default() };
+            self.succeeded();
             return None;
         };
+        let mut s = self.state.lock().expect("breaker lock");
         s.last_failure = Some(Arc::from(why));
         s.consecutive = s.consecutive.saturating_add(1);
         if s.probing {

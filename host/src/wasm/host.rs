@@ -11,6 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::kws::plugin::{host, types as wit};
 use super::engine::{first_line, WasmEngine};
+use super::instance::CyclePod;
 use super::output::{GuestLog, GuestOutput, Source};
 use super::{ComponentInfo, WasmError, WasmStats};
 use crate::framework::pod_view::PodView;
@@ -53,7 +54,9 @@ pub(crate) struct HostState {
     /// Set for the length of one call: the instances of a cycle share it.
     pub(super) cycle: Option<GuestCycleState>,
     /// The cycle's pod during Filter, Score and NormalizeScore calls (`host.cycle-pod`).
-    pub(super) pod: Option<Arc<wit::Pod>>,
+    pub(super) pod: Option<CyclePod>,
+    /// The cycle of the call in progress (`host.cycle-id`; 0 outside one).
+    pub(super) cycle_id: u64,
     pub(super) limits: StoreLimits,
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
@@ -148,8 +151,11 @@ impl host::Host for HostState {
     fn cycle_state_read(&mut self, key: String) -> Option<Vec<u8>> {
         self.cycle.as_ref().and_then(|c| c.lock().expect("cycle state lock").get(&key).cloned())
     }
+    fn cycle_id(&mut self) -> u64 {
+        self.cycle_id
+    }
     fn cycle_pod(&mut self) -> Option<wit::Pod> {
-        self.pod.as_deref().cloned()
+        self.pod.as_ref().map(|p| (*p.get()).clone())
     }
     fn waiting_pods(&mut self) -> Vec<wit::WaitingPod> {
         let mut v: Vec<wit::WaitingPod> = self

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, Resource, ResourceTable, Val};
 use wasmtime::{Store, StoreLimitsBuilder, Trap, WasmBacktrace};
@@ -30,7 +30,38 @@ const SYNC_BUDGET_PER_NODE: Duration = Duration::from_millis(1);
 const MAX_SYNC_BUDGET: Duration = Duration::from_secs(10);
 
 /// The cycle's pod in contract form, with the UID it was converted from.
-type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
+pub(super) type CachedPod = Arc<Mutex<Option<(String, Arc<wit::Pod>)>>>;
+
+/// The pod `host.cycle-pod` answers during a call.
+pub(super) enum CyclePod {
+    /// Already in contract form.
+    Converted(Arc<wit::Pod>),
+    /// The framework's pod, converted into the cycle's cache when first asked for.
+    Lazy(Arc<PodInfo>, CachedPod),
+}
+
+impl CyclePod {
+    /// The pod in contract form.
+    pub(super) fn get(&self) -> Arc<wit::Pod> {
+        match self {
+            CyclePod::Converted(p) => p.clone(),
+            CyclePod::Lazy(info, cache) => convert_once(cache, info),
+        }
+    }
+}
+
+/// `pod` in contract form from `cache`, converted into it unless it holds that pod already.
+fn convert_once(cache: &CachedPod, pod: &PodInfo) -> Arc<wit::Pod> {
+    let mut cached = cache.lock().expect("cycle pod lock");
+    match &*cached {
+        Some((uid, p)) if *uid == pod.uid => p.clone(),
+        _ => {
+            let p = Arc::new(convert::pod(pod));
+            *cached = Some((pod.uid.clone(), p.clone()));
+            p
+        }
+    }
+}
 
 /// Export lookups of one component, resolved once.
 #[derive(Default)]
@@ -125,12 +156,14 @@ fn generation(n: &NodeInfo, ignores_usage: bool) -> u64 {
 const DECLARATIONS: &str = "kws:plugin/declarations@0.2.0";
 
 /// Every flag of `declarations.declared` and its WIT name, in the contract's order.
-const DECLARED_FLAGS: [(Declared, &str); 5] = [
+const DECLARED_FLAGS: [(Declared, &str); 7] = [
     (Declared::SCORE_NEEDS_NO_NORMALIZE, "score-needs-no-normalize"),
     (Declared::IGNORES_NODE_USAGE, "ignores-node-usage"),
     (Declared::SCORE_READS_NODE_ONLY, "score-reads-node-only"),
     (Declared::NORMALIZE_DEFAULT, "normalize-default"),
     (Declared::NORMALIZE_DEFAULT_REVERSED, "normalize-default-reversed"),
+    (Declared::SCORE_READS_NO_NODE, "score-reads-no-node"),
+    (Declared::NEEDS_NO_CYCLE_BEGIN, "needs-no-cycle-begin"),
 ];
 
 /// The WIT names of the flags in `d`, in the contract's order.
@@ -280,10 +313,10 @@ impl Loaded {
         let ignores_usage = self.declares(Declared::IGNORES_NODE_USAGE);
         let kept = self.node_scores.lock().expect("node scores lock");
         let mut missing = Vec::new();
-        for (k, n) in nodes.iter().enumerate() {
+        for (k, (n, o)) in nodes.iter().zip(out.iter_mut()).enumerate() {
             let g = generation(n, ignores_usage);
             match kept.get(n.id as usize) {
-                Some(&(at, score)) if g != 0 && at == g => out[k] = score,
+                Some(&(at, score)) if at == g && g != 0 => *o = score,
                 _ => missing.push(k),
             }
         }
@@ -319,6 +352,8 @@ pub(super) struct CycleCtx {
     loaded: Arc<Loaded>,
     data: GuestCycleState,
     pod: CachedPod,
+    /// The pod the cycle schedules, when the cycle began through `begin_cycle`: converted only if a guest asks.
+    pod_info: Option<Arc<PodInfo>>,
     /// The slot of the first node of the batch a call is about (`for_nodes`), to pick the instance holding it.
     first_slot: Option<u32>,
 }
@@ -333,8 +368,15 @@ impl CycleCtx {
             loaded,
             data: Arc::new(Mutex::new(HashMap::new())),
             pod: Arc::new(Mutex::new(None)),
+            pod_info: None,
             first_slot: None,
         }
+    }
+
+    /// The same cycle, scheduling `pod`.
+    pub(super) fn for_pod(mut self, pod: Arc<PodInfo>) -> CycleCtx {
+        self.pod_info = Some(pod);
+        self
     }
 
     /// The version the cycle runs on.
@@ -348,16 +390,13 @@ impl CycleCtx {
         self
     }
 
-    /// `pod` in contract form, converted on first use in this cycle.
-    fn pod(&self, pod: &PodInfo) -> Arc<wit::Pod> {
-        let mut cached = self.pod.lock().expect("cycle pod lock");
-        match &*cached {
-            Some((uid, p)) if *uid == pod.uid => p.clone(),
-            _ => {
-                let p = Arc::new(convert::pod(pod));
-                *cached = Some((pod.uid.clone(), p.clone()));
-                p
-            }
+    /// What `host.cycle-pod` answers during a call about `pod`: the cycle's pod, converted when first asked for in
+    /// this cycle (a guest that never asks costs no conversion); converted now when the cycle did not begin with
+    /// it (a call outside a scheduling cycle).
+    fn cycle_pod(&self, pod: &PodInfo) -> CyclePod {
+        match &self.pod_info {
+            Some(info) if info.uid == pod.uid => CyclePod::Lazy(info.clone(), self.pod.clone()),
+            _ => CyclePod::Converted(convert_once(&self.pod, pod)),
         }
     }
 }
@@ -458,6 +497,7 @@ impl WasmPlugin {
             rng: self.rng.clone(),
             cycle: None,
             pod: None,
+            cycle_id: 0,
             limits: StoreLimitsBuilder::new()
                 .memory_size(self.args.memory_limit as usize)
                 .trap_on_grow_failure(true)
@@ -591,7 +631,7 @@ impl WasmPlugin {
             error: self.fail_status(call, e),
             fallback: failure::fallback(call, self.args.failure_policy),
         };
-        if let Gate::Open(left, why) = self.breaker.gate(Instant::now()) {
+        if let Gate::Open(left, why) = self.breaker.gate_now() {
             self.stats.short_circuited.fetch_add(1, Ordering::Relaxed);
             return Err(failed(CallError::CircuitOpen(left, why)));
         }
@@ -614,6 +654,7 @@ impl WasmPlugin {
         let data = inst.store.data_mut();
         data.cycle = None;
         data.pod = None;
+        data.cycle_id = 0;
         self.flush_output(&mut inst);
         match r {
             Ok(v) => {
@@ -640,7 +681,7 @@ impl WasmPlugin {
             let (m, prefix) = (s.message(), format!("wasm plugin {:?} at ", &*self.name));
             m.strip_prefix(&prefix).map(str::to_string).unwrap_or(m)
         });
-        if let Some(backoff) = self.breaker.record(why.as_deref(), Instant::now()) {
+        if let Some(backoff) = self.breaker.record_now(why.as_deref()) {
             self.stats.circuit_opens.fetch_add(1, Ordering::Relaxed);
             tracing::error!(
                 plugin = &*self.name,
@@ -719,8 +760,9 @@ impl WasmPlugin {
         (slots, changes)
     }
 
-    /// Makes the cycle's pod available to `host.cycle-pod` for this call, and tells the instance a new cycle began
-    /// (`cycle.begin`) unless it was already told. The pod crosses only if the guest asks for it.
+    /// Makes the cycle's pod and number available to `host.cycle-pod` and `host.cycle-id` for this call, and tells
+    /// the instance a new cycle began (`cycle.begin`) unless it was already told or promised it needs no telling.
+    /// The pod crosses only if the guest asks for it.
     pub(super) fn begin(
         &self,
         ctx: &CycleCtx,
@@ -728,9 +770,14 @@ impl WasmPlugin {
         loaded: &Loaded,
         inst: &mut GuestInstance,
     ) -> Result<(), CallError> {
-        inst.store.data_mut().pod = Some(ctx.pod(pod));
+        let data = inst.store.data_mut();
+        data.pod = Some(ctx.cycle_pod(pod));
+        data.cycle_id = ctx.id;
         if inst.cycle_id != ctx.id {
-            cached_guest!(loaded, inst, cycle).call_begin(&mut inst.store).map_err(trap)?;
+            // A guest that tells cycles apart by `host.cycle-id` is not told: one crossing less per cycle.
+            if !loaded.declares(Declared::NEEDS_NO_CYCLE_BEGIN) {
+                cached_guest!(loaded, inst, cycle).call_begin(&mut inst.store).map_err(trap)?;
+            }
             inst.cycle_id = ctx.id;
         }
         Ok(())

@@ -100,7 +100,7 @@ fn a_guest_that_promises_is_sent_each_node_once_scores_it_once_and_decides_as_on
 }
 
 #[test]
-fn a_score_that_needs_no_normalize_is_not_asked_to_normalize() {
+fn a_score_that_needs_no_normalize_and_reads_no_node_is_not_asked_to_normalize_nor_sent_rows() {
     let yaml = format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    score:\n      enabled: [{{name: NoNormalizeRandom}}, {{name: NormalizingLabel}}, {{name: PlainGoLabel}}]\n  pluginConfig:\n  - name: NoNormalizeRandom\n    args:\n      component: {}\n  - name: NormalizingLabel\n    args:\n      component: {}\n  - name: PlainGoLabel\n    args:\n      component: {}\n",
         guest("random-score").display(),
@@ -121,6 +121,14 @@ fn a_score_that_needs_no_normalize_is_not_asked_to_normalize() {
         p.as_score().expect("a Score plugin").has_normalize()
     };
     assert!(!has_normalize("NoNormalizeRandom"), "RandomScore promises its scores need no NormalizeScore");
+    // Nor does its Score read a node: it was never sent one, while the label guests were sent every node.
+    let rows = |name: &str| {
+        let p = wasm::loaded_plugins().into_iter().find(|p| p.name() == name).expect("the plugin is loaded");
+        p.stats.node_rows_sent.load(Relaxed)
+    };
+    assert_eq!(rows("NoNormalizeRandom"), 0, "RandomScore promises its Score reads no node");
+    assert_eq!(rows("NormalizingLabel"), NODES as u64);
+    assert!(rows("PlainGoLabel") >= NODES as u64);
     assert!(has_normalize("NormalizingLabel"), "PriorityLabel normalizes");
     assert!(has_normalize("PlainGoLabel"), "a guest that promises nothing is asked");
 }
@@ -165,7 +173,7 @@ fn a_declare_that_traps_or_contradicts_itself_refuses_the_plugin_and_unknown_bit
     // Every bit of the answer set: normalize-default and normalize-default-reversed contradict each other.
     refused("every-bit", "normalize-default and normalize-default-reversed exclude each other");
 
-    // Two of the contract's flags and 27 bits it does not have: the flags are taken, the other bits ignored.
+    // Two of the contract's flags and 25 bits it does not have: the flags are taken, the other bits ignored.
     let out = run("unknown-bits");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (reg, cfg) = registry_for(&std::fs::read_to_string(hostile_profile(dir.path(), "unknown-bits")).unwrap());

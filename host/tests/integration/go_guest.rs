@@ -81,7 +81,7 @@ fn plugin_check_shows_the_go_guest_s_points_and_the_rust_guest_s_imports() {
     assert_eq!(go["imports_wasi"], false, "{go}");
     // Alike but for the promises: the Rust SDK exports kws:plugin/declarations, the Go SDK does not.
     let mut rust = check(&guest("priority-label"));
-    let promises = ["ignores-node-usage", "score-reads-node-only", "normalize-default"];
+    let promises = ["ignores-node-usage", "score-reads-node-only", "normalize-default", "needs-no-cycle-begin"];
     assert_eq!(rust["declared"], serde_json::json!(promises), "{rust}");
     assert_eq!(go["declared"], serde_json::Value::Null, "{go}");
     // The Rust guest's world is derived from its exports (listed sorted), the Go guest's is a world of the contract.

@@ -232,7 +232,7 @@ fn run_seed(w: &World, seed: u64, mode: &str, policy: &str) -> Result<(u64, u64)
     }
 
     let mut state = CycleState::new();
-    p.begin_cycle(&mut state);
+    p.begin_cycle(&mut state, &Arc::new(pod.clone()));
     let (names, s) = j.time("PreFilter", || p.as_pre_filter().unwrap().pre_filter(&mut state, pod, &w.snapshot));
     j.status("PreFilter", &s, Table::Skip);
     if j.trapped() && names.is_some() {

@@ -206,11 +206,12 @@ fn scoring_takes_the_instance_whose_node_table_is_loaded_not_one_that_only_serve
     use kube_wasm_scheduler::framework::{CycleState, Plugin as _};
     use std::sync::atomic::Ordering::Relaxed;
     const NODES: usize = 2000;
-    // A name of its own, so the plugin's counters are this test's alone.
-    let name = "PoolRandomScore";
+    // A name of its own, so the plugin's counters are this test's alone. The C fixture in its valid mode: a guest
+    // at every point, Score and PostBind included, that promises nothing (so its Score is sent the table).
+    let name = "PoolEveryPoint";
     let yaml = format!(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 1\npercentageOfNodesToScore: 100\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: {name}}}]\n  pluginConfig:\n  - name: {name}\n    args:\n      component: {}\n",
-        guest("random-score").display()
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 1\npercentageOfNodesToScore: 100\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    score:\n      enabled: [{{name: {name}}}]\n    postBind:\n      enabled: [{{name: {name}}}]\n  pluginConfig:\n  - name: {name}\n    args:\n      component: {}\n      config: {{mode: valid}}\n",
+        guest("hostile-c").display()
     );
     let (reg, cfg) = registry_for(&yaml);
     let cluster = nodes_yaml(NODES) + &pod_yaml("first", "");
@@ -234,7 +235,8 @@ fn scoring_takes_the_instance_whose_node_table_is_loaded_not_one_that_only_serve
         for _ in 0..16 {
             t.spawn(|| {
                 barrier.wait();
-                for _ in 0..50 {
+                // Many calls, so that some overlap even on a busy machine with a guest whose PostBind is quick.
+                for _ in 0..400 {
                     plugin.as_post_bind().expect("PostBind").post_bind(&mut CycleState::new(), &pod, "n1");
                 }
             });
@@ -366,7 +368,9 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
     assert!(stdout.contains("extension points: Filter, Score"), "{stdout}");
     assert!(stdout.contains("kws:plugin/host@0.2.0"), "{stdout}");
     assert!(
-        stdout.contains("declares:         ignores-node-usage, score-reads-node-only, normalize-default\n"),
+        stdout.contains(
+            "declares:         ignores-node-usage, score-reads-node-only, normalize-default, needs-no-cycle-begin\n"
+        ),
         "{stdout}"
     );
 
