@@ -328,11 +328,16 @@ impl Loaded {
         let ignores_usage = self.declares(Declared::IGNORES_NODE_USAGE);
         let mut kept = self.node_scores.lock().expect("node scores lock");
         for (n, &score) in nodes.iter().zip(scores) {
+            let g = generation(n, ignores_usage);
+            // A copy the cache never stamped (a preemption what-if) shares the real node's slot: keep the real one's.
+            if g == 0 {
+                continue;
+            }
             let i = n.id as usize;
             if kept.len() <= i {
                 kept.resize(i + 1, (0, 0));
             }
-            kept[i] = (generation(n, ignores_usage), score);
+            kept[i] = (g, score);
         }
     }
 
