@@ -131,7 +131,7 @@ impl host::Host for HostState {
         }
     }
     fn log_enabled(&mut self, level: host::Level) -> bool {
-        // While the configuration is validated, lines are held and written only if it is accepted: as enabled.
+        // Lines held while the configuration is validated are written later at their own level: the same answer.
         super::output::enabled(Source::Log(tracing_level(level)))
     }
     fn config(&mut self) -> String {

@@ -310,29 +310,17 @@ impl Loaded {
     /// Fills `out` with the kept raw scores of `nodes` (a guest that promised `score-reads-node-only`) and returns
     /// the positions of the nodes without one.
     pub(super) fn kept_scores(&self, nodes: &[&NodeInfo], out: &mut [i64]) -> Vec<usize> {
-        /// The lookup with the generation to compare chosen once, not per node (it runs for every scored node).
-        fn lookup(
-            kept: &[(u64, i64)],
-            nodes: &[&NodeInfo],
-            out: &mut [i64],
-            g: impl Fn(&NodeInfo) -> u64,
-        ) -> Vec<usize> {
-            let mut missing = Vec::new();
-            for (k, (n, o)) in nodes.iter().zip(out.iter_mut()).enumerate() {
-                let g = g(n);
-                match kept.get(n.id as usize) {
-                    Some(&(at, score)) if at == g && g != 0 => *o = score,
-                    _ => missing.push(k),
-                }
-            }
-            missing
-        }
+        let ignores_usage = self.declares(Declared::IGNORES_NODE_USAGE);
         let kept = self.node_scores.lock().expect("node scores lock");
-        if self.declares(Declared::IGNORES_NODE_USAGE) {
-            lookup(&kept, nodes, out, |n| n.node_generation)
-        } else {
-            lookup(&kept, nodes, out, |n| n.generation)
+        let mut missing = Vec::new();
+        for (k, (n, o)) in nodes.iter().zip(out.iter_mut()).enumerate() {
+            let g = generation(n, ignores_usage);
+            match kept.get(n.id as usize) {
+                Some(&(at, score)) if at == g && g != 0 => *o = score,
+                _ => missing.push(k),
+            }
         }
+        missing
     }
 
     /// Keeps the raw scores the guest just computed for `nodes`.
