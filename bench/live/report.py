@@ -65,6 +65,16 @@ def ratio(a, b):
     return a / b
 
 
+def paired(runs, g, num, den, key):
+    """num/den of `key` for each repetition both ran successfully in group g: the machine's pace drifts between
+    runs, and a pair that ran back to back shares it, so the spread of these says how far a median can be trusted."""
+    by = {}
+    for r in runs:
+        if (r["nodes"], r["pods"], r["shape"]) == g and r["ok"] and r["contender"] in (num, den):
+            by.setdefault(r["rep"], {})[r["contender"]] = r[key]
+    return [x for rep in sorted(by) if (x := ratio(by[rep].get(num), by[rep].get(den))) is not None]
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -151,6 +161,13 @@ def main():
                 ratios.setdefault(f"{num}/{den}", {}).setdefault(label(g), {})[k] = x
                 row.append("–" if x is None else f"{x:.2f}×")
             say(f"| {label(g)} | " + " | ".join(row) + " |")
+        say("")
+        for g in groups:
+            pairs = paired(runs, g, num, den, "sched_cpu_s")
+            ratios.setdefault(f"{num}/{den}", {}).setdefault(label(g), {})["sched_cpu_s_pairs"] = pairs
+            if len(pairs) > 1:
+                say(f"- {label(g)}: sched CPU rep by rep (each pair ran back to back): median "
+                    f"{statistics.median(pairs):.2f}× ({min(pairs):.2f}–{max(pairs):.2f}×, {len(pairs)} pairs)")
         say("")
 
     text = "\n".join(lines)

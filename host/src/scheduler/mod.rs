@@ -10,6 +10,7 @@ mod observer;
 mod profile;
 mod schedule_one;
 mod shadow;
+mod tails;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -46,17 +47,16 @@ pub struct SchedulerOptions {
 }
 
 /// Binding cycles in PreBind/Bind/PostBind at once by default. The native binder's request is awaited; plugin
-/// code that may block (PreBind, a Wasm binder, PostBind) holds a blocking-pool thread. 64 keep a local API server
+/// code that may block (PreBind, a Wasm binder, PostBind) holds a thread (the blocking pool's, or a tail thread). 64 keep a local API server
 /// busy (a binding takes milliseconds) while the threads stay few whatever the backlog. Upstream starts a goroutine
 /// per binding and lets the client's rate limit bound it.
 pub const DEFAULT_MAX_BINDINGS_IN_FLIGHT: usize = 64;
 
 /// How many binding cycles run the plugin code after their Binding request at once: one per core (at least two).
 /// That code is CPU-bound and short (PostBind, say, logging the decision), so more at once would not finish sooner,
-/// but each would hold a blocking-pool thread and, for a Wasm plugin, an instance (a guest's memory and node
-/// table) of its own: with a slot per binding cycle, a backlog peaked at 50–66 threads where the default profile
-/// needs 5.
-fn tail_slots() -> usize {
+/// but each would hold a thread and, for a Wasm plugin, an instance (a guest's memory and node table) of its own:
+/// with one per binding cycle, a backlog peaked at 50–66 threads where the default profile needs 5.
+fn tail_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
 }
 
@@ -86,9 +86,9 @@ pub struct Scheduler {
     binding_runtime: Option<tokio::runtime::Handle>,
     /// Slots for binding cycles past WaitOnPermit.
     binding_slots: Arc<tokio::sync::Semaphore>,
-    /// Slots for the plugin code that follows the native binder's request (PostBind, a binder after Skip,
-    /// Unreserve after a failure), on the blocking pool: one per core (`tail_slots`).
-    tail_slots: Arc<tokio::sync::Semaphore>,
+    /// Threads for the plugin code that follows the native binder's request (PostBind, a binder after Skip,
+    /// Unreserve after a failure): one per core (`tail_threads`).
+    tails: tails::Tails,
     in_flight_bindings: AtomicU64,
     /// Scheduling cycles started, for sampling plugin metrics evenly.
     cycles_started: AtomicU64,
@@ -128,7 +128,7 @@ impl Scheduler {
                 0 => DEFAULT_MAX_BINDINGS_IN_FLIGHT,
                 n => n,
             })),
-            tail_slots: Arc::new(tokio::sync::Semaphore::new(tail_slots())),
+            tails: tails::Tails::new(tail_threads()),
             options,
             in_flight_bindings: AtomicU64::new(0),
             cycles_started: AtomicU64::new(0),

@@ -546,16 +546,18 @@ impl Scheduler {
     }
 
     /// The binding cycle as a task: WaitOnPermit is awaited (no thread is held while a pod waits), and so is the
-    /// native binder's request to the API server. Plugin code that may block — PreBind, a binder without a future
-    /// (Wasm), PostBind, Unreserve after a failure — runs on the runtime's blocking pool instead. At most
-    /// `max_bindings_in_flight` cycles are past WaitOnPermit at once; the rest wait for a slot as tasks.
+    /// native binder's request to the API server. Plugin code that may block runs off the async workers: PreBind,
+    /// or an extender's binding, on the runtime's blocking pool; what follows the native binder's request (PostBind,
+    /// a binder after Skip, Unreserve after a failure) on the tail threads, which the task does not wait for. At
+    /// most `max_bindings_in_flight` cycles are past WaitOnPermit at once (a tail keeps its cycle's slot); the rest
+    /// wait for a slot as tasks.
     async fn binding_task(self: Arc<Self>, mut a: Attempt, assumed: Assumed, waits: bool) {
         let t0 = Instant::now();
         let mut s = if waits { a.fwk.wait_on_permit_async(&assumed.pod).await } else { Status::success() };
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
-        let _slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
+        let slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
         let mut pre_bind_work = false;
         if s.is_success() && a.fwk.has_plugins_at(ExtensionPoint::PreBind) {
             let pf = a.fwk.run_pre_bind_pre_flights(&mut a.state, &assumed.pod, &assumed.host);
@@ -585,20 +587,34 @@ impl Scheduler {
             self.finish_binding(a, assumed, s);
             return;
         }
-        let _tail = self.tail_slots.clone().acquire_owned().await.expect("tail slots are never closed");
+        // The tail keeps this cycle's binding slot until it is done; nothing here waits for it.
         let me = self.clone();
-        self.blocking(move || {
-            let s = if s.is_skip() { me.run_binders(1, &mut a, &assumed) } else { s };
-            me.finish_binding(a, assumed, s)
-        })
-        .await;
+        self.tails.run(Box::new(move || {
+            let _slot = slot;
+            me.accounted(|| {
+                let s = if s.is_skip() { me.run_binders(1, &mut a, &assumed) } else { s };
+                me.finish_binding(a, assumed, s)
+            })
+        }));
     }
 
     /// Runs the rest of a binding cycle on the blocking pool.
-    async fn blocking(&self, f: impl FnOnce() + Send + 'static) {
-        if let Err(e) = tokio::task::spawn_blocking(f).await {
-            // A panicking plugin: the pod stays assumed until the cache's expiry; say so rather than vanish.
-            tracing::error!(error = %e, "binding cycle panicked");
+    async fn blocking(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) {
+        let me = self.clone();
+        // `accounted` catches a panic, so the task cannot fail but by the runtime's shutdown.
+        let _ = tokio::task::spawn_blocking(move || me.accounted(f)).await;
+    }
+
+    /// Runs the rest of a binding cycle; a panicking plugin leaves the pod assumed until the cache's expiry, and
+    /// is said so rather than vanishing (nor does it count as in flight any longer).
+    fn accounted(&self, f: impl FnOnce()) {
+        if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            let message = e
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| e.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a non-string payload");
+            tracing::error!(panic = message, "binding cycle panicked");
             self.in_flight_bindings.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -902,12 +918,14 @@ mod tests {
         assert_eq!(binds, PODS);
     }
 
-    /// A PostBind plugin that takes a while and counts how many of its calls ran at once.
+    /// A PostBind plugin that takes a while and counts how many of its calls ran at once; `panics`: every other
+    /// call panics.
     #[derive(Default)]
     struct SlowPostBind {
         running: AtomicUsize,
         most: AtomicUsize,
         calls: AtomicUsize,
+        panics: bool,
     }
 
     impl crate::framework::Plugin for SlowPostBind {
@@ -925,7 +943,9 @@ mod tests {
             self.most.fetch_max(now, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(20));
             self.running.fetch_sub(1, Ordering::SeqCst);
-            self.calls.fetch_add(1, Ordering::SeqCst);
+            if self.calls.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) && self.panics {
+                panic!("SlowPostBind fails this one");
+            }
         }
     }
 
@@ -940,7 +960,20 @@ mod tests {
         wait_for("every binding cycle finished", || scheduler.bindings_in_flight() == 0);
         assert_eq!(slow.calls.load(Ordering::SeqCst), PODS);
         let most = slow.most.load(Ordering::SeqCst);
-        assert!(most <= super::super::tail_slots(), "{most} PostBind calls at once");
+        assert!(most <= super::super::tail_threads(), "{most} PostBind calls at once");
+    }
+
+    #[test]
+    fn a_panicking_post_bind_ends_only_its_own_binding_cycle() {
+        const PODS: usize = 40;
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let panicky = Arc::new(SlowPostBind { panics: true, ..Default::default() });
+        let profiles = "profiles:\n- plugins:\n    postBind:\n      enabled: [{name: SlowPostBind}]\n";
+        let (cluster, scheduler) = scheduled(&rt, PODS, Some(("SlowPostBind", panicky.clone())), profiles, PODS);
+        wait_for("every binding cycle accounted for", || scheduler.bindings_in_flight() == 0);
+        assert_eq!(panicky.calls.load(Ordering::SeqCst), PODS, "every pod reached PostBind");
+        let binds = cluster.inner.writes().iter().filter(|w| matches!(w, Write::Bind { .. })).count();
+        assert_eq!(binds, PODS);
     }
 
     #[test]

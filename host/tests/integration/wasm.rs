@@ -221,7 +221,7 @@ fn scoring_takes_the_instance_whose_node_table_is_loaded_not_one_that_only_serve
     let plugin = wasm::loaded_plugins().into_iter().find(|p| p.name() == name).expect("the plugin is loaded");
     let rows = || plugin.stats.node_rows_sent.load(Relaxed);
     assert!(rows() >= NODES as u64, "the first Score loaded the table: {} rows", rows());
-    // Binding cycles run PostBind many at a time (live, on the blocking pool): the pool grows cold instances.
+    // Binding cycles run PostBind several at a time (live, one per core): the pool grows cold instances.
     let pod = Arc::new(
         kube_wasm_scheduler::framework::PodInfo::new(
             serde_yaml::from_str(pod_yaml("bound", "").trim_end_matches("---\n")).unwrap(),
