@@ -1,7 +1,8 @@
 //! The live scheduler on a real API server: informers feed the cache and the queue, one thread runs scheduling
-//! cycles, binding cycles run as tasks (a bounded number at a time; their plugin code on threads of its own), all API calls share one
-//! rate-limited HTTP/2 connection pool, a Lease elects the leader, and `/healthz` `/livez` `/readyz`
-//! `/metrics` `/configz` answer over HTTPS with delegated authentication and authorization (`crate::server`).
+//! cycles, binding cycles run as tasks (a bounded number at a time; their plugin code on threads of its own), all
+//! API calls share one rate-limited HTTP/2 connection pool, a Lease elects the leader, and `/healthz` `/livez`
+//! `/readyz` `/metrics` `/configz` answer over HTTPS with delegated authentication and authorization
+//! (`crate::server`).
 //! SIGTERM stops taking pods, lets binding cycles finish, releases the lease, exits 0.
 
 mod leader;

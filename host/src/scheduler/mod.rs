@@ -47,9 +47,9 @@ pub struct SchedulerOptions {
 }
 
 /// Binding cycles in PreBind/Bind/PostBind at once by default. The native binder's request is awaited; plugin
-/// code that may block (PreBind, a Wasm binder, PostBind) holds a thread (the blocking pool's, or a tail thread). 64 keep a local API server
-/// busy (a binding takes milliseconds) while the threads stay few whatever the backlog. Upstream starts a goroutine
-/// per binding and lets the client's rate limit bound it.
+/// code that may block (PreBind, a Wasm binder, PostBind) holds a thread (the blocking pool's, or a tail thread).
+/// 64 keep a local API server busy (a binding takes milliseconds) while the threads stay few whatever the backlog.
+/// Upstream starts a goroutine per binding and lets the client's rate limit bound it.
 pub const DEFAULT_MAX_BINDINGS_IN_FLIGHT: usize = 64;
 
 /// How many binding cycles run the plugin code after their Binding request at once: one per core (at least two).
