@@ -110,7 +110,8 @@ def main():
         say(f"- machine: {meta.get('cpus')} CPUs ({meta.get('cpu_model')}), {meta.get('memory')}, kernel {meta.get('kernel')}")
         say(f"- kube-scheduler: {meta.get('kube_scheduler', {}).get('version')}; ours: "
             f"{meta.get('ours', {}).get('version')} ({meta.get('ours', {}).get('path')})")
-        say(f"- repetitions: {meta.get('reps')}, interleaved {', '.join(meta.get('contenders', []))}; "
+        say(f"- repetitions: {meta.get('reps')}, interleaved {', '.join(meta.get('contenders', []))} "
+            f"(reversed at every other repetition); "
             f"clientConnection qps/burst {meta.get('qps'):g}/{meta.get('burst')}; "
             f"{meta.get('create_workers')} concurrent pod creations")
     say("- pods/s: bound pods / time from the window start until the last pod was seen bound; the window starts at "

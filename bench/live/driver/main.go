@@ -1,6 +1,7 @@
 // Command driver runs the live side-by-side benchmark (make bench-live) on a control plane started by
 // scripts/control-plane.sh: for each size (nodes x pods), shape (streaming, backlog) and repetition it runs every
-// contender in turn, interleaved, each in a fresh namespace with its own schedulerName, and records pods/s,
+// contender in turn, interleaved (every other repetition in reverse order, so that the machine's drift over a
+// pair of repetitions favours no one), each in a fresh namespace with its own schedulerName, and records pods/s,
 // creation-to-bound latency seen by its own watch, the scheduler's CPU, peak RSS, threads and connections to the API
 // server, and the API server's and etcd's CPU. Results go to OUT/runs.jsonl (one line per run as it ends),
 // OUT/runs.json, OUT/runs.csv and OUT/meta.json; bench/live/report.py turns them into tables and a plot.
@@ -220,7 +221,7 @@ sizes:
 		fmt.Fprintf(os.Stderr, "driver: %d nodes ready in %.1f s\n", nodes, time.Since(t).Seconds())
 		for _, shape := range o.shapes {
 			for rep := 1; rep <= o.reps; rep++ {
-				for _, c := range o.contenders {
+				for _, c := range inTurn(o.contenders, rep) {
 					run++
 					r := runOne(ctx, client, o, kubeconfig, apiPID, etcdPID, apiPort, run, stamp, nodes, pods, shape, rep, c)
 					results = append(results, r)
@@ -620,4 +621,16 @@ func writeMeta(o options, kubeconfig string) {
 	}
 	b, _ := json.MarshalIndent(meta, "", "  ")
 	_ = os.WriteFile(filepath.Join(o.out, "meta.json"), append(b, '\n'), 0o644)
+}
+
+// inTurn is the order the contenders run in at repetition rep (from 1): as given, reversed at every even one.
+func inTurn[T any](contenders []T, rep int) []T {
+	if rep%2 == 1 {
+		return contenders
+	}
+	out := make([]T, len(contenders))
+	for i, c := range contenders {
+		out[len(contenders)-1-i] = c
+	}
+	return out
 }
