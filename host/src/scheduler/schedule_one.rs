@@ -573,8 +573,7 @@ impl Scheduler {
             false => None,
         };
         let Some(bind) = bind else {
-            let me = self.clone();
-            self.blocking(move || me.bind_permitted(a, assumed, s)).await;
+            self.blocking(move |me| me.bind_permitted(a, assumed, s)).await;
             return;
         };
         let t0 = Instant::now();
@@ -599,10 +598,10 @@ impl Scheduler {
     }
 
     /// Runs the rest of a binding cycle on the blocking pool.
-    async fn blocking(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) {
+    async fn blocking(self: &Arc<Self>, f: impl FnOnce(&Scheduler) + Send + 'static) {
         let me = self.clone();
         // `accounted` catches a panic, so the task cannot fail but by the runtime's shutdown.
-        let _ = tokio::task::spawn_blocking(move || me.accounted(f)).await;
+        let _ = tokio::task::spawn_blocking(move || me.accounted(|| f(&me))).await;
     }
 
     /// Runs the rest of a binding cycle; a panicking plugin leaves the pod assumed until the cache's expiry, and
