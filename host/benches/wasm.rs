@@ -277,7 +277,7 @@ fn load(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("instantiate", lang), |b| {
             b.iter(|| {
                 let mut store = wasmtime::Store::new(engine, ());
-                store.set_epoch_deadline(wasm::engine::WasmEngine::ticks_for(Duration::from_secs(10)));
+                store.set_epoch_deadline(wasm::engine::WasmEngine::deadline(Duration::from_secs(10)));
                 pre.instantiate(&mut store).unwrap()
             })
         });

@@ -1,8 +1,9 @@
-//! The process's one wasmtime `Engine`: configured once, an epoch ticker turning wall-clock deadlines into ticks,
-//! and components compiled once per content digest (in memory, and on disk through the plugin cache).
+//! The process's one wasmtime `Engine`: configured once, its epoch clock turning wall-clock deadlines into
+//! epochs (`epoch.rs`), and components compiled once per content digest (in memory, and on disk through the plugin
+//! cache).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -10,6 +11,7 @@ use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
 use super::cache::PluginCache;
+use super::epoch::Ticker;
 use super::WasmError;
 
 /// Where a compiled component came from.
@@ -23,17 +25,15 @@ pub enum Origin {
     Compiled,
 }
 
-/// How often the epoch advances; a deadline is rounded up to whole ticks.
-pub const EPOCH_TICK: Duration = Duration::from_millis(2);
-
 /// The shared engine and its compile cache.
 pub struct WasmEngine {
     engine: Engine,
+    ticker: Arc<Ticker>,
     compiled: Mutex<HashMap<String, Component>>,
 }
 
 impl WasmEngine {
-    /// The process-wide engine (created, with its ticker thread, on first use).
+    /// The process-wide engine (created, with its epoch thread, on first use).
     pub fn shared() -> &'static WasmEngine {
         static ENGINE: OnceLock<WasmEngine> = OnceLock::new();
         ENGINE.get_or_init(|| {
@@ -45,15 +45,9 @@ impl WasmEngine {
                 config.profiler(wasmtime::ProfilingStrategy::PerfMap);
             }
             let engine = Engine::new(&config).expect("the engine configuration is valid");
-            let ticker = engine.clone();
-            std::thread::Builder::new()
-                .name("wasm-epoch".into())
-                .spawn(move || loop {
-                    std::thread::sleep(EPOCH_TICK);
-                    ticker.increment_epoch();
-                })
-                .expect("spawn the epoch ticker");
-            WasmEngine { engine, compiled: Mutex::new(HashMap::new()) }
+            let ticker = Arc::new(Ticker::default());
+            ticker.start(engine.clone(), "wasm-epoch").expect("spawn the epoch thread");
+            WasmEngine { engine, ticker, compiled: Mutex::new(HashMap::new()) }
         })
     }
 
@@ -62,9 +56,10 @@ impl WasmEngine {
         &self.engine
     }
 
-    /// Epoch ticks for a deadline (`deadline / tick + 1`, so a call never gets less than its deadline).
-    pub fn ticks_for(deadline: Duration) -> u64 {
-        (deadline.as_nanos() / EPOCH_TICK.as_nanos()) as u64 + 1
+    /// Epochs for a call that begins now under `deadline` (never less than the deadline; wakes the epoch thread
+    /// if it slept), for `Store::set_epoch_deadline`.
+    pub fn deadline(deadline: Duration) -> u64 {
+        Self::shared().ticker.deadline(deadline)
     }
 
     /// Compiles a component, or returns the one already compiled from the same bytes. Returns it with the bytes'

@@ -519,7 +519,7 @@ impl WasmPlugin {
         };
         let mut store = Store::new(WasmEngine::shared().engine(), state);
         store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        store.set_epoch_deadline(WasmEngine::deadline(self.args.timeout));
         let instance = loaded.pre.instantiate(&mut store)?;
         self.stats.instances.fetch_add(1, Ordering::Relaxed);
         Ok(GuestInstance {
@@ -548,7 +548,7 @@ impl WasmPlugin {
         let refused = |why: String| WasmError::Config(why);
         let mut inst =
             self.new_instance(loaded).map_err(|e| refused(format!("cannot start it: {}", trap_reason(&e))))?;
-        inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        inst.store.set_epoch_deadline(WasmEngine::deadline(self.args.timeout));
         inst.store.data_mut().held = Some(Vec::new());
         let r = idx.load(&mut inst.store, &inst.instance).and_then(|g| g.call_validate(&mut inst.store)).map_err(|e| {
             match trap(e) {
@@ -654,7 +654,7 @@ impl WasmPlugin {
             },
         };
         inst.store.data_mut().cycle = Some(ctx.data.clone());
-        inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        inst.store.set_epoch_deadline(WasmEngine::deadline(self.args.timeout));
         let r = self.sync_pods(loaded, &mut inst).and_then(|()| f(self, loaded, &mut inst));
         let data = inst.store.data_mut();
         data.cycle = None;
@@ -817,9 +817,9 @@ impl WasmPlugin {
         let guest = cached_guest!(loaded, inst, pods).clone();
         // As a node table load: proportional to what is sent, with its own budget.
         let budget = (self.args.timeout + SYNC_BUDGET_PER_NODE * changes.len() as u32).min(MAX_SYNC_BUDGET);
-        inst.store.set_epoch_deadline(WasmEngine::ticks_for(budget));
+        inst.store.set_epoch_deadline(WasmEngine::deadline(budget));
         let r = guest.call_apply(&mut inst.store, &changes);
-        inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+        inst.store.set_epoch_deadline(WasmEngine::deadline(self.args.timeout));
         match r {
             Ok(()) => {
                 inst.pods_cursor = delta.cursor;
@@ -848,9 +848,9 @@ impl WasmPlugin {
             // Loading a table is proportional to the nodes sent (a fresh instance gets the whole cluster): it has
             // its own budget, and the call that follows gets the plugin's full deadline.
             let budget = (self.args.timeout + SYNC_BUDGET_PER_NODE * changes.len() as u32).min(MAX_SYNC_BUDGET);
-            inst.store.set_epoch_deadline(WasmEngine::ticks_for(budget));
+            inst.store.set_epoch_deadline(WasmEngine::deadline(budget));
             let r = guest.call_apply(&mut inst.store, &changes);
-            inst.store.set_epoch_deadline(WasmEngine::ticks_for(self.args.timeout));
+            inst.store.set_epoch_deadline(WasmEngine::deadline(self.args.timeout));
             if let Err(e) = r {
                 // The table is in an unknown state: resend everything next time.
                 inst.synced.clear();

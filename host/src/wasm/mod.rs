@@ -7,6 +7,7 @@ pub mod bindings;
 pub mod cache;
 mod convert;
 pub mod engine;
+mod epoch;
 mod failure;
 mod host;
 mod instance;
