@@ -7,7 +7,7 @@
 //! stretch deadlines either.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -59,7 +59,7 @@ impl Default for Ticker {
 
 impl Ticker {
     /// Starts the thread that advances `engine`'s epoch; it sleeps until the first call.
-    pub fn start(self: &std::sync::Arc<Self>, engine: Engine, name: &str) -> std::io::Result<()> {
+    pub fn start(self: &Arc<Self>, engine: Engine, name: &str) -> std::io::Result<()> {
         let me = self.clone();
         let handle = std::thread::Builder::new().name(name.into()).spawn(move || me.run(&engine))?;
         self.thread.set(handle.thread().clone()).expect("a ticker is started once");
@@ -129,8 +129,6 @@ impl Ticker {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use wasmtime::{Config, Module, Store, Trap};
 
     use super::*;
