@@ -23,7 +23,7 @@ const MAX_PERIOD: Duration = Duration::from_millis(10);
 const PERIOD_DIVISOR: u64 = 20;
 
 /// The period for the shortest deadline in use (milliseconds; `u64::MAX` when none yet).
-pub(crate) fn period_for(shortest_ms: u64) -> Duration {
+fn period_for(shortest_ms: u64) -> Duration {
     Duration::from_millis(shortest_ms / PERIOD_DIVISOR).clamp(MIN_PERIOD, MAX_PERIOD)
 }
 
