@@ -17,7 +17,9 @@
 # Every server binds to 127.0.0.1 on free ports; `up` again on a stopped DIR reuses its data (and ports when free).
 # Nodes need no kubelet: Node objects created through the API are enough for scheduling. The API server runs with
 # the admission plugin TaintNodesByCondition off: it would taint every new Node node.kubernetes.io/not-ready:NoSchedule
-# until a kubelet reports Ready, and no kubelet or node-lifecycle controller runs here to lift it.
+# until a kubelet reports Ready, and no kubelet or node-lifecycle controller runs here to lift it. Nor does it keep the
+# `kubernetes` Service's endpoints (--endpoint-reconciler-type none): from v1.37 the API server refuses a loopback
+# advertise address with the default reconciler, and nothing here reaches the API server through that Service.
 set -euo pipefail
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -210,6 +212,7 @@ cmd_up() {
     --secure-port "$api_port" \
     --bind-address 127.0.0.1 \
     --advertise-address 127.0.0.1 \
+    --endpoint-reconciler-type none \
     --service-cluster-ip-range 10.0.0.0/24 \
     --allow-privileged=true \
     --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
