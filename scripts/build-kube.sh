@@ -12,8 +12,9 @@
 #                          dependencies are downloaded).
 #   --download-only        generate the module and download its dependencies, compile nothing.
 # Environment:
-#   KUBE_VERSION          Kubernetes release to build (default v1.34.4: the newest v1.34 patch the module
-#                         proxy serves with a verifiable checksum; the scheduler uses k8s-openapi's v1_34).
+#   KUBE_VERSION          Kubernetes release to build (default v1.37.2: the newest release, the reference the
+#                         scheduler follows; it uses k8s-openapi's v1_37). v1.35.x and v1.36.x build the same way
+#                         (make test-versions).
 #   KUBE_CACHE_DIR        cache root (default $HOME/.cache/kube-wasm-scheduler/kube)
 #   KUBE_BUILD_KUBECTL=1  same as --with-kubectl (also built when no kubectl is on PATH).
 #   KUBE_BUILD_SCHEDULER=1  same as --with-kube-scheduler.
@@ -21,7 +22,7 @@
 # Prints one line per step; the last line is the bin directory.
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 KUBE_CACHE_DIR="${KUBE_CACHE_DIR:-$HOME/.cache/kube-wasm-scheduler/kube}"
 BUILD_KUBECTL="${KUBE_BUILD_KUBECTL:-0}"
 BUILD_SCHEDULER="${KUBE_BUILD_SCHEDULER:-0}"
@@ -39,7 +40,7 @@ done
 step() { echo "build-kube: $*" >&2; }
 die() { echo "build-kube: error: $*" >&2; exit 1; }
 
-[[ "$KUBE_VERSION" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "KUBE_VERSION must look like v1.34.4, got $KUBE_VERSION"
+[[ "$KUBE_VERSION" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "KUBE_VERSION must look like v1.37.2, got $KUBE_VERSION"
 KUBE_MINOR="${BASH_REMATCH[1]}"
 STAGING_VERSION="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"   # k8s.io/api etc. are tagged v0.<minor>.<patch>
 

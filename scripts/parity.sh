@@ -32,7 +32,7 @@ source "$ROOT/scripts/live-lib.sh"
 live_kube_bin
 live_kws_bin debug
 live_go
-say "harness: go build (bench/live/parity, client-go v0.34.4) -> $TOOLS/parity"
+say "harness: go build (bench/live/parity, client-go v0.37.2) -> $TOOLS/parity"
 mkdir -p "$TOOLS"
 # Built to a name of its own, then renamed: two runs at once never execute a half-written file.
 (cd "$ROOT/bench/live" && CGO_ENABLED=0 "$GO" build -mod=readonly -trimpath -o "$TOOLS/parity.$$" ./parity) \

@@ -246,7 +246,7 @@ def plot(plt, out, runs, groups, names, medians, meta):
     relative(axes[1][0], ["sched_cpu_s", "apiserver_cpu_s"], "CPU relative to kube-scheduler (scheduler; API server)")
     relative(axes[1][1], ["sched_rss_mib"], "peak RSS relative to kube-scheduler")
     sub = f"{meta.get('cpus', '?')} CPUs, reps {meta.get('reps', '?')}, {meta.get('started', '')}"
-    fig.suptitle(f"kube-wasm-scheduler vs kube-scheduler v1.34.4, live on one kube-apiserver ({sub})", fontsize=11)
+    fig.suptitle(f"kube-wasm-scheduler vs kube-scheduler v1.37.2, live on one kube-apiserver ({sub})", fontsize=11)
     fig.tight_layout()
     path = os.path.join(out, "results.png")
     fig.savefig(path, dpi=110)

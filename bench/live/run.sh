@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-live: kube-wasm-scheduler side by side with kube-scheduler v1.34.4 and a null binder, live on one
+# make bench-live: kube-wasm-scheduler side by side with kube-scheduler v1.37.2 and a null binder, live on one
 # throwaway kube-apiserver, interleaved; prints Markdown tables and draws a plot. See docs/performance.md.
 #
 # Usage: bench/live/run.sh [driver flags...]        (e.g. --timeout 10m; `driver -h` lists them)
@@ -56,7 +56,7 @@ if [[ " $CONTENDERS " == *" ours-guests "* ]]; then
 fi
 
 live_go
-say "driver and null binder: go build (bench/live, client-go v0.34.4) -> $TOOLS"
+say "driver and null binder: go build (bench/live, client-go v0.37.2) -> $TOOLS"
 mkdir -p "$TOOLS"
 (cd "$ROOT/bench/live" && CGO_ENABLED=0 "$GO" build -mod=readonly -trimpath -ldflags "-s -w" -o "$TOOLS/" ./driver ./nullbinder) \
   || die "go build failed in bench/live"

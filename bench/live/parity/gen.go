@@ -202,15 +202,25 @@ func (g *gen) node(i int) *v1.Node {
 			imgs = append(imgs, v1.ContainerImage{Names: []string{im.name}, SizeBytes: (5 + g.r.Int63n(1500)) * mb})
 		}
 	}
+	// Declared features (NodeDeclaredFeatures, GA in v1.37): about half the nodes declare the one a probe may
+	// need, a few declare only others.
+	var declared []string
+	switch {
+	case g.chance(0.5):
+		declared = []string{"RestartAllContainersOnContainerExits"}
+	case g.chance(0.2):
+		declared = []string{"InPlacePodLevelResourcesVerticalScaling"}
+	}
 	return &v1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       v1.NodeSpec{Taints: taints, Unschedulable: g.chance(0.04)},
 		Status: v1.NodeStatus{
-			Capacity:    alloc.DeepCopy(),
-			Allocatable: alloc,
-			Images:      imgs,
-			Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady"}},
+			Capacity:         alloc.DeepCopy(),
+			Allocatable:      alloc,
+			Images:           imgs,
+			Conditions:       []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady"}},
+			DeclaredFeatures: declared,
 		},
 	}
 }
@@ -438,13 +448,24 @@ func (g *gen) generateProbe(i int) probe {
 		spec.Containers[0].Resources.Limits = v1.ResourceList{gpuResource: qty("1")}
 		sum = append(sum, "gpu=1")
 	}
+	if g.chance(0.08) {
+		// A restart rule that restarts the whole pod: NodeDeclaredFeatures (v1.37) places it only on nodes that
+		// declare RestartAllContainersOnContainerExits.
+		never := v1.ContainerRestartPolicyNever
+		spec.Containers[0].RestartPolicy = &never
+		spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{
+			Action:    v1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
+		}}
+		sum = append(sum, "restartAllContainers")
+	}
 	if g.chance(0.12) {
 		hp := g.hostPort()
 		spec.Containers[0].Ports = []v1.ContainerPort{hp}
 		sum = append(sum, fmt.Sprintf("hostPort=%s:%d/%s", hp.HostIP, hp.HostPort, hp.Protocol))
 	}
 	if g.chance(0.05) {
-		// Pod-level resources (beta and on by default in v1.34): they replace the containers' sum.
+		// Pod-level resources (beta and on by default since v1.34): they replace the containers' sum.
 		// At least what the containers ask for together, as the API server requires.
 		var cpu, mem int64
 		for _, ct := range append(append([]v1.Container{}, spec.InitContainers...), spec.Containers...) {

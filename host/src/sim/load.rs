@@ -405,7 +405,7 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
         };
         if spec.priority.is_none() {
             spec.priority = Some(match (&class, spec.priority_class_name.as_deref()) {
-                (Some(c), _) => c.value,
+                (Some(c), _) => c.value.unwrap_or(0),
                 (None, Some("system-cluster-critical")) => 2_000_000_000,
                 (None, Some("system-node-critical")) => 2_000_001_000,
                 _ => 0,
@@ -456,14 +456,15 @@ fn make_template_claims(pod: &mut Pod, objects: &mut ClusterObjects) {
             continue;
         }
         let Some(t) = objects.resource_claim_templates.get(&format!("{ns}/{template}")) else { continue };
+        let Some(t) = t.spec.as_ref() else { continue };
         let name = format!("{pod_name}-{}", entry.name);
         let claim = ResourceClaim {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(ns.clone()),
                 uid: Some(format!("{ns}/{name}")),
-                labels: t.spec.metadata.as_ref().and_then(|m| m.labels.clone()),
-                annotations: t.spec.metadata.as_ref().and_then(|m| m.annotations.clone()),
+                labels: t.metadata.as_ref().and_then(|m| m.labels.clone()),
+                annotations: t.metadata.as_ref().and_then(|m| m.annotations.clone()),
                 owner_references: Some(vec![OwnerReference {
                     api_version: "v1".into(),
                     kind: "Pod".into(),
@@ -474,7 +475,7 @@ fn make_template_claims(pod: &mut Pod, objects: &mut ClusterObjects) {
                 }]),
                 ..Default::default()
             },
-            spec: t.spec.spec.clone(),
+            spec: t.spec.clone(),
             status: None,
         };
         objects.resource_claims.insert(format!("{ns}/{name}"), Arc::new(claim));

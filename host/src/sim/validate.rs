@@ -619,12 +619,13 @@ pub fn node(node: &Node) -> Result {
 /// classes, other values are at most [`HIGHEST_USER_DEFINABLE_PRIORITY`].
 pub fn priority_class(pc: &PriorityClass) -> Result {
     let name = pc.metadata.name.as_deref().unwrap_or_default();
+    let value = pc.value.unwrap_or(0);
     if name.starts_with("system-") {
-        let known = SYSTEM_PRIORITY_CLASSES.iter().any(|&(n, v)| n == name && v == pc.value);
+        let known = SYSTEM_PRIORITY_CLASSES.iter().any(|&(n, v)| n == name && v == value);
         if !known || pc.global_default == Some(true) {
-            return fail(format!("metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: {name:?} is not a known system priority class with value {}", pc.value));
+            return fail(format!("metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: {name:?} is not a known system priority class with value {value}"));
         }
-    } else if pc.value > HIGHEST_USER_DEFINABLE_PRIORITY {
+    } else if value > HIGHEST_USER_DEFINABLE_PRIORITY {
         return fail(format!(
             "value: Forbidden: maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
         ));

@@ -206,7 +206,7 @@ pub fn expand(w: &Workloads, pods: &[Pod], nodes: &[Node], claims: &[String]) ->
         {
             continue;
         }
-        let spec = d.spec.clone().unwrap_or_default();
+        let spec = d.spec.clone();
         let name = d.metadata.name.clone().unwrap_or_default();
         let hash = suffix(&format!("{}/{name}", ns(&d.metadata)), 10);
         let mut template = spec.template.clone();
@@ -222,12 +222,12 @@ pub fn expand(w: &Workloads, pods: &[Pod], nodes: &[Node], claims: &[String]) ->
                 owner_references: Some(vec![owner("Deployment", "apps/v1", &d.metadata)]),
                 ..Default::default()
             },
-            spec: Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
+            spec: k8s_openapi::api::apps::v1::ReplicaSetSpec {
                 replicas: Some(spec.replicas.unwrap_or(1)),
                 selector,
                 template: Some(template),
                 ..Default::default()
-            }),
+            },
             status: None,
         };
         made_by.insert(label("ReplicaSet", &rs.metadata), label("Deployment", &d.metadata));
@@ -235,7 +235,7 @@ pub fn expand(w: &Workloads, pods: &[Pod], nodes: &[Node], claims: &[String]) ->
         replica_sets.push(rs);
     }
     for rs in &replica_sets {
-        let spec = rs.spec.clone().unwrap_or_default();
+        let spec = rs.spec.clone();
         let Some(template) = &spec.template else { continue };
         let name = rs.metadata.name.clone().unwrap_or_default();
         let have = owned("ReplicaSet", &rs.metadata);
@@ -247,7 +247,7 @@ pub fn expand(w: &Workloads, pods: &[Pod], nodes: &[Node], claims: &[String]) ->
         }
     }
     for s in &w.stateful_sets {
-        let spec = s.spec.clone().unwrap_or_default();
+        let spec = s.spec.clone();
         let name = s.metadata.name.clone().unwrap_or_default();
         let namespace = ns(&s.metadata);
         let start = spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
@@ -293,7 +293,7 @@ pub fn expand(w: &Workloads, pods: &[Pod], nodes: &[Node], claims: &[String]) ->
         }
     }
     for d in &w.daemon_sets {
-        let spec = d.spec.clone().unwrap_or_default();
+        let spec = d.spec.clone();
         let name = d.metadata.name.clone().unwrap_or_default();
         let namespace = ns(&d.metadata);
         let mut template = spec.template.clone();

@@ -304,7 +304,7 @@ impl<'a> Allocator<'a> {
             matches: RefCell::default(),
         };
         for (ci, claim) in claims.iter().enumerate() {
-            let devices = claim.spec.devices.as_ref();
+            let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
             let mut per_request = Vec::new();
             let mut min_devices = 0;
             for (ri, request) in devices.and_then(|d| d.requests.as_deref()).unwrap_or(&[]).iter().enumerate() {
@@ -518,7 +518,7 @@ impl<'a, 'b> Search<'a, 'b> {
             attributes: device.attributes.as_ref(),
             capacity: device.capacity.as_ref(),
         };
-        let class_selectors = data.class.spec.selectors.as_deref().unwrap_or(&[]);
+        let class_selectors = data.class.spec.as_ref().and_then(|s| s.selectors.as_deref()).unwrap_or(&[]);
         let class_name = data.class.metadata.name.as_deref().unwrap_or("");
         let owners = [(Some(class_name), class_selectors), (None, data.selectors)];
         for (class, selectors) in owners {
@@ -710,7 +710,7 @@ impl<'a, 'b> Search<'a, 'b> {
             .collect();
         let mut config: Vec<DeviceAllocationConfiguration> = Vec::new();
         let mut class_ranges: HashMap<&str, (usize, usize)> = HashMap::new();
-        let requests = claim.spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
+        let requests = super::claim_requests(claim);
         for ri in 0..requests.len() {
             let data = &self.requests[ci][ri][self.selected[ci][ri]];
             let name = data.full_name();
@@ -722,7 +722,7 @@ impl<'a, 'b> Search<'a, 'b> {
                 continue;
             }
             let start = config.len();
-            for c in data.class.spec.config.iter().flatten() {
+            for c in data.class.spec.iter().flat_map(|s| s.config.iter().flatten()) {
                 config.push(DeviceAllocationConfiguration {
                     source: "FromClass".into(),
                     requests: Some(vec![name.clone()]),
@@ -736,7 +736,7 @@ impl<'a, 'b> Search<'a, 'b> {
             requests: c.requests.clone(),
             opaque: c.opaque.clone(),
         };
-        for c in claim.spec.devices.as_ref().and_then(|d| d.config.as_deref()).unwrap_or(&[]) {
+        for c in claim.spec.as_ref().and_then(|s| s.devices.as_ref()).and_then(|d| d.config.as_deref()).unwrap_or(&[]) {
             let names = c.requests.as_deref().unwrap_or(&[]);
             if names.is_empty() {
                 config.push(from_claim(c));

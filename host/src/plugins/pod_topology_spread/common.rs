@@ -152,8 +152,7 @@ fn default_selector(pod: &PodInfo, objects: &ClusterObjects) -> Vec<Requirement>
                 .replica_sets
                 .iter()
                 .find(|r| same(&r.metadata.namespace, &r.metadata.name))
-                .and_then(|r| r.spec.as_ref())
-                .map(|spec| &spec.selector),
+                .map(|r| &r.spec.selector),
         ),
         ("apps/v1", "StatefulSet") => extend_with(
             to_reqs(&set),
@@ -161,8 +160,7 @@ fn default_selector(pod: &PodInfo, objects: &ClusterObjects) -> Vec<Requirement>
                 .stateful_sets
                 .iter()
                 .find(|s| same(&s.metadata.namespace, &s.metadata.name))
-                .and_then(|s| s.spec.as_ref())
-                .map(|spec| &spec.selector),
+                .map(|s| &s.spec.selector),
         ),
         _ => to_reqs(&set),
     }
