@@ -318,6 +318,9 @@ fn load_config(path: Option<&PathBuf>, registry: &mut Registry) -> anyhow::Resul
     let known = |n: &str| registry.get(n).is_some();
     let cfg =
         config::load(path, &known).map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
+    for w in &cfg.warnings {
+        tracing::warn!("{w}");
+    }
     let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     wasm::register_plugins(registry, &cfg, base);
     Ok(cfg)

@@ -1,10 +1,20 @@
-//! Upstream's default profile (v1.34 `getDefaultPlugins`), narrowed to the plugins this scheduler implements.
+//! Upstream's default profile (v1.37 `getDefaultPlugins` with its default feature gates), narrowed to the plugins this scheduler implements.
 
 use super::types::{PluginRef, PluginSet, Plugins};
 
 /// Upstream default plugins that are not implemented here. They may be named in `disabled` (so configurations
 /// written for kube-scheduler keep working) but not enabled.
-pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] = &["EBSLimits", "GCEPDLimits", "AzureDiskLimits"];
+/// The v1.37 plugins of the Workload API's PodGroup cycle and of in-place resize preemption sit here until that
+/// cycle is implemented: upstream enables them only with feature gates that are off by default.
+pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] = &[
+    "EBSLimits",
+    "GCEPDLimits",
+    "AzureDiskLimits",
+    "GangScheduling",
+    "TopologyPlacementGenerator",
+    "PodGroupPodsCount",
+    "DeferredPodScheduling",
+];
 
 /// The default plugins: all through multiPoint, with upstream's score weights.
 pub fn default_plugins() -> Plugins {
@@ -14,8 +24,8 @@ pub fn default_plugins() -> Plugins {
             enabled: vec![
                 p("SchedulingGates", None),
                 p("PrioritySort", None),
-                p("NodeUnschedulable", None),
                 p("NodeName", None),
+                p("NodeUnschedulable", None),
                 p("TaintToleration", Some(3)),
                 p("NodeAffinity", Some(2)),
                 p("NodePorts", None),
@@ -27,12 +37,14 @@ pub fn default_plugins() -> Plugins {
                 p("PodTopologySpread", Some(2)),
                 p("InterPodAffinity", Some(2)),
                 // Upstream inserts it before DefaultPreemption when the DynamicResourceAllocation gate is on
-                // (GA, on in v1.34): deallocating an idle claim is better than evicting a pod.
-                p("DynamicResources", None),
+                // (GA): deallocating an idle claim is better than evicting a pod. Weight 2 since v1.35.
+                p("DynamicResources", Some(2)),
                 p("DefaultPreemption", None),
                 p("NodeResourcesBalancedAllocation", Some(1)),
                 p("ImageLocality", Some(1)),
                 p("DefaultBinder", None),
+                // Appended when the NodeDeclaredFeatures gate is on (beta and on in v1.36, GA in v1.37).
+                p("NodeDeclaredFeatures", None),
             ],
             disabled: vec![],
         }),

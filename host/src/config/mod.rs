@@ -113,6 +113,9 @@ pub struct SchedulerConfig {
     pub profiles: Vec<ProfileConfig>,
     /// HTTP extenders, ignorable ones last.
     pub extenders: Vec<ExtenderConfig>,
+    /// One line per accepted setting that has no effect here, naming the file and field (logged at start).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 impl SchedulerConfig {
@@ -258,6 +261,7 @@ fn complete(
     if profiles_raw.is_empty() {
         profiles_raw.push(KubeSchedulerProfile::default());
     }
+    let mut warnings = Vec::new();
     let mut names = HashMap::with_capacity(profiles_raw.len());
     let mut profiles = Vec::with_capacity(profiles_raw.len());
     for (i, p) in profiles_raw.into_iter().enumerate() {
@@ -280,6 +284,15 @@ fn complete(
         check_percentage(p.percentage_of_nodes_to_score).map_err(|m| err(at(".percentageOfNodesToScore"), m))?;
         let user = p.plugins.unwrap_or_default();
         check_plugin_sets(&user, known).map_err(|(f, m)| err(at(&f), m))?;
+        for (point, set) in user.pod_group_sets() {
+            if set.is_some_and(|s| !s.enabled.is_empty()) {
+                warnings.push(format!(
+                    "{file}: {}: accepted, no effect: the PodGroup scheduling cycle runs only with the \
+                     GenericWorkload feature gate (off by default in v1.37), which this scheduler does not implement",
+                    at(&format!(".plugins.{point}"))
+                ));
+            }
+        }
         let mut plugin_args = BTreeMap::new();
         for (j, pc) in p.plugin_config.into_iter().enumerate() {
             let f = at(&format!(".pluginConfig[{j}]"));
@@ -333,6 +346,7 @@ fn complete(
         client_connection,
         profiles,
         extenders,
+        warnings,
     })
 }
 
@@ -596,6 +610,9 @@ pub fn merge_plugins(defaults: &Plugins, user: &Plugins) -> Plugins {
         *merged.get_mut(point) = merge(defaults.get(point), user.get(point));
     }
     merged.multi_point = merge(defaults.multi_point.as_ref(), user.multi_point.as_ref());
+    merged.placement_generate = merge(defaults.placement_generate.as_ref(), user.placement_generate.as_ref());
+    merged.placement_score = merge(defaults.placement_score.as_ref(), user.placement_score.as_ref());
+    merged.pod_group_post_filter = merge(defaults.pod_group_post_filter.as_ref(), user.pod_group_post_filter.as_ref());
     merged
 }
 

@@ -95,6 +95,15 @@ pub struct Plugins {
     pub post_bind: Option<PluginSet>,
     /// Every extension point the plugin implements.
     pub multi_point: Option<PluginSet>,
+    /// PlacementGenerate (v1.37): placements for a pod group, in the PodGroup scheduling cycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_generate: Option<PluginSet>,
+    /// PlacementScore (v1.37): ranks a pod group's placements (weights apply here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_score: Option<PluginSet>,
+    /// PodGroupPostFilter (v1.37): runs when a pod group cannot be placed (its PostFilter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_group_post_filter: Option<PluginSet>,
 }
 
 /// Maps each extension point to its field once; `get`, `get_mut` and `sets` derive from it.
@@ -140,6 +149,17 @@ impl Plugins {
             .into_iter()
             .map(|p| (p.config_name(), self.get(p)))
             .chain([("multiPoint", self.multi_point.as_ref())])
+            .chain(self.pod_group_sets())
+    }
+
+    /// The sets of the PodGroup scheduling cycle (v1.37), with their field names. Upstream runs that cycle only
+    /// with the GenericWorkload feature gate, off by default; this scheduler does not run it.
+    pub fn pod_group_sets(&self) -> [(&'static str, Option<&PluginSet>); 3] {
+        [
+            ("placementGenerate", self.placement_generate.as_ref()),
+            ("placementScore", self.placement_score.as_ref()),
+            ("podGroupPostFilter", self.pod_group_post_filter.as_ref()),
+        ]
     }
 }
 

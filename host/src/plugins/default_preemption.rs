@@ -164,7 +164,9 @@ impl DefaultPreemption {
         };
         let best = pick_one_node_for_preemption(&candidates);
         let Candidate { node, victims, .. } = candidates.into_iter().nth(best).expect("index from the candidates");
-        (Some(PostFilterResult { nominated_node_name: Some(node), victims }), Status::success())
+        // Since v1.35 upstream's success says where and what: the pod's FailedScheduling message ends with it.
+        let found = format!("found a potential placement for pod on node {node}, preempting {} victims", victims.len());
+        (Some(PostFilterResult { nominated_node_name: Some(node), victims }), Status::new(Code::Success, found))
     }
 
     /// Tries the potential nodes from `offset` on, in order, until enough candidates are found (upstream
@@ -356,7 +358,8 @@ fn compile_budgets(snapshot: &Snapshot) -> Vec<Budget<'_>> {
             continue;
         }
         let allowed = match pdb.status.as_ref() {
-            Some(st) => st.disruptions_allowed,
+            // Go reads an unset int32 as 0.
+            Some(st) => st.disruptions_allowed.unwrap_or(0),
             None => match computed_disruptions_allowed(pdb, &selector, snapshot) {
                 Some(a) => a,
                 None => continue,

@@ -12,6 +12,7 @@ pub mod helper;
 pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
+pub mod node_declared_features;
 pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
@@ -32,6 +33,7 @@ pub mod volume_zone;
 /// constructor runs: decode, default, validate.
 const ARGS_CHECKS: &[(&str, ArgsCheck)] = &[
     (default_preemption::NAME, |a| default_preemption::DefaultPreemptionArgs::parse(a).map(drop)),
+    (dynamic_resources::NAME, |a| dynamic_resources::DynamicResourcesArgs::parse(a).map(drop)),
     (inter_pod_affinity::NAME, |a| inter_pod_affinity::InterPodAffinityArgs::parse(a).map(drop)),
     (node_affinity::NAME, |a| node_affinity::NodeAffinity::from_args(a).map(drop)),
     (node_resources::fit::NAME, |a| node_resources::fit::NodeResourcesFitArgs::parse(a).map(drop)),
@@ -68,6 +70,7 @@ pub fn in_tree_registry() -> Registry {
     register!(r, priority_sort::NAME, priority_sort::PrioritySort::new);
     register!(r, scheduling_gates::NAME, scheduling_gates::SchedulingGates::new);
     register!(r, node_unschedulable::NAME, node_unschedulable::NodeUnschedulable::new);
+    register!(r, node_declared_features::NAME, node_declared_features::NodeDeclaredFeatures::new);
     register!(r, taint_toleration::NAME, taint_toleration::TaintToleration::new);
     register!(r, node_affinity::NAME, node_affinity::NodeAffinity::new);
     register!(r, volume_binding::NAME, volume_binding::VolumeBinding::new);

@@ -58,12 +58,15 @@ fn defaults_apply_where_the_file_is_silent() {
     assert_eq!(point(&l, "queueSort"), vec![("PrioritySort".to_string(), 1)]);
     assert_eq!(point(&l, "bind"), vec![("DefaultBinder".to_string(), 1)]);
     // Upstream puts DynamicResources before DefaultPreemption: deallocating an idle claim comes before evicting.
+    // Its multiPoint weight is 2 since v1.35 (it scores only with DRA extended resources).
     assert_eq!(
         point(&l, "postFilter"),
-        vec![("DynamicResources".to_string(), 1), ("DefaultPreemption".to_string(), 1)]
+        vec![("DynamicResources".to_string(), 2), ("DefaultPreemption".to_string(), 1)]
     );
+    // v1.37's order: NodeName first; NodeDeclaredFeatures appended to the defaults.
     let filters: Vec<String> = point(&l, "filter").into_iter().map(|(n, _)| n).collect();
-    assert_eq!(filters[..4], ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"]);
+    assert_eq!(filters[..4], ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity"]);
+    assert_eq!(filters.last().map(String::as_str), Some("NodeDeclaredFeatures"));
 }
 
 #[test]

@@ -33,13 +33,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim, ResourceClaimConsumerReference};
 
+use crate::config::parse_go_duration;
 use crate::framework::labels::CompiledNodeSelector;
 use crate::framework::{
-    action, ClusterClient, ClusterError, ClusterEvent, ClusterObjects, CycleState, EventObject, EventResource,
+    action, ClusterClient, ClusterError, ClusterEvent, ClusterObjects, Code, CycleState, EventObject, EventResource,
     FilterPlugin, Listers, NodeInfo, NodeToStatus, Plugin, PluginContext, PodInfo, PostFilterHandle, PostFilterPlugin,
     PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin,
     Snapshot, Status,
 };
+use crate::plugins::helper::{aggregate, decode, invalid, ArgsError, FieldError};
 use allocator::{claim_ref, Allocator, DeviceId};
 
 /// The plugin's name in profiles (also its CycleState key).
@@ -50,8 +52,6 @@ pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 pub const ERR_REASON_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// Filter reason when an allocated claim's node selector does not admit the node.
 pub const ERR_REASON_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
-/// PostFilter message for a pod without claims.
-pub const MSG_NO_CLAIMS: &str = "no new claims to deallocate";
 /// How often PreBind tries a claim write that conflicts (client-go's `retry.DefaultRetry`).
 const WRITE_ATTEMPTS: u32 = 5;
 const WRITE_BACKOFF: Duration = Duration::from_millis(10);
@@ -217,12 +217,17 @@ fn pod_claims(
     Ok(out)
 }
 
+/// The device requests of a claim (none when it has no spec: optional since v1.37's API).
+pub(crate) fn claim_requests(claim: &ResourceClaim) -> &[k8s_openapi::api::resource::v1::DeviceRequest] {
+    claim.spec.as_ref().and_then(|s| s.devices.as_ref()).and_then(|d| d.requests.as_deref()).unwrap_or(&[])
+}
+
 /// What a claim asks for that needs a DRA feature this scheduler does not implement (all are alpha in v1.34, off
 /// by default, and the API server drops these fields while they are off: a claim carrying one comes from a cluster
 /// that has the feature on). Allocating it as if the field were absent could place the pod wrongly, so it is
 /// refused, naming the field.
 fn unsupported(claim: &ResourceClaim) -> Option<String> {
-    let devices = claim.spec.devices.as_ref()?;
+    let devices = claim.spec.as_ref()?.devices.as_ref()?;
     let what = |field: &str, gate: &str| {
         Some(format!(
             "resource claim {}: {field} needs the {gate} feature, which this scheduler does not implement",
@@ -268,18 +273,51 @@ impl std::fmt::Debug for DynamicResources {
     }
 }
 
+/// `DynamicResourcesArgs`, as in the scheduler configuration (camelCase), both timeouts as Go durations.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DynamicResourcesArgs {
+    /// How long Filter may search for devices per node (DRASchedulerFilterTimeout, on since v1.34; 0 disables).
+    pub filter_timeout: Option<String>,
+    /// How long PreBind waits for devices' binding conditions (DRADeviceBindingConditions, on since v1.36).
+    pub binding_timeout: Option<String>,
+    #[serde(default, rename = "apiVersion")]
+    _api_version: Option<String>,
+    #[serde(default)]
+    _kind: Option<String>,
+}
+
+impl DynamicResourcesArgs {
+    /// Decodes the args and checks them as upstream's `ValidateDynamicResourcesArgs` with v1.37's default gates:
+    /// `filterTimeout` zero or positive, `bindingTimeout` at least one second.
+    pub fn parse(args: Option<&serde_json::Value>) -> Result<DynamicResourcesArgs, ArgsError> {
+        let a: DynamicResourcesArgs = decode(args)?;
+        let mut errs = Vec::new();
+        let duration = |field: &str, v: &str, errs: &mut Vec<FieldError>| match parse_go_duration(v) {
+            Ok(d) => Some(d),
+            Err(m) => {
+                errs.push(invalid(field, format!("{v:?}"), &m));
+                None
+            }
+        };
+        // A Go duration can be negative; `parse_go_duration` refuses a sign, which covers "must be zero or positive".
+        if let Some(v) = &a.filter_timeout {
+            duration("filterTimeout", v, &mut errs);
+        }
+        if let Some(v) = &a.binding_timeout {
+            if duration("bindingTimeout", v, &mut errs).is_some_and(|d| d < Duration::from_secs(1)) {
+                errs.push(invalid("bindingTimeout", v, "must be at least 1 second"));
+            }
+        }
+        aggregate(errs).map(|()| a)
+    }
+}
+
 impl DynamicResources {
     /// Builds the plugin (it takes no args); it writes claims through the context's cluster and reads its listers.
     pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<DynamicResources, String> {
-        // Upstream's DynamicResourcesArgs has only `filterTimeout`, which has no effect here (see the module doc).
-        if let Some(a) = args {
-            let known = a
-                .as_object()
-                .is_none_or(|o| o.keys().all(|k| k == "filterTimeout" || k == "kind" || k == "apiVersion"));
-            if !known {
-                return Err(format!("{NAME} args: only filterTimeout is known, got {a}"));
-            }
-        }
+        // Checked as upstream checks them; neither timeout has an effect here yet (see the module doc).
+        DynamicResourcesArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
         Ok(DynamicResources {
             cluster: ctx.cluster.clone(),
             listers: ctx.listers.clone(),
@@ -480,7 +518,7 @@ impl PreFilterPlugin for DynamicResources {
                 return (None, Status::unresolvable(missing));
             }
             // Every class must exist, however the claim is allocated.
-            for request in claim.spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]) {
+            for request in claim_requests(claim) {
                 let subs = request.first_available.as_deref().unwrap_or(&[]);
                 let checks: Vec<(String, &str)> = match (&request.exactly, subs) {
                     (Some(e), _) => vec![(request.name.clone(), e.device_class_name.as_str())],
@@ -576,7 +614,9 @@ impl PostFilterPlugin for DynamicResources {
             return (None, Status::error("not found"));
         };
         if s.claims.is_empty() {
-            return (None, Status::unschedulable(MSG_NO_CLAIMS));
+            // Since v1.35 upstream says nothing here (it was "no new claims to deallocate"), so the pod's
+            // message goes on with the next PostFilter's words alone.
+            return (None, Status::code_only(Code::Unschedulable));
         }
         let unavailable = s.unavailable.lock().expect("dra state lock").clone();
         for index in unavailable {
@@ -595,7 +635,7 @@ impl PostFilterPlugin for DynamicResources {
                 return (None, Status::unschedulable("deallocation of ResourceClaim completed"));
             }
         }
-        (None, Status::unschedulable("still not schedulable"))
+        (None, Status::code_only(Code::Unschedulable))
     }
 }
 

@@ -1,6 +1,8 @@
-//! NodeResourcesBalancedAllocation, as upstream's `noderesources/balanced_allocation.go`: favours nodes whose
-//! resource utilizations (with the pod placed) are close to each other. Score = (1 - standard deviation of the utilization fractions) × 100, as upstream. Plain requests are
-//! used (not the non-zero defaults), and best-effort pods (requesting none of the scored resources) are skipped.
+//! NodeResourcesBalancedAllocation, as upstream's `noderesources/balanced_allocation.go` (v1.36 on): favours nodes
+//! whose resource utilizations the pod brings closer together. A node's balance is (1 - standard deviation of the
+//! utilization fractions) × 100; the score is 50 + (50 + balance with the pod - balance without it) / 2. Plain
+//! requests are used (not the non-zero defaults), and best-effort pods (requesting none of the scored resources)
+//! are skipped.
 
 use std::sync::Arc;
 
@@ -77,27 +79,32 @@ impl NodeResourcesBalancedAllocation {
         })
     }
 
-    /// Calls `f` with the utilization fraction (capped at 1) of each scored resource the node offers.
+    /// Calls `f` with the utilization fraction (capped at 1) of each scored resource the node offers, counting
+    /// the pod's requests when `with_pod` and the node's alone otherwise. The same resources take part either way.
     #[inline(always)]
-    fn for_each_fraction(&self, node: &NodeInfo, pod_requests: &[i64], mut f: impl FnMut(f64)) {
-        self.scorer.for_each_allocation(node, pod_requests, |_, alloc, req| f((req as f64 / alloc as f64).min(1.0)));
+    fn for_each_fraction(&self, node: &NodeInfo, pod_requests: &[i64], with_pod: bool, mut f: impl FnMut(f64)) {
+        self.scorer.for_each_allocation(node, pod_requests, |_, alloc, requested, req| {
+            let used = if with_pod { requested } else { requested - req };
+            f((used as f64 / alloc as f64).min(1.0))
+        });
     }
 
-    /// Upstream's balanced score, computed without allocating: a first pass for the count and mean, a second for
-    /// the variance when more than two resources take part. A pod requesting none of the resources scores 0, as
-    /// upstream's Score does when PreScore (which skips such pods) did not run.
-    fn score_with(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
-        if pod_requests.iter().all(|&r| r == 0) {
-            return 0;
-        }
-        self.balanced(node, pod_requests)
-    }
-
-    /// The balanced score of a pod that requests at least one scored resource.
+    /// The balanced score of a pod that requests at least one scored resource. Since v1.36 upstream scores how
+    /// much the pod improves the node's balance rather than the balance it leaves: both balances lie in [50, 100],
+    /// so their difference in [-50, 50] is brought back to [50, 100], 75 meaning "no change".
     #[inline(always)]
     fn balanced(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
+        let with_pod = self.balance(node, pod_requests, true);
+        let without_pod = self.balance(node, pod_requests, false);
+        MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_pod - without_pod) / 2
+    }
+
+    /// Upstream's `balancedResourceScore`, computed without allocating: a first pass for the count and mean, a
+    /// second for the variance when more than two resources take part. (1 - standard deviation) × 100.
+    #[inline(always)]
+    fn balance(&self, node: &NodeInfo, pod_requests: &[i64], with_pod: bool) -> i64 {
         let (mut n, mut total, mut first) = (0usize, 0.0f64, [0.0f64; 2]);
-        self.for_each_fraction(node, pod_requests, |f| {
+        self.for_each_fraction(node, pod_requests, with_pod, |f| {
             if n < 2 {
                 first[n] = f;
             }
@@ -109,12 +116,21 @@ impl NodeResourcesBalancedAllocation {
             n if n > 2 => {
                 let mean = total / n as f64;
                 let mut sum = 0.0f64;
-                self.for_each_fraction(node, pod_requests, |f| sum += (f - mean) * (f - mean));
+                self.for_each_fraction(node, pod_requests, with_pod, |f| sum += (f - mean) * (f - mean));
                 (sum / n as f64).sqrt()
             }
             _ => 0.0,
         };
         ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    }
+
+    /// The score of any pod: one requesting none of the resources scores 0, as upstream's Score does when PreScore
+    /// (which skips such pods) did not run.
+    fn score_with(&self, node: &NodeInfo, pod_requests: &[i64]) -> i64 {
+        if pod_requests.iter().all(|&r| r == 0) {
+            return 0;
+        }
+        self.balanced(node, pod_requests)
     }
 }
 
@@ -213,16 +229,17 @@ mod tests {
                 json!({}),
                 pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
                 node(json!({"cpu": "4000m", "memory": "10000"}), vec![]),
-                Some(87),
+                Some(68),
             ),
             (
                 "perfectly balanced",
                 json!({}),
                 pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
                 node(json!({"cpu": "6000m", "memory": "10000"}), vec![]),
-                Some(100),
+                Some(75),
             ),
-            // Existing pods count: cpu (1000+3000)/4000 = 1, memory (2000+5000)/10000 = 0.7 -> std 0.15 -> 85.
+            // Existing pods count: cpu (1000+3000)/4000 = 1, memory (2000+5000)/10000 = 0.7 -> std 0.15 -> 85;
+            // without the pod 0.25 and 0.2 -> 97; 50 + (50 + 85 - 97) / 2 = 69.
             (
                 "existing pod counted",
                 json!({}),
@@ -231,48 +248,48 @@ mod tests {
                     json!({"cpu": "4000m", "memory": "10000"}),
                     vec![pod_req("e", json!({"cpu": "1000m", "memory": "2000"}))],
                 ),
-                Some(85),
+                Some(69),
             ),
-            // Fractions are capped at 1: cpu 6000/4000 -> 1, memory 0.5 -> std 0.25 -> 75.
+            // Fractions are capped at 1: cpu 6000/4000 -> 1, memory 0.5 -> std 0.25 -> 75; 50 + (50 + 75 - 100) / 2.
             (
                 "fraction capped",
                 json!({}),
                 pod_req("p", json!({"cpu": "6000m", "memory": "5000"})),
                 node(json!({"cpu": "4000m", "memory": "10000"}), vec![]),
-                Some(75),
+                Some(62),
             ),
             // Plain requests, not non-zero defaults: a best-effort pod on the node adds nothing, so 0.5/0.5 -> 100
-            // (with the 100m/200Mi defaults it would be 76).
+            // before and after -> 75 (with the 100m/200Mi defaults the balance would improve).
             (
                 "existing best-effort pod adds nothing",
                 json!({}),
                 pod_req("p", json!({"cpu": "2000m", "memory": "5000"})),
                 node(json!({"cpu": "4000m", "memory": "10000"}), vec![pod_req("e", json!({}))]),
-                Some(100),
+                Some(75),
             ),
-            // Three resources 0.75, 0.5, 0.25: mean 0.5, variance 0.125/3, std 0.2041 -> 79.
+            // Three resources 0.75, 0.5, 0.25: mean 0.5, variance 0.125/3, std 0.2041 -> 79; 50 + (50 + 79 - 100) / 2.
             (
                 "three resources",
                 three.clone(),
                 pod_req("p", json!({"cpu": "3000m", "memory": "5000", "example.com/gpu": "1"})),
                 node(json!({"cpu": "4000m", "memory": "10000", "example.com/gpu": "4"}), vec![]),
-                Some(79),
+                Some(64),
             ),
-            // The gpu is not requested, so it is left out: back to the two-resource 87.
+            // The gpu is not requested, so it is left out: back to the two-resource 68.
             (
                 "unrequested extended resource left out",
                 three.clone(),
                 pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
                 node(json!({"cpu": "4000m", "memory": "10000", "example.com/gpu": "4"}), vec![]),
-                Some(87),
+                Some(68),
             ),
-            // Only one resource offered by the node: std 0 -> 100.
+            // Only one resource offered by the node: std 0 before and after -> 75.
             (
                 "single resource",
                 json!({}),
                 pod_req("p", json!({"cpu": "3000m", "memory": "5000"})),
                 node(json!({"cpu": "4000m"}), vec![]),
-                Some(100),
+                Some(75),
             ),
             (
                 "best-effort pod skipped",
@@ -292,6 +309,17 @@ mod tests {
         for (name, args, p, n, want) in cases {
             assert_eq!(run(&plugin(args), &p, &n), want, "{name}");
         }
+    }
+
+    /// v1.36's formula prefers the node the pod balances: a (4 CPU / 4Gi, empty) is balanced by the pod to 87 from
+    /// 100 -> 68; b (8 CPU / 8Gi, 3Gi requested) from 81 to 75 -> 72. The v1.34 formula (the balance left) chose a.
+    #[test]
+    fn the_node_whose_balance_the_pod_improves_wins() {
+        let pl = plugin(json!({}));
+        let p = pod_req("p", json!({"cpu": "1", "memory": "2Gi"}));
+        let a = node(json!({"cpu": "4", "memory": "4Gi"}), vec![]);
+        let b = node(json!({"cpu": "8", "memory": "8Gi"}), vec![pod_req("e", json!({"memory": "3Gi"}))]);
+        assert_eq!((run(&pl, &p, &a), run(&pl, &p, &b)), (Some(68), Some(72)));
     }
 
     #[test]

@@ -155,8 +155,8 @@ impl<const USE_REQUESTED: bool> ResourceAllocationScorer<USE_REQUESTED> {
         Status::success()
     }
 
-    /// `(resource, allocatable, requested on the node including the pod)` for each scored resource that takes
-    /// part on `node`: a scalar resource the pod does not request, or a resource the node does not offer, is left
+    /// `(resource, allocatable, requested on the node including the pod, the pod's request)` for each scored
+    /// resource that takes part on `node`: a scalar resource the pod does not request, or a resource the node does not offer, is left
     /// out, as upstream's `score` leaves out resources whose allocatable is 0.
     ///
     /// A plain loop over a callback rather than an iterator chain: this runs for every node in every cycle, and
@@ -166,12 +166,12 @@ impl<const USE_REQUESTED: bool> ResourceAllocationScorer<USE_REQUESTED> {
         &self,
         node: &NodeInfo,
         pod_requests: &[i64],
-        mut f: impl FnMut(&ScoredResource, i64, i64),
+        mut f: impl FnMut(&ScoredResource, i64, i64, i64),
     ) {
         for (r, &req) in self.resources.iter().zip(pod_requests) {
             let (alloc, requested) = self.allocatable_requested(node, r, req);
             if alloc != 0 {
-                f(r, alloc, requested);
+                f(r, alloc, requested, req);
             }
         }
     }
