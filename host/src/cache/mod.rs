@@ -44,6 +44,54 @@ struct ImageState {
     nodes: usize,
 }
 
+/// Upstream's `nodeTree`: node names grouped by zone, zones in the order their first node arrived. Its `list`
+/// takes the first node of every zone, then the second of every zone, and so on; the snapshot lists nodes in that
+/// order, which decides where a node search starts finding nodes and, since v1.36, which of equal scores wins.
+#[derive(Debug, Default)]
+struct NodeTree {
+    zones: Vec<(String, Vec<String>)>,
+}
+
+impl NodeTree {
+    /// Upstream's `GetZoneKey`: the (beta or GA) region and zone labels, empty when neither is set.
+    fn zone_key(node: &Node) -> String {
+        let labels = node.metadata.labels.as_ref();
+        let label = |beta: &str, ga: &str| {
+            labels.and_then(|l| l.get(beta).or_else(|| l.get(ga))).map(String::as_str).unwrap_or("")
+        };
+        let zone = label("failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone");
+        let region = label("failure-domain.beta.kubernetes.io/region", "topology.kubernetes.io/region");
+        if region.is_empty() && zone.is_empty() {
+            String::new()
+        } else {
+            format!("{region}:\0:{zone}")
+        }
+    }
+
+    fn add(&mut self, zone: String, name: String) {
+        match self.zones.iter_mut().find(|(z, _)| *z == zone) {
+            Some((_, names)) => names.push(name),
+            None => self.zones.push((zone, vec![name])),
+        }
+    }
+
+    fn remove(&mut self, zone: &str, name: &str) {
+        if let Some(zi) = self.zones.iter().position(|(z, _)| z == zone) {
+            let names = &mut self.zones[zi].1;
+            names.retain(|n| n != name);
+            if names.is_empty() {
+                self.zones.remove(zi);
+            }
+        }
+    }
+
+    /// The names round-robin across zones, as upstream's `list`.
+    fn list(&self) -> impl Iterator<Item = &String> {
+        let depth = self.zones.iter().map(|(_, n)| n.len()).max().unwrap_or(0);
+        (0..depth).flat_map(move |i| self.zones.iter().filter_map(move |(_, names)| names.get(i)))
+    }
+}
+
 #[derive(Debug, Clone)]
 struct PodState {
     pod: Arc<PodInfo>,
@@ -55,6 +103,8 @@ struct PodState {
 #[derive(Debug, Default)]
 pub struct Cache {
     nodes: BTreeMap<String, Arc<NodeInfo>>,
+    /// The nodes' order in snapshots.
+    tree: NodeTree,
     pods: HashMap<String, PodState>,
     /// Pods bound to nodes the cache has not seen yet, attached when the node arrives.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
@@ -79,9 +129,16 @@ impl Cache {
         let name = node.metadata.name.clone().unwrap_or_default();
         let bad = |reason| CacheError::BadNode { name: name.clone(), reason };
         let node = Arc::new(node);
+        let zone = NodeTree::zone_key(&node);
         match self.nodes.get_mut(&name) {
             Some(ni) => {
                 let ni = Arc::make_mut(ni);
+                let old_zone = NodeTree::zone_key(&ni.node);
+                if old_zone != zone {
+                    // As upstream's updateNode: a node that changed zone moves to the end of its new zone.
+                    self.tree.remove(&old_zone, &name);
+                    self.tree.add(zone, name.clone());
+                }
                 let old_images: Vec<String> = ni.image_states.keys().cloned().collect();
                 ni.set_node(node).map_err(bad)?;
                 // As upstream's UpdateNode: the node's old images leave first, so an image only this node has is
@@ -102,6 +159,7 @@ impl Cache {
                     ni.add_pod(p);
                 }
                 self.nodes.insert(name.clone(), Arc::new(ni));
+                self.tree.add(zone, name.clone());
                 self.structure_changed = true;
             }
         }
@@ -113,12 +171,18 @@ impl Cache {
     /// Removes a node; its pods stay known (they are deleted through their own events).
     pub fn remove_node(&mut self, name: &str) {
         if let Some(ni) = self.nodes.remove(name) {
+            self.tree.remove(&NodeTree::zone_key(&ni.node), name);
             Self::forget_images(&mut self.images, ni.image_states.keys());
             self.free_ids.push(ni.id);
             self.orphans.insert(name.to_string(), ni.pods.clone());
             self.structure_changed = true;
             self.generation += 1;
         }
+    }
+
+    /// Every node, in upstream's node-tree order (zones round-robin).
+    fn nodes_in_tree_order(&self) -> Vec<Arc<NodeInfo>> {
+        self.tree.list().filter_map(|n| self.nodes.get(n).cloned()).collect()
     }
 
     /// A node's info.
@@ -282,14 +346,14 @@ impl Cache {
         }
         if self.structure_changed {
             self.refresh_image_states();
-            snapshot.replace_nodes(self.nodes.values().cloned().collect());
+            snapshot.replace_nodes(self.nodes_in_tree_order());
             self.structure_changed = false;
             self.dirty.clear();
             return;
         }
         let changed: Vec<Arc<NodeInfo>> = self.dirty.drain().filter_map(|n| self.nodes.get(&n).cloned()).collect();
         if !snapshot.update_nodes(changed) {
-            snapshot.replace_nodes(self.nodes.values().cloned().collect());
+            snapshot.replace_nodes(self.nodes_in_tree_order());
         }
     }
 
@@ -351,6 +415,35 @@ mod tests {
             v["spec"]["nodeName"] = json!(n);
         }
         Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap())
+    }
+
+    fn zoned(name: &str, zone: &str) -> Node {
+        let mut n = node(name);
+        n.metadata.labels = Some([("topology.kubernetes.io/zone".to_string(), zone.to_string())].into());
+        n
+    }
+
+    /// Upstream's node tree: zones in the order their first node came, the nodes round-robin across them; a node
+    /// that changes zone goes to the end of its new zone, an emptied zone leaves the round.
+    #[test]
+    fn snapshots_list_nodes_round_robin_across_zones_as_upstream_s_node_tree() {
+        let order = |c: &mut Cache| {
+            let mut s = Snapshot::default();
+            c.update_snapshot(&mut s);
+            s.nodes().iter().map(|n| n.name.clone()).collect::<Vec<_>>().join(" ")
+        };
+        let mut c = Cache::new();
+        for (n, z) in [("a1", "a"), ("a2", "a"), ("b1", "b"), ("a3", "a"), ("c1", "c"), ("b2", "b")] {
+            c.add_node(zoned(n, z)).unwrap();
+        }
+        c.add_node(node("none")).unwrap();
+        assert_eq!(order(&mut c), "a1 b1 c1 none a2 b2 a3");
+        c.add_node(zoned("a1", "c")).unwrap();
+        assert_eq!(order(&mut c), "a2 b1 c1 none a3 b2 a1");
+        c.remove_node("none");
+        c.remove_node("b1");
+        c.remove_node("b2");
+        assert_eq!(order(&mut c), "a2 c1 a3 a1");
     }
 
     #[test]

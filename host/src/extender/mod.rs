@@ -513,6 +513,9 @@ impl Extenders {
         for t in totals.iter_mut() {
             if let Some(a) = added.get(nodes[t.index].name.as_str()) {
                 t.total = t.total.saturating_add(*a);
+                // Upstream draws a tie-breaker for exactly these nodes (any non-zero value marks them here; the
+                // scheduler draws the real one from its own random source).
+                t.randomizer = 1;
             }
         }
     }

@@ -86,6 +86,9 @@ pub struct NodePluginScores {
     pub index: usize,
     /// Sum of weighted scores.
     pub total: i64,
+    /// Breaks ties between equal totals, the higher first: drawn at random only for nodes an extender scored, 0
+    /// otherwise, as upstream (v1.36 on) sets it.
+    pub randomizer: u64,
 }
 
 /// The runner of one profile.
@@ -673,7 +676,7 @@ impl Framework {
             offset += len;
         }
         let mut totals: Vec<NodePluginScores> =
-            (0..nodes.len()).map(|index| NodePluginScores { index, total: 0 }).collect();
+            (0..nodes.len()).map(|index| NodePluginScores { index, total: 0, randomizer: 0 }).collect();
         let mut traces = Vec::new();
         for (p, e) in active.iter().enumerate() {
             let sp = e.plugin.as_score().expect("registered at score");

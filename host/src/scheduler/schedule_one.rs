@@ -181,10 +181,9 @@ impl Scheduler {
                         tracing::error!(pod = %pod.key(), status = %s, "PostFilter failed");
                     }
                     // Upstream keeps the message whatever the code: an error's text ends the pod's message too
-                    // (DynamicResources' PostFilter errs for a pod an earlier PreFilter rejected).
-                    if !s.is_success() {
-                        diagnosis.post_filter_msg = s.message();
-                    }
+                    // (DynamicResources' PostFilter errs for a pod an earlier PreFilter rejected), and so does a
+                    // successful preemption's "found a potential placement ..." (v1.35 on).
+                    diagnosis.post_filter_msg = s.message();
                     if let Some(t) = a.trace.as_mut() {
                         t.post_filter = Some(match (&r, s.is_success()) {
                             (Some(r), true) => format!(
@@ -384,36 +383,23 @@ impl Scheduler {
         observe(ExtensionPoint::Score, Code::Success, t0);
         if !extenders.is_empty() {
             extenders.prioritize(pod, &feasible, &mut scores, trace.as_deref_mut().map(|t| &mut t.extenders));
+            if serving {
+                let mut rng = self.rng.lock().expect("rng lock");
+                for s in scores.iter_mut().filter(|s| s.randomizer != 0) {
+                    s.randomizer = rng.next_u64() >> 1;
+                }
+            }
             if let Some(t) = trace {
                 t.totals = scores.iter().map(|s| (feasible[s.index].name.clone(), s.total)).collect();
             }
         }
         if serving {
-            return Ok(ScheduleResult { host: feasible[self.select_host(&scores)].name.clone(), best: Vec::new() });
+            return Ok(ScheduleResult { host: feasible[select_host(&mut scores)].name.clone(), best: Vec::new() });
         }
         let top = scores.iter().map(|s| s.total).max().unwrap_or_default();
         let best: Vec<String> =
             scores.iter().filter(|s| s.total == top).map(|s| feasible[s.index].name.clone()).collect();
         Ok(ScheduleResult { host: best[0].clone(), best })
-    }
-
-    /// The highest total wins; ties are broken uniformly at random (reservoir sampling, as upstream).
-    fn select_host(&self, scores: &[NodePluginScores]) -> usize {
-        let mut rng = self.rng.lock().expect("rng lock");
-        let mut best = 0;
-        let mut ties = 1;
-        for i in 1..scores.len() {
-            if scores[i].total > scores[best].total {
-                best = i;
-                ties = 1;
-            } else if scores[i].total == scores[best].total {
-                ties += 1;
-                if rng.below(ties) == 0 {
-                    best = i;
-                }
-            }
-        }
-        scores[best].index
     }
 
     /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`. The victims' deletion reaches
@@ -985,5 +971,67 @@ mod tests {
         assert_eq!(picked(0).len(), 0);
         assert_eq!(picked(100).len(), 1000);
         assert_eq!(picked(250).len(), 1000, "capped at 100%");
+    }
+}
+
+/// The node upstream picks (v1.36 on): the top of a max-heap built with Go's `container/heap.Init` over the nodes in
+/// the order they were found feasible, ordered by total score, then by `randomizer`. Ties are no longer drawn at
+/// random (upstream draws a randomizer only for nodes an extender scored): between equal totals the heap's own
+/// order decides, so this replays Go's sift-down exactly.
+fn select_host(scores: &mut [NodePluginScores]) -> usize {
+    let less = |a: &NodePluginScores, b: &NodePluginScores| {
+        a.total > b.total || (a.total == b.total && a.randomizer > b.randomizer)
+    };
+    let n = scores.len();
+    for i0 in (0..n / 2).rev() {
+        let mut i = i0;
+        loop {
+            let j1 = 2 * i + 1;
+            if j1 >= n {
+                break;
+            }
+            let j = if j1 + 1 < n && less(&scores[j1 + 1], &scores[j1]) { j1 + 1 } else { j1 };
+            if !less(&scores[j], &scores[i]) {
+                break;
+            }
+            scores.swap(i, j);
+            i = j;
+        }
+    }
+    scores[0].index
+}
+
+#[cfg(test)]
+mod select_host_tests {
+    use super::*;
+
+    fn scores(totals: &[(i64, u64)]) -> Vec<NodePluginScores> {
+        totals
+            .iter()
+            .enumerate()
+            .map(|(index, &(total, randomizer))| NodePluginScores { index, total, randomizer })
+            .collect()
+    }
+
+    /// Go's heap over equal totals keeps what heapify leaves at the root, not a random one: the expectations are
+    /// what `container/heap.Init` then `Pop` give for the same slices.
+    #[test]
+    fn ties_go_where_go_s_heap_puts_them() {
+        let cases: &[(&[(i64, u64)], usize)] = &[
+            (&[(5, 0)], 0),
+            (&[(1, 0), (9, 0), (3, 0)], 1),
+            // Two maxima: the first stays at the root when it is there.
+            (&[(9, 0), (1, 0), (9, 0)], 0),
+            // Root not a maximum: the left child (index 1) is taken over an equal right child (index 2).
+            (&[(1, 0), (9, 0), (9, 0)], 1),
+            // A maximum deeper down climbs only past strictly smaller parents: index 3 reaches index 1, then the
+            // root compares its children 9 (from 3) and 9 (index 2) and takes the left, so 3 wins.
+            (&[(1, 0), (2, 0), (9, 0), (9, 0)], 3),
+            // With extender scores the randomizer decides between equal totals.
+            (&[(9, 1), (1, 0), (9, 7)], 2),
+        ];
+        for (totals, want) in cases {
+            assert_eq!(select_host(&mut scores(totals)), *want, "{totals:?}");
+        }
     }
 }
