@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test registry fuzz campaign bench bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test test-versions registry fuzz campaign bench bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -38,6 +38,17 @@ test: setup registry guests
 	scripts/go-test.sh
 	cargo test --workspace --all-targets --no-fail-fast
 
+## test-versions: the end-to-end smoke (a second scheduler binding pods with events, FailedScheduling, the lease
+## handed over, a volume and a DRA scenario) against each Kubernetes release this build serves: kube-apiserver
+## $(KUBE_VERSIONS) (each built from the Go module proxy on first use, several minutes, then cached).
+KUBE_VERSIONS ?= v1.35.4 v1.36.3 v1.37.2
+SMOKE ?= second_scheduler,failed_scheduling_is_one_series,leader_election_hands_over,claims_that_wait_for_their_first_consumer,a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node
+test-versions: setup registry guests
+	@for v in $(KUBE_VERSIONS); do \
+	  echo "== kube-apiserver $$v"; \
+	  KUBE_VERSION=$$v KWS_E2E_ONLY=$(SMOKE) cargo test -p kube-wasm-scheduler --test e2e -- end_to_end_on_a_real_api_server || exit 1; \
+	done
+
 ## registry: the CNCF distribution registry for the plugin delivery tests, built from the Go module proxy on first
 ## use (a few minutes) and cached under ~/.cache/kube-wasm-scheduler/registry.
 registry:
@@ -64,14 +75,14 @@ bench: setup guests
 bench-ratio: setup guests
 	scripts/bench-ratio.sh
 
-## bench-live: our scheduler live beside kube-scheduler v1.34.4 and a null binder on a throwaway kube-apiserver,
+## bench-live: our scheduler live beside kube-scheduler v1.37.2 and a null binder on a throwaway kube-apiserver,
 ## interleaved; Markdown tables, JSON/CSV and a plot under ~/.cache/kube-wasm-scheduler/bench-live/ (not part of
 ## make test; the default run takes ~40 minutes, BENCH_QUICK=1 is a one-minute smoke run; sizes, shapes, repetitions,
 ## KWS_BIN: see bench/live/run.sh and docs/performance.md).
 bench-live: setup
 	bench/live/run.sh $(BENCH_ARGS)
 
-## parity: our decisions beside kube-scheduler v1.34.4's, live on a throwaway control plane, and the simulator's on
+## parity: our decisions beside kube-scheduler v1.37.2's, live on a throwaway control plane, and the simulator's on
 ## the same cluster files: seeded random clusters and probe pods covering every default plugin's inputs; prints the
 ## agreement, the ties (apart) and every divergence with the probe and both choices, and fails on any divergence.
 ## PARITY_SEEDS (default 5, or "3-7", "1,4,9"), PARITY_PROBES (80), PARITY_NODES (40), PARITY_ARGS (harness flags);

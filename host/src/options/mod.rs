@@ -1,4 +1,4 @@
-//! kube-scheduler's command line (`cmd/kube-scheduler/app/options` of v1.34 with k8s.io/apiserver's secure serving,
+//! kube-scheduler's command line (`cmd/kube-scheduler/app/options` of v1.37 with k8s.io/apiserver's secure serving,
 //! authentication and authorization flags and component-base's logs, metrics and feature-gate flags), read with
 //! Go pflag's rules: `--flag=value`, `--flag value`, a bare `--flag` for a boolean, `-v 4`, `-v=4`, `-v4`; `--`
 //! ends the flags. Every upstream flag is accepted: one that means nothing here is checked, then accepted with one
@@ -116,6 +116,10 @@ pub struct Options {
     pub explain: Vec<String>,
     /// One line per accepted flag that has no effect here, naming it.
     pub warnings: Vec<String>,
+    /// `--emulated-version`'s kube minor, checked (the v1.37 defaults apply whatever it says).
+    pub emulated_minor: Option<u32>,
+    /// `--min-compatibility-version`'s kube minor, checked.
+    pub min_compatibility_minor: Option<u32>,
 }
 
 impl Default for Options {
@@ -137,6 +141,8 @@ impl Default for Options {
             version: false,
             explain: Vec::new(),
             warnings: Vec::new(),
+            emulated_minor: None,
+            min_compatibility_minor: None,
         }
     }
 }
@@ -174,7 +180,7 @@ const NO_METRICS_FILTER: &str = "accepted, no effect: every metric is always exp
 const NOT_STORED: &str = "accepted, no effect: removed from kube-scheduler, kept so old manifests start";
 const LOG_TUNING: &str = "accepted, no effect: logs go to stderr unbuffered";
 
-/// kube-scheduler v1.34's flags, in its help's order, and three flags it removed that manifests still carry.
+/// kube-scheduler v1.37's flags, in its help's order, and three flags it removed that manifests still carry.
 const FLAGS: &[Flag] = &[
     // misc
     used("config", Value, "KubeSchedulerConfiguration file"),
@@ -190,6 +196,7 @@ const FLAGS: &[Flag] = &[
     ignored("tls-cipher-suites", Value, "checked, no effect: rustls's safe suites are served"),
     used("tls-min-version", Value, "VersionTLS12 or VersionTLS13 (10 and 11 mean 12)"),
     ignored("tls-sni-cert-key", Value, "accepted, no effect: one serving certificate is used"),
+    ignored("tls-curve-preferences", Value, "checked, no effect: rustls's default key exchange groups are offered"),
     used("http2-max-streams-per-connection", Value, "HTTP/2 streams per connection (0: default)"),
     used("permit-port-sharing", Bool, "bind with SO_REUSEPORT"),
     used("permit-address-sharing", Bool, "bind with SO_REUSEADDR"),
@@ -232,7 +239,12 @@ const FLAGS: &[Flag] = &[
     used("leader-elect-resource-namespace", Value, "Lease namespace"),
     // feature gate
     ignored("feature-gates", Value, "checked, no effect: this scheduler has no feature gates"),
-    ignored("emulated-version", Value, "accepted, no effect: this scheduler has no emulated versions"),
+    ignored(
+        "emulated-version",
+        Value,
+        "checked (kube=1.34..1.37), no effect: the defaults of v1.37 apply, whatever release is emulated",
+    ),
+    ignored("min-compatibility-version", Value, "checked (kube=1.34..1.37, at most --emulated-version), no effect"),
     // metrics
     ignored("show-hidden-metrics-for-version", Value, NO_METRICS_FILTER),
     ignored("disabled-metrics", Value, NO_METRICS_FILTER),
@@ -324,8 +336,45 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Options, FlagError> {
     Ok(o)
 }
 
+/// The minor version of the `kube` component in a component-base version list (`1.36`, `kube=1.36`,
+/// `kube=1.36,other=2.0` is refused: no other component is registered), within what a v1.37 binary can emulate.
+fn kube_minor(v: &str) -> Result<u32, String> {
+    let mut minor = None;
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (component, version) = part.split_once('=').unwrap_or(("kube", part));
+        if component.trim() != "kube" {
+            return Err(format!("component not registered: {}", component.trim()));
+        }
+        let version = version.trim();
+        let m = version
+            .strip_prefix("1.")
+            .filter(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|m| m.parse::<u32>().ok())
+            .ok_or_else(|| format!("illegal version string {version:?}: must be major.minor, such as 1.36"))?;
+        if !(MIN_EMULATED_MINOR..=BINARY_MINOR).contains(&m) {
+            return Err(format!("version 1.{m} is not between [1.{MIN_EMULATED_MINOR}, 1.{BINARY_MINOR}]"));
+        }
+        minor = Some(m);
+    }
+    minor.ok_or_else(|| "no version given".to_string())
+}
+
+/// The Kubernetes minor this scheduler follows, as a kube-scheduler binary of that release would report it.
+pub const BINARY_MINOR: u32 = 37;
+/// The oldest minor a v1.37 binary emulates (three releases back, as component-base allows).
+pub const MIN_EMULATED_MINOR: u32 = 34;
+
 /// Checks between flags that pflag leaves to upstream's `Validate`.
 fn check_relations(o: &Options) -> Result<(), FlagError> {
+    if let (Some(min), emulated) = (o.min_compatibility_minor, o.emulated_minor.unwrap_or(BINARY_MINOR)) {
+        if min > emulated {
+            return Err(FlagError::Invalid {
+                flag: "min-compatibility-version".into(),
+                value: format!("1.{min}"),
+                reason: format!("must be less than or equal to the emulated version 1.{emulated}"),
+            });
+        }
+    }
     let s = &o.serving;
     if s.tls_cert_file.is_some() != s.tls_private_key_file.is_some() {
         let (flag, value) = match &s.tls_cert_file {
@@ -519,8 +568,14 @@ fn set(o: &mut Options, name: &str, v: &str, first: bool) -> Result<(), String> 
         "log-flush-frequency" => {
             parse_duration(v)?;
         }
-        "emulated-version"
-        | "tls-sni-cert-key"
+        "emulated-version" => o.emulated_minor = Some(kube_minor(v)?),
+        "min-compatibility-version" => o.min_compatibility_minor = Some(kube_minor(v)?),
+        "tls-curve-preferences" => {
+            for id in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                parse_int::<i32>(id)?;
+            }
+        }
+        "tls-sni-cert-key"
         | "disabled-metrics"
         | "allow-metric-labels-manifest"
         | "log-text-info-buffer-size"
@@ -691,6 +746,9 @@ mod tests {
         assert!(o.warnings[0].starts_with("--profiling: "));
         assert!(o.warnings[1].starts_with("--feature-gates: "));
         assert!(o.warnings[2].starts_with("--logtostderr: "));
+        // v1.37's compatibility-version flags: checked, the kube component's minor kept.
+        let o = ok(&["--emulated-version=kube=1.36", "--min-compatibility-version=1.35", "--tls-curve-preferences=29"]);
+        assert_eq!((o.emulated_minor, o.min_compatibility_minor, o.warnings.len()), (Some(36), Some(35), 3));
     }
 
     #[test]
@@ -711,6 +769,11 @@ mod tests {
             (&["--bind-address=localhost"], "--bind-address"),
             (&["-v=high"], "--v"),
             (&["--tls-min-version=VersionTLS9"], "--tls-min-version"),
+            (&["--emulated-version=1.33"], "--emulated-version"),
+            (&["--emulated-version=wardle=1.2"], "--emulated-version"),
+            (&["--min-compatibility-version=kube=1.38"], "--min-compatibility-version"),
+            (&["--emulated-version=1.35", "--min-compatibility-version=1.36"], "--min-compatibility-version"),
+            (&["--tls-curve-preferences=23,x"], "--tls-curve-preferences"),
             (&["--tls-cipher-suites=TLS_NOPE"], "--tls-cipher-suites"),
             (&["--feature-gates=A=yes"], "--feature-gates"),
             (&["--leader-elect-resource-lock=endpoints"], "--leader-elect-resource-lock"),
@@ -747,6 +810,8 @@ mod tests {
                 ("vmodule", _) => "x=2",
                 ("allow-metric-labels", _) => "m,l=a,b",
                 ("explain", _) => "default/p",
+                ("emulated-version" | "min-compatibility-version", _) => "kube=1.36",
+                ("tls-curve-preferences", _) => "23,29",
                 (n, _)
                     if n.ends_with("ttl")
                         || n.contains("duration")

@@ -397,6 +397,8 @@ fn label_scenario_and_post_bind_log(cp: &ControlPlane, k: &Kube, work: &Path) {
         p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")
     });
     assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    // The pod's generation it was written for (PodObservedGenerationTracking, GA since v1.35).
+    assert_eq!(cond.observed_generation, Some(1));
     assert!(cond.message.unwrap_or_default().starts_with("0/"));
     // Labelling a node binds the pending pod, without touching the pod.
     k.label_node("scheduler-1", "priority.example.com", "10");

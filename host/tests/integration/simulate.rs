@@ -230,8 +230,8 @@ fn byte_order_mark_is_accepted() {
     assert!(stdout.contains("default/p"), "{stdout}");
 }
 
-/// kube-scheduler v1.34's messages with DynamicResources in the default profile: its PostFilter runs before
-/// preemption and says it has no claims to deallocate; for a pod an earlier PreFilter rejected outright, its
+/// kube-scheduler v1.37's messages with DynamicResources in the default profile: its PostFilter runs before
+/// preemption and, having no claims to deallocate, says nothing; for a pod an earlier PreFilter rejected outright, its
 /// PostFilter finds no cycle data and the error's text ("not found") ends the message, as upstream's does.
 #[test]
 fn dynamic_resources_post_filter_messages_are_upstream_s() {
@@ -245,7 +245,7 @@ fn dynamic_resources_post_filter_messages_are_upstream_s() {
     let r = simulate(&reg, &cfg, &cluster, 0, &[]);
     assert_eq!(
         message_of(&r, "default/huge"),
-        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
     assert_eq!(
         message_of(&r, "default/missing"),
@@ -254,4 +254,61 @@ fn dynamic_resources_post_filter_messages_are_upstream_s() {
     // No template in the file: the claim is never made, and PreEnqueue keeps the pod out of the queue (never
     // attempted, so not reported, as a gated pod).
     assert!(r.placements.iter().all(|p| p.pod != "default/waits"), "{:?}", r.placements);
+}
+
+/// A `kubectl get nodes,pods -o yaml` dump of a v1.37 cluster: fields of v1.36+ (`status.declaredFeatures`,
+/// `restartPolicyRules`, a pod's `generation` and `observedGeneration`) are read, and NodeDeclaredFeatures (v1.37's
+/// default profile) places the pod that needs a feature on the one node that declares it.
+#[test]
+fn a_v1_37_dump_is_read_and_declared_features_decide() {
+    let dump = r#"apiVersion: v1
+kind: List
+metadata: {resourceVersion: ""}
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: plain, generation: 1, labels: {kubernetes.io/hostname: plain}}
+  status:
+    allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
+    declaredFeatures: [InPlacePodLevelResourcesVerticalScaling]
+    features: {supplementalGroupsPolicy: true}
+    nodeInfo: {swap: {capacity: 0}, architecture: amd64, bootID: b, containerRuntimeVersion: c, kernelVersion: k,
+      kubeProxyVersion: "", kubeletVersion: v1.37.2, machineID: m, operatingSystem: linux, osImage: o, systemUUID: s}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: declaring, labels: {kubernetes.io/hostname: declaring}}
+  status:
+    allocatable: {cpu: "2", memory: 4Gi, pods: "110"}
+    declaredFeatures: [RestartAllContainersOnContainerExits]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: restarts-all, namespace: default, generation: 1}
+  spec:
+    containers:
+    - name: c
+      image: busybox
+      restartPolicy: Never
+      restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]
+  status:
+    phase: Pending
+    conditions: [{type: PodScheduled, status: "False", reason: Unschedulable, observedGeneration: 1}]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: plain-pod, namespace: default}
+  spec: {containers: [{name: c, image: busybox, resources: {requests: {cpu: "1"}}}]}
+"#;
+    let dir = std::env::temp_dir().join(format!("kws-v137-dump-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cluster.yaml");
+    std::fs::write(&path, dump).unwrap();
+    let (code, stdout, stderr) = run(&["simulate", "--cluster", path.to_str().unwrap(), "--output", "json"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let node_of = |pod: &str| {
+        report["placements"].as_array().unwrap().iter().find(|p| p["pod"] == pod).map(|p| p["node"].clone())
+    };
+    assert_eq!(node_of("default/restarts-all"), Some(serde_json::json!("declaring")), "{stdout}");
+    // The plain pod is free to go where the scores say: the bigger, emptier node.
+    assert_eq!(node_of("default/plain-pod"), Some(serde_json::json!("plain")), "{stdout}");
 }

@@ -234,10 +234,16 @@ impl ClusterClient for KubeCluster {
             if pod_scheduled_condition_is(pod, reason, &event.message) {
                 return;
             }
-            let patch = serde_json::json!({"status": {"conditions": [{
+            let mut condition = serde_json::json!({
                 "type": "PodScheduled", "status": "False", "reason": reason, "message": event.message,
                 "lastTransitionTime": now.to_string(),
-            }]}});
+            });
+            // PodObservedGenerationTracking (GA in v1.35): the condition names the pod generation it was written
+            // for, as upstream's CalculatePodConditionObservedGeneration does.
+            if let Some(g) = pod.pod.metadata.generation.filter(|g| *g != 0) {
+                condition["observedGeneration"] = g.into();
+            }
+            let patch = serde_json::json!({"status": {"conditions": [condition]}});
             self.status.patch(&pod.namespace, &pod.name, &pod.uid, true, patch, "setting PodScheduled=False");
         }
     }
