@@ -186,12 +186,13 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         device_classes,
         resource_slices,
     };
+    let publisher = Arc::new(Publisher::new(stores, handler.clone()));
     macro_rules! object_watch {
         ($ty:ty, $writer:expr, $resource:expr) => {{
-            let (h, stores) = (handler.clone(), stores.clone());
+            let publisher = publisher.clone();
             reflect(Api::<$ty>::all(client.clone()), $writer, move |ev| match ev {
                 // The store has applied the event; during the initial list it swaps in the whole list at InitDone.
-                Event::Apply(_) | Event::Delete(_) | Event::InitDone => h.objects_changed(stores.objects(), $resource),
+                Event::Apply(_) | Event::Delete(_) | Event::InitDone => publisher.changed($resource),
                 Event::Init | Event::InitApply(_) => {}
             });
         }};
@@ -211,6 +212,23 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(ResourceClaim, resource_claims_w, EventResource::ResourceClaim);
     object_watch!(DeviceClass, device_classes_w, EventResource::DeviceClass);
     object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
+}
+
+/// Hands the event handler the objects as the stores hold them after a change of one kind.
+struct Publisher {
+    stores: ObjectStores,
+    handler: Arc<dyn EventHandler>,
+}
+
+impl Publisher {
+    fn new(stores: ObjectStores, handler: Arc<dyn EventHandler>) -> Publisher {
+        Publisher { stores, handler }
+    }
+
+    /// A store of `resource` objects has applied a change.
+    fn changed(&self, resource: EventResource) {
+        self.handler.objects_changed(self.stores.objects(), resource);
+    }
 }
 
 /// The keys (pod UIDs, node names) a watch has handed the scheduler, so that a relist can tell it which objects
