@@ -114,3 +114,85 @@ impl Scheduler {
         self.queue.lock().expect("queue lock").update(pod, now);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::cache::Cache;
+    use crate::cluster::memory::{MemoryCluster, Write};
+    use crate::cluster::EventHandler;
+    use crate::framework::{ClusterObjects, EventResource, PluginContext, PodInfo};
+    use crate::queue::{QueueName, SchedulingQueue};
+    use crate::scheduler::{build_profiles, NoopObserver, Scheduler, SchedulerOptions, VirtualClock};
+
+    /// The default profile over an in-memory cluster, on a clock the test moves.
+    fn scheduler() -> (Arc<MemoryCluster>, Arc<VirtualClock>, Arc<Scheduler>) {
+        let cluster = Arc::new(MemoryCluster::default());
+        let registry = crate::plugins::in_tree_registry();
+        let yaml = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+        let cfg = crate::config::parse("test", yaml, &|n| registry.names().contains(&n)).unwrap();
+        let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
+        let queue =
+            SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);
+        let clock = Arc::new(VirtualClock::default());
+        let s = Scheduler::new(
+            profiles,
+            queue,
+            Cache::new(),
+            cluster.clone(),
+            clock.clone(),
+            Arc::new(NoopObserver),
+            SchedulerOptions::default(),
+        );
+        let s = Arc::new(s);
+        let handler: Arc<dyn EventHandler> = s.clone();
+        cluster.connect(Arc::downgrade(&handler));
+        (cluster, clock, s)
+    }
+
+    /// Upstream's path for a pod whose claim the informers have not delivered yet: VolumeRestrictions finds no
+    /// claim at PreFilter (UnschedulableAndUnresolvable), the pod waits for an event, and the claim's arrival —
+    /// reported as the informers report a store's change, the kind and no object — moves it back.
+    #[test]
+    fn a_pod_that_arrives_before_its_claim_is_retried_when_the_claim_arrives() {
+        let (cluster, clock, s) = scheduler();
+        let node = json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
+        cluster.apply_node(serde_json::from_value(node).unwrap());
+        let pod = json!({"metadata": {"name": "db", "namespace": "ns", "uid": "db-uid"}, "spec": {
+            "containers": [{"name": "c"}],
+            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]}});
+        cluster.apply_pod(Arc::new(PodInfo::new(serde_json::from_value(pod).unwrap()).unwrap()));
+
+        assert!(s.schedule_one(), "the pod is tried");
+        let pending = s.queue.lock().unwrap().pending();
+        assert_eq!(pending.get(&QueueName::Unschedulable), Some(&1), "waits for an event: {pending:?}");
+        let rejected = s.queue.lock().unwrap().unschedulable_plugins();
+        assert_eq!(rejected.keys().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["VolumeRestrictions"]);
+
+        let volume = json!({"metadata": {"name": "pv-data"}, "spec": {"capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"},
+            "claimRef": {"namespace": "ns", "name": "data"}}});
+        let claim = json!({"metadata": {"name": "data", "namespace": "ns",
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-data"}, "status": {"phase": "Bound"}});
+        let mut objects = ClusterObjects::default();
+        objects.pvs.insert("pv-data".into(), Arc::new(serde_json::from_value(volume).unwrap()));
+        objects.pvcs.insert("ns/data".into(), Arc::new(serde_json::from_value(claim).unwrap()));
+        s.objects_changed(objects, EventResource::Volume);
+
+        let mut q = s.queue.lock().unwrap();
+        assert_eq!(q.pending().get(&QueueName::Unschedulable), None, "moved by the claim's arrival");
+        let backoff_ends = q.next_backoff_expiry().unwrap_or_default();
+        clock.advance_to(backoff_ends);
+        q.flush_backoff_completed(backoff_ends);
+        drop(q);
+        clock.advance(Duration::from_millis(1));
+        assert!(s.schedule_one(), "the pod is tried again");
+        let binds: Vec<Write> = cluster.writes().into_iter().filter(|w| matches!(w, Write::Bind { .. })).collect();
+        assert_eq!(binds, [Write::Bind { pod: "ns/db".into(), node: "n1".into() }]);
+    }
+}

@@ -1,6 +1,7 @@
 //! End-to-end tests on a real etcd and kube-apiserver (scripts/control-plane.sh): the scheduler binary runs as a
 //! second scheduler and is checked only through the API, as a user would. One test function owns the control
-//! plane (started once, always stopped); each scenario runs in its own namespace.
+//! plane (started once, always stopped); each scenario runs in its own namespace, and a failing one does not stop
+//! the others: the run ends with a summary of every scenario and fails if any did.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -287,14 +288,63 @@ fn end_to_end_on_a_real_api_server() {
         // Last: it restarts the control plane under everything.
         ("apiserver_killed_mid_backlog_and_a_watch_expired", faults::apiserver_killed_mid_backlog_and_a_watch_expired),
     ];
-    // KWS_E2E_ONLY=name,name runs only those scenarios (in this order), for working on one of them.
+    // KWS_E2E_ONLY=name,name runs only those scenarios (in the list's order), for working on one of them.
     let only = std::env::var("KWS_E2E_ONLY").ok();
+    let mut outcomes = Vec::new();
     for (name, run) in scenarios {
         if only.as_deref().is_none_or(|o| o.split(',').any(|n| n.trim() == name)) {
             eprintln!("e2e: {name}");
-            run(&cp, &k, &work);
+            outcomes.push(run_scenario(name, || run(&cp, &k, &work)));
         }
     }
+    let failed: Vec<&str> = outcomes.iter().filter(|o| o.failure.is_some()).map(|o| o.name).collect();
+    eprintln!("{}", summary(&outcomes));
+    // Panicking here, with the control plane still in scope, keeps its logs (see `ControlPlane::drop`).
+    assert!(failed.is_empty(), "{} of {} e2e scenarios failed: {}", failed.len(), outcomes.len(), failed.join(", "));
+}
+
+/// How one scenario ended.
+struct Outcome {
+    name: &'static str,
+    took: Duration,
+    /// The panic message, when it failed.
+    failure: Option<String>,
+}
+
+/// Runs one scenario, catching its panic so that the scenarios after it still run on the same control plane.
+/// Its scheduler processes are dropped (stopped) as the panic unwinds out of it.
+fn run_scenario(name: &'static str, run: impl FnOnce()) -> Outcome {
+    let start = Instant::now();
+    // What a failed scenario leaves behind does not touch the next one: each has its own namespace, nodes and
+    // scheduler names.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    let failure = result.err().map(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked with a non-string payload".into())
+    });
+    if let Some(f) = &failure {
+        eprintln!("e2e: {name} FAILED: {f}");
+    }
+    Outcome { name, took: start.elapsed(), failure }
+}
+
+/// One line per scenario: the verdict, the time it took and, for a failure, the first line of its message (the
+/// whole message is printed where it failed).
+fn summary(outcomes: &[Outcome]) -> String {
+    let width = outcomes.iter().map(|o| o.name.len()).max().unwrap_or(0);
+    let mut s = String::from("e2e summary:\n");
+    for o in outcomes {
+        let verdict = if o.failure.is_some() { "FAILED" } else { "ok" };
+        let line = o.failure.as_deref().and_then(|f| f.lines().next()).unwrap_or("");
+        let line: String = line.chars().take(160).collect();
+        s += &format!("  {verdict:<6} {:<width$} {:>6.1}s  {line}\n", o.name, o.took.as_secs_f64());
+    }
+    let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
+    s += &format!("  {} passed, {failed} failed", outcomes.len() - failed);
+    s
 }
 
 /// Pods for default-scheduler (or none named) are left alone; pods for my-scheduler are bound by us, with a

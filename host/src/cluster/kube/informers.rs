@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -25,9 +25,6 @@ use serde::de::DeserializeOwned;
 
 use crate::cluster::EventHandler;
 use crate::framework::{ClusterObjects, EventResource, PodInfo};
-
-/// Pods and nodes must both be listed before the scheduler is ready.
-const SYNCED_ALL: u8 = 0b11;
 
 /// The reflector stores of the objects other than pods and nodes.
 #[derive(Clone)]
@@ -87,19 +84,12 @@ fn key<K: Resource>(o: &K) -> String {
     }
 }
 
-/// Starts every watch on the current tokio runtime; `synced` is set once pods and nodes have been listed.
+/// Starts every watch on the current tokio runtime; `synced` is set once every watch has handed over its initial
+/// list.
 pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicBool>) {
-    let listed = Arc::new(AtomicU8::new(0));
-    let mark = move |bit: u8| {
-        let (listed, synced) = (listed.clone(), synced.clone());
-        move || {
-            if listed.fetch_or(bit, Ordering::SeqCst) | bit == SYNCED_ALL && !synced.swap(true, Ordering::SeqCst) {
-                tracing::info!("caches synced");
-            }
-        }
-    };
+    let sync = Arc::new(CacheSync::new(synced));
     {
-        let (h, done) = (handler.clone(), mark(0b01));
+        let (h, sync, me) = (handler.clone(), sync.clone(), sync.watch());
         let mut known = Known::default();
         // As kube-scheduler's pod informer: finished pods are not listed or watched at all (one that finishes
         // arrives as a Delete), so a cluster's history of completed Jobs costs neither side anything.
@@ -127,13 +117,13 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
                     for id in known.listed() {
                         h.pod_deleted(&id);
                     }
-                    done();
+                    sync.listed(me);
                 }
             }
         });
     }
     {
-        let (h, done) = (handler.clone(), mark(0b10));
+        let (h, sync, me) = (handler.clone(), sync.clone(), sync.watch());
         let mut known = Known::default();
         watch(Api::<Node>::all(client.clone()), move |ev| match ev {
             Event::Apply(mut n) | Event::InitApply(mut n) => {
@@ -150,7 +140,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
                 for name in known.listed() {
                     h.node_deleted(&name);
                 }
-                done();
+                sync.listed(me);
             }
         });
     }
@@ -186,12 +176,14 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         device_classes,
         resource_slices,
     };
+    let publisher = Arc::new(Publisher::new(stores, handler.clone(), sync.clone()));
     macro_rules! object_watch {
         ($ty:ty, $writer:expr, $resource:expr) => {{
-            let (h, stores) = (handler.clone(), stores.clone());
+            let (publisher, me) = (publisher.clone(), sync.watch());
             reflect(Api::<$ty>::all(client.clone()), $writer, move |ev| match ev {
                 // The store has applied the event; during the initial list it swaps in the whole list at InitDone.
-                Event::Apply(_) | Event::Delete(_) | Event::InitDone => h.objects_changed(stores.objects(), $resource),
+                Event::Apply(_) | Event::Delete(_) => publisher.changed($resource, None),
+                Event::InitDone => publisher.changed($resource, Some(me)),
                 Event::Init | Event::InitApply(_) => {}
             });
         }};
@@ -211,6 +203,147 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(ResourceClaim, resource_claims_w, EventResource::ResourceClaim);
     object_watch!(DeviceClass, device_classes_w, EventResource::DeviceClass);
     object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
+    // Every watch is registered: none can have completed the sync before the last one was counted.
+    sync.seal();
+}
+
+/// Hands the event handler the objects as the stores hold them after a change of one kind.
+///
+/// Every publication reads all the stores, and the watches run on several runtime workers at once: two
+/// publications that overlap could reach the handler in the opposite order of their reads, and the later one would
+/// put back older objects than the cache already had. A claim that its own watch had just delivered would vanish
+/// from the cache again, with no event to come that would bring it back; a pod rejected for want of it would wait
+/// for the five-minute flush (the e2e volume scenario's flake). So publications are made one at a time, each
+/// reading the stores after the one before it was handed over: a watch whose change arrives while another
+/// publishes leaves it to that one, which reads the stores again before it stops. No watch waits for another's
+/// publication, and the changes that arrive during one are handed over together, one read per kind.
+struct Publisher {
+    stores: ObjectStores,
+    handler: Arc<dyn EventHandler>,
+    sync: Arc<CacheSync>,
+    pending: Mutex<Pending>,
+}
+
+/// What the publisher has still to hand over.
+#[derive(Default)]
+struct Pending {
+    /// A publication is under way (on some watch's task).
+    publishing: bool,
+    /// Kinds changed since the stores were last read for them, in the order they changed.
+    changed: Vec<EventResource>,
+    /// Watches whose initial list is in the stores, to be marked listed once a read that includes it was handed
+    /// over.
+    listed: Vec<Watch>,
+}
+
+impl Publisher {
+    fn new(stores: ObjectStores, handler: Arc<dyn EventHandler>, sync: Arc<CacheSync>) -> Publisher {
+        Publisher { stores, handler, sync, pending: Mutex::default() }
+    }
+
+    /// A store of `resource` objects has applied a change; `listed` when it was the end of the watch's initial
+    /// list.
+    fn changed(&self, resource: EventResource, listed: Option<Watch>) {
+        {
+            let mut p = self.pending.lock().expect("publisher lock");
+            if !p.changed.contains(&resource) {
+                p.changed.push(resource);
+            }
+            p.listed.extend(listed);
+            if p.publishing {
+                return;
+            }
+            p.publishing = true;
+        }
+        // A panicking handler must not leave every later change waiting for a publication that has ended.
+        let _ends = EndOnUnwind(&self.pending);
+        loop {
+            let (changed, listed) = {
+                let mut p = self.pending.lock().expect("publisher lock");
+                if p.changed.is_empty() {
+                    p.publishing = false;
+                    return;
+                }
+                (std::mem::take(&mut p.changed), std::mem::take(&mut p.listed))
+            };
+            for resource in changed {
+                self.handler.objects_changed(self.stores.objects(), resource);
+            }
+            for watch in listed {
+                self.sync.listed(watch);
+            }
+        }
+    }
+}
+
+/// Ends the publication when its task unwinds.
+struct EndOnUnwind<'a>(&'a Mutex<Pending>);
+
+impl Drop for EndOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(mut p) = self.0.lock() {
+                p.publishing = false;
+            }
+        }
+    }
+}
+
+/// One watch, as the sync marks know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Watch(u32);
+
+/// Whether every watch has handed the scheduler its initial list. Upstream schedules (and reports ready) only after
+/// WaitForCacheSync on every informer and WaitForHandlersSync: pods that are already waiting when the scheduler
+/// starts are then first tried against the claims, volumes and classes that existed before it, rather than
+/// against stores still being listed.
+struct CacheSync {
+    state: Mutex<SyncState>,
+    synced: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct SyncState {
+    /// Watches registered.
+    watches: u32,
+    /// Bit `n`: watch `n` has listed.
+    listed: u64,
+    /// Every watch is registered.
+    sealed: bool,
+}
+
+impl CacheSync {
+    fn new(synced: Arc<AtomicBool>) -> CacheSync {
+        CacheSync { state: Mutex::default(), synced }
+    }
+
+    /// Registers one more watch to wait for.
+    fn watch(&self) -> Watch {
+        let mut s = self.state.lock().expect("sync lock");
+        assert!(s.watches < u64::BITS, "more watches than sync marks");
+        s.watches += 1;
+        Watch(s.watches - 1)
+    }
+
+    /// Every watch is registered: the scheduler is synced once they have all listed.
+    fn seal(&self) {
+        let mut s = self.state.lock().expect("sync lock");
+        s.sealed = true;
+        self.check(&s);
+    }
+
+    /// `watch`'s initial list (or a relist) has been handed over.
+    fn listed(&self, watch: Watch) {
+        let mut s = self.state.lock().expect("sync lock");
+        s.listed |= 1 << watch.0;
+        self.check(&s);
+    }
+
+    fn check(&self, s: &SyncState) {
+        if s.sealed && s.listed.count_ones() == s.watches && !self.synced.swap(true, Ordering::SeqCst) {
+            tracing::info!(watches = s.watches, "caches synced");
+        }
+    }
 }
 
 /// The keys (pod UIDs, node names) a watch has handed the scheduler, so that a relist can tell it which objects
@@ -310,7 +443,106 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::Known;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
+    use kube::runtime::reflector::{self, Store};
+    use kube::runtime::watcher;
+
+    use super::{CacheSync, Known, ObjectStores, Publisher};
+    use crate::cluster::EventHandler;
+    use crate::framework::{ClusterObjects, EventResource, PodInfo};
+
+    fn stores_with_claims(pvcs: Store<PersistentVolumeClaim>) -> ObjectStores {
+        ObjectStores {
+            namespaces: reflector::store().0,
+            pdbs: reflector::store().0,
+            services: reflector::store().0,
+            replica_sets: reflector::store().0,
+            stateful_sets: reflector::store().0,
+            rcs: reflector::store().0,
+            pvcs,
+            pvs: reflector::store().0,
+            storage_classes: reflector::store().0,
+            csi_nodes: reflector::store().0,
+            csi_drivers: reflector::store().0,
+            csi_storage_capacities: reflector::store().0,
+            resource_claims: reflector::store().0,
+            device_classes: reflector::store().0,
+            resource_slices: reflector::store().0,
+        }
+    }
+
+    /// Records the claims of each set of objects it is handed, as it takes them (as the scheduler's handler puts
+    /// them in its cache). Before it takes the first set, `meanwhile` runs: what another watch does on another
+    /// worker between this publication's read of the stores and its hand-over.
+    #[derive(Default)]
+    struct Recorder {
+        /// The claims of each set, and whether the scheduler counted as synced when it was handed over.
+        claims: Mutex<Vec<(Vec<String>, bool)>>,
+        synced: Arc<AtomicBool>,
+        meanwhile: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    }
+
+    impl EventHandler for Recorder {
+        fn pod_applied(&self, _: Arc<PodInfo>) {}
+        fn pod_deleted(&self, _: &str) {}
+        fn node_applied(&self, _: Node) {}
+        fn node_deleted(&self, _: &str) {}
+        fn objects_changed(&self, objects: ClusterObjects, _: EventResource) {
+            let meanwhile = self.meanwhile.lock().unwrap().take();
+            if let Some(f) = meanwhile {
+                f();
+            }
+            let mut keys: Vec<String> = objects.pvcs.keys().cloned().collect();
+            keys.sort();
+            self.claims.lock().unwrap().push((keys, self.synced.load(Ordering::SeqCst)));
+        }
+    }
+
+    /// The e2e volume scenario's flake: the Namespace watch read the stores before the claims' list was in, the
+    /// claims' watch published them, and then the Namespace watch's older read reached the cache, which lost the
+    /// claims for good (no event was to come). The last set handed over must hold what the stores hold, and the
+    /// scheduler counts as synced only once the sets that hold every list have been handed over.
+    #[test]
+    fn a_publication_read_before_another_is_never_handed_over_after_it() {
+        let (pvcs, mut writer) = reflector::store::<PersistentVolumeClaim>();
+        let recorder = Arc::new(Recorder::default());
+        let sync = Arc::new(CacheSync::new(recorder.synced.clone()));
+        let (namespaces, claims) = (sync.watch(), sync.watch());
+        sync.seal();
+        let publisher = Arc::new(Publisher::new(stores_with_claims(pvcs), recorder.clone(), sync));
+        let claim: PersistentVolumeClaim =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "data", "namespace": "ns"}})).unwrap();
+        let claims_watch = publisher.clone();
+        *recorder.meanwhile.lock().unwrap() = Some(Box::new(move || {
+            writer.apply_watcher_event(&watcher::Event::Apply(claim));
+            claims_watch.changed(EventResource::Volume, Some(claims));
+        }));
+        publisher.changed(EventResource::Other, Some(namespaces));
+        let handed = recorder.claims.lock().unwrap().clone();
+        assert_eq!(handed.last(), Some(&(vec!["ns/data".to_string()], false)), "handed over, in order: {handed:?}");
+        assert!(handed.iter().all(|(_, synced)| !synced), "synced before the last set was handed over: {handed:?}");
+        assert!(recorder.synced.load(Ordering::SeqCst), "synced once it was");
+    }
+
+    /// Upstream's WaitForCacheSync covers every informer: the claims', volumes' and classes' too, not only the
+    /// pods' and nodes'.
+    #[test]
+    fn synced_once_every_watch_has_listed_and_not_before_all_are_counted() {
+        let synced = Arc::new(AtomicBool::new(false));
+        let sync = CacheSync::new(synced.clone());
+        let (pods, nodes, claims) = (sync.watch(), sync.watch(), sync.watch());
+        sync.listed(pods);
+        sync.listed(nodes);
+        sync.listed(pods);
+        assert!(!synced.load(Ordering::SeqCst), "the claims are not listed yet");
+        sync.listed(claims);
+        assert!(!synced.load(Ordering::SeqCst), "more watches may be counted still");
+        sync.seal();
+        assert!(synced.load(Ordering::SeqCst));
+    }
 
     #[test]
     fn a_relist_reports_what_went_away_while_nobody_watched() {
