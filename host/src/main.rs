@@ -634,7 +634,10 @@ fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let live = LiveOptions {
         kubeconfig: opts.kubeconfig,
         master: opts.master,
-        serving: opts.serving,
+        serving: kube_wasm_scheduler::server::SecureServingOptions {
+            limits: kube_wasm_scheduler::server::ServingLimits::from_env().map_err(|e| BadInput(e.to_string()))?,
+            ..opts.serving
+        },
         authentication: opts.authentication,
         authorization: opts.authorization,
         verbosity: opts.verbosity,
