@@ -163,9 +163,15 @@ async fn start_serving(
     Ok(())
 }
 
-/// `/configz`'s body: the effective configuration under upstream's `componentconfig` key.
+/// `/configz`'s body: the effective configuration under upstream's `componentconfig` key, with
+/// `clientConnection.qps` and `burst` as upstream's defaulting leaves them (0 or unset: 50 and 100; a negative QPS,
+/// which turns the limiter off, as given) rather than unset.
 fn configz(cfg: &SchedulerConfig) -> String {
-    serde_json::json!({ "componentconfig": cfg }).to_string()
+    let mut effective = cfg.clone();
+    let cc = &mut effective.client_connection;
+    cc.qps = Some(cc.qps.filter(|q| *q != 0.0).unwrap_or(kube_client::DEFAULT_QPS));
+    cc.burst = Some(cc.burst.filter(|b| *b != 0).unwrap_or(kube_client::DEFAULT_BURST));
+    serde_json::json!({ "componentconfig": effective }).to_string()
 }
 
 /// Logs each attempt from `-v=2` (as kube-scheduler's "Successfully bound pod" and "Unable to schedule pod"),
@@ -374,5 +380,28 @@ fn scheduling_loop(live: Arc<Live>) {
         if !s.schedule_one() {
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configz_shows_the_effective_client_limits() {
+        let qps_burst = |cfg: &SchedulerConfig| {
+            let v: serde_json::Value = serde_json::from_str(&configz(cfg)).unwrap();
+            let cc = &v["componentconfig"]["clientConnection"];
+            (cc["qps"].as_f64(), cc["burst"].as_i64())
+        };
+        let mut cfg = SchedulerConfig::default_config();
+        assert_eq!(qps_burst(&cfg), (Some(50.0), Some(100)), "upstream's defaults");
+        cfg.client_connection.qps = Some(5.0);
+        cfg.client_connection.burst = Some(7);
+        assert_eq!(qps_burst(&cfg), (Some(5.0), Some(7)));
+        // A negative QPS turns the limiter off and is shown as given, as upstream keeps it.
+        cfg.client_connection.qps = Some(-1.0);
+        cfg.client_connection.burst = Some(0);
+        assert_eq!(qps_burst(&cfg), (Some(-1.0), Some(100)));
     }
 }
