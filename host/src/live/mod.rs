@@ -25,7 +25,7 @@ use crate::queue::SchedulingQueue;
 use crate::scheduler::{build_profiles, AttemptResult, Observer, RealClock, Scheduler, SchedulerOptions};
 use crate::server::{
     self, Authenticator, Authorizer, DelegatingAuthenticationOptions, DelegatingAuthorizationOptions, Endpoints,
-    SecureServingOptions, ServeError,
+    HealthCheck, SecureServingOptions, ServeError,
 };
 
 /// Share of cycles whose plugin calls are timed for `scheduler_plugin_execution_duration_seconds` (upstream's
@@ -151,9 +151,32 @@ async fn start_serving(
     let authz_client = review_client(authz_path, own, "authorization", requests).await?;
     let authn = Authenticator::new(&opts.authentication, Some(authn_client)).await?;
     let authz = Authorizer::new(&opts.authorization, Some(authz_client));
-    let (ready, scrape, shadow, requests) = (live.clone(), live.clone(), live.clone(), clients.requests.clone());
+    let (ready, running, scrape, shadow, requests) =
+        (live.clone(), live.clone(), live.clone(), live.clone(), clients.requests.clone());
+    // Upstream's checks: leaderElection on /healthz and /readyz with leader election, shutdown and
+    // sched-handler-sync on /readyz. Its leaderElection watchdog fails once a leader's lease is 20 s past expiry;
+    // this process exits when it cannot renew within the renew deadline, so while it answers, the check passes.
+    let leader_election = || HealthCheck::new("leaderElection", || Ok(()));
+    let le = opts.leader_election.leader_elect;
+    let mut readyz: Vec<HealthCheck> = le.then(leader_election).into_iter().collect();
+    readyz.push(HealthCheck::new("shutdown", move || {
+        if running.running.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("process is shutting down".into())
+        }
+    }));
+    readyz.push(HealthCheck::new("sched-handler-sync", move || {
+        if ready.synced.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("handlers are not fully synchronized".into())
+        }
+    }));
     let endpoints = Endpoints {
-        ready: Box::new(move || ready.synced.load(Ordering::SeqCst)),
+        healthz: le.then(leader_election).into_iter().collect(),
+        livez: Vec::new(),
+        readyz,
         metrics: Box::new(move || scrape.metrics.render(&scrape.scheduler) + &requests.render()),
         configz: configz(cfg),
         shadow: Box::new(move || shadow.scheduler.shadows().to_json()),

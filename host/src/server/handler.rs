@@ -20,6 +20,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+use super::health::{self, HealthCheck};
 use super::limits::{Connections, Tracked};
 use super::{Authenticator, Authorizer, Decision, SecureServingOptions, UserInfo};
 
@@ -34,8 +35,12 @@ const TLS_HANDSHAKE: u8 = 0x16;
 
 /// What the server answers behind authentication and authorization.
 pub struct Endpoints {
-    /// `/readyz`: whether the scheduler is ready (caches synced).
-    pub ready: Box<dyn Fn() -> bool + Send + Sync>,
+    /// `/healthz`'s checks (none: upstream's `ping`).
+    pub healthz: Vec<HealthCheck>,
+    /// `/livez`'s checks (none: `ping`).
+    pub livez: Vec<HealthCheck>,
+    /// `/readyz`'s checks.
+    pub readyz: Vec<HealthCheck>,
     /// `/metrics`: Prometheus text.
     pub metrics: Box<dyn Fn() -> String + Send + Sync>,
     /// `/configz`: the effective configuration as JSON.
@@ -182,6 +187,7 @@ async fn connection(sock: TcpStream, state: Arc<State>) {
 /// Authenticates, authorizes and answers one request.
 async fn handle(state: &State, peer: &[CertificateDer<'static>], req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
+    let req_query = req.uri().query().map(str::to_string);
     let verb = req.method().as_str().to_ascii_lowercase();
     let user = match state.authn.authenticate(req.headers(), peer).await {
         Ok(Some(u)) => u,
@@ -209,26 +215,24 @@ async fn handle(state: &State, peer: &[CertificateDer<'static>], req: Request<In
             );
         }
     }
-    route(&state.endpoints, &path)
+    route(&state.endpoints, &path, req_query.as_deref())
 }
 
-fn route(endpoints: &Endpoints, path: &str) -> Response<Full<Bytes>> {
-    let under = |root: &str| path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
-    if under("/healthz") || under("/livez") {
-        return text(StatusCode::OK, "text/plain; charset=utf-8", "ok".into());
-    }
-    if under("/readyz") {
-        return if (endpoints.ready)() {
-            text(StatusCode::OK, "text/plain; charset=utf-8", "ok".into())
-        } else {
-            text(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", "caches not synced".into())
-        };
+fn route(endpoints: &Endpoints, path: &str, query: Option<&str>) -> Response<Full<Bytes>> {
+    let roots = [("/healthz", &endpoints.healthz), ("/livez", &endpoints.livez), ("/readyz", &endpoints.readyz)];
+    for (root, checks) in roots {
+        if let Some((code, body)) = health::answer(root, checks, path, query) {
+            return text(code, "text/plain; charset=utf-8", body);
+        }
     }
     match path {
         "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", (endpoints.metrics)()),
         "/configz" => text(StatusCode::OK, "application/json", endpoints.configz.clone()),
         "/debug/shadow" => text(StatusCode::OK, "application/json", (endpoints.shadow)()),
-        _ => text(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "404 page not found\n".into()),
+        _ => {
+            let (code, body) = health::not_found();
+            text(code, "text/plain; charset=utf-8", body)
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 mod authn;
 mod authz;
 mod handler;
+mod health;
 mod limits;
 mod tls;
 mod ttl_cache;
@@ -20,6 +21,7 @@ use thiserror::Error;
 pub use authn::{Authenticator, UserInfo};
 pub use authz::{Authorizer, Decision};
 pub use handler::Endpoints;
+pub use health::HealthCheck;
 pub use limits::{ServingLimits, LIMITS_ENV};
 
 /// kube-scheduler's default `--secure-port`.

@@ -58,7 +58,9 @@ async fn start(name: &str, limits: ServingLimits, metrics_delay: Duration) -> Se
         None,
     );
     let endpoints = Endpoints {
-        ready: Box::new(|| true),
+        healthz: Vec::new(),
+        livez: Vec::new(),
+        readyz: vec![HealthCheck::new("shutdown", || Ok(())), HealthCheck::new("sched-handler-sync", || Ok(()))],
         metrics: Box::new(move || {
             // A blocking sleep on purpose: the request stays in flight however the runtime is driven.
             std::thread::sleep(metrics_delay);
@@ -242,4 +244,24 @@ async fn a_connection_past_the_cap_is_refused_while_every_place_serves_a_request
     }
     let mut probe = s.connect(&[]).await.unwrap();
     assert_eq!(get(&mut probe, "/healthz").await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn health_paths_are_upstreams_and_an_unknown_check_is_not_found() {
+    let s = start("health", limits(30, 30, 64), Duration::ZERO).await;
+    let mut c = s.connect(&[]).await.unwrap();
+    for (path, want) in [
+        ("/readyz", 200),
+        ("/readyz/sched-handler-sync", 200),
+        ("/readyz/shutdown", 200),
+        ("/readyz/anything", 404),
+        ("/livez", 200),
+        ("/livez/ping", 200),
+        ("/livez/anything", 404),
+        ("/healthz", 200),
+        ("/healthz/ping", 200),
+        ("/healthz/anything", 404),
+    ] {
+        assert_eq!(get(&mut c, path).await, want, "{path}");
+    }
 }
