@@ -117,7 +117,10 @@ impl TokenBucket {
 /// Requests each of the process's clients sent, by client name (`kws_rest_client_requests_total{client}`), so
 /// what spends a client's rate limit can be seen. Shared by clones.
 #[derive(Clone, Default)]
-pub struct RequestCounts(Arc<Mutex<Vec<(&'static str, Arc<AtomicU64>)>>>);
+pub struct RequestCounts(Arc<Mutex<Vec<NamedCounter>>>);
+
+/// A client's name and its counter.
+type NamedCounter = (&'static str, Arc<AtomicU64>);
 
 impl RequestCounts {
     /// The counter of the client `name` (one per name).
