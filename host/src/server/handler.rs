@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use super::health::{self, HealthCheck};
-use super::limits::{Connections, Tracked};
+use super::limits::{Admitted, Connections, Tracked};
 use super::{Authenticator, Authorizer, Decision, SecureServingOptions, UserInfo};
 
 /// How long an HTTP/2 connection past its idle timeout gets to deliver its GOAWAY before it is dropped.
@@ -94,9 +94,21 @@ pub(crate) fn bind(addr: SocketAddr, opts: &SecureServingOptions) -> std::io::Re
 pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     loop {
         match listener.accept().await {
-            Ok((sock, _)) => {
-                tokio::spawn(connection(sock, state.clone()));
-            }
+            // Admitted here, in the order connections arrive, so the newest is never the one evicted to make room
+            // (an admission in the spawned task may run after later connections').
+            Ok((sock, _)) => match state.connections.admit() {
+                Some(admitted) => {
+                    tokio::spawn(connection(sock, admitted, state.clone()));
+                }
+                None => {
+                    // Every place serves a request: dropping the socket closes it (the client sees a reset
+                    // handshake).
+                    tracing::debug!(
+                        "connection refused: every one of the {} places serves a request",
+                        state.connections.count()
+                    );
+                }
+            },
             Err(e) => {
                 // Out of file descriptors and the like: try again shortly rather than spin.
                 tracing::warn!("accepting a connection: {e}");
@@ -108,12 +120,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
 
 /// Serves one connection within the limits: a handshake that takes too long, a header that comes too slowly and a
 /// connection idle for too long are closed, and a connection is closed at once to make room past the cap.
-async fn connection(sock: TcpStream, state: Arc<State>) {
-    let Some(admitted) = state.connections.admit() else {
-        // Every place serves a request: dropping the socket closes it (the client sees a reset handshake).
-        tracing::debug!("connection refused: every one of the {} places serves a request", state.connections.count());
-        return;
-    };
+async fn connection(sock: TcpStream, admitted: Admitted, state: Arc<State>) {
     let activity = admitted.activity.clone();
     let limits = *state.connections.limits();
     let handshake = async {
