@@ -11,6 +11,10 @@ Categories (each input run as the binary would be, with a time limit):
   quantities       generated quantities as a pod's CPU request: placed exactly when it fits (checked in Python)
   plugin-files     random, truncated and bit-flipped files given to `plugin check`
   guests           the hostile fixtures at every mode and policy, the garbling C guest at several seeds
+  hostile-https    the live scheduler's HTTPS port (10259) against hostile clients: slow handshakes, slowloris
+                   headers, idle TLS connections past the cap, huge headers, many HTTP/2 streams (own table:
+                   each case is clean when the server cut what it should, /healthz kept answering and the open
+                   file descriptors stayed bounded)
 
 Outcomes: `clear` (exit 2, one line on stderr), `accepted` (exit 0), `panic` (exit 101 or a panic message),
 `hang` (past the time limit), `unclear` (another exit, or an error of more than one line), `wrong` (the run
@@ -24,9 +28,13 @@ import json
 import os
 import random
 import re
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from decimal import Decimal, ROUND_CEILING
 from pathlib import Path
 
@@ -507,6 +515,224 @@ def exact_milli(q):
     return int(milli)
 
 
+
+# ---- hostile HTTPS clients (self-contained: its own function and table) ----
+
+# Short limits so each case takes seconds; the same code path as the defaults (handshake 10s, header 32s, idle 90s,
+# 512 connections).
+HTTPS_LIMITS = {"handshake": 2, "header": 3, "idle": 4, "connections": 64}
+
+
+def _https_context(alpn=None):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+def _healthz(port, timeout=5):
+    """One GET /healthz on a fresh connection: the status code, or None."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+            with _https_context().wrap_socket(raw, server_hostname="localhost") as s:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+        return int(data.split(b" ", 2)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _closed_by_peer(sock, within):
+    """Whether the server closes `sock` (EOF or reset) within `within` seconds."""
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if sock.recv(4096) == b"":
+                return True
+        except (socket.timeout, ssl.SSLWantReadError):
+            continue
+        except (OSError, ssl.SSLError):
+            return True
+    return False
+
+
+def _fds(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+def hostile_https(binary, work):
+    """Runs the live scheduler (no API server reachable: /healthz needs none) and the hostile cases against its port.
+    Returns (table, problems)."""
+    work = Path(work)
+    kubeconfig = work / "https-kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n"
+        "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+        "current-context: x\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    limits = ",".join(f"{k}={v}s" if k != "connections" else f"{k}={v}" for k, v in HTTPS_LIMITS.items())
+    log = open(work / "https-scheduler.log", "wb")
+    proc = subprocess.Popen(
+        [str(binary), "--kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1", "--secure-port", str(port),
+         "--authentication-skip-lookup", "--leader-elect=false"],
+        stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "KWS_SERVING_LIMITS": limits, "KWS_LOG": "warn"})
+    rows, problems = [], []
+    try:
+        deadline = time.monotonic() + 60
+        while _healthz(port, 2) != 200:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the scheduler did not serve /healthz (see {work / 'https-scheduler.log'})")
+            time.sleep(0.2)
+        baseline = _fds(proc.pid)
+        cap = HTTPS_LIMITS["connections"]
+        for name, case in [("slow handshake", _case_slow_handshake), ("slowloris header", _case_slowloris),
+                           ("idle TLS past the cap", _case_idle_flood), ("huge headers", _case_huge_headers),
+                           ("many HTTP/2 streams", _case_h2_streams)]:
+            fds = [baseline]
+            stop = threading.Event()
+
+            def watch():
+                while not stop.is_set():
+                    fds.append(_fds(proc.pid))
+                    time.sleep(0.1)
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            try:
+                n, cut, note, healthz_during = case(port)
+            finally:
+                stop.set()
+                watcher.join()
+            healthz_after = _healthz(port)
+            max_fds = max(fds)
+            clean = (healthz_during == 200 and healthz_after == 200 and proc.poll() is None
+                     and max_fds <= baseline + cap + 16 and not note.startswith("!"))
+            rows.append((name, n, cut, note.lstrip("!"), healthz_during, healthz_after, f"{baseline}->{max_fds}",
+                         "clean" if clean else "PROBLEM"))
+            if not clean:
+                problems.append(f"hostile-https: {name}: {note.lstrip('!')}; /healthz {healthz_during}/{healthz_after}; "
+                                f"fds {baseline}->{max_fds}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    lines = ["| hostile HTTPS case | connections | cut by the server | detail | /healthz during | after | fds | "
+             "outcome |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(x) for x in r) + " |")
+    return "\n".join(lines), problems
+
+
+def _open(port, n, tls=True, alpn=None):
+    socks = []
+    for _ in range(n):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        socks.append(_https_context(alpn).wrap_socket(raw, server_hostname="localhost") if tls else raw)
+    return socks
+
+
+def _count_closed(socks, within):
+    start = time.monotonic()
+    closed = 0
+    for s in socks:
+        if _closed_by_peer(s, max(0.0, within - (time.monotonic() - start))):
+            closed += 1
+        s.close()
+    return closed
+
+
+def _case_slow_handshake(port):
+    """The first byte of a ClientHello, then nothing: cut at the handshake timeout."""
+    socks = _open(port, 100, tls=False)
+    for s in socks:
+        s.sendall(b"\x16")
+    during = _healthz(port)
+    cut = _count_closed(socks, HTTPS_LIMITS["handshake"] + 3)
+    return 100, cut, "" if cut == 100 else f"!{100 - cut} handshakes left open", during
+
+
+def _case_slowloris(port):
+    """A header line a second on 50 connections: cut at the header timeout."""
+    socks = _open(port, 50)
+    for s in socks:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+    alive = list(socks)
+    during = None
+    end = time.monotonic() + HTTPS_LIMITS["header"] + 4
+    i = 0
+    while time.monotonic() < end and alive:
+        i += 1
+        for s in list(alive):
+            try:
+                s.sendall(f"x-{i}: y\r\n".encode())
+            except (OSError, ssl.SSLError):
+                alive.remove(s)
+        if during is None:
+            during = _healthz(port)
+        time.sleep(1)
+    cut = _count_closed(socks, 1)
+    return 50, cut, "" if cut == 50 else f"!{50 - cut} slow headers kept", during
+
+
+def _case_idle_flood(port):
+    """300 handshaken, silent TLS connections against a cap of 64: the oldest idle ones make room."""
+    socks = _open(port, 300)
+    during = _healthz(port)
+    cut = _count_closed(socks, 2)
+    cap = HTTPS_LIMITS["connections"]
+    return 300, cut, "" if cut >= 300 - cap else f"!only {cut} closed past a cap of {cap}", during
+
+
+def _case_huge_headers(port):
+    """Requests with a 2 MiB header: refused (431 or closed), never buffered."""
+    answers = []
+    for _ in range(10):
+        try:
+            (s,) = _open(port, 1)
+            s.settimeout(10)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nx-big: " + b"a" * (2 << 20) + b"\r\n\r\n")
+            answers.append(s.recv(64).split(b" ", 2)[1].decode())
+            s.close()
+        except (OSError, ssl.SSLError, IndexError):
+            answers.append("closed")
+    during = _healthz(port)
+    bad = [a for a in answers if a not in ("431", "closed")]
+    return 10, len(answers) - len(bad), (f"!answered {bad}" if bad else ",".join(sorted(set(answers)))), during
+
+
+def _case_h2_streams(port):
+    """One HTTP/2 connection asking for 1,000 paths at once (curl multiplexes; the server allows 100 streams)."""
+    urls = [f"https://127.0.0.1:{port}/healthz"] * 1000
+    try:
+        out = subprocess.run(["curl", "-sk", "--http2", "--parallel", "--parallel-max", "1000", "--max-time", "20",
+                              "-o", "/dev/null", "-w", "\n%{http_code}\n", *urls],
+                             capture_output=True, timeout=60).stdout.decode()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 1, 0, f"!curl: {e}", None
+    during = _healthz(port)
+    # Bodies after the first URL's go to stdout too: the codes are the lines of three digits.
+    codes = [line for line in out.splitlines() if re.fullmatch(r"\d{3}", line)]
+    ok = codes.count("200")
+    # curl opens connections before it learns the 100-stream limit; past the connection cap the ones with nothing
+    # in flight yet are closed (000): that is the cap working, not a failure, as long as the server keeps answering.
+    return 1, 0, f"{ok}/1000 answered 200, {codes.count('000')} cut", during
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_bin = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache/kube-wasm-scheduler/target")) / \
@@ -515,10 +741,18 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--random", type=int, default=150, help="random mutations per random category")
     ap.add_argument("--out", help="write the table here too")
+    ap.add_argument("--only-https", action="store_true", help="run only the hostile-https section")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     with tempfile.TemporaryDirectory(prefix="kws-campaign-") as work:
         c = Campaign(a.bin, work)
+        https_table, https_problems = hostile_https(a.bin, work)
+        c.problems.extend(https_problems)
+        if a.only_https:
+            print(https_table)
+            for p in c.problems:
+                print(p)
+            sys.exit(1 if c.problems else 0)
         c.config_invalid()
         c.cluster_invalid()
         c.quantities(rng, a.random)
@@ -526,7 +760,7 @@ def main():
         c.guests()
         c.config_random(rng, a.random)
         c.cluster_random(rng, a.random)
-    table = c.table("")
+    table = c.table("") + "\n\n" + https_table
     print(table)
     for p in c.problems:
         print(p)

@@ -280,14 +280,27 @@ fn utf8_args(args: &[std::ffi::OsString]) -> anyhow::Result<Vec<String>> {
         .collect()
 }
 
-/// Logs to stderr, coloured only on a terminal; `KWS_LOG` (an `EnvFilter`) overrides the level.
+/// Targets whose ERROR events repeat an error this program reports itself, in one line of its own: rustls's
+/// platform verifier logs every refused certificate before returning it, and kube's client stack logs every failed
+/// request before returning it.
+const REPEATED_ERRORS: &[&str] = &["rustls_platform_verifier", "kube_client::client::builder"];
+
+/// Logs to stderr, coloured only on a terminal; `KWS_LOG` (an `EnvFilter`) overrides the level. ERROR events of
+/// [`REPEATED_ERRORS`] are dropped (their lower levels stay, for debugging).
 fn init_logging(format: LoggingFormat, default_level: &str) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("KWS_LOG").unwrap_or_else(|_| default_level.into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LoggingFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-        LoggingFormat::Json => builder.json().init(),
-    }
+    let repeated = tracing_subscriber::filter::filter_fn(|m| {
+        !(*m.level() == tracing::Level::ERROR && REPEATED_ERRORS.iter().any(|t| m.target().starts_with(t)))
+    });
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let layer = match format {
+        LoggingFormat::Text => layer.with_ansi(std::io::stderr().is_terminal()).with_filter(repeated).boxed(),
+        LoggingFormat::Json => layer.json().with_filter(repeated).boxed(),
+    };
+    tracing_subscriber::registry().with(filter).with(layer).init();
 }
 
 /// The live scheduler: kube-scheduler's flags, logging as they say, then the scheduler.
@@ -637,7 +650,10 @@ fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let live = LiveOptions {
         kubeconfig: opts.kubeconfig,
         master: opts.master,
-        serving: opts.serving,
+        serving: kube_wasm_scheduler::server::SecureServingOptions {
+            limits: kube_wasm_scheduler::server::ServingLimits::from_env().map_err(|e| BadInput(e.to_string()))?,
+            ..opts.serving
+        },
         authentication: opts.authentication,
         authorization: opts.authorization,
         verbosity: opts.verbosity,

@@ -25,12 +25,16 @@ use crate::queue::SchedulingQueue;
 use crate::scheduler::{build_profiles, AttemptResult, Observer, RealClock, Scheduler, SchedulerOptions};
 use crate::server::{
     self, Authenticator, Authorizer, DelegatingAuthenticationOptions, DelegatingAuthorizationOptions, Endpoints,
-    SecureServingOptions, ServeError,
+    HealthCheck, SecureServingOptions, ServeError,
 };
 
 /// Share of cycles whose plugin calls are timed for `scheduler_plugin_execution_duration_seconds` (upstream's
 /// `pluginMetricsSamplePercent`).
 const PLUGIN_METRICS_SAMPLE_PERCENT: u32 = 10;
+
+/// The review clients' limit: k8s.io/apiserver's delegated authentication and authorization set QPS 200 and burst
+/// 400 on theirs, "since this will effectively limit API server responsiveness".
+const REVIEW_LIMIT: RateLimit = RateLimit { qps: Some(200.0), burst: 400 };
 
 /// How long shutdown waits for queued events to be written.
 const EVENTS_FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,8 +87,9 @@ pub struct LiveOptions {
 }
 
 /// The process's clients (one connection pool; the scheduler's and the events' rate limits) from `--kubeconfig`,
-/// else `clientConnection.kubeconfig`, else KUBECONFIG, else in-cluster; `--master` overrides the server.
-async fn clients(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<ApiClients, LiveError> {
+/// else `clientConnection.kubeconfig`, else KUBECONFIG, else in-cluster; `--master` overrides the server. Returns
+/// the configuration too, for the review clients.
+async fn clients(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<(ApiClients, kube::Config), LiveError> {
     let path = opts.kubeconfig.clone().or_else(|| {
         let k = &cfg.client_connection.kubeconfig;
         (!k.is_empty()).then(|| PathBuf::from(k))
@@ -98,7 +103,8 @@ async fn clients(cfg: &SchedulerConfig, opts: &LiveOptions) -> Result<ApiClients
     }
     let cc = &cfg.client_connection;
     let limit = RateLimit::from_config(cc.qps, cc.burst).map_err(|e| LiveError::Client(e.to_string()))?;
-    kube_client::build(&config, limit).map_err(|e| LiveError::Client(e.to_string()))
+    let clients = kube_client::build(&config, limit).map_err(|e| LiveError::Client(e.to_string()))?;
+    Ok((clients, config))
 }
 
 async fn kubeconfig(p: &Path) -> Result<kube::Config, LiveError> {
@@ -108,38 +114,87 @@ async fn kubeconfig(p: &Path) -> Result<kube::Config, LiveError> {
         .map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))
 }
 
-/// The client for TokenReviews or SubjectAccessReviews: from `--authentication-kubeconfig` or
-/// `--authorization-kubeconfig`, else the scheduler's own.
-async fn review_client(path: Option<&Path>, own: &kube::Client) -> Result<kube::Client, LiveError> {
-    match path {
-        Some(p) => {
-            kube::Client::try_from(kubeconfig(p).await?).map_err(|e| LiveError::Client(format!("{}: {e}", p.display())))
-        }
-        None => Ok(own.clone()),
-    }
+/// The client for TokenReviews (`name` "authentication") or SubjectAccessReviews ("authorization"): from
+/// `--authentication-kubeconfig` or `--authorization-kubeconfig`, else the scheduler's own configuration, always with
+/// a connection and a rate limit of its own (upstream's QPS 200, burst 400), so requests to the endpoint never
+/// spend the scheduler's limit. Upstream falls back to the in-cluster configuration only; the scheduler's own also
+/// serves a scheduler run outside the cluster.
+async fn review_client(
+    path: Option<&Path>,
+    own: &kube::Config,
+    name: &'static str,
+    requests: &kube_client::RequestCounts,
+) -> Result<kube::Client, LiveError> {
+    let config = match path {
+        Some(p) => kubeconfig(p).await?,
+        None => own.clone(),
+    };
+    let at = |e: kube_client::ClientError| match path {
+        Some(p) => LiveError::Client(format!("{}: {e}", p.display())),
+        None => LiveError::Client(e.to_string()),
+    };
+    kube_client::build_one(&config, REVIEW_LIMIT, name, requests).map_err(at)
 }
 
 /// Starts HTTPS serving of the health, metrics and configuration endpoints.
 async fn start_serving(
     cfg: &SchedulerConfig,
     opts: &LiveOptions,
-    client: &kube::Client,
+    clients: &ApiClients,
+    config: &kube::Config,
     live: &Arc<Live>,
 ) -> Result<(), LiveError> {
-    let authn_client = review_client(opts.authentication.remote_kubeconfig.as_deref(), client).await?;
-    let authz_client = review_client(opts.authorization.remote_kubeconfig.as_deref(), client).await?;
+    let (own, requests) = (config, &clients.requests);
+    let authn_path = opts.authentication.remote_kubeconfig.as_deref();
+    let authn_client = review_client(authn_path, own, "authentication", requests).await?;
+    let authz_path = opts.authorization.remote_kubeconfig.as_deref();
+    let authz_client = review_client(authz_path, own, "authorization", requests).await?;
     let authn = Authenticator::new(&opts.authentication, Some(authn_client)).await?;
     let authz = Authorizer::new(&opts.authorization, Some(authz_client));
-    let (ready, scrape, shadow) = (live.clone(), live.clone(), live.clone());
+    let (ready, running, scrape, shadow, requests) =
+        (live.clone(), live.clone(), live.clone(), live.clone(), clients.requests.clone());
+    // Upstream's checks: leaderElection on /healthz and /readyz with leader election, shutdown and
+    // sched-handler-sync on /readyz. Its leaderElection watchdog fails once a leader's lease is 20 s past expiry;
+    // this process exits when it cannot renew within the renew deadline, so while it answers, the check passes.
+    let leader_election = || HealthCheck::new("leaderElection", || Ok(()));
+    let le = opts.leader_election.leader_elect;
+    let mut readyz: Vec<HealthCheck> = le.then(leader_election).into_iter().collect();
+    readyz.push(HealthCheck::new("shutdown", move || {
+        if running.running.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("process is shutting down".into())
+        }
+    }));
+    readyz.push(HealthCheck::new("sched-handler-sync", move || {
+        if ready.synced.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("handlers are not fully synchronized".into())
+        }
+    }));
     let endpoints = Endpoints {
-        ready: Box::new(move || ready.synced.load(Ordering::SeqCst)),
-        metrics: Box::new(move || scrape.metrics.render(&scrape.scheduler)),
-        configz: serde_json::json!({ "componentconfig": cfg }).to_string(),
+        healthz: le.then(leader_election).into_iter().collect(),
+        livez: Vec::new(),
+        readyz,
+        metrics: Box::new(move || scrape.metrics.render(&scrape.scheduler) + &requests.render()),
+        configz: configz(cfg),
         shadow: Box::new(move || shadow.scheduler.shadows().to_json()),
     };
     let served = server::serve(&opts.serving, authn, authz, endpoints).await?;
     tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz /debug/shadow");
     Ok(())
+}
+
+/// `/configz`'s body: the effective configuration under upstream's `componentconfig` key, with
+/// `clientConnection.qps` and `burst` as upstream's defaulting leaves them (0 or unset: 50 and 100; a negative QPS,
+/// which turns the limiter off, as given) rather than unset.
+fn configz(cfg: &SchedulerConfig) -> String {
+    let mut effective = cfg.clone();
+    let cc = &mut effective.client_connection;
+    cc.qps = Some(cc.qps.filter(|q| *q != 0.0).unwrap_or(kube_client::DEFAULT_QPS));
+    cc.burst = Some(cc.burst.filter(|b| *b != 0).unwrap_or(kube_client::DEFAULT_BURST));
+    serde_json::json!({ "componentconfig": effective }).to_string()
 }
 
 /// Logs each attempt from `-v=2` (as kube-scheduler's "Successfully bound pod" and "Unable to schedule pod"),
@@ -213,7 +268,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         .expect("tokio runtime");
     let handle = rt.handle().clone();
     rt.block_on(async move {
-        let clients = clients(&cfg, &opts).await?;
+        let (clients, config) = clients(&cfg, &opts).await?;
         let client = clients.main.clone();
         crate::wasm::register_plugins(&mut registry, &cfg, &opts.config_dir);
         let cluster =
@@ -269,7 +324,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             max_in_unschedulable: opts.pod_max_in_unschedulable,
         });
         if opts.serving.bind_port != 0 {
-            start_serving(&cfg, &opts, &client, &live).await?;
+            start_serving(&cfg, &opts, &clients, &config, &live).await?;
         }
 
         let lease = leader::Lease::new(client.clone(), &opts.leader_election, opts.identity.clone());
@@ -348,5 +403,28 @@ fn scheduling_loop(live: Arc<Live>) {
         if !s.schedule_one() {
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configz_shows_the_effective_client_limits() {
+        let qps_burst = |cfg: &SchedulerConfig| {
+            let v: serde_json::Value = serde_json::from_str(&configz(cfg)).unwrap();
+            let cc = &v["componentconfig"]["clientConnection"];
+            (cc["qps"].as_f64(), cc["burst"].as_i64())
+        };
+        let mut cfg = SchedulerConfig::default_config();
+        assert_eq!(qps_burst(&cfg), (Some(50.0), Some(100)), "upstream's defaults");
+        cfg.client_connection.qps = Some(5.0);
+        cfg.client_connection.burst = Some(7);
+        assert_eq!(qps_burst(&cfg), (Some(5.0), Some(7)));
+        // A negative QPS turns the limiter off and is shown as given, as upstream keeps it.
+        cfg.client_connection.qps = Some(-1.0);
+        cfg.client_connection.burst = Some(0);
+        assert_eq!(qps_burst(&cfg), (Some(-1.0), Some(100)));
     }
 }

@@ -197,7 +197,7 @@ const FLAGS: &[Flag] = &[
     used("tls-min-version", Value, "VersionTLS12 or VersionTLS13 (10 and 11 mean 12)"),
     ignored("tls-sni-cert-key", Value, "accepted, no effect: one serving certificate is used"),
     ignored("tls-curve-preferences", Value, "checked, no effect: rustls's default key exchange groups are offered"),
-    used("http2-max-streams-per-connection", Value, "HTTP/2 streams per connection (0: default)"),
+    used("http2-max-streams-per-connection", Value, "HTTP/2 streams per connection (0 or less: 100)"),
     used("permit-port-sharing", Bool, "bind with SO_REUSEPORT"),
     used("permit-address-sharing", Bool, "bind with SO_REUSEADDR"),
     // authentication
@@ -399,7 +399,17 @@ fn parse_bool(v: &str) -> Result<bool, String> {
 }
 
 fn parse_int<T: std::str::FromStr>(v: &str) -> Result<T, String> {
-    v.strip_prefix('+').unwrap_or(v).parse().map_err(|_| format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
+    let digits = v.strip_prefix('+').unwrap_or(v);
+    digits.parse().map_err(|_| {
+        // Go tells a number too large for the type from one that is no number.
+        let number = digits.strip_prefix('-').unwrap_or(digits);
+        let why = if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+            "value out of range"
+        } else {
+            "invalid syntax"
+        };
+        format!("strconv.ParseInt: parsing {v:?}: {why}")
+    })
 }
 
 fn parse_duration(v: &str) -> Result<Duration, String> {
@@ -505,8 +515,8 @@ fn set(o: &mut Options, name: &str, v: &str, first: bool) -> Result<(), String> 
             }
         }
         "http2-max-streams-per-connection" => {
-            let n: i64 = parse_int(v)?;
-            s.http2_max_streams_per_connection = u32::try_from(n).map_err(|_| "must not be negative".to_string())?;
+            // A Go int, used as upstream does (SecureServingOptions::http2_max_concurrent_streams).
+            s.http2_max_streams_per_connection = parse_int(v)?
         }
         "permit-port-sharing" => s.permit_port_sharing = parse_bool(v)?,
         "permit-address-sharing" => s.permit_address_sharing = parse_bool(v)?,
@@ -832,6 +842,23 @@ mod tests {
             }
             parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }
+    }
+
+    #[test]
+    fn http2_max_streams_takes_a_go_int() {
+        // Upstream's flag is a Go int (64 bits): every value in range is accepted, and narrowed as upstream does.
+        for (v, streams) in [
+            ("0", 100),
+            ("-1", 100),
+            ("100", 100),
+            ("4294967296", 250),
+            ("4294967297", 1),
+            ("9223372036854775807", u32::MAX),
+        ] {
+            let o = ok(&[&format!("--http2-max-streams-per-connection={v}")]);
+            assert_eq!(o.serving.http2_max_concurrent_streams(), streams, "{v}");
+        }
+        assert!(err(&["--http2-max-streams-per-connection=9223372036854775808"]).contains("out of range"));
     }
 
     #[test]

@@ -20,10 +20,12 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+use super::health::{self, HealthCheck};
+use super::limits::{Admitted, Connections, Tracked};
 use super::{Authenticator, Authorizer, Decision, SecureServingOptions, UserInfo};
 
-/// Time a client has to send its first bytes and finish the handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an HTTP/2 connection past its idle timeout gets to deliver its GOAWAY before it is dropped.
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
 /// What Go's HTTPS server answers to plain HTTP on its port.
 const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
@@ -33,8 +35,12 @@ const TLS_HANDSHAKE: u8 = 0x16;
 
 /// What the server answers behind authentication and authorization.
 pub struct Endpoints {
-    /// `/readyz`: whether the scheduler is ready (caches synced).
-    pub ready: Box<dyn Fn() -> bool + Send + Sync>,
+    /// `/healthz`'s checks (none: upstream's `ping`).
+    pub healthz: Vec<HealthCheck>,
+    /// `/livez`'s checks (none: `ping`).
+    pub livez: Vec<HealthCheck>,
+    /// `/readyz`'s checks.
+    pub readyz: Vec<HealthCheck>,
     /// `/metrics`: Prometheus text.
     pub metrics: Box<dyn Fn() -> String + Send + Sync>,
     /// `/configz`: the effective configuration as JSON.
@@ -51,6 +57,8 @@ pub(crate) struct State {
     endpoints: Endpoints,
     http1_only: bool,
     max_streams: u32,
+    /// The open connections and the limits they live under.
+    pub connections: Arc<Connections>,
 }
 
 impl State {
@@ -67,7 +75,8 @@ impl State {
             authz,
             endpoints,
             http1_only: opts.disable_http2,
-            max_streams: opts.http2_max_streams_per_connection,
+            max_streams: opts.http2_max_concurrent_streams(),
+            connections: Arc::new(Connections::new(opts.limits)),
         }
     }
 }
@@ -85,9 +94,21 @@ pub(crate) fn bind(addr: SocketAddr, opts: &SecureServingOptions) -> std::io::Re
 pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     loop {
         match listener.accept().await {
-            Ok((sock, _)) => {
-                tokio::spawn(connection(sock, state.clone()));
-            }
+            // Admitted here, in the order connections arrive, so the newest is never the one evicted to make room
+            // (an admission in the spawned task may run after later connections').
+            Ok((sock, _)) => match state.connections.admit() {
+                Some(admitted) => {
+                    tokio::spawn(connection(sock, admitted, state.clone()));
+                }
+                None => {
+                    // Every place serves a request: dropping the socket closes it (the client sees a reset
+                    // handshake).
+                    tracing::debug!(
+                        "connection refused: every one of the {} places serves a request",
+                        state.connections.count()
+                    );
+                }
+            },
             Err(e) => {
                 // Out of file descriptors and the like: try again shortly rather than spin.
                 tracing::warn!("accepting a connection: {e}");
@@ -97,18 +118,34 @@ pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     }
 }
 
-async fn connection(mut sock: TcpStream, state: Arc<State>) {
-    let mut first = [0u8; 1];
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, sock.peek(&mut first)).await {
-        Ok(Ok(1)) if first[0] == TLS_HANDSHAKE => {}
-        Ok(Ok(1)) => {
-            let _ = sock.write_all(PLAIN_HTTP_ANSWER).await;
-            let _ = sock.shutdown().await;
-            return;
+/// Serves one connection within the limits: a handshake that takes too long, a header that comes too slowly and a
+/// connection idle for too long are closed, and a connection is closed at once to make room past the cap.
+async fn connection(sock: TcpStream, admitted: Admitted, state: Arc<State>) {
+    let activity = admitted.activity.clone();
+    let limits = *state.connections.limits();
+    let handshake = async {
+        let mut sock = sock;
+        let mut first = [0u8; 1];
+        match sock.peek(&mut first).await {
+            Ok(1) if first[0] == TLS_HANDSHAKE => {}
+            Ok(1) => {
+                let _ = sock.write_all(PLAIN_HTTP_ANSWER).await;
+                let _ = sock.shutdown().await;
+                return None;
+            }
+            _ => return None,
         }
-        _ => return,
-    }
-    let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, state.acceptor.accept(sock)).await else { return };
+        state.acceptor.accept(sock).await.ok()
+    };
+    let tls = tokio::select! {
+        r = tokio::time::timeout(limits.handshake_timeout, handshake) => match r {
+            Ok(Some(tls)) => tls,
+            _ => return,
+        },
+        _ = activity.evict.notified() => return,
+    };
+    activity.handshake_done();
+    let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let peer: Arc<[CertificateDer<'static>]> = tls
         .get_ref()
         .1
@@ -116,20 +153,48 @@ async fn connection(mut sock: TcpStream, state: Arc<State>) {
         .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
         .unwrap_or_default();
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    if state.max_streams > 0 {
-        builder.http2().max_concurrent_streams(state.max_streams);
-    }
+    builder.http2().max_concurrent_streams(state.max_streams);
     let builder = if state.http1_only { builder.http1_only() } else { builder };
+    let (handler_state, requests) = (state.clone(), activity.clone());
     let service = hyper::service::service_fn(move |req| {
-        let (state, peer) = (state.clone(), peer.clone());
-        async move { Ok::<_, Infallible>(handle(&state, &peer, req).await) }
+        let (state, peer) = (handler_state.clone(), peer.clone());
+        let in_flight = requests.request();
+        async move {
+            let answer = handle(&state, &peer, req).await;
+            drop(in_flight);
+            Ok::<_, Infallible>(answer)
+        }
     });
-    let _ = builder.serve_connection(TokioIo::new(tls), service).await;
+    let conn = builder.serve_connection(TokioIo::new(Tracked::new(tls, activity.clone())), service);
+    tokio::pin!(conn);
+    loop {
+        let deadline = activity.deadline(&limits, http2);
+        let expired = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = activity.evict.notified() => return,
+            // A request started or ended, or a header began: the deadline moved.
+            _ = activity.changed.notified() => {}
+            _ = expired => break,
+        }
+    }
+    // Past its deadline with nothing in flight. Go's server closes an HTTP/1.1 connection without a word and sends
+    // an HTTP/2 one a GOAWAY first.
+    if http2 {
+        conn.as_mut().graceful_shutdown();
+        let _ = tokio::time::timeout(GOAWAY_GRACE, conn).await;
+    }
 }
 
 /// Authenticates, authorizes and answers one request.
 async fn handle(state: &State, peer: &[CertificateDer<'static>], req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
+    let req_query = req.uri().query().map(str::to_string);
     let verb = req.method().as_str().to_ascii_lowercase();
     let user = match state.authn.authenticate(req.headers(), peer).await {
         Ok(Some(u)) => u,
@@ -157,26 +222,24 @@ async fn handle(state: &State, peer: &[CertificateDer<'static>], req: Request<In
             );
         }
     }
-    route(&state.endpoints, &path)
+    route(&state.endpoints, &path, req_query.as_deref())
 }
 
-fn route(endpoints: &Endpoints, path: &str) -> Response<Full<Bytes>> {
-    let under = |root: &str| path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
-    if under("/healthz") || under("/livez") {
-        return text(StatusCode::OK, "text/plain; charset=utf-8", "ok".into());
-    }
-    if under("/readyz") {
-        return if (endpoints.ready)() {
-            text(StatusCode::OK, "text/plain; charset=utf-8", "ok".into())
-        } else {
-            text(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", "caches not synced".into())
-        };
+fn route(endpoints: &Endpoints, path: &str, query: Option<&str>) -> Response<Full<Bytes>> {
+    let roots = [("/healthz", &endpoints.healthz), ("/livez", &endpoints.livez), ("/readyz", &endpoints.readyz)];
+    for (root, checks) in roots {
+        if let Some((code, body)) = health::answer(root, checks, path, query) {
+            return text(code, "text/plain; charset=utf-8", body);
+        }
     }
     match path {
         "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", (endpoints.metrics)()),
         "/configz" => text(StatusCode::OK, "application/json", endpoints.configz.clone()),
         "/debug/shadow" => text(StatusCode::OK, "application/json", (endpoints.shadow)()),
-        _ => text(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "404 page not found\n".into()),
+        _ => {
+            let (code, body) = health::not_found();
+            text(code, "text/plain; charset=utf-8", body)
+        }
     }
 }
 

@@ -6,6 +6,8 @@
 mod authn;
 mod authz;
 mod handler;
+mod health;
+mod limits;
 mod tls;
 mod ttl_cache;
 
@@ -19,6 +21,8 @@ use thiserror::Error;
 pub use authn::{Authenticator, UserInfo};
 pub use authz::{Authorizer, Decision};
 pub use handler::Endpoints;
+pub use health::HealthCheck;
+pub use limits::{ServingLimits, LIMITS_ENV};
 
 /// kube-scheduler's default `--secure-port`.
 pub const DEFAULT_SECURE_PORT: u16 = 10259;
@@ -55,6 +59,14 @@ pub enum ServeError {
     /// The in-cluster authentication configuration could not be read and failures are not tolerated.
     #[error("looking up configmap kube-system/extension-apiserver-authentication: {0}")]
     Lookup(String),
+    /// The serving limits' override could not be read.
+    #[error("{var}: {message}")]
+    Limits {
+        /// The environment variable.
+        var: &'static str,
+        /// Why.
+        message: String,
+    },
 }
 
 /// The lowest TLS version served (`--tls-min-version`).
@@ -84,12 +96,29 @@ pub struct SecureServingOptions {
     pub min_tls_version: MinTlsVersion,
     /// `--disable-http2-serving`.
     pub disable_http2: bool,
-    /// `--http2-max-streams-per-connection` (0: the HTTP/2 stack's default).
-    pub http2_max_streams_per_connection: u32,
+    /// `--http2-max-streams-per-connection`, a Go `int` upstream (see [`Self::http2_max_concurrent_streams`]).
+    pub http2_max_streams_per_connection: i64,
     /// `--permit-port-sharing` (SO_REUSEPORT).
     pub permit_port_sharing: bool,
     /// `--permit-address-sharing` (SO_REUSEADDR).
     pub permit_address_sharing: bool,
+    /// Timeouts and the connection cap (no flags upstream; [`ServingLimits::from_env`] shortens them for tests).
+    pub limits: ServingLimits,
+}
+
+impl SecureServingOptions {
+    /// The HTTP/2 streams a client may open at once, as upstream derives them from the flag: 100 (what Go's
+    /// clients assume) when it is not positive, else the flag narrowed to 32 bits as Go's `uint32(...)` does, where
+    /// a narrowed 0 means x/net/http2's default of 250.
+    pub fn http2_max_concurrent_streams(&self) -> u32 {
+        match self.http2_max_streams_per_connection {
+            n if n <= 0 => 100,
+            n => match n as u32 {
+                0 => 250,
+                m => m,
+            },
+        }
+    }
 }
 
 impl Default for SecureServingOptions {
@@ -105,6 +134,7 @@ impl Default for SecureServingOptions {
             http2_max_streams_per_connection: 0,
             permit_port_sharing: false,
             permit_address_sharing: false,
+            limits: ServingLimits::default(),
         }
     }
 }
@@ -200,6 +230,14 @@ impl Default for DelegatingAuthorizationOptions {
 pub struct SecureServer {
     /// The address it listens on (the real port when 0 was asked).
     pub local_addr: SocketAddr,
+    connections: Arc<limits::Connections>,
+}
+
+impl SecureServer {
+    /// Connections open now (at most the cap, plus those being closed to make room).
+    pub fn open_connections(&self) -> usize {
+        self.connections.count()
+    }
 }
 
 /// Binds `opts`' address and serves `endpoints` over HTTPS on the current tokio runtime, every request
@@ -215,6 +253,10 @@ pub async fn serve(
     let listener = handler::bind(addr, opts).map_err(|source| ServeError::Bind { addr, source })?;
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
     let state = Arc::new(handler::State::new(tls, authn, authz, endpoints, opts));
+    let connections = state.connections.clone();
     tokio::spawn(handler::accept_loop(listener, state));
-    Ok(SecureServer { local_addr })
+    Ok(SecureServer { local_addr, connections })
 }
+
+#[cfg(test)]
+mod tests;

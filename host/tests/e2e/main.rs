@@ -20,6 +20,7 @@ mod events;
 mod extenders;
 mod faults;
 mod gang;
+mod lease;
 mod parity;
 mod serving;
 mod shadow;
@@ -263,10 +264,18 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 16] = [
+    let scenarios: [(&str, Scenario); 18] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
+        (
+            "an_anonymous_flood_does_not_spend_the_scheduling_rate_limit",
+            serving::an_anonymous_flood_does_not_spend_the_scheduling_rate_limit,
+        ),
+        (
+            "a_renewed_lease_is_not_taken_whatever_its_renew_time",
+            lease::a_renewed_lease_is_not_taken_whatever_its_renew_time,
+        ),
         ("label_scenario_and_post_bind_log", label_scenario_and_post_bind_log),
         ("gpu_pods_land_where_the_extender_says", extenders::gpu_pods_land_where_the_extender_says),
         ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),

@@ -174,3 +174,69 @@ pub(crate) fn secure_serving_and_flags(cp: &ControlPlane, k: &Kube, work: &Path)
         assert!(err.trim().lines().count() == 1 && err.contains(flag), "{bad}: {err}");
     }
 }
+
+/// Anonymous requests for paths nobody may read are each a SubjectAccessReview; with a low `clientConnection.qps`
+/// they must not queue in front of the scheduler's own requests. Counted, not timed: what each client sent
+/// (`kws_rest_client_requests_total`) while 16 threads flood random paths and 20 pods are bound.
+pub(crate) fn an_anonymous_flood_does_not_spend_the_scheduling_rate_limit(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace("e2e-flood");
+    k.node("flood-1", serde_json::json!({"e2e": "flood"}));
+    let profile = write_profile(
+        work,
+        "flood.yaml",
+        "clientConnection:\n  qps: 5\n  burst: 5\nprofiles:\n- schedulerName: flood-scheduler\n",
+    );
+    let port = free_port();
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("flood.log"));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let token = cp.token();
+    let sent = |client: &str| -> u64 {
+        let m = wait_until("/metrics", Duration::from_secs(60), || {
+            https_get(port, "/metrics", Some(&token)).filter(|(c, _)| *c == 200).map(|(_, m)| m)
+        });
+        super::counter(&m, "kws_rest_client_requests_total", &[("client", client)])
+    };
+    let (sched0, authz0) = (sent("scheduler"), sent("authorization"));
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..16)
+        .map(|t| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut answered = 0u64;
+                let mut round = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    round += 1;
+                    // Ten random paths on one kept-alive connection per curl: no review is answered from the cache.
+                    let urls: Vec<String> =
+                        (0..10).map(|i| format!("https://127.0.0.1:{port}/flood/{t}-{round}-{i}")).collect();
+                    let out = Command::new("curl")
+                        // Bodies after the first URL's go to stdout too: the code goes on a line of its own.
+                        .args(["-sk", "--max-time", "1", "-o", "/dev/null", "-w", "\n%{http_code}\n"])
+                        .args(&urls)
+                        .output()
+                        .unwrap();
+                    answered += String::from_utf8_lossy(&out.stdout).lines().filter(|c| *c == "403").count() as u64;
+                }
+                answered
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    for i in 0..20 {
+        k.pod("e2e-flood", &format!("f{i}"), Some("flood-scheduler"));
+    }
+    for i in 0..20 {
+        k.wait_bound("e2e-flood", &format!("f{i}"));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let forbidden: u64 = flood.into_iter().map(|t| t.join().unwrap()).sum();
+    let (sched, authz) = (sent("scheduler") - sched0, sent("authorization") - authz0);
+    eprintln!("e2e: flood: {forbidden} anonymous requests refused; scheduler client {sched}, review client {authz}");
+    // 20 bindings and a little slack for the informers: the reviews went elsewhere.
+    assert!(sched <= 60, "the scheduling client sent {sched} requests during the flood ({forbidden} refusals)");
+    assert!(forbidden >= 100, "the flood was answered: {forbidden} refusals");
+    assert!(authz >= forbidden / 2, "the reviews were counted on the review client: {authz} for {forbidden}");
+    drop(s);
+}

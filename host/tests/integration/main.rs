@@ -21,5 +21,6 @@ mod properties;
 mod queue;
 mod shadow;
 mod simulate;
+mod tls_errors;
 mod volumes;
 mod wasm;

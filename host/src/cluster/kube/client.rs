@@ -3,6 +3,7 @@
 //! client-go's `rest.Config` QPS/Burst. The scheduler's requests and its events go through two clients, each with
 //! its own connection and limit, as kube-scheduler's clientset and event clientset have their own limits.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -113,14 +114,57 @@ impl TokenBucket {
     }
 }
 
-/// A tower layer that takes a token before every request (`None`: no limit).
+/// Requests each of the process's clients sent, by client name (`kws_rest_client_requests_total{client}`), so
+/// what spends a client's rate limit can be seen. Shared by clones.
+#[derive(Clone, Default)]
+pub struct RequestCounts(Arc<Mutex<Vec<NamedCounter>>>);
+
+/// A client's name and its counter.
+type NamedCounter = (&'static str, Arc<AtomicU64>);
+
+impl RequestCounts {
+    /// The counter of the client `name` (one per name).
+    fn counter(&self, name: &'static str) -> Arc<AtomicU64> {
+        let mut v = self.0.lock().expect("request counts lock");
+        if let Some((_, c)) = v.iter().find(|(n, _)| *n == name) {
+            return c.clone();
+        }
+        let c = Arc::new(AtomicU64::new(0));
+        v.push((name, c.clone()));
+        c
+    }
+
+    /// The requests `name` sent so far.
+    pub fn get(&self, name: &str) -> u64 {
+        let v = self.0.lock().expect("request counts lock");
+        v.iter().find(|(n, _)| *n == name).map(|(_, c)| c.load(Ordering::Relaxed)).unwrap_or(0)
+    }
+
+    /// The counters in Prometheus text format.
+    pub fn render(&self) -> String {
+        let v = self.0.lock().expect("request counts lock");
+        let mut out = String::from(
+            "# HELP kws_rest_client_requests_total [ALPHA] Requests sent by each of the scheduler's API clients, \
+             counted as they pass the client's rate limiter.\n# TYPE kws_rest_client_requests_total counter\n",
+        );
+        for (name, c) in v.iter() {
+            out.push_str(&format!(
+                "kws_rest_client_requests_total{{client=\"{name}\"}} {}\n",
+                c.load(Ordering::Relaxed)
+            ));
+        }
+        out
+    }
+}
+
+/// A tower layer that takes a token before every request (`None`: no limit) and counts the requests.
 #[derive(Clone)]
-struct RateLimitLayer(Option<Arc<TokenBucket>>);
+struct RateLimitLayer(Option<Arc<TokenBucket>>, Arc<AtomicU64>);
 
 impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimited<S>;
     fn layer(&self, inner: S) -> RateLimited<S> {
-        RateLimited { inner, bucket: self.0.clone() }
+        RateLimited { inner, bucket: self.0.clone(), sent: self.1.clone() }
     }
 }
 
@@ -129,6 +173,7 @@ impl<S> Layer<S> for RateLimitLayer {
 struct RateLimited<S> {
     inner: S,
     bucket: Option<Arc<TokenBucket>>,
+    sent: Arc<AtomicU64>,
 }
 
 impl<S, R> Service<R> for RateLimited<S>
@@ -150,6 +195,7 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let bucket = self.bucket.clone();
+        self.sent.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
             if let Some(b) = bucket {
                 b.acquire().await;
@@ -166,10 +212,32 @@ pub struct ApiClients {
     pub main: kube::Client,
     /// Events only (kube-scheduler's separate event clientset), so a storm of events does not slow binding.
     pub events: kube::Client,
+    /// What each client sent (`scheduler`, `events`, and any client built later with these counts).
+    pub requests: RequestCounts,
 }
 
 /// Builds the clients for `config` under `limit`. Must run inside the tokio runtime that will drive them.
 pub fn build(config: &kube::Config, limit: RateLimit) -> Result<ApiClients, ClientError> {
+    let requests = RequestCounts::default();
+    // Two connections, not one: kube-apiserver serves at most 100 concurrent streams per HTTP/2 connection
+    // (`--http2-max-streams-per-connection`), and a burst of event writes on the scheduler's connection made
+    // bindings wait for a stream behind them (streaming p50 tripled). Go's client would dial extra connections for
+    // the overflow; here events have a connection of their own.
+    Ok(ApiClients {
+        main: build_one(config, limit, "scheduler", &requests)?,
+        events: build_one(config, limit, "events", &requests)?,
+        requests,
+    })
+}
+
+/// One client named `name` in `requests`, with a connection and a rate limit of its own. Must run inside the tokio
+/// runtime that will drive it.
+pub fn build_one(
+    config: &kube::Config,
+    limit: RateLimit,
+    name: &'static str,
+    requests: &RequestCounts,
+) -> Result<kube::Client, ClientError> {
     let tls = config.rustls_client_config().map_err(ClientError::Config)?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -180,7 +248,7 @@ pub fn build(config: &kube::Config, limit: RateLimit) -> Result<ApiClients, Clie
         .enable_http1()
         .enable_http2()
         .wrap_connector(http);
-    let pool = || -> hyper_util::client::legacy::Client<_, Body> {
+    let pool: hyper_util::client::legacy::Client<_, Body> =
         hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             // Pings and idle expiry need a timer.
             .timer(TokioTimer::new())
@@ -188,25 +256,17 @@ pub fn build(config: &kube::Config, limit: RateLimit) -> Result<ApiClients, Clie
             .http2_keep_alive_interval(HTTP2_PING_INTERVAL)
             .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
             .http2_keep_alive_while_idle(true)
-            .build(https.clone())
-    };
-    let client = |pool: hyper_util::client::legacy::Client<_, Body>| -> Result<kube::Client, ClientError> {
-        let bucket = limit.qps.map(|q| Arc::new(TokenBucket::new(q, limit.burst)));
-        let service = ServiceBuilder::new()
-            .concurrency_limit(MAX_REQUESTS_IN_FLIGHT)
-            .layer(RateLimitLayer(bucket))
-            .layer(config.base_uri_layer())
-            .option_layer(config.auth_layer().map_err(ClientError::Config)?)
-            .layer(config.extra_headers_layer().map_err(ClientError::Config)?)
-            .map_err(BoxError::from)
-            .service(pool);
-        Ok(kube::Client::new(service, config.default_namespace.clone()))
-    };
-    // Two connections, not one: kube-apiserver serves at most 100 concurrent streams per HTTP/2 connection
-    // (`--http2-max-streams-per-connection`), and a burst of event writes on the scheduler's connection made
-    // bindings wait for a stream behind them (streaming p50 tripled). Go's client would dial extra connections for
-    // the overflow; here events have a connection of their own.
-    Ok(ApiClients { main: client(pool())?, events: client(pool())? })
+            .build(https);
+    let bucket = limit.qps.map(|q| Arc::new(TokenBucket::new(q, limit.burst)));
+    let service = ServiceBuilder::new()
+        .concurrency_limit(MAX_REQUESTS_IN_FLIGHT)
+        .layer(RateLimitLayer(bucket, requests.counter(name)))
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer().map_err(ClientError::Config)?)
+        .layer(config.extra_headers_layer().map_err(ClientError::Config)?)
+        .map_err(BoxError::from)
+        .service(pool);
+    Ok(kube::Client::new(service, config.default_namespace.clone()))
 }
 
 #[cfg(test)]
