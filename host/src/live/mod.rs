@@ -194,7 +194,15 @@ fn configz(cfg: &SchedulerConfig) -> String {
     let cc = &mut effective.client_connection;
     cc.qps = Some(cc.qps.filter(|q| *q != 0.0).unwrap_or(kube_client::DEFAULT_QPS));
     cc.burst = Some(cc.burst.filter(|b| *b != 0).unwrap_or(kube_client::DEFAULT_BURST));
-    serde_json::json!({ "componentconfig": effective }).to_string()
+    // v1.37 serves the versioned object: its kind and apiVersion lead the configuration.
+    let mut body = serde_json::json!({
+        "kind": crate::config::KIND,
+        "apiVersion": crate::config::API_VERSION,
+    });
+    if let (Some(o), serde_json::Value::Object(fields)) = (body.as_object_mut(), serde_json::json!(effective)) {
+        o.extend(fields);
+    }
+    serde_json::json!({ "componentconfig": body }).to_string()
 }
 
 /// Logs each attempt from `-v=2` (as kube-scheduler's "Successfully bound pod" and "Unable to schedule pod"),
@@ -419,6 +427,9 @@ mod tests {
         };
         let mut cfg = SchedulerConfig::default_config();
         assert_eq!(qps_burst(&cfg), (Some(50.0), Some(100)), "upstream's defaults");
+        let v: serde_json::Value = serde_json::from_str(&configz(&cfg)).unwrap();
+        assert_eq!(v["componentconfig"]["kind"], "KubeSchedulerConfiguration");
+        assert_eq!(v["componentconfig"]["apiVersion"], "kubescheduler.config.k8s.io/v1");
         cfg.client_connection.qps = Some(5.0);
         cfg.client_connection.burst = Some(7);
         assert_eq!(qps_burst(&cfg), (Some(5.0), Some(7)));
