@@ -24,8 +24,8 @@ pub use signature::CosignKey;
 
 /// How long a connection to a source may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a whole download may take (a 20 MB guest over a slow link fits).
-const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a whole download may take by default (`pullTimeout`; a 20 MB guest over a slow link fits).
+pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The largest component downloaded: a guest is a few MB to a few tens of MB, and a download is held in memory.
 pub const MAX_COMPONENT_BYTES: u64 = 512 << 20;
 
@@ -112,6 +112,8 @@ pub struct PullArgs {
     pub recheck_interval: Option<Duration>,
     /// The cosign key every pulled version must be signed with (OCI only).
     pub signature: Option<CosignKey>,
+    /// The deadline of a whole fetch (`pullTimeout`): every request of it, bodies included.
+    pub timeout: Duration,
 }
 
 impl PullArgs {
@@ -121,7 +123,7 @@ impl PullArgs {
             Source::Oci(r) if r.tag() == Some("latest") => PullPolicy::Always,
             _ => PullPolicy::IfNotPresent,
         };
-        PullArgs { policy, docker_config: None, recheck_interval: None, signature: None }
+        PullArgs { policy, docker_config: None, recheck_interval: None, signature: None, timeout: DEFAULT_PULL_TIMEOUT }
     }
 }
 
@@ -244,7 +246,7 @@ pub fn fetch(source: &Source, sha256: Option<&str>, pull: &PullArgs) -> Result<F
                     return Err(SourceError::NotCached { source_name: url.clone() }.into())
                 }
                 None => {
-                    let bytes = block_on(https_get(url))?;
+                    let bytes = block_on(https_get(url, pull.timeout))?;
                     let f = Fetched { digest: sha256_hex(&bytes), bytes, revision: None, verified_with: None };
                     check_pin(source, sha256, &f.digest)?;
                     if let Some(c) = cache {
@@ -302,7 +304,7 @@ fn install_crypto_provider() {
 
 /// GETs a URL whole. The server's certificate is verified against the system's roots (`SSL_CERT_FILE` and
 /// `SSL_CERT_DIR` are honoured, as by Go's and OpenSSL's clients).
-async fn https_get(url: &str) -> Result<Vec<u8>, SourceError> {
+async fn https_get(url: &str, timeout: Duration) -> Result<Vec<u8>, SourceError> {
     let err = |source: reqwest::Error| SourceError::Http {
         url: url.to_string(),
         detail: chain(&source),
@@ -310,7 +312,7 @@ async fn https_get(url: &str) -> Result<Vec<u8>, SourceError> {
     };
     let client = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(FETCH_TIMEOUT)
+        .timeout(timeout)
         .https_only(true)
         .build()
         .map_err(err)?;

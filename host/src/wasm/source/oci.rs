@@ -12,8 +12,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use super::{
-    auth, block_on, chain, signature, Fetched, PullArgs, PullPolicy, SourceError, CONNECT_TIMEOUT, FETCH_TIMEOUT,
-    MAX_COMPONENT_BYTES,
+    auth, block_on, chain, signature, Fetched, PullArgs, PullPolicy, SourceError, CONNECT_TIMEOUT,
+    DEFAULT_PULL_TIMEOUT, MAX_COMPONENT_BYTES,
 };
 use crate::wasm::cache::{CachedRef, PluginCache};
 use crate::wasm::engine::sha256_hex;
@@ -73,7 +73,7 @@ impl OciRef {
 
 /// A client for the reference's registry. A registry on the loopback interface is spoken to in plain HTTP, as the
 /// Docker daemon treats `localhost` and 127.0.0.0/8 registries as insecure by default; any other over HTTPS.
-fn client(r: &OciRef) -> Client {
+fn client(r: &OciRef, timeout: std::time::Duration) -> Client {
     let registry = r.reference.resolve_registry().to_string();
     let host = registry.rsplit_once(':').map_or(registry.as_str(), |(h, _)| h);
     let loopback = host == "localhost"
@@ -81,7 +81,7 @@ fn client(r: &OciRef) -> Client {
     Client::new(ClientConfig {
         protocol: if loopback { ClientProtocol::HttpsExcept(vec![registry]) } else { ClientProtocol::Https },
         connect_timeout: Some(CONNECT_TIMEOUT),
-        read_timeout: Some(FETCH_TIMEOUT),
+        read_timeout: Some(timeout),
         user_agent: concat!("kube-wasm-scheduler/", env!("CARGO_PKG_VERSION")),
         ..Default::default()
     })
@@ -130,7 +130,7 @@ pub(super) fn fetch(r: &OciRef, pull: &PullArgs, cache: Option<&PluginCache>) ->
 pub(crate) fn resolve(r: &OciRef, pull: &PullArgs) -> Result<String, WasmError> {
     block_on(async {
         let auth = registry_auth(r, pull.docker_config.as_deref())?;
-        client(r).fetch_manifest_digest(&r.reference, &auth).await.map_err(|e| r.err(e))
+        client(r, pull.timeout).fetch_manifest_digest(&r.reference, &auth).await.map_err(|e| r.err(e))
     })
     .map_err(WasmError::from)
 }
@@ -159,7 +159,7 @@ pub(crate) fn remember(r: &OciRef, fetched: &Fetched) {
 /// checks the layer's digest against the manifest's descriptor as it reads it).
 async fn pull_at(r: &OciRef, at: Reference, pull: &PullArgs) -> Result<Fetched, SourceError> {
     let auth = registry_auth(r, pull.docker_config.as_deref())?;
-    let client = client(r);
+    let client = client(r, pull.timeout);
     let (manifest, manifest_digest) = client.pull_image_manifest(&at, &auth).await.map_err(|e| r.err(e))?;
     let layer =
         wasm_layer(&manifest).map_err(|detail| SourceError::NotWasmArtifact { reference: r.to_string(), detail })?;
@@ -222,7 +222,7 @@ pub fn push(
     let manifest = OciImageManifest::build(&layers, &config, None);
     block_on(async {
         let auth = registry_auth(r, docker_config)?;
-        let client = client(r);
+        let client = client(r, DEFAULT_PULL_TIMEOUT);
         client.push(&r.reference, &layers, config, &auth, Some(manifest)).await.map_err(|e| r.err(e))?;
         client.fetch_manifest_digest(&r.reference, &auth).await.map_err(|e| r.err(e))
     })
@@ -236,6 +236,7 @@ pub fn pull(r: &OciRef, docker_config: Option<&Path>) -> Result<Fetched, WasmErr
         docker_config: docker_config.map(Path::to_path_buf),
         recheck_interval: None,
         signature: None,
+        timeout: DEFAULT_PULL_TIMEOUT,
     };
     block_on(pull_at(r, r.reference.clone(), &pull)).map_err(WasmError::from)
 }
