@@ -5,6 +5,7 @@
 
 mod auth;
 pub mod oci;
+pub mod registry;
 pub mod signature;
 
 use std::fmt;
