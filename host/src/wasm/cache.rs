@@ -135,7 +135,10 @@ impl PluginCache {
             || !is_sha256_hex(layer)
             || verified_with.as_deref().is_some_and(|k| !is_sha256_hex(k))
         {
-            tracing::warn!(file = %path.display(), "ignoring a plugin cache reference whose digests are not sha256 digests");
+            tracing::warn!(
+                file = %path.display(),
+                "ignoring a plugin cache reference whose digests are not sha256 digests"
+            );
             return None;
         }
         Some(CachedRef { manifest: manifest.into(), layer: layer.into(), verified_with })

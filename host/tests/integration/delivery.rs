@@ -637,7 +637,7 @@ fn registry_credentials_come_from_a_docker_config_file() {
     let cache = dir.join("cache");
     let (profile, cluster) = write_inputs(&dir, &tag, "");
     let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
-    assert_refused(&out, &["\"PriorityLabel\"", &tag, "Not authorized"]);
+    assert_refused(&out, &["\"PriorityLabel\"", &tag, "answered 401 Unauthorized"]);
     let auth = format!("      auth: {{dockerConfig: {}}}\n", config.display());
     let (profile, _) = write_inputs(&dir, &tag, &auth);
     let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);

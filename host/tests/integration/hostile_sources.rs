@@ -184,7 +184,8 @@ impl Conn {
                 k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
             })
         };
-        let req = Request { method, path, host: header("host").unwrap_or_default(), authorization: header("authorization") };
+        let req =
+            Request { method, path, host: header("host").unwrap_or_default(), authorization: header("authorization") };
         self.seen.lock().unwrap().push(req.clone());
         match (self.handler)(&req) {
             Reply::Full { status, headers, body } => {
@@ -486,6 +487,9 @@ fn a_registry_redirect_to_its_own_address_is_followed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Where a redirecting server sends a request, given its own `host:port`.
+type Target = dyn Fn(&str) -> String + Send + Sync;
+
 #[test]
 fn an_https_redirect_to_another_loopback_port_or_to_plain_http_is_refused() {
     let dir = temp_dir("https-redirect");
@@ -494,14 +498,21 @@ fn an_https_redirect_to_another_loopback_port_or_to_plain_http_is_refused() {
     // Another server of the machine, which even serves the right bytes.
     let other = Hostile::start_tls(&dir, move |_| Reply::ok(body.clone(), "application/wasm"));
     let plain = Hostile::start(|_| Reply::status(404, b"SECRET-plain"));
-    for target in [format!("https://{}/x.wasm", other.host()), format!("http://{}/x.wasm", plain.host())] {
-        let to = target.clone();
-        let front = Hostile::start_tls(&dir, move |_| Reply::redirect(302, &to));
+    // Where each front server sends the request, and why that is refused.
+    let (other_host, plain_host) = (other.host(), plain.host());
+    let cases: [(Box<Target>, &str); 3] = [
+        (Box::new(move |_| format!("https://{other_host}/x.wasm")), "a loopback address other than the source's own"),
+        (Box::new(|own| format!("http://{own}/x.wasm")), "a downgrade from https to plain http"),
+        (Box::new(move |_| format!("http://{plain_host}/x.wasm")), "a downgrade from https to plain http"),
+    ];
+    for (target, why) in cases {
+        let front = Hostile::start_tls(&dir, move |req| Reply::redirect(302, &target(&req.host)));
         let url = format!("https://{}/priority-label.wasm", front.host());
         let (out, _) = run(&dir, &url, &pin, &[("SSL_CERT_FILE", front.ca_file.as_deref().unwrap())]);
-        assert_refused(&out, &["\"PriorityLabel\"", &url, "redirect to", "refused"]);
-        assert!(!stderr(&out).contains("SECRET"), "{target}: {}", stderr(&out));
-        assert!(other.seen().is_empty() && plain.seen().is_empty(), "{target} was asked");
+        assert_refused(&out, &["\"PriorityLabel\"", &url, "redirect to", &format!("refused: {why}")]);
+        assert!(!stderr(&out).contains("SECRET"), "{why}: {}", stderr(&out));
+        assert!(other.seen().is_empty() && plain.seen().is_empty(), "{why}: the target was asked");
+        assert_eq!(front.seen().len(), 1, "{why}: {:?}", front.seen());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -517,16 +528,25 @@ fn noisy_body() -> Vec<u8> {
 fn an_error_body_is_cut_to_a_short_sanitized_prefix() {
     let dir = temp_dir("error-body");
     let repo = unique_repo("error-body");
-    let reg = Hostile::start(|req| if req.path == "/v2/" { Reply::status(200, b"{}") } else { Reply::status(404, &noisy_body()) });
+    let reg =
+        Hostile::start(
+            |req| if req.path == "/v2/" { Reply::status(200, b"{}") } else { Reply::status(404, &noisy_body()) },
+        );
     let https = Hostile::start_tls(&dir, |_| Reply::status(404, &noisy_body()));
     let pin = format!("      sha256: {}\n", "0".repeat(64));
     let ca = https.ca_file.clone().unwrap();
     let ca = ca.as_path();
-    for (source, args) in [(format!("oci://{}/{repo}:v1", reg.host()), ""), (format!("https://{}/x.wasm", https.host()), pin.as_str())] {
+    for (source, args) in
+        [(format!("oci://{}/{repo}:v1", reg.host()), ""), (format!("https://{}/x.wasm", https.host()), pin.as_str())]
+    {
         let (out, _) = run(&dir, &source, args, &[("SSL_CERT_FILE", ca)]);
         assert_refused(&out, &["\"PriorityLabel\"", &source, "answered 404"]);
         let err = stderr(&out);
-        assert!(err.lines().all(|l| l.len() < 1000), "{source}: a line of {} bytes", err.lines().map(str::len).max().unwrap());
+        assert!(
+            err.lines().all(|l| l.len() < 1000),
+            "{source}: a line of {} bytes",
+            err.lines().map(str::len).max().unwrap()
+        );
         assert!(!err.contains('\x1b') && !err.contains('\r'), "{source}: {err:?}");
         assert!(!err.lines().any(|l| l.starts_with("FAKE")), "{source}: {err}");
     }
@@ -538,7 +558,8 @@ fn a_manifest_larger_than_4_mib_is_refused_as_it_streams() {
     let dir = temp_dir("huge-manifest");
     let repo = unique_repo("huge-manifest");
     let art = Artifact::new(&repo, component());
-    let reg = Hostile::start(move |req| if art.is_manifest(req) { Reply::Flood { len: 256 << 20 } } else { art.answer(req) });
+    let reg =
+        Hostile::start(move |req| if art.is_manifest(req) { Reply::Flood { len: 256 << 20 } } else { art.answer(req) });
     let source = format!("oci://{}/{repo}:v1", reg.host());
     let (out, _) = run(&dir, &source, "", &[]);
     assert_refused(&out, &["\"PriorityLabel\"", &source, "manifest", "4194304-byte maximum"]);
@@ -553,7 +574,8 @@ fn a_blob_longer_than_its_descriptor_is_cut_off_at_the_declared_size() {
     let repo = unique_repo("long-blob");
     let declared = vec![b'x'; 5000];
     let art = Artifact::declaring(&repo, &format!("sha256:{}", sha256_hex(&declared)), 5000, declared);
-    let reg = Hostile::start(move |req| if art.is_blob(req) { Reply::Flood { len: 256 << 20 } } else { art.answer(req) });
+    let reg =
+        Hostile::start(move |req| if art.is_blob(req) { Reply::Flood { len: 256 << 20 } } else { art.answer(req) });
     let source = format!("oci://{}/{repo}:v1", reg.host());
     let (out, _) = run(&dir, &source, "", &[]);
     assert_refused(&out, &["\"PriorityLabel\"", &source, "more than the 5000 bytes"]);
