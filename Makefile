@@ -62,8 +62,8 @@ fuzz: setup guests
 	KWS_FUZZ_SEEDS=$${KWS_FUZZ_SEEDS:-2000} cargo test -p kube-wasm-scheduler --test integration -- lifting
 
 ## campaign: hostile inputs against the scheduler binary (configurations, cluster files, quantities, plugin files,
-## hostile guests) and a table of outcomes; fails on any panic, hang, wrong result or silently accepted bad input.
-## Needs python3-yaml. CAMPAIGN_ARGS e.g. "--random 1000 --seed 7".
+## hostile guests, hostile registries and https plugin servers) and a table of outcomes; fails on any panic, hang,
+## wrong result or silently accepted bad input. Needs python3-yaml (and openssl for the https servers). CAMPAIGN_ARGS e.g. "--random 1000 --seed 7".
 campaign: build guests
 	scripts/campaign.py --bin $(BIN) $(CAMPAIGN_ARGS)
 

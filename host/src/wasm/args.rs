@@ -10,6 +10,9 @@ use crate::framework::quantity::parse_value;
 
 use super::source::{CosignKey, PullArgs, PullPolicy, Source};
 
+/// The longest `pullTimeout`: a start waits for its fetches, and a hung one must end.
+pub const MAX_PULL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
 /// The shortest `recheckInterval`: a registry is not asked about a tag more often than this.
 pub const MIN_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -97,6 +100,7 @@ struct RawArgs {
     auth: Option<RawAuth>,
     recheck_interval: Option<String>,
     signature: Option<RawSignature>,
+    pull_timeout: Option<String>,
     #[serde(default)]
     config: Option<serde_json::Value>,
     timeout: Option<String>,
@@ -237,6 +241,7 @@ fn parse_pull(raw: &RawArgs, component: &Source, base: &std::path::Path) -> Resu
             (raw.auth.is_some(), "auth"),
             (raw.recheck_interval.is_some(), "recheckInterval"),
             (raw.signature.is_some(), "signature"),
+            (raw.pull_timeout.is_some(), "pullTimeout"),
         ] {
             if given {
                 return Err(format!("{field}: only an https or oci component is pulled; a local file is read"));
@@ -262,6 +267,16 @@ fn parse_pull(raw: &RawArgs, component: &Source, base: &std::path::Path) -> Resu
         let path = std::path::PathBuf::from(&sig.key);
         let path = if path.is_absolute() { path } else { base.join(path) };
         pull.signature = Some(CosignKey::load(&path).map_err(|e| format!("signature.key: {e}"))?);
+    }
+    if let Some(t) = &raw.pull_timeout {
+        let d = parse_go_duration(t).map_err(|e| format!("pullTimeout: {e}"))?;
+        if d.is_zero() {
+            return Err("pullTimeout: must be greater than 0".into());
+        }
+        if d > MAX_PULL_TIMEOUT {
+            return Err(format!("pullTimeout: {d:?} is over the {MAX_PULL_TIMEOUT:?} maximum"));
+        }
+        pull.timeout = d;
     }
     if let Some(t) = &raw.recheck_interval {
         if !component.is_tag() {
@@ -351,6 +366,9 @@ mod tests {
             (json!({"component": "x", "timeout": "2m"}), "timeout: 120s is over the 60s maximum"),
             (json!({"component": "x", "memoryLimit": "5Gi"}), "over the 4Gi maximum"),
             (json!({"component": "x", "circuitBreaker": {"failures": 1}}), "failures"),
+            (json!({"component": "x", "pullTimeout": "1s"}), "pullTimeout: only an https or oci component"),
+            (json!({"component": "oci://r.io/x:v1", "pullTimeout": "0s"}), "pullTimeout: must be greater than 0"),
+            (json!({"component": "oci://r.io/x:v1", "pullTimeout": "1h"}), "pullTimeout: 3600s is over the 1800s"),
         ] {
             let e = WasmArgs::parse(&args, std::path::Path::new("/")).unwrap_err();
             assert!(e.contains(want), "{e}");
@@ -368,7 +386,7 @@ mod pull_tests {
         let base = std::path::Path::new("/etc/sched");
         let a = WasmArgs::parse(
             &json!({"component": "oci://127.0.0.1:5000/prio:v1", "auth": {"dockerConfig": "pull/config.json"},
-                    "recheckInterval": "30s", "pullPolicy": "Always"}),
+                    "recheckInterval": "30s", "pullPolicy": "Always", "pullTimeout": "10s"}),
             base,
         )
         .unwrap();
@@ -380,6 +398,7 @@ mod pull_tests {
                 docker_config: Some("/etc/sched/pull/config.json".into()),
                 recheck_interval: Some(Duration::from_secs(30)),
                 signature: None,
+                timeout: Duration::from_secs(10),
             }
         );
         let a = WasmArgs::parse(&json!({"component": "https://r.io/x.wasm", "sha256": "A".repeat(64)}), base).unwrap();

@@ -3,6 +3,13 @@
 //! (`compiled/HEX-ENGINE.cwasm`), so a restart neither downloads nor recompiles a 12–18 MB interpreted guest.
 //! Bounded in size: past the bound the least recently used files go first.
 //!
+//! Nothing is read back from a file this user did not write or that someone else could have changed: a file, and
+//! every directory from it up to the cache's own, must be owned by this process's user and writable by no one else
+//! (issue 34: a shared or wrongly-permissioned cache let anyone plant a `refs/` file naming their own blob, served
+//! with no request and no signature check). A `refs/` file also records which cosign key its version was verified
+//! with, so that check protects the record too. Names read back are 64 hex digits or nothing: no path outside
+//! `blobs/` is ever opened or removed.
+//!
 //! Where: `$KWS_PLUGIN_CACHE`, else `$XDG_CACHE_HOME/kube-wasm-scheduler/plugins`, else
 //! `~/.cache/kube-wasm-scheduler/plugins`; `KWS_PLUGIN_CACHE=off` turns it off. The bound is
 //! `$KWS_PLUGIN_CACHE_MAX` (a quantity such as `2Gi`, default [`DEFAULT_MAX_BYTES`]).
@@ -19,6 +26,7 @@ use wasmtime::component::Component;
 use wasmtime::Engine;
 
 use super::engine::sha256_hex;
+use super::source::registry::{is_sha256_hex, sha256_hex_of};
 
 /// The default bound on the cache's size.
 pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
@@ -80,8 +88,10 @@ impl PluginCache {
         &self.dir
     }
 
-    fn blob_path(&self, sha256: &str) -> PathBuf {
-        self.dir.join("blobs/sha256").join(sha256)
+    /// Where the bytes of `sha256` are kept; `None` for anything but 64 hex digits (a name read back from a
+    /// `refs/` file must not lead out of `blobs/`).
+    fn blob_path(&self, sha256: &str) -> Option<PathBuf> {
+        is_sha256_hex(sha256).then(|| self.dir.join("blobs/sha256").join(sha256))
     }
 
     fn ref_path(&self, reference: &str) -> PathBuf {
@@ -91,7 +101,8 @@ impl PluginCache {
 
     /// The bytes whose SHA-256 is `sha256`, when cached and intact (a damaged file is removed).
     pub fn blob(&self, sha256: &str) -> Option<Vec<u8>> {
-        let path = self.blob_path(sha256);
+        let path = self.blob_path(sha256)?;
+        self.trusted(&path)?;
         let bytes = std::fs::read(&path).ok()?;
         if sha256_hex(&bytes) != sha256 {
             let _ = std::fs::remove_file(&path);
@@ -103,16 +114,34 @@ impl PluginCache {
 
     /// Keeps bytes under their SHA-256. Failures are logged: the cache only ever saves work.
     pub fn put_blob(&self, sha256: &str, bytes: &[u8]) {
-        self.write(&self.blob_path(sha256), bytes);
+        match self.blob_path(sha256) {
+            Some(path) => self.write(&path, bytes),
+            None => tracing::warn!(digest = %sha256, "not caching bytes under a name that is not a sha256 digest"),
+        }
     }
 
     /// What `reference` resolved to when last pulled.
     pub fn reference(&self, reference: &str) -> Option<CachedRef> {
-        let text = std::fs::read_to_string(self.ref_path(reference)).ok()?;
+        let path = self.ref_path(reference);
+        self.trusted(&path)?;
+        let text = std::fs::read_to_string(&path).ok()?;
         let mut lines = text.lines();
         let (name, manifest, layer) = (lines.next()?, lines.next()?, lines.next()?);
         let verified_with = lines.next().filter(|k| !k.is_empty()).map(str::to_string);
-        (name == reference).then(|| CachedRef { manifest: manifest.into(), layer: layer.into(), verified_with })
+        if name != reference {
+            return None;
+        }
+        if sha256_hex_of(manifest).is_err()
+            || !is_sha256_hex(layer)
+            || verified_with.as_deref().is_some_and(|k| !is_sha256_hex(k))
+        {
+            tracing::warn!(
+                file = %path.display(),
+                "ignoring a plugin cache reference whose digests are not sha256 digests"
+            );
+            return None;
+        }
+        Some(CachedRef { manifest: manifest.into(), layer: layer.into(), verified_with })
     }
 
     /// Records what `reference` resolved to.
@@ -132,12 +161,12 @@ impl PluginCache {
 
     /// The precompiled component for `sha256`, when this cache wrote one for a compatible engine.
     pub fn compiled(&self, engine: &Engine, sha256: &str) -> Option<Component> {
-        let path = self.compiled_path(engine, sha256);
-        let meta = std::fs::metadata(&path).ok()?;
-        if !self.written_by_us(&path, &meta) {
-            tracing::warn!(file = %path.display(), "not loading a precompiled artifact this cache did not write (owner or mode)");
+        if !is_sha256_hex(sha256) {
             return None;
         }
+        let path = self.compiled_path(engine, sha256);
+        // Machine code that wasmtime trusts: only from a file this cache wrote.
+        self.trusted(&path)?;
         match deserialize(engine, &path) {
             Ok(c) => {
                 touch(&path);
@@ -159,12 +188,34 @@ impl PluginCache {
         }
     }
 
-    /// Only files this process's user wrote, in directories no one else can write to, are ever deserialized:
-    /// a precompiled artifact is machine code that wasmtime trusts.
-    fn written_by_us(&self, path: &Path, meta: &std::fs::Metadata) -> bool {
+    /// `Some(())` when `path` is a file this process's user owns and no one else can write, in directories up to the
+    /// cache's own of which the same holds; `None` (and a warning) when it exists but does not pass, or is absent.
+    fn trusted(&self, path: &Path) -> Option<()> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
         let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX);
         let private = |m: &std::fs::Metadata| m.uid() == uid && m.permissions().mode() & 0o022 == 0;
-        private(meta) && path.parent().and_then(|d| std::fs::metadata(d).ok()).is_some_and(|m| private(&m))
+        let mut why = (!meta.is_file() || !private(&meta)).then_some(path);
+        let mut dir = path.parent();
+        while let (None, Some(d)) = (why, dir) {
+            if !std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && private(&m)) {
+                why = Some(d);
+            }
+            if d == self.dir {
+                break;
+            }
+            dir = d.parent();
+        }
+        match why {
+            None => Some(()),
+            Some(p) => {
+                tracing::warn!(
+                    file = %path.display(),
+                    untrusted = %p.display(),
+                    "not trusting the plugin cache's copy: another user owns it or others can write to it; fetching from the source instead"
+                );
+                None
+            }
+        }
     }
 
     /// Writes a file whole (a temporary file, then one rename, so a reader never sees half of it), then keeps the
@@ -247,14 +298,57 @@ mod tests {
         assert_eq!(c.blob(&digest), None);
         c.put_blob(&digest, &bytes);
         assert_eq!(c.blob(&digest), Some(bytes));
-        std::fs::write(c.blob_path(&digest), b"tampered").unwrap();
+        let path = c.blob_path(&digest).unwrap();
+        std::fs::write(&path, b"tampered").unwrap();
         assert_eq!(c.blob(&digest), None, "a damaged blob is not served");
-        assert!(!c.blob_path(&digest).exists(), "and is removed");
+        assert!(!path.exists(), "and is removed");
 
-        let r = CachedRef { manifest: "sha256:abc".into(), layer: digest.clone(), verified_with: Some("k".into()) };
+        let manifest = format!("sha256:{}", "b".repeat(64));
+        let r = CachedRef { manifest, layer: digest.clone(), verified_with: Some("c".repeat(64)) };
         c.put_reference("127.0.0.1:5000/p:v1", &r);
         assert_eq!(c.reference("127.0.0.1:5000/p:v1"), Some(r));
         assert_eq!(c.reference("127.0.0.1:5000/p:v2"), None);
+        let _ = std::fs::remove_dir_all(c.dir());
+    }
+
+    #[test]
+    fn only_private_files_are_read_back_and_only_digests_name_them() {
+        let c = temp_cache(1 << 21);
+        let bytes = b"component bytes".to_vec();
+        let digest = sha256_hex(&bytes);
+        c.put_blob(&digest, &bytes);
+        let r = CachedRef { manifest: format!("sha256:{digest}"), layer: digest.clone(), verified_with: None };
+        c.put_reference("r.io/p:v1", &r);
+        assert!(c.blob(&digest).is_some() && c.reference("r.io/p:v1").is_some());
+        let chmod = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        let blob = c.blob_path(&digest).unwrap();
+        let reference = c.ref_path("r.io/p:v1");
+        for (loose, mode, dir_mode) in [
+            (c.dir().to_path_buf(), 0o777, 0o700),
+            (c.dir().join("blobs"), 0o775, 0o700),
+            (c.dir().join("refs"), 0o777, 0o700),
+            (blob.clone(), 0o666, 0o600),
+            (reference.clone(), 0o622, 0o600),
+        ] {
+            chmod(&loose, mode);
+            assert!(c.blob(&digest).is_none() || c.reference("r.io/p:v1").is_none(), "{}", loose.display());
+            chmod(&loose, dir_mode);
+        }
+        assert!(c.blob(&digest).is_some() && c.reference("r.io/p:v1").is_some());
+        assert!(blob.exists(), "an untrusted blob is left alone, not removed");
+
+        // Names that are not digests open nothing and remove nothing.
+        let victim = c.dir().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        assert_eq!(c.blob("../../victim"), None);
+        c.put_blob("../../victim", b"x");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        for bad in ["../../victim", "sha256:../x"] {
+            std::fs::write(&reference, format!("r.io/p:v1\nsha256:{digest}\n{bad}\n\n")).unwrap();
+            assert_eq!(c.reference("r.io/p:v1"), None, "{bad}");
+            std::fs::write(&reference, format!("r.io/p:v1\n{bad}\n{digest}\n\n")).unwrap();
+            assert_eq!(c.reference("r.io/p:v1"), None, "{bad}");
+        }
         let _ = std::fs::remove_dir_all(c.dir());
     }
 

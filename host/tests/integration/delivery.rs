@@ -20,24 +20,24 @@ use kube_wasm_scheduler::wasm::{self, engine::sha256_hex, source::OciRef, Compon
 use crate::util::*;
 use crate::wasm::{add_pod, guest, label_profile, node_yaml, registry_for};
 
-fn bin() -> &'static str {
+pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_kube-wasm-scheduler")
 }
 
 /// A fresh directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("kws-delivery-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A repository name no earlier run used (the plugin cache outlives registries, whose ports repeat).
-fn unique_repo(name: &str) -> String {
+pub(crate) fn unique_repo(name: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("kws-test/{name}-{}-{nanos}", std::process::id())
 }
@@ -198,12 +198,12 @@ impl Drop for HttpsServer {
 }
 
 /// Two labelled nodes and one pod: priority-label sends it to `high`, the inverted build to `low`.
-fn label_cluster() -> String {
+pub(crate) fn label_cluster() -> String {
     node_yaml("low", Some("10")) + &node_yaml("high", Some("90")) + &pod_yaml("p1", "")
 }
 
 /// Writes a profile whose PriorityLabel plugin comes from `component` and the cluster beside it.
-fn write_inputs(dir: &Path, component: &str, extra_args: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn write_inputs(dir: &Path, component: &str, extra_args: &str) -> (PathBuf, PathBuf) {
     let (profile, cluster) = (dir.join("profile.yaml"), dir.join("cluster.yaml"));
     std::fs::write(&profile, label_profile(Path::new(component), extra_args)).unwrap();
     std::fs::write(&cluster, label_cluster()).unwrap();
@@ -211,7 +211,7 @@ fn write_inputs(dir: &Path, component: &str, extra_args: &str) -> (PathBuf, Path
 }
 
 /// `simulate` with a plugin cache of the test's own (and `env`), timed.
-fn simulate_bin(profile: &Path, cluster: &Path, cache: &Path, env: &[(&str, &Path)]) -> (Output, Duration) {
+pub(crate) fn simulate_bin(profile: &Path, cluster: &Path, cache: &Path, env: &[(&str, &Path)]) -> (Output, Duration) {
     let mut c = Command::new(bin());
     c.args(["simulate", "--output", "json", "--config"]).arg(profile).arg("--cluster").arg(cluster);
     c.env("KWS_PLUGIN_CACHE", cache).env("KWS_LOG", "kube_wasm_scheduler::wasm=info");
@@ -224,7 +224,7 @@ fn simulate_bin(profile: &Path, cluster: &Path, cache: &Path, env: &[(&str, &Pat
 }
 
 /// The node p1 went to in a `simulate --output json` run.
-fn placed(out: &Output) -> Option<String> {
+pub(crate) fn placed(out: &Output) -> Option<String> {
     assert!(out.status.success(), "simulate failed: {}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = report["placements"].as_array().unwrap().iter().find(|p| p["pod"] == "default/p1").unwrap();
@@ -232,7 +232,7 @@ fn placed(out: &Output) -> Option<String> {
 }
 
 /// A bad-input refusal: exit code 2, one line on stderr, naming `what`.
-fn assert_refused(out: &Output, what: &[&str]) {
+pub(crate) fn assert_refused(out: &Output, what: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     let last = err.lines().last().unwrap_or("");
@@ -251,7 +251,7 @@ fn push(file: &Path, reference: &str) -> String {
     digest
 }
 
-fn sha(file: &Path) -> String {
+pub(crate) fn sha(file: &Path) -> String {
     sha256_hex(&std::fs::read(file).unwrap())
 }
 
@@ -508,12 +508,12 @@ fn the_plugin_cache_survives_a_restart_with_no_download_and_no_recompile() {
 }
 
 /// A cosign key pair (ECDSA P-256, what `cosign generate-key-pair` makes), its public key written as `cosign.pub`.
-struct CosignKey {
+pub(crate) struct CosignKey {
     pair: ring::signature::EcdsaKeyPair,
-    public_pem: PathBuf,
+    pub(crate) public_pem: PathBuf,
 }
 
-fn cosign_key(dir: &Path, name: &str) -> CosignKey {
+pub(crate) fn cosign_key(dir: &Path, name: &str) -> CosignKey {
     use base64::Engine as _;
     use ring::signature::KeyPair as _;
     let rng = ring::rand::SystemRandom::new();
@@ -637,7 +637,7 @@ fn registry_credentials_come_from_a_docker_config_file() {
     let cache = dir.join("cache");
     let (profile, cluster) = write_inputs(&dir, &tag, "");
     let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);
-    assert_refused(&out, &["\"PriorityLabel\"", &tag, "Not authorized"]);
+    assert_refused(&out, &["\"PriorityLabel\"", &tag, "answered 401 Unauthorized"]);
     let auth = format!("      auth: {{dockerConfig: {}}}\n", config.display());
     let (profile, _) = write_inputs(&dir, &tag, &auth);
     let (out, _) = simulate_bin(&profile, &cluster, &cache, &[]);

@@ -14,6 +14,7 @@ mod framework;
 mod gang;
 mod go_guest;
 mod guest_failures;
+mod hostile_sources;
 mod lifting;
 mod pod_ref;
 mod points;

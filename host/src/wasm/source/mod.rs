@@ -4,7 +4,9 @@
 //! image pull policies. Istio's `WasmPlugin` and the kubelet's image pulls are the models.
 
 mod auth;
+mod http;
 pub mod oci;
+pub mod registry;
 pub mod signature;
 
 use std::fmt;
@@ -24,8 +26,8 @@ pub use signature::CosignKey;
 
 /// How long a connection to a source may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a whole download may take (a 20 MB guest over a slow link fits).
-const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a whole download may take by default (`pullTimeout`; a 20 MB guest over a slow link fits).
+pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The largest component downloaded: a guest is a few MB to a few tens of MB, and a download is held in memory.
 pub const MAX_COMPONENT_BYTES: u64 = 512 << 20;
 
@@ -112,6 +114,8 @@ pub struct PullArgs {
     pub recheck_interval: Option<Duration>,
     /// The cosign key every pulled version must be signed with (OCI only).
     pub signature: Option<CosignKey>,
+    /// The deadline of a whole fetch (`pullTimeout`): every request of it, bodies included.
+    pub timeout: Duration,
 }
 
 impl PullArgs {
@@ -121,7 +125,7 @@ impl PullArgs {
             Source::Oci(r) if r.tag() == Some("latest") => PullPolicy::Always,
             _ => PullPolicy::IfNotPresent,
         };
-        PullArgs { policy, docker_config: None, recheck_interval: None, signature: None }
+        PullArgs { policy, docker_config: None, recheck_interval: None, signature: None, timeout: DEFAULT_PULL_TIMEOUT }
     }
 }
 
@@ -141,10 +145,10 @@ pub struct Fetched {
 /// A remote source that could not be fetched. Clone (causes shared) so that `WasmError` stays a plain value.
 #[derive(Debug, Clone, Error)]
 pub enum SourceError {
-    /// The HTTP request failed (connection, TLS, timeout) or answered an error status.
+    /// The HTTP request failed (connection, TLS, timeout, a refused redirect).
     #[error("{url}: {detail}")]
     Http {
-        /// The URL.
+        /// The source (its URL or OCI reference).
         url: String,
         /// What went wrong, with its causes, on one line.
         detail: String,
@@ -152,7 +156,35 @@ pub enum SourceError {
         #[source]
         source: Arc<reqwest::Error>,
     },
-    /// The registry refused or failed a request.
+    /// The server answered an error status; its body is quoted by a short sanitized prefix only.
+    #[error("{source_name}: {url} answered {status}{}", quoted(.body))]
+    Status {
+        /// The source.
+        source_name: String,
+        /// The URL asked (after redirects), cut.
+        url: String,
+        /// The status.
+        status: String,
+        /// The start of the answer's body, sanitized.
+        body: String,
+    },
+    /// What the server sent is not what was asked for or declared (a digest, a length, a token answer).
+    #[error("{source_name}: {detail}")]
+    Invalid {
+        /// The source.
+        source_name: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The whole fetch did not finish within its deadline.
+    #[error("{source_name}: not fetched within its pullTimeout of {timeout:?}")]
+    Deadline {
+        /// The source.
+        source_name: String,
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// The registry refused or failed a push (`plugin push`, through oci-client).
     #[error("{reference}: {detail}")]
     Registry {
         /// The OCI reference.
@@ -187,11 +219,15 @@ pub enum SourceError {
         /// Why.
         detail: String,
     },
-    /// The download is larger than any component.
-    #[error("{source_name}: over the {MAX_COMPONENT_BYTES}-byte maximum of a component")]
+    /// A download is over its bound (a component, a manifest).
+    #[error("{source_name}: {what} over the {limit}-byte maximum")]
     TooLarge {
         /// The source.
         source_name: String,
+        /// What is too large ("the component is").
+        what: &'static str,
+        /// The bound.
+        limit: u64,
     },
     /// `pullPolicy: Never` and the plugin cache does not hold it.
     #[error("{source_name}: not in the plugin cache and pullPolicy is Never")]
@@ -199,6 +235,31 @@ pub enum SourceError {
         /// The source.
         source_name: String,
     },
+}
+
+/// `: BODY` when there is a body to quote.
+fn quoted(body: &str) -> String {
+    if body.is_empty() {
+        String::new()
+    } else {
+        format!(": {body}")
+    }
+}
+
+impl SourceError {
+    /// The message without the source's name in front (for an error quoted inside another about the same source).
+    pub fn detail(&self) -> String {
+        let text = self.to_string();
+        let name = match self {
+            SourceError::Http { url: n, .. }
+            | SourceError::Status { source_name: n, .. }
+            | SourceError::Invalid { source_name: n, .. }
+            | SourceError::Deadline { source_name: n, .. }
+            | SourceError::TooLarge { source_name: n, .. } => n,
+            _ => return text,
+        };
+        text.strip_prefix(&format!("{name}: ")).map(str::to_string).unwrap_or(text)
+    }
 }
 
 /// Errors are equal when they read the same (the causes are not comparable).
@@ -244,7 +305,7 @@ pub fn fetch(source: &Source, sha256: Option<&str>, pull: &PullArgs) -> Result<F
                     return Err(SourceError::NotCached { source_name: url.clone() }.into())
                 }
                 None => {
-                    let bytes = block_on(https_get(url))?;
+                    let bytes = block_on(https_get(url, pull.timeout))?;
                     let f = Fetched { digest: sha256_hex(&bytes), bytes, revision: None, verified_with: None };
                     check_pin(source, sha256, &f.digest)?;
                     if let Some(c) = cache {
@@ -300,34 +361,30 @@ fn install_crypto_provider() {
     });
 }
 
-/// GETs a URL whole. The server's certificate is verified against the system's roots (`SSL_CERT_FILE` and
-/// `SSL_CERT_DIR` are honoured, as by Go's and OpenSSL's clients).
-async fn https_get(url: &str) -> Result<Vec<u8>, SourceError> {
-    let err = |source: reqwest::Error| SourceError::Http {
-        url: url.to_string(),
-        detail: chain(&source),
-        source: Arc::new(source),
-    };
-    let client = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(FETCH_TIMEOUT)
-        .https_only(true)
-        .build()
-        .map_err(err)?;
-    let mut response = client.get(url).send().await.map_err(err)?.error_for_status().map_err(err)?;
-    let too_large = || SourceError::TooLarge { source_name: url.to_string() };
-    if response.content_length().is_some_and(|n| n > MAX_COMPONENT_BYTES) {
-        return Err(too_large());
-    }
-    // Read in chunks so that a server that sends no length (or lies about it) cannot fill the memory.
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(err)? {
-        if (bytes.len() + chunk.len()) as u64 > MAX_COMPONENT_BYTES {
-            return Err(too_large());
+/// GETs a URL whole within `timeout`, on the guarded client (`http.rs`: no redirect to plain HTTP, the loopback
+/// interface or a link-local address; an error answer quoted by a short prefix). The server's certificate is
+/// verified against the system's roots (`SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured, as by Go's and OpenSSL's
+/// clients).
+async fn https_get(url: &str, timeout: Duration) -> Result<Vec<u8>, SourceError> {
+    http::within(timeout, url, async {
+        let origin = reqwest::Url::parse(url)
+            .map_err(|e| SourceError::Invalid { source_name: url.to_string(), detail: e.to_string() })?;
+        let client = http::client(&origin, timeout).map_err(|e| http::failed(url, e))?;
+        let response = client.get(origin).send().await.map_err(|e| http::failed(url, e))?;
+        if !response.status().is_success() {
+            return Err(http::refusal(url, response).await);
         }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
+        match http::read_bounded(response, MAX_COMPONENT_BYTES).await {
+            Ok(bytes) => Ok(bytes),
+            Err(http::BodyError::Over) => Err(SourceError::TooLarge {
+                source_name: url.to_string(),
+                what: "the component is",
+                limit: MAX_COMPONENT_BYTES,
+            }),
+            Err(http::BodyError::Http(e)) => Err(http::failed(url, e)),
+        }
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -357,6 +414,11 @@ mod tests {
             ("oci://ghcr.io/Team/x", "oci://ghcr.io/Team/x"),
             ("oci://r.io/x@sha256:abc", "oci://r.io/x@sha256:abc"),
             ("https://", "https://"),
+            ("oci://127.0.0.1:99999/x:v1", "invalid port number"),
+            (
+                "oci://r.io/x@sha512:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                "not a sha256 digest",
+            ),
         ] {
             let e = Source::parse(bad, base).unwrap_err();
             assert!(e.contains(want), "{bad}: {e}");

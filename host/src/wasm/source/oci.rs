@@ -10,10 +10,12 @@ use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+use reqwest::Url;
 
+use super::registry::{self, Registry};
 use super::{
-    auth, block_on, chain, signature, Fetched, PullArgs, PullPolicy, SourceError, CONNECT_TIMEOUT, FETCH_TIMEOUT,
-    MAX_COMPONENT_BYTES,
+    auth, block_on, chain, http, signature, Fetched, PullArgs, PullPolicy, SourceError, CONNECT_TIMEOUT,
+    DEFAULT_PULL_TIMEOUT, MAX_COMPONENT_BYTES,
 };
 use crate::wasm::cache::{CachedRef, PluginCache};
 use crate::wasm::engine::sha256_hex;
@@ -32,6 +34,9 @@ const LEGACY_WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v1+json
 pub struct OciRef {
     text: String,
     reference: Reference,
+    /// The registry's address: `http://` for the loopback interface, `https://` otherwise (boxed: a `Source` holds
+    /// one, and a URL is large).
+    origin: Box<Url>,
 }
 
 impl fmt::Display for OciRef {
@@ -44,7 +49,15 @@ impl OciRef {
     /// Parses what follows `oci://`.
     pub fn parse(text: &str) -> Result<OciRef, String> {
         let reference = Reference::try_from(text).map_err(|e| format!("\"oci://{text}\": {e}"))?;
-        Ok(OciRef { text: text.to_string(), reference })
+        if let Some(d) = reference.digest() {
+            registry::sha256_hex_of(d).map_err(|e| format!("\"oci://{text}\": {e}"))?;
+        }
+        let registry = reference.resolve_registry();
+        // The reference's grammar takes any port; a URL does not (`:99999`).
+        let scheme = if is_loopback_registry(registry) { "http" } else { "https" };
+        let origin = Url::parse(&format!("{scheme}://{registry}/"))
+            .map_err(|e| format!("\"oci://{text}\": registry {registry:?}: {e}"))?;
+        Ok(OciRef { text: text.to_string(), reference, origin: Box::new(origin) })
     }
 
     /// The tag, when the reference names one and no digest.
@@ -62,6 +75,14 @@ impl OciRef {
         self.reference.clone_with_digest(digest.to_string())
     }
 
+    /// What the reference names in its repository: its digest, else its tag (`latest` when none is written).
+    fn at_reference(&self) -> String {
+        match self.reference.digest() {
+            Some(d) => d.to_string(),
+            None => self.reference.tag().unwrap_or("latest").to_string(),
+        }
+    }
+
     fn key(&self) -> String {
         self.reference.whole()
     }
@@ -69,19 +90,32 @@ impl OciRef {
     fn err(&self, source: oci_client::errors::OciDistributionError) -> SourceError {
         SourceError::Registry { reference: self.to_string(), detail: chain(&source), source: Arc::new(source) }
     }
+
+    /// A client of the reference's repository for one pull.
+    fn registry(&self, pull: &PullArgs) -> Result<Registry, SourceError> {
+        let auth = registry_auth(self, pull.docker_config.as_deref())?;
+        Registry::new(&self.origin, self.reference.repository(), &self.to_string(), auth, pull.timeout)
+    }
 }
 
-/// A client for the reference's registry. A registry on the loopback interface is spoken to in plain HTTP, as the
-/// Docker daemon treats `localhost` and 127.0.0.0/8 registries as insecure by default; any other over HTTPS.
-fn client(r: &OciRef) -> Client {
+/// A registry on the loopback interface is spoken to in plain HTTP, as the Docker daemon treats `localhost` and
+/// 127.0.0.0/8 registries as insecure by default; any other over HTTPS.
+fn is_loopback_registry(registry: &str) -> bool {
+    let host = match registry.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => registry,
+    };
+    http::is_loopback_host(host)
+}
+
+/// An oci-client for the reference's registry (`plugin push`; pulls go through `registry.rs`).
+fn client(r: &OciRef, timeout: std::time::Duration) -> Client {
     let registry = r.reference.resolve_registry().to_string();
-    let host = registry.rsplit_once(':').map_or(registry.as_str(), |(h, _)| h);
-    let loopback = host == "localhost"
-        || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let loopback = is_loopback_registry(&registry);
     Client::new(ClientConfig {
         protocol: if loopback { ClientProtocol::HttpsExcept(vec![registry]) } else { ClientProtocol::Https },
         connect_timeout: Some(CONNECT_TIMEOUT),
-        read_timeout: Some(FETCH_TIMEOUT),
+        read_timeout: Some(timeout),
         user_agent: concat!("kube-wasm-scheduler/", env!("CARGO_PKG_VERSION")),
         ..Default::default()
     })
@@ -121,24 +155,22 @@ pub(super) fn fetch(r: &OciRef, pull: &PullArgs, cache: Option<&PluginCache>) ->
             return Err(SourceError::NotCached { source_name: r.to_string() }.into());
         }
     }
-    let fetched = block_on(pull_at(r, r.reference.clone(), pull))?;
+    let fetched = block_on(pull_at(r, &r.at_reference(), pull))?;
     remember(r, &fetched);
     Ok(fetched)
 }
 
 /// What a tag points at now (its manifest digest), asked of the registry.
 pub(crate) fn resolve(r: &OciRef, pull: &PullArgs) -> Result<String, WasmError> {
-    block_on(async {
-        let auth = registry_auth(r, pull.docker_config.as_deref())?;
-        client(r).fetch_manifest_digest(&r.reference, &auth).await.map_err(|e| r.err(e))
-    })
-    .map_err(WasmError::from)
+    let tag = r.reference.tag().unwrap_or("latest");
+    block_on(http::within(pull.timeout, &r.to_string(), async { r.registry(pull)?.manifest_digest(tag).await }))
+        .map_err(WasmError::from)
 }
 
 /// Pulls the version at a manifest digest (what a re-checked tag moved to); the cache keeps its bytes, and the tag
 /// is recorded as pointing there only once the caller calls `remember` (after the version was accepted).
 pub(crate) fn fetch_revision(r: &OciRef, pull: &PullArgs, manifest_digest: &str) -> Result<Fetched, WasmError> {
-    block_on(pull_at(r, r.at(manifest_digest), pull)).map_err(WasmError::from)
+    block_on(pull_at(r, manifest_digest, pull)).map_err(WasmError::from)
 }
 
 /// Records in the plugin cache what the reference resolved to (and the digest reference too, so a profile that
@@ -155,26 +187,38 @@ pub(crate) fn remember(r: &OciRef, fetched: &Fetched) {
     cache.put_reference(&r.at(manifest).whole(), &resolved);
 }
 
-/// Pulls the manifest at `at`, checks that it is a Wasm component artifact, and pulls its one layer (oci-client
-/// checks the layer's digest against the manifest's descriptor as it reads it).
-async fn pull_at(r: &OciRef, at: Reference, pull: &PullArgs) -> Result<Fetched, SourceError> {
-    let auth = registry_auth(r, pull.docker_config.as_deref())?;
-    let client = client(r);
-    let (manifest, manifest_digest) = client.pull_image_manifest(&at, &auth).await.map_err(|e| r.err(e))?;
-    let layer =
-        wasm_layer(&manifest).map_err(|detail| SourceError::NotWasmArtifact { reference: r.to_string(), detail })?;
-    // Before the component is read: an unsigned version is not even downloaded.
-    if let Some(key) = &pull.signature {
-        signature::verify(&client, &at, &r.to_string(), &auth, &manifest_digest, key).await?;
-    }
-    let mut bytes = Vec::with_capacity(layer.size.max(0) as usize);
-    client.pull_blob(&at, layer, &mut bytes).await.map_err(|e| r.err(e))?;
-    Ok(Fetched {
-        digest: sha256_hex(&bytes),
-        bytes,
-        revision: Some(manifest_digest),
-        verified_with: pull.signature.as_ref().map(|k| k.id.clone()),
+/// Pulls the manifest at `at` (a tag or a digest) once its signature is checked when a key is required, checks that
+/// it is a Wasm component artifact, and pulls its one layer, all within the pull's deadline. Every read is bounded: the
+/// manifest by `registry::MAX_MANIFEST_BYTES`, the layer by its descriptor's size, and the layer's bytes are checked
+/// against its digest.
+async fn pull_at(r: &OciRef, at: &str, pull: &PullArgs) -> Result<Fetched, SourceError> {
+    http::within(pull.timeout, &r.to_string(), async {
+        let registry = r.registry(pull)?;
+        // With a key, the signature of the manifest's digest is checked before the manifest is read (a tag is
+        // resolved by a HEAD first), then the manifest is read by that digest: an unsigned version is not even
+        // downloaded.
+        let at = match &pull.signature {
+            Some(key) => {
+                let digest = if at.contains(':') { at.to_string() } else { registry.manifest_digest(at).await? };
+                signature::verify(&registry, &r.to_string(), &digest, key).await?;
+                digest
+            }
+            None => at.to_string(),
+        };
+        let (bytes, manifest_digest) = registry.manifest(&at).await?;
+        let not_wasm = |detail| SourceError::NotWasmArtifact { reference: r.to_string(), detail };
+        let manifest: OciImageManifest = serde_json::from_slice(&bytes)
+            .map_err(|e| not_wasm(format!("not an OCI image manifest: {}", http::sanitize(&e.to_string(), 200))))?;
+        let layer = wasm_layer(&manifest).map_err(not_wasm)?;
+        let bytes = registry.blob(&layer.digest, layer.size as u64).await?;
+        Ok(Fetched {
+            digest: sha256_hex(&bytes),
+            bytes,
+            revision: Some(manifest_digest),
+            verified_with: pull.signature.as_ref().map(|k| k.id.clone()),
+        })
     })
+    .await
 }
 
 /// The component layer of a CNCF Wasm artifact manifest, or what the manifest is instead.
@@ -220,11 +264,18 @@ pub fn push(
     };
     let layers = vec![ImageLayer::new(bytes, WASM_LAYER_MEDIA_TYPE.to_string(), None)];
     let manifest = OciImageManifest::build(&layers, &config, None);
+    let pull = PullArgs {
+        policy: PullPolicy::Always,
+        docker_config: docker_config.map(Path::to_path_buf),
+        recheck_interval: None,
+        signature: None,
+        timeout: DEFAULT_PULL_TIMEOUT,
+    };
     block_on(async {
         let auth = registry_auth(r, docker_config)?;
-        let client = client(r);
+        let client = client(r, DEFAULT_PULL_TIMEOUT);
         client.push(&r.reference, &layers, config, &auth, Some(manifest)).await.map_err(|e| r.err(e))?;
-        client.fetch_manifest_digest(&r.reference, &auth).await.map_err(|e| r.err(e))
+        r.registry(&pull)?.manifest_digest(&r.at_reference()).await
     })
     .map_err(WasmError::from)
 }
@@ -236,8 +287,9 @@ pub fn pull(r: &OciRef, docker_config: Option<&Path>) -> Result<Fetched, WasmErr
         docker_config: docker_config.map(Path::to_path_buf),
         recheck_interval: None,
         signature: None,
+        timeout: DEFAULT_PULL_TIMEOUT,
     };
-    block_on(pull_at(r, r.reference.clone(), &pull)).map_err(WasmError::from)
+    block_on(pull_at(r, &r.at_reference(), &pull)).map_err(WasmError::from)
 }
 
 #[cfg(test)]

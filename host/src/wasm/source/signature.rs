@@ -12,13 +12,12 @@
 use std::path::Path;
 
 use base64::Engine as _;
-use oci_client::manifest::OciDescriptor;
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use serde::Deserialize;
 use x509_parser::prelude::FromDer as _;
 
-use super::{chain, SourceError};
+use super::registry::Registry;
+use super::SourceError;
 use crate::wasm::engine::sha256_hex;
 
 /// The layer media type of a cosign signature.
@@ -87,28 +86,25 @@ pub fn signature_tag(manifest_digest: &str) -> String {
     format!("{}.sig", manifest_digest.replace(':', "-"))
 }
 
-/// Checks that `key` signed the manifest `manifest_digest` of `image`'s repository.
+/// Checks that `key` signed the manifest `manifest_digest` of the registry's repository (the signature image is in
+/// the same repository; its reads are bounded as the component's are).
 pub(super) async fn verify(
-    client: &Client,
-    image: &Reference,
+    registry: &Registry,
     shown: &str,
-    auth: &RegistryAuth,
     manifest_digest: &str,
     key: &CosignKey,
 ) -> Result<(), SourceError> {
     let refused = |detail: String| SourceError::Signature { reference: shown.to_string(), detail };
-    let sig_ref = Reference::with_tag(
-        image.registry().to_string(),
-        image.repository().to_string(),
-        signature_tag(manifest_digest),
-    );
-    let (manifest, _) = client.pull_image_manifest(&sig_ref, auth).await.map_err(|e| {
-        refused(format!("no cosign signature of {manifest_digest} ({}): {}", sig_ref.tag().unwrap_or(""), chain(&e)))
-    })?;
-    let mut why =
-        format!("the signature image {} has no {SIMPLE_SIGNING_MEDIA_TYPE} layer", signature_tag(manifest_digest));
+    let tag = signature_tag(manifest_digest);
+    let (bytes, _) = registry
+        .manifest(&tag)
+        .await
+        .map_err(|e| refused(format!("no cosign signature of {manifest_digest} ({tag}): {}", e.detail())))?;
+    let manifest: OciImageManifest = serde_json::from_slice(&bytes)
+        .map_err(|e| refused(format!("the signature image {tag} is not an image manifest: {e}")))?;
+    let mut why = format!("the signature image {tag} has no {SIMPLE_SIGNING_MEDIA_TYPE} layer");
     for layer in manifest.layers.iter().filter(|l| l.media_type == SIMPLE_SIGNING_MEDIA_TYPE) {
-        match check_layer(client, &sig_ref, layer, manifest_digest, key).await {
+        match check_layer(registry, layer, manifest_digest, key).await {
             Ok(()) => return Ok(()),
             Err(e) => why = e,
         }
@@ -117,8 +113,7 @@ pub(super) async fn verify(
 }
 
 async fn check_layer(
-    client: &Client,
-    sig_ref: &Reference,
+    registry: &Registry,
     layer: &OciDescriptor,
     manifest_digest: &str,
     key: &CosignKey,
@@ -130,14 +125,13 @@ async fn check_layer(
         .ok_or_else(|| format!("a signature layer has no {SIGNATURE_ANNOTATION} annotation"))?;
     let signature =
         base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("signature not base64: {e}"))?;
-    if layer.size > MAX_PAYLOAD_BYTES {
+    if layer.size < 0 || layer.size > MAX_PAYLOAD_BYTES {
         return Err(format!(
             "a signature payload of {} bytes is over the {MAX_PAYLOAD_BYTES}-byte maximum",
             layer.size
         ));
     }
-    let mut payload = Vec::new();
-    client.pull_blob(sig_ref, layer, &mut payload).await.map_err(|e| chain(&e))?;
+    let payload = registry.blob(&layer.digest, layer.size as u64).await.map_err(|e| e.detail())?;
     if !key.verifies(&payload, &signature) {
         return Err(format!("the signature of {manifest_digest} does not verify with the key"));
     }
