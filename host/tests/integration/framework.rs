@@ -165,20 +165,20 @@ fn a_score_outside_0_to_100_is_an_error_naming_the_plugin() {
     assert!(m.contains("plugin \"TooHigh\" returns an invalid score 1000"), "{m}");
 }
 
+/// kube-scheduler v1.36 on draws no random tie-breaker unless an extender scored the node: between equal totals the
+/// node Go's heap keeps on top wins, so every tie goes the same way whatever the seed (v1.34 drew one at random).
 #[test]
-fn ties_are_broken_at_random_and_the_seed_decides() {
+fn ties_go_the_same_way_whatever_the_seed() {
     let mut flat = TestPlugin::new("Flat", &log());
     flat.score = Some(Arc::new(|_, _| Ok(50)));
     let reg = registry_with(vec![flat]);
     let cfg = config(&reg, &profile("    score:\n      enabled: [{name: Flat}]\n"));
     let cluster = nodes_yaml(4) + &(0..40).map(|i| pod_yaml(&format!("p{i}"), "")).collect::<String>();
     let a = simulate(&reg, &cfg, &cluster, 1, &[]);
-    let b = simulate(&reg, &cfg, &cluster, 1, &[]);
-    let c = simulate(&reg, &cfg, &cluster, 2, &[]);
-    assert_eq!(a.placements, b.placements, "same seed, same placements");
-    assert_ne!(a.placements, c.placements, "another seed, other placements");
+    let b = simulate(&reg, &cfg, &cluster, 2, &[]);
+    assert_eq!(a.placements, b.placements, "another seed, the same placements");
     let used: std::collections::HashSet<_> = a.placements.iter().filter_map(|p| p.node.clone()).collect();
-    assert_eq!(used.len(), 4, "ties spread over every node");
+    assert_eq!(used.len(), 1, "every tie is won by the node on top of the heap: {used:?}");
 }
 
 #[test]
