@@ -227,8 +227,9 @@ func run(ctx context.Context, o options) (int, error) {
 	}
 	fmt.Printf("parity: kube-scheduler %s vs kube-wasm-scheduler %s, seeds %v, %d probes, %d nodes, %d background pods per seed\n",
 		o.kubeScheduler, o.ours, o.seeds, o.probes, o.nodes, o.background)
-	fmt.Println("parity: upstream is nondeterministic where scores tie: kube-scheduler picks among the top-scoring nodes at random" +
-		" (selectHost's reservoir sampling), as we do; a probe whose runs differ for both is a tie and is excluded.")
+	fmt.Println("parity: ties: since v1.36 kube-scheduler draws no random tie-breaker unless an extender scored the node (the node" +
+		" its heap keeps on top wins, as ours), but its Filter collects feasible nodes in parallel, so their order, and with it" +
+		" a tie, can still vary; a probe whose runs differ for both is a tie and is excluded.")
 	fmt.Println("parity: and in timing: kube-scheduler handles deleted (assigned) and new (pending) pods in separate event handlers," +
 		" so under load it can schedule a probe before the previous placement's deletion has reached its cache (a pause before" +
 		" each of its placements makes that rare); up to two such stray runs of a probe are reported apart and excluded.")
