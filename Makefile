@@ -46,7 +46,7 @@ SMOKE ?= second_scheduler,failed_scheduling_is_one_series,leader_election_hands_
 test-versions: setup registry guests
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "== kube-apiserver $$v"; \
-	  KUBE_VERSION=$$v KWS_E2E_ONLY=$(SMOKE) cargo test -p kube-wasm-scheduler --test e2e -- end_to_end_on_a_real_api_server || exit 1; \
+	  KUBE_VERSION=$$v KWS_E2E_ONLY=$(SMOKE) cargo test -p kube-wasm-scheduler --test e2e -- end_to_end_on_a_real_api_server --nocapture || exit 1; \
 	done
 
 ## registry: the CNCF distribution registry for the plugin delivery tests, built from the Go module proxy on first

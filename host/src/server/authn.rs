@@ -191,7 +191,7 @@ impl RequestHeader {
             for prefix in &self.headers.extra_header_prefixes {
                 let prefix = prefix.to_ascii_lowercase();
                 if let (Some(key), Ok(v)) = (header.as_str().strip_prefix(&prefix), value.to_str()) {
-                    extra.entry(percent_decode(key).to_lowercase()).or_default().push(v.to_string());
+                    extra.entry(percent_decode(key, false).to_lowercase()).or_default().push(v.to_string());
                 }
             }
         }
@@ -199,8 +199,9 @@ impl RequestHeader {
     }
 }
 
-/// `%XX` escapes decoded (upstream unescapes extra keys, which headers cannot carry otherwise).
-fn percent_decode(s: &str) -> String {
+/// `%XX` escapes decoded (upstream unescapes extra keys, which headers cannot carry otherwise); a malformed escape
+/// stays as written. With `plus_is_space`, `+` is a space too, as in a URL's query.
+pub(super) fn percent_decode(s: &str, plus_is_space: bool) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -211,6 +212,10 @@ fn percent_decode(s: &str) -> String {
             (b'%', Some(v)) => {
                 out.push(v);
                 i += 3;
+            }
+            (b'+', _) if plus_is_space => {
+                out.push(b' ');
+                i += 1;
             }
             (c, _) => {
                 out.push(c);
@@ -348,7 +353,8 @@ mod tests {
 
     #[test]
     fn extra_keys_are_unescaped() {
-        assert_eq!(percent_decode("scopes%2Fa"), "scopes/a");
-        assert_eq!(percent_decode("plain%zz"), "plain%zz");
+        assert_eq!(percent_decode("scopes%2Fa", false), "scopes/a");
+        assert_eq!(percent_decode("plain%zz", false), "plain%zz");
+        assert_eq!(percent_decode("a+b%20c", true), "a b c");
     }
 }

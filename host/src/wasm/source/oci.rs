@@ -264,13 +264,7 @@ pub fn push(
     };
     let layers = vec![ImageLayer::new(bytes, WASM_LAYER_MEDIA_TYPE.to_string(), None)];
     let manifest = OciImageManifest::build(&layers, &config, None);
-    let pull = PullArgs {
-        policy: PullPolicy::Always,
-        docker_config: docker_config.map(Path::to_path_buf),
-        recheck_interval: None,
-        signature: None,
-        timeout: DEFAULT_PULL_TIMEOUT,
-    };
+    let pull = operator_pull(docker_config);
     block_on(async {
         let auth = registry_auth(r, docker_config)?;
         let client = client(r, DEFAULT_PULL_TIMEOUT);
@@ -280,15 +274,20 @@ pub fn push(
     .map_err(WasmError::from)
 }
 
-/// `plugin pull`: the component at a reference, straight from the registry (the cache is not consulted).
-pub fn pull(r: &OciRef, docker_config: Option<&Path>) -> Result<Fetched, WasmError> {
-    let pull = PullArgs {
+/// How `plugin push` and `plugin pull` reach a registry: always asking it, with the default deadline.
+fn operator_pull(docker_config: Option<&Path>) -> PullArgs {
+    PullArgs {
         policy: PullPolicy::Always,
         docker_config: docker_config.map(Path::to_path_buf),
         recheck_interval: None,
         signature: None,
         timeout: DEFAULT_PULL_TIMEOUT,
-    };
+    }
+}
+
+/// `plugin pull`: the component at a reference, straight from the registry (the cache is not consulted).
+pub fn pull(r: &OciRef, docker_config: Option<&Path>) -> Result<Fetched, WasmError> {
+    let pull = operator_pull(docker_config);
     block_on(pull_at(r, &r.at_reference(), &pull)).map_err(WasmError::from)
 }
 
