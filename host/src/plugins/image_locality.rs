@@ -57,9 +57,10 @@ pub fn scaled_image_score(size: i64, num_nodes: usize, total_nodes: usize) -> i6
 /// PreScore data, computed once per pod.
 #[derive(Debug)]
 struct PodImages {
-    /// Normalized image names of the init containers and containers (repeats kept, as upstream).
+    /// Normalized image names of the init containers, the containers and the image volumes (repeats kept, as
+    /// upstream).
     images: Vec<String>,
-    /// Init containers plus containers.
+    /// Init containers plus containers plus image volumes: the count the thresholds scale with.
     num_containers: usize,
     /// Nodes in the snapshot.
     total_nodes: usize,
@@ -83,9 +84,18 @@ impl ImageLocality {
         let spec = pod.pod.spec.as_ref();
         let init: &[Container] = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
         let containers: &[Container] = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
-        let images =
+        let mut images: Vec<String> =
             init.iter().chain(containers).map(|c| normalized_image_name(c.image.as_deref().unwrap_or(""))).collect();
-        PodImages { images, num_containers: init.len() + containers.len(), total_nodes }
+        // Since v1.36 (ImageVolume GA) an image volume counts as one more image, present on the node or not.
+        let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+        images.extend(
+            volumes
+                .iter()
+                .filter_map(|v| v.image.as_ref())
+                .map(|i| normalized_image_name(i.reference.as_deref().unwrap_or(""))),
+        );
+        let num_containers = images.len();
+        PodImages { images, num_containers, total_nodes }
     }
 
     fn score_with(s: &PodImages, node: &NodeInfo) -> i64 {
@@ -249,6 +259,17 @@ mod tests {
             (
                 "init container image",
                 pod_with(&["gcr.io/x"], &["gcr.io/300"]),
+                node_with_images("n", &[("gcr.io/300:latest", 300 * MB, 1)]),
+                1,
+                14,
+            ),
+            // An image volume is one more image: (300-23)*100/(2000-23) = 14 for a container that is not there.
+            (
+                "image volume",
+                pod(
+                    json!({"metadata": {"name": "p", "uid": "p"}, "spec": {"containers": [{"name": "c", "image": "gcr.io/x"}],
+                    "volumes": [{"name": "v", "image": {"reference": "gcr.io/300"}}]}}),
+                ),
                 node_with_images("n", &[("gcr.io/300:latest", 300 * MB, 1)]),
                 1,
                 14,
