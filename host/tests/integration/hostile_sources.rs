@@ -70,18 +70,8 @@ struct Hostile {
 fn tls_identity() -> &'static (String, Arc<rustls::ServerConfig>) {
     static ID: OnceLock<(String, Arc<rustls::ServerConfig>)> = OnceLock::new();
     ID.get_or_init(|| {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().self_signed(&key).unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )
-            .unwrap();
-        (cert.pem(), Arc::new(config))
+        let (pem, config) = crate::util::self_signed_tls(&["127.0.0.1"]);
+        (pem, Arc::new(config))
     })
 }
 

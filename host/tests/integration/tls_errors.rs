@@ -4,25 +4,12 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 
 /// A TLS server on 127.0.0.1 with a fresh self-signed certificate; it completes no handshake the client refuses
 /// and answers nothing else. Returns its port; it runs until the runtime stops.
 fn untrusted_server(rt: &tokio::runtime::Runtime) -> u16 {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).unwrap().self_signed(&key).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(cert.der().to_vec())],
-            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
+    let (_, config) = crate::util::self_signed_tls(&["127.0.0.1", "localhost"]);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
