@@ -141,7 +141,7 @@ impl Framework {
         let pname = profile.scheduler_name.clone();
         // The profile's own waiting pods: its plugins (Wasm guests through their host imports) allow and reject them.
         let waiting = Arc::new(WaitingPods::default());
-        let ctx = &PluginContext { waiting: waiting.clone(), ..ctx.clone() };
+        let ctx = &PluginContext { waiting: waiting.clone(), profile: pname.clone(), ..ctx.clone() };
         let mut instances: BTreeMap<String, Arc<dyn Plugin>> = BTreeMap::new();
         let mut instance = |name: &str| -> Result<Arc<dyn Plugin>, FrameworkError> {
             if let Some(p) = instances.get(name) {

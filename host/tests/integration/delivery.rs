@@ -56,14 +56,14 @@ fn registry_bin() -> &'static Path {
 
 /// The CNCF distribution registry on a free 127.0.0.1 port with its storage in a temporary directory; stopped and
 /// removed on drop.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
-    host: String,
+    pub(crate) host: String,
     dir: PathBuf,
 }
 
 impl Registry {
-    fn start(name: &str) -> Registry {
+    pub(crate) fn start(name: &str) -> Registry {
         Registry::start_with(name, "")
     }
 
@@ -230,7 +230,7 @@ pub(crate) fn assert_refused(out: &Output, what: &[&str]) {
     }
 }
 
-fn push(file: &Path, reference: &str) -> String {
+pub(crate) fn push(file: &Path, reference: &str) -> String {
     let out = Command::new(bin()).args(["plugin", "push"]).arg(file).arg(reference).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "plugin push: {err}");

@@ -22,6 +22,7 @@ mod properties;
 mod queue;
 mod shadow;
 mod simulate;
+mod tenancy;
 mod tls_errors;
 mod volumes;
 mod wasm;

@@ -73,6 +73,7 @@ impl ObjectStores {
             resource_claim_templates: HashMap::new(),
             device_classes: by_key(&self.device_classes),
             resource_slices: self.resource_slices.state(),
+            scheduling_policies: Vec::new(),
         }
     }
 }
