@@ -268,6 +268,13 @@ impl Framework {
         }
     }
 
+    /// Tells every plugin the cluster has synced (see `Plugin::cluster_synced`).
+    pub fn cluster_synced(&self) {
+        for p in self.instances.values() {
+            p.cluster_synced();
+        }
+    }
+
     /// The plugin instances of this profile, by name.
     pub fn plugin(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
         self.instances.get(name)

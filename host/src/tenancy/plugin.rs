@@ -359,6 +359,11 @@ impl Plugin for TenantPolicies {
         state.write(STATE_KEY, CyclePolicies { selected, ..Default::default() });
     }
 
+    fn cluster_synced(&self) {
+        // Every policy the synced cluster holds is loaded (or refused) before the first pod is tried.
+        self.reconcile();
+    }
+
     crate::serves!(pre_enqueue, pre_filter, filter, pre_score, score);
 }
 

@@ -1,5 +1,7 @@
 //! Integration tests in one binary, a module per area.
 
+#[path = "../common/oci_registry.rs"]
+mod oci_registry;
 mod util;
 
 mod author;

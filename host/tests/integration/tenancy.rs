@@ -6,7 +6,7 @@
 use kube_wasm_scheduler::framework::Registry;
 use kube_wasm_scheduler::sim::Report;
 
-use crate::delivery::{push, Registry as OciRegistry};
+use crate::oci_registry::{push, Registry as OciRegistry};
 use crate::util::*;
 use crate::wasm::guest;
 
