@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::{counter, free_port, guest, https_get, root, wait_until, write_profile, ControlPlane, Kube, Scheduler};
+use super::{
+    bin, counter, free_port, guest, https_get, root, wait_until, write_profile, ControlPlane, Kube, Scheduler,
+};
 use crate::oci_registry::{push, Registry};
 
 const SCHEDULER: &str = "tenant-scheduler";
@@ -151,6 +153,39 @@ pub fn tenant_policies_as_kubernetes_objects(cp: &ControlPlane, k: &Kube, work: 
         assert!(digest.starts_with("sha256:") && digest.len() == 71, "{what}: {digest}");
     }
     eprintln!("e2e: tenancy: three policies Ready {:?} after kubectl apply", applied.elapsed());
+
+    // `snapshot` writes the policies out; `simulate` on it serves them as the live scheduler does.
+    let out = Command::new(bin()).arg("snapshot").arg("--kubeconfig").arg(cp.kubeconfig()).output().unwrap();
+    assert!(out.status.success(), "snapshot: {}", String::from_utf8_lossy(&out.stderr));
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    assert!(yaml.contains("kind: SchedulingPolicy") && yaml.contains("kind: ClusterSchedulingPolicy"), "{yaml}");
+    let file = work.join("tenancy-snapshot.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    let out = Command::new(bin())
+        .args(["simulate", "--output", "json", "--config"])
+        .arg(&profile)
+        .arg("--cluster")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "simulate: {}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ready: Vec<&str> = report["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["ready"] == true)
+        .filter_map(|p| p["policy"].as_str())
+        .collect();
+    assert_eq!(
+        ready,
+        [
+            "ClusterSchedulingPolicy keep-b-off-ten-1",
+            "SchedulingPolicy ten-a/avoid-top",
+            "SchedulingPolicy ten-b/prefer-rank"
+        ],
+        "{report}"
+    );
 
     // The namespace no policy selects: pod by pod as before. Each tenant: as its policy says.
     assert_eq!(place(k, "ten-other", &names("o", 3)), other_alone, "ten-other noticed the tenants' policies");
