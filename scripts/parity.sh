@@ -8,6 +8,8 @@
 #   PARITY_SEEDS     seeds: a count N (1..N), a range "3-7" or a list "1,4,9" (default 5)
 #   PARITY_PROBES    probes per seed (default 80)
 #   PARITY_NODES     nodes per seed (default 40)
+#   PARITY_SCENARIOS directory of scenario files run before the seeds (default bench/live/parity/scenarios; "" none):
+#                    hand-written clusters that put one upstream feature in front of both schedulers (scenarios.go)
 #   PARITY_OUT       output directory (default ~/.cache/kube-wasm-scheduler/parity/<timestamp>): results.json,
 #                    each seed's cluster files (replay any probe with `simulate`), scheduler configs and logs
 #   KWS_BIN          kube-wasm-scheduler binary (default: cargo build --bin kube-wasm-scheduler, the debug build)
@@ -44,6 +46,7 @@ live_up
 live_run "$TOOLS/parity" \
   --kubeconfig "$CP/kubeconfig" --out "$OUT" \
   --kube-scheduler "$KUBE_BIN/kube-scheduler" --ours "$PIN/kube-wasm-scheduler" \
+  --scenarios "${PARITY_SCENARIOS-$ROOT/bench/live/parity/scenarios}" \
   --seeds "${PARITY_SEEDS:-5}" --probes "${PARITY_PROBES:-80}" --nodes "${PARITY_NODES:-40}" \
   "$@"
 exit "$LIVE_RC"

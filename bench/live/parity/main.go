@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -47,14 +48,15 @@ type options struct {
 	confirmTies                          int
 	timeout, settle                      time.Duration
 	sim                                  bool
+	scenarios                            string
 }
 
-// parseSeeds reads "5" (seeds 1..5), "3-7" or "1,4,9".
+// parseSeeds reads "5" (seeds 1..5), "3-7" or "1,4,9"; "0" is none (scenarios only).
 func parseSeeds(s string) ([]int64, error) {
 	var out []int64
 	if n, err := strconv.Atoi(s); err == nil && !strings.ContainsAny(s, ",-") {
-		if n < 1 {
-			return nil, fmt.Errorf("--seeds %q: want at least 1", s)
+		if n < 0 {
+			return nil, fmt.Errorf("--seeds %q: want 0 or more", s)
 		}
 		for i := 1; i <= n; i++ {
 			out = append(out, int64(i))
@@ -87,7 +89,8 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.kubeScheduler, "kube-scheduler", "", "kube-scheduler binary (required)")
 	flag.StringVar(&o.ours, "ours", "", "kube-wasm-scheduler binary (required)")
 	flag.StringVar(&o.out, "out", "", "directory for configs, logs, cluster files and results.json (required)")
-	flag.StringVar(&seeds, "seeds", "5", `seeds: a count N (1..N), a range "3-7" or a list "1,4,9"`)
+	flag.StringVar(&seeds, "seeds", "5", `seeds: a count N (1..N, 0 for none), a range "3-7" or a list "1,4,9"`)
+	flag.StringVar(&o.scenarios, "scenarios", "", "directory of scenario files (*.yaml, see scenarios.go), run before the seeds")
 	flag.IntVar(&o.probes, "probes", 80, "probe pods per seed")
 	flag.IntVar(&o.nodes, "nodes", 40, "nodes per seed (below 100 both schedulers score every feasible node; from 100 on they sample, and the simulator comparison is off)")
 	flag.IntVar(&o.background, "background", 0, "background pods per seed (default 3 per node)")
@@ -120,6 +123,9 @@ func parseFlags() (options, error) {
 	var err error
 	if o.seeds, err = parseSeeds(seeds); err != nil {
 		return o, err
+	}
+	if len(o.seeds) == 0 && o.scenarios == "" {
+		return o, fmt.Errorf("--seeds 0 and no --scenarios: nothing to compare")
 	}
 	if o.probes < 1 || o.nodes < 1 || o.nodes > 5000 {
 		return o, fmt.Errorf("--probes must be at least 1 and --nodes between 1 and 5000 (got %d, %d)", o.probes, o.nodes)
@@ -235,6 +241,29 @@ func run(ctx context.Context, o options) (int, error) {
 		" each of its placements makes that rare); up to two such stray runs of a probe are reported apart and excluded.")
 	var all []probeResult
 	var live, sim, msgs tally
+	var scenarios []scenarioResult
+	if o.scenarios != "" {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return 0, err
+		}
+		if scenarios, err = runAllScenarios(ctx, newScenarioEnv(client, dyn, o.timeout), o); err != nil {
+			return 0, err
+		}
+		for _, r := range scenarios {
+			count(&live, r.Live, probeResult{Summary: "scenario " + r.Scenario + " pod " + r.Pod, Kube: r.Kube, Ours: r.Ours, Sim: r.Sim, Note: r.Note, Message: r.Message, OursMsg: r.OursMsg, SimMsg: r.SimMsg, File: r.File, Probe: -1})
+			if o.sim {
+				count(&sim, r.SimVs, probeResult{Summary: "scenario " + r.Scenario + " pod " + r.Pod, Kube: r.Kube, Ours: r.Ours, Sim: r.Sim, SimNote: r.Note, File: r.File, Probe: -1})
+				count(&msgs, r.Messages, probeResult{Summary: "scenario " + r.Scenario + " pod " + r.Pod, Message: r.Message, OursMsg: r.OursMsg, SimMsg: r.SimMsg, Probe: -1})
+			}
+			fmt.Printf("parity: scenario %-40s %-22s live %-9s kube-scheduler %v, kube-wasm-scheduler %v, simulator %v\n",
+				r.Scenario, r.Pod, r.Live, r.Kube, r.Ours, r.Sim)
+		}
+		b, _ := json.MarshalIndent(scenarios, "", "  ")
+		if err := os.WriteFile(filepath.Join(o.out, "scenarios.json"), b, 0o644); err != nil {
+			return 0, err
+		}
+	}
 	for _, seed := range o.seeds {
 		res, err := runSeed(ctx, client, o, seed)
 		if err != nil {
@@ -271,9 +300,20 @@ func run(ctx context.Context, o options) (int, error) {
 		if r.Live != stray {
 			note = r.SimNote
 		}
+		if r.Probe < 0 {
+			fmt.Printf("stray     %s: %s\n", r.Summary, note)
+			continue
+		}
 		fmt.Printf("stray     seed %d probe %d: %s\n", r.Seed, r.Probe, note)
 	}
 	for _, d := range live.divergences {
+		if d.Probe < 0 {
+			fmt.Printf("DIVERGENT %s live: kube-scheduler %v, kube-wasm-scheduler %v\n  file: %s\n", d.Summary, d.Kube, d.Ours, d.File)
+			if d.Message != "" || d.OursMsg != "" {
+				fmt.Printf("  kube-scheduler: %s\n  kube-wasm-scheduler: %s\n", d.Message, d.OursMsg)
+			}
+			continue
+		}
 		fmt.Printf("DIVERGENT seed %d probe %d live: kube-scheduler %v, kube-wasm-scheduler %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
 			d.Seed, d.Probe, d.Kube, d.Ours, d.Summary, filepath.Join(o.out, "sim-profile.yaml"), d.File, simPodRef(d))
 		if d.Note != "" {
@@ -284,17 +324,26 @@ func run(ctx context.Context, o options) (int, error) {
 		}
 	}
 	for _, d := range msgs.divergences {
+		if d.Probe < 0 {
+			fmt.Printf("MESSAGE   %s (unschedulable everywhere):\n  kube-scheduler:      %s\n  kube-wasm-scheduler: %s\n  simulator:           %s\n",
+				d.Summary, d.Message, d.OursMsg, d.SimMsg)
+			continue
+		}
 		fmt.Printf("MESSAGE   seed %d probe %d (unschedulable everywhere):\n  kube-scheduler:      %s\n  kube-wasm-scheduler: %s\n  simulator:           %s\n",
 			d.Seed, d.Probe, d.Message, d.OursMsg, d.SimMsg)
 	}
 	for _, d := range sim.divergences {
+		if d.Probe < 0 {
+			fmt.Printf("DIVERGENT %s simulator: kube-scheduler %v, simulator %v\n  file: %s\n", d.Summary, d.Kube, d.Sim, d.File)
+			continue
+		}
 		fmt.Printf("DIVERGENT seed %d probe %d simulator: kube-scheduler %v, simulator %v\n  probe: %s\n  replay: kube-wasm-scheduler simulate --config %s --cluster %s --explain %s\n",
 			d.Seed, d.Probe, d.Kube, d.Sim, d.Summary, filepath.Join(o.out, "sim-profile.yaml"), d.File, simPodRef(d))
 		if d.SimNote != "" {
 			fmt.Printf("  %s\n", d.SimNote)
 		}
 	}
-	fmt.Printf("\nparity: %d seeds x %d probes\n", len(o.seeds), o.probes)
+	fmt.Printf("\nparity: %d seeds x %d probes, %d scenario pods\n", len(o.seeds), o.probes, len(scenarios))
 	fmt.Printf("parity: %s\n", live.line("live, kube-wasm-scheduler vs kube-scheduler"))
 	if o.sim {
 		fmt.Printf("parity: %s\n", sim.line("simulator vs kube-scheduler live"))

@@ -92,11 +92,24 @@ func probeDoc(pr probe, name, schedulerName string) ([]byte, error) {
 
 // simulate runs `ours simulate` on file with seed and returns where the pod named pod went.
 func simulate(ours, profile, file, pod string, seed int) (outcome, error) {
+	placed, err := simulateAll(ours, profile, file, seed)
+	if err != nil {
+		return outcome{}, err
+	}
+	out, ok := placed[pod]
+	if !ok {
+		return outcome{}, fmt.Errorf("simulate %s: no placement for %s", file, pod)
+	}
+	return out, nil
+}
+
+// simulateAll runs `ours simulate` on file with seed and returns every pod's placement by namespace/name.
+func simulateAll(ours, profile, file string, seed int) (map[string]outcome, error) {
 	cmd := exec.Command(ours, "simulate", "--config", profile, "--cluster", file, "--seed", fmt.Sprint(seed), "--output", "json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return outcome{}, fmt.Errorf("simulate %s: %v: %s", file, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("simulate %s: %v: %s", file, err, strings.TrimSpace(stderr.String()))
 	}
 	var rep struct {
 		Placements []struct {
@@ -106,17 +119,17 @@ func simulate(ours, profile, file, pod string, seed int) (outcome, error) {
 		} `json:"placements"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		return outcome{}, fmt.Errorf("simulate %s: output is not the JSON report: %v", file, err)
+		return nil, fmt.Errorf("simulate %s: output is not the JSON report: %v", file, err)
 	}
+	placed := map[string]outcome{}
 	for _, p := range rep.Placements {
-		if p.Pod == pod {
-			if p.Node == nil {
-				return outcome{message: p.Message}, nil
-			}
-			return outcome{node: *p.Node}, nil
+		if p.Node == nil {
+			placed[p.Pod] = outcome{message: p.Message}
+		} else {
+			placed[p.Pod] = outcome{node: *p.Node}
 		}
 	}
-	return outcome{}, fmt.Errorf("simulate %s: no placement for %s", file, pod)
+	return placed, nil
 }
 
 // writeProbeFile writes base plus the probe to path.
