@@ -154,6 +154,21 @@ mod tests {
         (cluster, clock, s)
     }
 
+    /// The event (`why`) moved the one waiting pod; once its backoff is over it is tried again and `pod` is bound
+    /// to n1.
+    fn retried_and_bound(cluster: &MemoryCluster, clock: &VirtualClock, s: &Arc<Scheduler>, why: &str, pod: &str) {
+        let mut q = s.queue.lock().unwrap();
+        assert_eq!(q.pending().get(&QueueName::Unschedulable), None, "moved by {why}");
+        let backoff_ends = q.next_backoff_expiry().unwrap_or_default();
+        clock.advance_to(backoff_ends);
+        q.flush_backoff_completed(backoff_ends);
+        drop(q);
+        clock.advance(Duration::from_millis(1));
+        assert!(s.schedule_one(), "the pod is tried again");
+        let binds: Vec<Write> = cluster.writes().into_iter().filter(|w| matches!(w, Write::Bind { .. })).collect();
+        assert_eq!(binds, [Write::Bind { pod: pod.into(), node: "n1".into() }]);
+    }
+
     /// Upstream's path for a pod whose claim the informers have not delivered yet: VolumeRestrictions finds no
     /// claim at PreFilter (UnschedulableAndUnresolvable), the pod waits for an event, and the claim's arrival —
     /// reported as the informers report a store's change, the kind and no object — moves it back.
@@ -184,16 +199,7 @@ mod tests {
         objects.pvcs.insert("ns/data".into(), Arc::new(serde_json::from_value(claim).unwrap()));
         s.objects_changed(objects, EventResource::Volume);
 
-        let mut q = s.queue.lock().unwrap();
-        assert_eq!(q.pending().get(&QueueName::Unschedulable), None, "moved by the claim's arrival");
-        let backoff_ends = q.next_backoff_expiry().unwrap_or_default();
-        clock.advance_to(backoff_ends);
-        q.flush_backoff_completed(backoff_ends);
-        drop(q);
-        clock.advance(Duration::from_millis(1));
-        assert!(s.schedule_one(), "the pod is tried again");
-        let binds: Vec<Write> = cluster.writes().into_iter().filter(|w| matches!(w, Write::Bind { .. })).collect();
-        assert_eq!(binds, [Write::Bind { pod: "ns/db".into(), node: "n1".into() }]);
+        retried_and_bound(&cluster, &clock, &s, "the claim's arrival", "ns/db");
     }
 
     /// In-place resize (v1.33+, GA v1.35): a pod on the node shrinks its spec from 3 CPUs to 1, but holds 3 until
@@ -226,15 +232,6 @@ mod tests {
         );
 
         cluster.apply_pod(running("1"));
-        let mut q = s.queue.lock().unwrap();
-        assert_eq!(q.pending().get(&QueueName::Unschedulable), None, "moved by the resize");
-        let backoff_ends = q.next_backoff_expiry().unwrap_or_default();
-        clock.advance_to(backoff_ends);
-        q.flush_backoff_completed(backoff_ends);
-        drop(q);
-        clock.advance(Duration::from_millis(1));
-        assert!(s.schedule_one(), "the pod is tried again");
-        let binds: Vec<Write> = cluster.writes().into_iter().filter(|w| matches!(w, Write::Bind { .. })).collect();
-        assert_eq!(binds, [Write::Bind { pod: "ns/batch".into(), node: "n1".into() }]);
+        retried_and_bound(&cluster, &clock, &s, "the resize", "ns/batch");
     }
 }
