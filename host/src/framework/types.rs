@@ -513,6 +513,7 @@ fn resize_infeasible(status: &PodStatus) -> bool {
 /// `containerActuatedRequests`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RequestSource {
+    /// `spec.containers[].resources.requests` (a limit defaults its request).
     Spec,
     /// `status.containerStatuses[].allocatedResources`: what the kubelet admitted.
     Allocated,

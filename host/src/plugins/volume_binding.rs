@@ -402,7 +402,8 @@ fn check_volume_provisions(
         let Some(room) = room else {
             return refused(true, false);
         };
-        // Upstream reads `capacity` unchecked; one admitted by `maximumVolumeSize` alone counts as none here.
+        // Upstream reads `capacity` unchecked (nil would panic); one that publishes only `maximumVolumeSize` counts
+        // as a pool of 0 bytes here, which scores as full.
         let capacity = room.capacity.as_ref().and_then(|q| Quantity::parse(&q.0).ok()).map_or(0, |q| q.value());
         *node_capacities.last_mut().expect("pushed above") = Some(capacity);
     }
