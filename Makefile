@@ -6,8 +6,7 @@ BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
 
-.PHONY: bench-tenancy
-.PHONY: demo test test-versions registry fuzz campaign bench bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test test-versions registry fuzz campaign bench bench-tenancy bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
