@@ -496,6 +496,12 @@ pub trait ScorePlugin: Plugin {
     fn has_normalize(&self) -> bool {
         false
     }
+
+    /// For `--explain`: the parts this cycle's scores were made of, shown under the plugin's own row (TenantPolicies
+    /// shows each tenant policy's scores). Asked only for a traced cycle, after Score.
+    fn explain_scores(&self, _state: &CycleState) -> Vec<super::trace::PluginScoreTrace> {
+        Vec::new()
+    }
 }
 
 /// Reserve and Unreserve: keep plugin-side state in step with the assumed pod.

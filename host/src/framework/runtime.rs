@@ -719,6 +719,7 @@ impl Framework {
                         .map(|(i, ns)| (ns.name.to_string(), raw[p][i], ns.score, ns.score * e.weight))
                         .collect(),
                 });
+                traces.extend(sp.explain_scores(state));
             }
         }
         if let Some(t) = trace {

@@ -20,6 +20,7 @@ use crate::framework::{
     CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PluginContext, PodInfo, PolicyObject, PolicyStatus,
     PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
+use crate::framework::trace::PluginScoreTrace;
 use crate::wasm::WasmPlugin;
 
 use super::limits::{TenantPoliciesArgs, CPU_BUDGET_WINDOW, DEFAULT_MAX_WEIGHT};
@@ -53,6 +54,8 @@ struct CyclePolicies {
     filters: Vec<Arc<Served>>,
     /// The combined score of each node, by name (computed at PreScore: a policy normalizes over all nodes).
     scores: Arc<HashMap<String, i64>>,
+    /// Each scoring policy's part (`--explain`): node → raw, normalized, and what it added before the division.
+    parts: Arc<Vec<PluginScoreTrace>>,
 }
 
 /// The plugin.
@@ -451,6 +454,7 @@ impl PreScorePlugin for TenantPolicies {
         }
         let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &**n).collect();
         let mut total = vec![0i64; nodes.len()];
+        let mut parts = Vec::new();
         for s in &scorers {
             if s.admitted.serves(Point::PreScore) {
                 let st = self.call(s, || self.budget_status(s), || s.plugin.pre_score(state, pod, nodes, snapshot));
@@ -480,12 +484,19 @@ impl PreScorePlugin for TenantPolicies {
             for (t, ns) in total.iter_mut().zip(&list) {
                 *t += ns.score.clamp(0, MAX_NODE_SCORE) * s.admitted.weight;
             }
+            let w = s.admitted.weight;
+            parts.push(PluginScoreTrace {
+                plugin: format!("  {} {}", if s.admitted.namespace.is_some() { "SchedulingPolicy" } else { "ClusterSchedulingPolicy" }, s.admitted.key),
+                weight: w,
+                nodes: list.iter().zip(&raw).map(|(ns, &r)| (ns.name.to_string(), r, ns.score, ns.score.clamp(0, MAX_NODE_SCORE) * w)).collect(),
+            });
         }
         let divisor = self.divisor();
         let scores: HashMap<String, i64> =
             nodes.iter().zip(total).map(|(n, t)| (n.name.clone(), (t / divisor).min(MAX_NODE_SCORE))).collect();
         if let Some(c) = state.read_mut::<CyclePolicies>(STATE_KEY) {
             c.scores = Arc::new(scores);
+            c.parts = Arc::new(parts);
         }
         Status::success()
     }
@@ -494,5 +505,9 @@ impl PreScorePlugin for TenantPolicies {
 impl ScorePlugin for TenantPolicies {
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         Ok(state.read::<CyclePolicies>(STATE_KEY).and_then(|c| c.scores.get(&node.name).copied()).unwrap_or(0))
+    }
+
+    fn explain_scores(&self, state: &CycleState) -> Vec<PluginScoreTrace> {
+        state.read::<CyclePolicies>(STATE_KEY).map(|c| c.parts.to_vec()).unwrap_or_default()
     }
 }
