@@ -84,6 +84,10 @@ pub struct LiveOptions {
     pub config_dir: PathBuf,
     /// `--explain`: pods (`ns/name`) whose attempts are logged with every plugin's and extender's verdicts.
     pub explain: Vec<String>,
+    /// What `/flagz` shows (None: the ComponentFlagz gate is off).
+    pub flagz: Option<std::collections::BTreeMap<String, String>>,
+    /// Whether `/statusz` is served (the ComponentStatusz gate).
+    pub statusz: bool,
 }
 
 /// The process's clients (one connection pool; the scheduler's and the events' rate limits) from `--kubeconfig`,
@@ -173,6 +177,12 @@ async fn start_serving(
             Err("handlers are not fully synchronized".into())
         }
     }));
+    // What upstream's mux lists when /statusz is installed (itself not yet among them); /debug/shadow is ours and
+    // unlisted, as upstream's debugging handlers are.
+    let listed: Vec<&str> = ["/configz", "/flagz", "/healthz", "/livez", "/metrics", "/readyz"]
+        .into_iter()
+        .filter(|p| *p != "/flagz" || opts.flagz.is_some())
+        .collect();
     let endpoints = Endpoints {
         healthz: le.then(leader_election).into_iter().collect(),
         livez: Vec::new(),
@@ -180,9 +190,10 @@ async fn start_serving(
         metrics: Box::new(move || scrape.metrics.render(&scrape.scheduler) + &requests.render()),
         configz: configz(cfg),
         shadow: Box::new(move || shadow.scheduler.shadows().to_json()),
+        zpages: server::ZPages::new(opts.flagz.clone(), opts.statusz, &listed),
     };
     let served = server::serve(&opts.serving, authn, authz, endpoints).await?;
-    tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz /debug/shadow");
+    tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz /flagz /statusz /debug/shadow");
     Ok(())
 }
 
