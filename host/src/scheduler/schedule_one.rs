@@ -676,6 +676,9 @@ impl Scheduler {
         let since_queued =
             a.qpi.initial_attempt_timestamp.map(|t| Duration::from_nanos(self.clock.now().saturating_sub(t)));
         self.observer.pod_scheduled(a.qpi.attempts, since_queued);
+        if a.qpi.flushed_from_unschedulable {
+            self.observer.pod_scheduled_after_flush();
+        }
         let t0 = Instant::now();
         a.fwk.run_post_bind(&mut a.state, pod, host);
         self.observe_point(&a, ExtensionPoint::PostBind.metric_name(), Code::Success, t0);
