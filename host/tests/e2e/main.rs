@@ -264,7 +264,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 18] = [
+    let scenarios: [(&str, Scenario); 19] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -279,6 +279,7 @@ fn end_to_end_on_a_real_api_server() {
         ("label_scenario_and_post_bind_log", label_scenario_and_post_bind_log),
         ("gpu_pods_land_where_the_extender_says", extenders::gpu_pods_land_where_the_extender_says),
         ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),
+        ("a_waiting_member_is_nominated_before_it_binds", gang::a_waiting_member_is_nominated_before_it_binds),
         ("claims_that_wait_for_their_first_consumer", volumes::claims_that_wait_for_their_first_consumer),
         ("snapshot_then_simulate", snapshot::snapshot_then_simulate),
         (

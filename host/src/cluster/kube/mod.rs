@@ -189,6 +189,20 @@ impl ClusterClient for KubeCluster {
         Ok(())
     }
 
+    /// Queued behind the pod's earlier status patches, then awaited.
+    fn nominate_for_binding(&self, pod: &PodInfo, node: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
+        let patch = serde_json::json!({"status": {"nominatedNodeName": node}});
+        let done = self.status.patch_acked(&pod.namespace, &pod.name, &pod.uid, patch, "setting nominatedNodeName");
+        let object = format!("pod {}", pod.key());
+        Box::pin(async move {
+            match done.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(message)) => Err(ClusterError::Other { object, message }),
+                Err(_) => Err(ClusterError::Other { object, message: "the status patcher stopped".into() }),
+            }
+        })
+    }
+
     fn record(&self, pod: &PodInfo, event: PodEvent) {
         let now = k8s_openapi::jiff::Timestamp::now();
         let failed = event.reason == "FailedScheduling";

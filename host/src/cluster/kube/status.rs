@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 /// One queued patch of a pod's status.
@@ -19,6 +19,8 @@ struct StatusPatch {
     body: serde_json::Value,
     /// What the patch does, for the log line when it fails.
     what: &'static str,
+    /// Told the outcome once the patch is done (an error's text), for a caller that waits for it.
+    ack: Option<oneshot::Sender<Result<(), String>>>,
 }
 
 /// Sends pod status patches in the background, in order per pod.
@@ -45,6 +47,34 @@ impl StatusPatcher {
         body: serde_json::Value,
         what: &'static str,
     ) {
+        self.send(namespace, name, uid, strategic, body, what, None);
+    }
+
+    /// Queues a JSON merge patch of `pod`'s status like `patch`, and answers its outcome once it is done.
+    pub fn patch_acked(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        body: serde_json::Value,
+        what: &'static str,
+    ) -> oneshot::Receiver<Result<(), String>> {
+        let (tx, rx) = oneshot::channel();
+        self.send(namespace, name, uid, false, body, what, Some(tx));
+        rx
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        strategic: bool,
+        body: serde_json::Value,
+        what: &'static str,
+        ack: Option<oneshot::Sender<Result<(), String>>>,
+    ) {
         let p = StatusPatch {
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -52,8 +82,10 @@ impl StatusPatcher {
             strategic,
             body,
             what,
+            ack,
         };
-        // The receiver lives as long as the runtime; after shutdown there is nobody left to tell.
+        // The receiver lives as long as the runtime; after shutdown there is nobody left to tell (a dropped ack
+        // tells a waiting caller so).
         let _ = self.tx.send(p);
     }
 }
@@ -83,8 +115,11 @@ async fn run(client: kube::Client, mut rx: mpsc::UnboundedReceiver<StatusPatch>)
             } else {
                 api.patch_status(&p.name, &params, &Patch::Merge(&p.body)).await
             };
-            if let Err(e) = r {
+            if let Err(e) = &r {
                 tracing::warn!(pod = %format!("{}/{}", p.namespace, p.name), error = %e, "{} failed", p.what);
+            }
+            if let Some(ack) = p.ack {
+                let _ = ack.send(r.map(|_| ()).map_err(|e| e.to_string()));
             }
         });
         last.insert(uid, handle);
