@@ -784,8 +784,12 @@ impl PreBindPlugin for VolumeBinding {
         Status::success()
     }
 
+    fn pre_bind_in_parallel(&self) -> bool {
+        true
+    }
+
     /// Writes the bindings and waits until the PersistentVolume controller has completed them.
-    fn pre_bind(&self, state: &mut CycleState, _pod: &PodInfo, node: &str) -> Status {
+    fn pre_bind(&self, state: &CycleState, _pod: &PodInfo, node: &str) -> Status {
         let Some(State(s)) = state.read::<State>(NAME) else { return Status::success() };
         if s.all_bound.load(Ordering::SeqCst) {
             return Status::success();
