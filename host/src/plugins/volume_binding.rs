@@ -1264,6 +1264,6 @@ mod tests {
         assert!(pl.pre_filter(&mut state, &p, &wffc_snapshot()).1.is_skip());
         assert!(pl.reserve(&mut state, &p, "n1").is_success());
         assert!(pl.pre_bind_pre_flight(&state, &p, "n1").is_skip());
-        assert!(pl.pre_bind(&mut state, &p, "n1").is_success());
+        assert!(pl.pre_bind(&state, &p, "n1").is_success());
     }
 }

@@ -488,15 +488,8 @@ impl Scheduler {
     /// Simulator: a pod that waits at Permit is parked, and its binding cycle runs inline once a plugin decides
     /// (`finish_decided_waits`) or the simulator's clock reaches its timeout (`expire_waits`), so runs repeat.
     fn park(&self, mut a: Attempt, mut assumed: Assumed) {
-        let pre_bind_work = match self.pre_flight(&mut a, &assumed, true) {
-            Ok((work, nominate)) => {
-                if nominate {
-                    let written =
-                        futures::executor::block_on(self.cluster.nominate_for_binding(&assumed.pod, &assumed.host));
-                    self.nominated(&mut assumed, written);
-                }
-                work
-            }
+        let pre_bind_work = match self.pre_flight_and_nominate(&mut a, &mut assumed, true) {
+            Ok(work) => work,
             Err(s) => return self.finish_binding(a, assumed, s),
         };
         let wait = a.fwk.get_waiting_pod(&assumed.pod.uid).and_then(|w| w.shortest_timeout()).unwrap_or_default();
@@ -520,6 +513,17 @@ impl Scheduler {
         let work = pf.is_success();
         let nominate = (work || waits) && assumed.pod.nominated_node_name() != Some(assumed.host.as_str());
         Ok((work, nominate))
+    }
+
+    /// `pre_flight`, then the nomination it asks for, waiting on this thread for the write (the simulator's and
+    /// the thread-per-binding cycles). Answers whether PreBind has work.
+    fn pre_flight_and_nominate(&self, a: &mut Attempt, assumed: &mut Assumed, waits: bool) -> Result<bool, Status> {
+        let (work, nominate) = self.pre_flight(a, assumed, waits)?;
+        if nominate {
+            let written = futures::executor::block_on(self.cluster.nominate_for_binding(&assumed.pod, &assumed.host));
+            self.nominated(assumed, written);
+        }
+        Ok(work)
     }
 
     /// Notes the nomination's outcome: a failed write is logged and the cycle goes on, as upstream's.
@@ -663,15 +667,8 @@ impl Scheduler {
     /// PreBindPreFlight (and the nomination) → WaitOnPermit (when Permit said Wait) → PreBind → Bind → PostBind;
     /// any failure unwinds.
     fn binding_cycle(&self, mut a: Attempt, mut assumed: Assumed, waits: bool) {
-        let pre_bind_work = match self.pre_flight(&mut a, &assumed, waits) {
-            Ok((work, nominate)) => {
-                if nominate {
-                    let written =
-                        futures::executor::block_on(self.cluster.nominate_for_binding(&assumed.pod, &assumed.host));
-                    self.nominated(&mut assumed, written);
-                }
-                work
-            }
+        let pre_bind_work = match self.pre_flight_and_nominate(&mut a, &mut assumed, waits) {
+            Ok(work) => work,
             Err(s) => return self.finish_binding(a, assumed, s),
         };
         let t0 = Instant::now();

@@ -19,8 +19,8 @@ struct StatusPatch {
     body: serde_json::Value,
     /// What the patch does, for the log line when it fails.
     what: &'static str,
-    /// Told the outcome once the patch is done (an error's text), for a caller that waits for it.
-    ack: Option<oneshot::Sender<Result<(), String>>>,
+    /// Told the outcome once the patch is done (an error's text).
+    ack: oneshot::Sender<Result<(), String>>,
 }
 
 /// Sends pod status patches in the background, in order per pod.
@@ -37,7 +37,8 @@ impl StatusPatcher {
         StatusPatcher { tx }
     }
 
-    /// Queues a patch of `pod`'s status; `strategic` selects a strategic merge patch over a JSON merge patch.
+    /// Queues a patch of `pod`'s status; `strategic` selects a strategic merge patch over a JSON merge patch. The
+    /// answer tells the outcome once the patch is done, for a caller that waits for it (most do not).
     pub fn patch(
         &self,
         namespace: &str,
@@ -46,35 +47,8 @@ impl StatusPatcher {
         strategic: bool,
         body: serde_json::Value,
         what: &'static str,
-    ) {
-        self.send(namespace, name, uid, strategic, body, what, None);
-    }
-
-    /// Queues a JSON merge patch of `pod`'s status like `patch`, and answers its outcome once it is done.
-    pub fn patch_acked(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        body: serde_json::Value,
-        what: &'static str,
     ) -> oneshot::Receiver<Result<(), String>> {
-        let (tx, rx) = oneshot::channel();
-        self.send(namespace, name, uid, false, body, what, Some(tx));
-        rx
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn send(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        strategic: bool,
-        body: serde_json::Value,
-        what: &'static str,
-        ack: Option<oneshot::Sender<Result<(), String>>>,
-    ) {
+        let (ack, done) = oneshot::channel();
         let p = StatusPatch {
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -84,9 +58,10 @@ impl StatusPatcher {
             what,
             ack,
         };
-        // The receiver lives as long as the runtime; after shutdown there is nobody left to tell (a dropped ack
+        // The receiver lives as long as the runtime; after shutdown there is nobody left to tell (the dropped ack
         // tells a waiting caller so).
         let _ = self.tx.send(p);
+        done
     }
 }
 
@@ -118,9 +93,8 @@ async fn run(client: kube::Client, mut rx: mpsc::UnboundedReceiver<StatusPatch>)
             if let Err(e) = &r {
                 tracing::warn!(pod = %format!("{}/{}", p.namespace, p.name), error = %e, "{} failed", p.what);
             }
-            if let Some(ack) = p.ack {
-                let _ = ack.send(r.map(|_| ()).map_err(|e| e.to_string()));
-            }
+            // Nobody may be waiting: most callers drop the answer.
+            let _ = p.ack.send(r.map(|_| ()).map_err(|e| e.to_string()));
         });
         last.insert(uid, handle);
     }
