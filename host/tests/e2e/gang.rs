@@ -33,20 +33,28 @@ fn create(k: &Kube, name: &str, group: Option<&str>) {
     k.rt.block_on(api.create(&PostParams::default(), &pod)).unwrap();
 }
 
-pub(crate) fn a_gang_binds_only_when_its_last_member_is_created(cp: &ControlPlane, k: &Kube, work: &Path) {
-    k.namespace(NS);
-    k.node("gang-1", json!({"e2e": "gang"}));
+/// Starts a scheduler whose profile `scheduler` runs the coscheduling guest (60 s at Permit), `head` before its
+/// profiles; answers its port once it is ready.
+fn start_coscheduling(cp: &ControlPlane, work: &Path, name: &str, scheduler: &str, head: &str) -> (u16, Scheduler) {
     let profile = write_profile(
         work,
-        "gang.yaml",
+        &format!("{name}.yaml"),
         &format!(
-            "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 1\nprofiles:\n- schedulerName: {SCHEDULER}\n  plugins:\n    multiPoint:\n      enabled: [{{name: Coscheduling}}]\n      disabled: [{{name: PrioritySort}}]\n  pluginConfig:\n  - name: Coscheduling\n    args:\n      component: {}\n      config: {{permitWaitingTimeSeconds: 60}}\n",
+            "{head}profiles:\n- schedulerName: {scheduler}\n  plugins:\n    multiPoint:\n      enabled: [{{name: Coscheduling}}]\n      disabled: [{{name: PrioritySort}}]\n  pluginConfig:\n  - name: Coscheduling\n    args:\n      component: {}\n      config: {{permitWaitingTimeSeconds: 60}}\n",
             guest("coscheduling").display()
         ),
     );
     let port = free_port();
-    let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("gang.log"));
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join(format!("{name}.log")));
     wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    (port, s)
+}
+
+pub(crate) fn a_gang_binds_only_when_its_last_member_is_created(cp: &ControlPlane, k: &Kube, work: &Path) {
+    k.namespace(NS);
+    k.node("gang-1", json!({"e2e": "gang"}));
+    let (port, mut s) =
+        start_coscheduling(cp, work, "gang", SCHEDULER, "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 1\n");
     let token = cp.token();
     let metrics = || https_get(port, "/metrics", Some(&token)).map(|(_, m)| m).unwrap_or_default();
     let attempts = |result: &str| {
@@ -105,17 +113,7 @@ pub(crate) fn a_waiting_member_is_nominated_before_it_binds(cp: &ControlPlane, k
     const NS2: &str = "e2e-nominate";
     k.namespace(NS2);
     k.node("nominate-1", json!({"e2e": "nominate"}));
-    let profile = write_profile(
-        work,
-        "nominate.yaml",
-        &format!(
-            "profiles:\n- schedulerName: nominate-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: Coscheduling}}]\n      disabled: [{{name: PrioritySort}}]\n  pluginConfig:\n  - name: Coscheduling\n    args:\n      component: {}\n      config: {{permitWaitingTimeSeconds: 60}}\n",
-            guest("coscheduling").display()
-        ),
-    );
-    let port = free_port();
-    let mut s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("nominate.log"));
-    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let (_, mut s) = start_coscheduling(cp, work, "nominate", "nominate-scheduler", "");
 
     // Every version of the namespace's pods: (name, nominatedNodeName, nodeName).
     let kubeconfig = cp.kubeconfig();
