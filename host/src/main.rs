@@ -653,6 +653,9 @@ fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .map(|p| p.to_path_buf())
         .unwrap_or_else(|| PathBuf::from("."));
+    // ComponentFlagz and ComponentStatusz are beta and on by default in v1.37; --feature-gates may turn them off.
+    let flagz = (opts.beta_gate("ComponentFlagz") != Some(false)).then(|| opts.flagz());
+    let statusz = opts.beta_gate("ComponentStatusz") != Some(false);
     let live = LiveOptions {
         kubeconfig: opts.kubeconfig,
         master: opts.master,
@@ -668,6 +671,8 @@ fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
         identity: format!("{host}_{}", std::process::id()),
         config_dir,
         explain: opts.explain,
+        flagz,
+        statusz,
     };
     kube_wasm_scheduler::live::run(cfg, registry, live).map_err(|e| match e {
         LiveError::Client(_) | LiveError::Profile(_) => BadInput(e.to_string()).into(),

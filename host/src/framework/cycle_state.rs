@@ -40,6 +40,8 @@ pub struct CycleState {
     pub skip_score_plugins: FxHashSet<String>,
     /// PreBind plugins whose PreBindPreFlight answered Skip: they have nothing to do for this pod.
     pub skip_pre_bind_plugins: FxHashSet<String>,
+    /// PreBind plugins whose PreBindPreFlight allowed their PreBind to run in parallel with their neighbours'.
+    pub parallel_pre_bind_plugins: FxHashSet<String>,
     /// Where this cycle's plugin calls are timed (`scheduler_plugin_execution_duration_seconds`); set only on the
     /// sampled share of cycles, since timing every call of every plugin costs more than the metric is worth.
     pub plugin_timer: Option<Arc<dyn PluginMetrics>>,
@@ -52,6 +54,7 @@ impl Clone for CycleState {
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
             skip_pre_bind_plugins: self.skip_pre_bind_plugins.clone(),
+            parallel_pre_bind_plugins: self.parallel_pre_bind_plugins.clone(),
             plugin_timer: self.plugin_timer.clone(),
         }
     }

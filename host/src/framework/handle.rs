@@ -97,6 +97,13 @@ pub trait ClusterClient: Send + Sync {
     fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError>;
     /// Sets or clears `status.nominatedNodeName`.
     fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError>;
+    /// Sets `status.nominatedNodeName` to the node a binding cycle is about to wait for or prepare
+    /// (NominatedNodeNameForExpectation) and answers once the write is done, in order with the pod's other status
+    /// writes: the binding that follows must not overtake it. The default writes through `set_nominated_node`.
+    fn nominate_for_binding(&self, pod: &PodInfo, node: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
+        let written = self.set_nominated_node(pod, Some(node));
+        Box::pin(async move { written })
+    }
     /// Records an event on the pod and, for failures, the PodScheduled=False condition.
     fn record(&self, pod: &PodInfo, event: PodEvent);
     /// Replaces a PersistentVolume (an update that fails with a conflict when the object changed since its

@@ -520,12 +520,19 @@ pub trait PermitPlugin: Plugin {
 
 /// Runs before binding (e.g. volume provisioning).
 pub trait PreBindPlugin: Plugin {
-    /// Success lets binding go on.
-    fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+    /// Success lets binding go on. The state is shared: plugins that allow it run at once (see
+    /// [`Self::pre_bind_in_parallel`]), and keep what they write behind their own locks.
+    fn pre_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status;
     /// Whether PreBind has anything to do for this pod (upstream's `PreBindPreFlight`): Skip leaves its PreBind
     /// out, and a pod that no PreBind plugin has work for binds without a blocking thread. Success by default.
     fn pre_bind_pre_flight(&self, _state: &CycleState, _pod: &PodInfo, _node: &str) -> Status {
         Status::success()
+    }
+    /// Whether this plugin's PreBind may run at the same time as its neighbours' that allow it too (upstream's
+    /// `PreBindPreFlightResult.AllowParallel`, which VolumeBinding and DynamicResources always set). False by
+    /// default.
+    fn pre_bind_in_parallel(&self) -> bool {
+        false
     }
 }
 

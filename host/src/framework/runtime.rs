@@ -821,7 +821,11 @@ impl Framework {
     pub fn run_pre_bind_pre_flights(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let mut result = Status::skip();
         for e in self.plugins_at(ExtensionPoint::PreBind) {
-            let s = e.plugin.as_pre_bind().expect("registered at preBind").pre_bind_pre_flight(state, pod, node);
+            let plugin = e.plugin.as_pre_bind().expect("registered at preBind");
+            let s = plugin.pre_bind_pre_flight(state, pod, node);
+            if plugin.pre_bind_in_parallel() {
+                state.parallel_pre_bind_plugins.insert(e.name.to_string());
+            }
             match s.code() {
                 Code::Success => result = Status::success(),
                 Code::Skip => {
@@ -836,22 +840,78 @@ impl Framework {
         result
     }
 
-    /// PreBind: the first non-Success stops.
+    /// PreBind as upstream's `RunPreBindPlugins` since v1.35: the plugins PreBindPreFlight did not skip, in
+    /// groups (`pre_bind_groups`); a group of neighbours that allow it runs at once, one thread each, and the
+    /// first failure stops what follows. A rejection is answered as it is, naming the plugin; anything else
+    /// not Success is an Error.
     pub fn run_pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let state: &CycleState = state;
         let timer = state.plugin_timer.clone();
-        for e in self.plugins_at(ExtensionPoint::PreBind) {
-            if state.skip_pre_bind_plugins.contains(&*e.name) {
-                continue;
-            }
+        let run = |e: &PluginEntry| {
             let s = timed(&timer, e, ExtensionPoint::PreBind.metric_name(), Status::code, || {
                 e.plugin.as_pre_bind().expect("registered at preBind").pre_bind(state, pod, node)
             });
-            if !s.is_success() {
-                return Status::error(format!("running PreBind plugin {:?}: {}", &*e.name, s.message()))
-                    .with_plugin(&e.name);
+            match s {
+                s if s.is_success() => None,
+                s if s.is_rejected() => Some(s.with_plugin(&e.name)),
+                s => Some(
+                    Status::error(format!("running PreBind plugin {:?}: {}", &*e.name, s.message()))
+                        .with_plugin(&e.name),
+                ),
+            }
+        };
+        for group in self.pre_bind_groups(state) {
+            if let [e] = group.as_slice() {
+                if let Some(s) = run(e) {
+                    return s;
+                }
+                continue;
+            }
+            // Every plugin of the group runs to its end (there is no cancelling a plugin here); the failure that
+            // came first is the answer, as upstream's result channel keeps the first one sent.
+            let first = std::sync::Mutex::new(None);
+            std::thread::scope(|scope| {
+                for e in &group {
+                    let (run, first) = (&run, &first);
+                    scope.spawn(move || {
+                        if let Some(s) = run(e) {
+                            first.lock().expect("prebind lock").get_or_insert(s);
+                        }
+                    });
+                }
+            });
+            if let Some(s) = first.into_inner().expect("prebind lock") {
+                return s;
             }
         }
         Status::success()
+    }
+
+    /// PreBind's plugins in the order they run (upstream's `getPreBindPluginGroups`): neighbours that allow
+    /// parallel PreBind gather in one group, any other plugin is a group of its own and closes the group before
+    /// it; plugins PreBindPreFlight skipped are left out.
+    fn pre_bind_groups<'a>(&'a self, state: &CycleState) -> Vec<Vec<&'a PluginEntry>> {
+        let mut groups = Vec::new();
+        let mut group: Vec<&PluginEntry> = Vec::new();
+        for e in self.plugins_at(ExtensionPoint::PreBind) {
+            let skipped = state.skip_pre_bind_plugins.contains(&*e.name);
+            if state.parallel_pre_bind_plugins.contains(&*e.name) {
+                if !skipped {
+                    group.push(e);
+                }
+                continue;
+            }
+            if !group.is_empty() {
+                groups.push(std::mem::take(&mut group));
+            }
+            if !skipped {
+                groups.push(vec![e]);
+            }
+        }
+        if !group.is_empty() {
+            groups.push(group);
+        }
+        groups
     }
 
     /// Bind: Skip passes to the next binder; the first other answer is final. All skipping is Skip.

@@ -974,6 +974,9 @@ pub struct QueuedPodInfo {
     pub gated_by: Option<String>,
     /// QueueSort's key, computed when the pod last entered activeQ (`QueueSortPlugin::sort_key`).
     pub sort_key: Option<Arc<[u8]>>,
+    /// The pod's last move out of unschedulable was the periodic flush (upstream's `WasFlushedFromUnschedulable`),
+    /// not an event: counted when such a pod is bound, as a hint that an event or queueing hint was missed.
+    pub flushed_from_unschedulable: bool,
 }
 
 impl QueuedPodInfo {
@@ -987,6 +990,7 @@ impl QueuedPodInfo {
             unschedulable_plugins: HashSet::new(),
             gated_by: None,
             sort_key: None,
+            flushed_from_unschedulable: false,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! kube-scheduler's metrics (`pkg/scheduler/metrics/metrics.go`, v1.34) with upstream's names, types, labels,
+//! kube-scheduler's metrics (`pkg/scheduler/metrics/metrics.go`, v1.37) with upstream's names, types, labels,
 //! buckets and stability-tagged help, plus the Wasm plugins' counters, in Prometheus text format (0.0.4) through
 //! the `prometheus` client crate.
 //!
@@ -7,7 +7,14 @@
 //! is scraped ([`SchedulerState`]) and encoded beside them, which gives the same numbers without a hook on every
 //! change.
 //!
-//! Left out of v1.34's list: `scheduler_event_handling_duration_seconds` and `scheduler_plugin_evaluation_total`
+//! Left out of v1.37's list: the pod group and workload families (`scheduler_podgroup_*`, `scheduler_placement_*`,
+//! `scheduler_generated_placements_total`, `scheduler_workload_preemption_*`, `scheduler_preemption_workload_*`;
+//! there are no PodGroups here, so `scheduler_queued_entities` and `scheduler_queue_incoming_entities_total` only
+//! ever have `type="pod"`), the OpportunisticBatching families (`scheduler_batch_*`,
+//! `scheduler_get_node_hint_duration_seconds`, `scheduler_store_schedule_results_duration_seconds`: no batching),
+//! `scheduler_pre_queueing_hint_evaluations_total` (SchedulerPreQueueingHints is alpha and off),
+//! `scheduler_dra_bindingconditions_*` (no binding conditions), `scheduler_preemption_evaluation_duration_seconds`,
+//! `scheduler_preemption_execution_duration_seconds` and `scheduler_preemption_pdb_violations_total` (not fed yet), `scheduler_event_handling_duration_seconds` and `scheduler_plugin_evaluation_total`
 //! (not fed yet: the second needs a count on every plugin call of every cycle, not only sampled ones),
 //! `scheduler_queueing_hint_execution_duration_seconds` and `scheduler_inflight_events` (the queue has no queueing
 //! hints), `scheduler_preemption_goroutines_*` (preemption is synchronous), the `scheduler_*async_api_call*`
@@ -143,6 +150,10 @@ pub struct Metrics {
     queue_incoming_pods: IntCounterVec,
     /// `scheduler_permit_wait_duration_seconds{result}`.
     permit_wait_duration: HistogramVec,
+    /// `scheduler_queue_incoming_entities_total{queue,event,type}`: every entity here is a pod.
+    queue_incoming_entities: IntCounterVec,
+    /// `scheduler_pod_scheduled_after_flush_total`.
+    pod_scheduled_after_flush: IntCounter,
     /// (plugin, profile) pairs ever seen in `scheduler_unschedulable_pods`: upstream's gauge keeps a series at 0
     /// once its pods are gone, so this one does too.
     unschedulable_seen: Mutex<BTreeSet<(String, String)>>,
@@ -167,7 +178,7 @@ impl Metrics {
             )?,
             algorithm_duration: f.histogram(
                 "scheduler_scheduling_algorithm_duration_seconds",
-                "[ALPHA] Scheduling algorithm latency in seconds",
+                "[BETA] Scheduling algorithm latency in seconds",
                 LATENCY_BUCKETS,
             )?,
             extension_point_duration: f.histogram_vec(
@@ -178,7 +189,7 @@ impl Metrics {
             )?,
             plugin_execution_duration: f.histogram_vec(
                 "scheduler_plugin_execution_duration_seconds",
-                "[ALPHA] Duration for running a plugin at a specific extension point.",
+                "[BETA] Duration for running a plugin at a specific extension point.",
                 PLUGIN_BUCKETS,
                 &["extension_point", "status", "plugin"],
             )?,
@@ -188,7 +199,7 @@ impl Metrics {
             )?,
             preemption_victims: f.histogram(
                 "scheduler_preemption_victims",
-                "[STABLE] Number of selected preemption victims",
+                "[STABLE] Number of selected preemption victims for preemption initiated by a single pod",
                 VICTIM_BUCKETS,
             )?,
             pod_scheduling_sli_duration: f.histogram_vec(
@@ -209,9 +220,18 @@ impl Metrics {
             )?,
             permit_wait_duration: f.histogram_vec(
                 "scheduler_permit_wait_duration_seconds",
-                "[ALPHA] Duration of waiting on permit.",
+                "[BETA] Duration of waiting on permit.",
                 LATENCY_BUCKETS,
                 &["result"],
+            )?,
+            queue_incoming_entities: f.counter_vec(
+                "scheduler_queue_incoming_entities_total",
+                "[ALPHA] Number of scheduling entities added to scheduling queues by event, queue type, and entity type. Entity types are either 'pod' (for individual pods that are not members of any podgroup) or 'podgroup'.",
+                &["queue", "event", "type"],
+            )?,
+            pod_scheduled_after_flush: f.counter(
+                "scheduler_pod_scheduled_after_flush_total",
+                "[ALPHA] Number of pods that were successfully scheduled after being flushed from unschedulableEntities due to timeout. This metric helps detect potential queueing hint misconfigurations or event handling issues.",
             )?,
             unschedulable_seen: Mutex::default(),
             registry,
@@ -266,6 +286,10 @@ impl Observer for Metrics {
             self.pod_scheduling_sli_duration.with_label_values(&[label]).observe(d.as_secs_f64());
         }
     }
+
+    fn pod_scheduled_after_flush(&self) {
+        self.pod_scheduled_after_flush.inc();
+    }
 }
 
 impl QueueObserver for Metrics {
@@ -276,6 +300,7 @@ impl QueueObserver for Metrics {
             q => q,
         };
         self.queue_incoming_pods.with_label_values(&[queue.as_str(), event]).inc();
+        self.queue_incoming_entities.with_label_values(&[queue.as_str(), event, "pod"]).inc();
     }
 }
 
@@ -374,6 +399,14 @@ impl SchedulerState {
             .into_iter()
             .map(|q| (vec![("queue", q.as_str().to_string())], self.pending.get(&q).copied().unwrap_or(0) as f64))
             .collect();
+        // Without PodGroups every queued entity is a pod: the same numbers as pending_pods, under type="pod".
+        let entities = [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable, QueueName::Gated]
+            .into_iter()
+            .map(|q| {
+                let n = self.pending.get(&q).copied().unwrap_or(0) as f64;
+                (vec![("queue", q.as_str().to_string()), ("type", "pod".to_string())], n)
+            })
+            .collect();
         let cache = [("assumed_pods", self.assumed_pods), ("nodes", self.nodes), ("pods", self.pods)]
             .into_iter()
             .map(|(t, n)| (vec![("type", t.to_string())], n as f64))
@@ -391,9 +424,15 @@ impl SchedulerState {
         vec![
             scraped(
                 "scheduler_pending_pods",
-                "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+                "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated; 'incomplete' means number of pods in incompletePodGroupPods; 'pending' means number of pods in pendingPodGroupPods.",
                 MetricType::GAUGE,
                 pending,
+            ),
+            scraped(
+                "scheduler_queued_entities",
+                "[ALPHA] Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not members of any podgroup) by the queue type. 'active' means number of entities in activeQ; 'backoff' means number of entities in backoffQ; 'unschedulable' means number of entities in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable entities that the scheduler never attempted to schedule because they are gated.",
+                MetricType::GAUGE,
+                entities,
             ),
             scraped(
                 "scheduler_cache_size",
@@ -403,13 +442,13 @@ impl SchedulerState {
             ),
             scraped(
                 "scheduler_unschedulable_pods",
-                "[ALPHA] The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have meaning only when broken down by plugin.",
+                "[BETA] The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have meaning only when broken down by plugin.",
                 MetricType::GAUGE,
                 unschedulable,
             ),
             scraped(
                 "scheduler_goroutines",
-                "[ALPHA] Number of running goroutines split by the work they do such as binding.",
+                "[BETA] Number of running goroutines split by the work they do such as binding.",
                 MetricType::GAUGE,
                 std::iter::once((vec![("operation", "binding".to_string())], self.bindings as f64))
                     // Upstream's series appears once an extender prioritized; without extenders it never does.
@@ -546,8 +585,11 @@ impl Metrics {
 mod tests {
     use super::*;
 
-    /// Every family of kube-scheduler v1.34 exported here, with upstream's type.
-    const UPSTREAM_TYPES: [(&str, &str); 15] = [
+    /// Every family of kube-scheduler v1.37 exported here, with upstream's type.
+    const UPSTREAM_TYPES: [(&str, &str); 18] = [
+        ("scheduler_queue_incoming_entities_total", "counter"),
+        ("scheduler_pod_scheduled_after_flush_total", "counter"),
+        ("scheduler_queued_entities", "gauge"),
         ("scheduler_schedule_attempts_total", "counter"),
         ("scheduler_scheduling_attempt_duration_seconds", "histogram"),
         ("scheduler_scheduling_algorithm_duration_seconds", "histogram"),
@@ -603,6 +645,7 @@ mod tests {
         m.permit_wait(Code::Success, ms(40));
         m.pod_scheduled(2, Some(ms(1500)));
         m.pod_scheduled(20, Some(Duration::from_secs(90)));
+        m.pod_scheduled_after_flush();
         m.incoming(QueueName::Active, crate::queue::event::UNSCHEDULED_POD_ADD);
         m.incoming(QueueName::Gated, crate::queue::event::UNSCHEDULED_POD_ADD);
         m.incoming(QueueName::Backoff, "NodeAdd");
@@ -705,6 +748,10 @@ mod tests {
             r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="active"} 1"#,
             r#"scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="unschedulable"} 1"#,
             r#"scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 1"#,
+            r#"scheduler_queue_incoming_entities_total{event="NodeAdd",queue="backoff",type="pod"} 1"#,
+            r#"scheduler_queued_entities{queue="active",type="pod"} 4"#,
+            r#"scheduler_queued_entities{queue="gated",type="pod"} 0"#,
+            "scheduler_pod_scheduled_after_flush_total 1",
             r#"kws_shadow_decisions_total{profile="default-scheduler",result="agree",shadow="trial"} 1"#,
             r#"kws_shadow_decisions_total{profile="default-scheduler",result="disagree",shadow="trial"} 2"#,
             r#"kws_shadow_decisions_total{profile="default-scheduler",result="error",shadow="trial"} 0"#,

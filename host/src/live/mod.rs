@@ -84,6 +84,10 @@ pub struct LiveOptions {
     pub config_dir: PathBuf,
     /// `--explain`: pods (`ns/name`) whose attempts are logged with every plugin's and extender's verdicts.
     pub explain: Vec<String>,
+    /// What `/flagz` shows (None: the ComponentFlagz gate is off).
+    pub flagz: Option<std::collections::BTreeMap<String, String>>,
+    /// Whether `/statusz` is served (the ComponentStatusz gate).
+    pub statusz: bool,
 }
 
 /// The process's clients (one connection pool; the scheduler's and the events' rate limits) from `--kubeconfig`,
@@ -173,6 +177,12 @@ async fn start_serving(
             Err("handlers are not fully synchronized".into())
         }
     }));
+    // What upstream's mux lists when /statusz is installed (itself not yet among them); /debug/shadow is ours and
+    // unlisted, as upstream's debugging handlers are.
+    let listed: Vec<&str> = ["/configz", "/flagz", "/healthz", "/livez", "/metrics", "/readyz"]
+        .into_iter()
+        .filter(|p| *p != "/flagz" || opts.flagz.is_some())
+        .collect();
     let endpoints = Endpoints {
         healthz: le.then(leader_election).into_iter().collect(),
         livez: Vec::new(),
@@ -180,9 +190,10 @@ async fn start_serving(
         metrics: Box::new(move || scrape.metrics.render(&scrape.scheduler) + &requests.render()),
         configz: configz(cfg),
         shadow: Box::new(move || shadow.scheduler.shadows().to_json()),
+        zpages: server::ZPages::new(opts.flagz.clone(), opts.statusz, &listed),
     };
     let served = server::serve(&opts.serving, authn, authz, endpoints).await?;
-    tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz /debug/shadow");
+    tracing::info!(addr = %served.local_addr, "serving securely /healthz /livez /readyz /metrics /configz /flagz /statusz /debug/shadow");
     Ok(())
 }
 
@@ -253,6 +264,26 @@ impl Observer for LoggingObserver {
 
     fn extension_point(&self, profile: &str, point: &'static str, status: Code, d: Duration) {
         self.metrics.extension_point(profile, point, status, d);
+    }
+
+    fn scheduling_algorithm(&self, d: Duration) {
+        self.metrics.scheduling_algorithm(d);
+    }
+
+    fn preemption_attempt(&self, victims: Option<usize>) {
+        self.metrics.preemption_attempt(victims);
+    }
+
+    fn permit_wait(&self, result: Code, d: Duration) {
+        self.metrics.permit_wait(result, d);
+    }
+
+    fn pod_scheduled(&self, attempts: u32, since_queued: Option<Duration>) {
+        self.metrics.pod_scheduled(attempts, since_queued);
+    }
+
+    fn pod_scheduled_after_flush(&self) {
+        self.metrics.pod_scheduled_after_flush();
     }
 }
 
@@ -427,6 +458,29 @@ fn scheduling_loop(live: Arc<Live>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_logging_observer_feeds_every_metric_hook() {
+        let metrics = Arc::new(metrics::Metrics::default());
+        let o = LoggingObserver { metrics: metrics.clone(), verbosity: 0 };
+        o.scheduling_algorithm(Duration::from_millis(2));
+        o.preemption_attempt(Some(1));
+        o.permit_wait(Code::Success, Duration::from_millis(5));
+        o.pod_scheduled(1, Some(Duration::from_millis(9)));
+        o.pod_scheduled_after_flush();
+        let out = metrics.render_state(&metrics::SchedulerState::default());
+        for line in [
+            "scheduler_scheduling_algorithm_duration_seconds_count 1",
+            "scheduler_preemption_attempts_total 1",
+            "scheduler_preemption_victims_count 1",
+            r#"scheduler_permit_wait_duration_seconds_count{result="Success"} 1"#,
+            "scheduler_pod_scheduling_attempts_count 1",
+            r#"scheduler_pod_scheduling_sli_duration_seconds_count{attempts="1"} 1"#,
+            "scheduler_pod_scheduled_after_flush_total 1",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} missing:\n{out}");
+        }
+    }
 
     #[test]
     fn configz_shows_the_effective_client_limits() {

@@ -4,6 +4,7 @@
 //! ends the flags. Every upstream flag is accepted: one that means nothing here is checked, then accepted with one
 //! warning naming it; a wrong value or an unknown flag is refused with one line naming the flag.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -120,6 +121,8 @@ pub struct Options {
     pub emulated_minor: Option<u32>,
     /// `--min-compatibility-version`'s kube minor, checked.
     pub min_compatibility_minor: Option<u32>,
+    /// Every flag given, in order, with its value as given (what `/flagz` shows).
+    pub given: Vec<(&'static str, String)>,
 }
 
 impl Default for Options {
@@ -143,6 +146,7 @@ impl Default for Options {
             warnings: Vec::new(),
             emulated_minor: None,
             min_compatibility_minor: None,
+            given: Vec::new(),
         }
     }
 }
@@ -238,7 +242,11 @@ const FLAGS: &[Flag] = &[
     used("leader-elect-resource-name", Value, "Lease name"),
     used("leader-elect-resource-namespace", Value, "Lease namespace"),
     // feature gate
-    ignored("feature-gates", Value, "checked, no effect: this scheduler has no feature gates"),
+    ignored(
+        "feature-gates",
+        Value,
+        "checked; only ComponentFlagz, ComponentStatusz and AllBeta take effect (=false turns /flagz, /statusz off)",
+    ),
     ignored(
         "emulated-version",
         Value,
@@ -325,6 +333,7 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Options, FlagError> {
             value: value.clone(),
             reason,
         })?;
+        o.given.push((flag.name, value));
         if first {
             seen.push(flag.name);
             if let Some(why) = flag.ignored {
@@ -676,6 +685,143 @@ impl Options {
     }
 }
 
+/// Each flag kube-scheduler v1.37 registers and the value its `/flagz` shows when the flag is not given (taken from
+/// a v1.37.2 binary's `/flagz`); `--port`, `--logtostderr`, `--log-file` and our `--explain` are not among them.
+const FLAGZ_DEFAULTS: &[(&str, &str)] = &[
+    ("allow-metric-labels", "[]"),
+    ("allow-metric-labels-manifest", ""),
+    ("authentication-kubeconfig", ""),
+    ("authentication-skip-lookup", "false"),
+    ("authentication-token-webhook-cache-ttl", "10s"),
+    ("authentication-tolerate-lookup-failure", "true"),
+    ("authorization-always-allow-paths", "[/healthz,/readyz,/livez]"),
+    ("authorization-kubeconfig", ""),
+    ("authorization-webhook-cache-authorized-ttl", "10s"),
+    ("authorization-webhook-cache-unauthorized-ttl", "10s"),
+    ("bind-address", "0.0.0.0"),
+    ("cert-dir", ""),
+    ("client-ca-file", ""),
+    ("config", ""),
+    ("contention-profiling", "true"),
+    ("disable-http2-serving", "false"),
+    ("disabled-metrics", "[]"),
+    ("emulated-version", "[]"),
+    ("feature-gates", ""),
+    ("help", "false"),
+    ("http2-max-streams-per-connection", "0"),
+    ("kube-api-burst", "100"),
+    ("kube-api-content-type", "application/vnd.kubernetes.protobuf"),
+    ("kube-api-qps", "50"),
+    ("kubeconfig", ""),
+    ("leader-elect", "true"),
+    ("leader-elect-lease-duration", "15s"),
+    ("leader-elect-renew-deadline", "10s"),
+    ("leader-elect-resource-lock", "leases"),
+    ("leader-elect-resource-name", "kube-scheduler"),
+    ("leader-elect-resource-namespace", "kube-system"),
+    ("leader-elect-retry-period", "2s"),
+    ("log-flush-frequency", "5s"),
+    ("log-json-info-buffer-size", "0"),
+    ("log-json-split-stream", "false"),
+    ("log-text-info-buffer-size", "0"),
+    ("log-text-split-stream", "false"),
+    ("logging-format", "text"),
+    ("master", ""),
+    ("min-compatibility-version", "[]"),
+    ("permit-address-sharing", "false"),
+    ("permit-port-sharing", "false"),
+    ("pod-max-in-unschedulable-pods-duration", "5m0s"),
+    ("profiling", "true"),
+    ("requestheader-allowed-names", "[]"),
+    ("requestheader-client-ca-file", ""),
+    ("requestheader-extra-headers-prefix", "[x-remote-extra-]"),
+    ("requestheader-group-headers", "[x-remote-group]"),
+    ("requestheader-uid-headers", "[]"),
+    ("requestheader-username-headers", "[x-remote-user]"),
+    ("secure-port", "10259"),
+    ("show-hidden-metrics-for-version", ""),
+    ("tls-cert-file", ""),
+    ("tls-cipher-suites", "[]"),
+    ("tls-curve-preferences", "[]"),
+    ("tls-min-version", ""),
+    ("tls-private-key-file", ""),
+    ("tls-sni-cert-key", "[]"),
+    ("v", "0"),
+    ("version", "false"),
+    ("vmodule", ""),
+    ("write-config-to", ""),
+];
+
+impl Options {
+    /// What `/flagz` shows: every upstream flag with its value as pflag prints it (durations as Go prints them,
+    /// lists in brackets, the first use of a list replacing its default), and the generated serving pair's paths
+    /// under `--cert-dir` when no pair is given, as upstream fills them in.
+    pub fn flagz(&self) -> BTreeMap<String, String> {
+        let mut out: BTreeMap<String, String> =
+            FLAGZ_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut lists: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (name, v) in &self.given {
+            let Some(slot) = out.get_mut(*name) else { continue };
+            *slot = match *name {
+                _ if slot.starts_with('[') && !name.ends_with("-version") => {
+                    let items = lists.entry(name).or_default();
+                    if *name == "allow-metric-labels" {
+                        items.push(v.clone());
+                    } else {
+                        items.extend(v.split(',').filter(|s| !s.is_empty()).map(str::to_string));
+                    }
+                    format!("[{}]", items.join(","))
+                }
+                "emulated-version" | "min-compatibility-version" => {
+                    kube_minor(v).map(|m| format!("[kube=1.{m}]")).unwrap_or_default()
+                }
+                "feature-gates" => {
+                    let gates = lists.entry(name).or_default();
+                    gates.extend(v.split(',').map(str::trim).filter(|p| !p.is_empty()).map(|p| format!(":{p}")));
+                    gates.join(",")
+                }
+                _ if slot == "true" || slot == "false" => parse_bool(v).map(|b| b.to_string()).unwrap_or_default(),
+                _ if slot.ends_with('s') && slot.as_bytes()[0].is_ascii_digit() => {
+                    parse_duration(v).map(crate::config::format_go_duration).unwrap_or_default()
+                }
+                "secure-port" | "http2-max-streams-per-connection" | "kube-api-burst" | "v" => {
+                    parse_int::<i64>(v).map(|n| n.to_string()).unwrap_or_default()
+                }
+                "kube-api-qps" => v.parse::<f32>().map(|q| q.to_string()).unwrap_or_default(),
+                _ => v.clone(),
+            };
+        }
+        let s = &self.serving;
+        if let (None, Some(dir)) = (&s.tls_cert_file, &s.cert_dir) {
+            let file = |ext: &str| dir.join(format!("{}.{ext}", crate::server::PAIR_NAME)).display().to_string();
+            out.insert("tls-cert-file".into(), file("crt"));
+            out.insert("tls-private-key-file".into(), file("key"));
+        }
+        out
+    }
+
+    /// A feature gate's value from `--feature-gates` (the last mention wins, `AllBeta` for a beta gate), None when
+    /// the command line does not set it.
+    pub fn beta_gate(&self, gate: &str) -> Option<bool> {
+        let mut all_beta = None;
+        let mut own = None;
+        for (name, v) in &self.given {
+            if *name != "feature-gates" {
+                continue;
+            }
+            for (k, val) in v.split(',').filter_map(|p| p.split_once('=')) {
+                let val = parse_bool(val.trim()).ok();
+                match k.trim() {
+                    "AllBeta" => all_beta = val,
+                    k if k == gate => own = val,
+                    _ => {}
+                }
+            }
+        }
+        own.or(all_beta)
+    }
+}
+
 /// The flags, one per line, for `--help`.
 pub fn usage() -> String {
     let mut out = String::new();
@@ -700,6 +846,61 @@ mod tests {
 
     fn err(args: &[&str]) -> String {
         parse(args).err().unwrap_or_else(|| panic!("{args:?} was accepted")).to_string()
+    }
+
+    #[test]
+    fn flagz_prints_values_as_upstreams_pflag_does() {
+        // What a v1.37.2 kube-scheduler's /flagz showed for these flags.
+        let o = ok(&[
+            "--leader-elect-lease-duration=60s",
+            "--pod-max-in-unschedulable-pods-duration=90s",
+            "--authorization-always-allow-paths=/flagz",
+            "--authorization-always-allow-paths=/statusz,/healthz",
+            "--requestheader-allowed-names=a,b",
+            "--feature-gates=ComponentStatusz=true,AllAlpha=false",
+            "--emulated-version=kube=1.36",
+            "--kube-api-qps=20.5",
+            "--leader-elect=false",
+            "-v=3",
+            "--vmodule=x=2",
+            "--cert-dir=/tmp/certs",
+            "--port=0",
+            "--explain=a/b",
+        ]);
+        let f = o.flagz();
+        let want = [
+            ("leader-elect-lease-duration", "1m0s"),
+            ("pod-max-in-unschedulable-pods-duration", "1m30s"),
+            ("authorization-always-allow-paths", "[/flagz,/statusz,/healthz]"),
+            ("requestheader-allowed-names", "[a,b]"),
+            ("requestheader-group-headers", "[x-remote-group]"),
+            ("feature-gates", ":ComponentStatusz=true,:AllAlpha=false"),
+            ("emulated-version", "[kube=1.36]"),
+            ("min-compatibility-version", "[]"),
+            ("kube-api-qps", "20.5"),
+            ("kube-api-burst", "100"),
+            ("leader-elect", "false"),
+            ("v", "3"),
+            ("vmodule", "x=2"),
+            ("tls-cert-file", "/tmp/certs/kube-scheduler.crt"),
+            ("tls-private-key-file", "/tmp/certs/kube-scheduler.key"),
+            ("profiling", "true"),
+            ("secure-port", "10259"),
+        ];
+        for (k, v) in want {
+            assert_eq!(f.get(k).map(String::as_str), Some(v), "{k}");
+        }
+        assert_eq!(f.len(), 62, "upstream's flags, and only those");
+        assert!(!f.contains_key("port") && !f.contains_key("explain"));
+        assert_eq!(ok(&[]).flagz()["leader-elect"], "true");
+        assert_eq!(ok(&[]).flagz()["tls-cert-file"], "");
+    }
+
+    #[test]
+    fn component_gates_follow_feature_gates() {
+        assert_eq!(ok(&[]).beta_gate("ComponentFlagz"), None);
+        let o = ok(&["--feature-gates=AllBeta=false", "--feature-gates=ComponentStatusz=true"]);
+        assert_eq!((o.beta_gate("ComponentFlagz"), o.beta_gate("ComponentStatusz")), (Some(false), Some(true)));
     }
 
     #[test]

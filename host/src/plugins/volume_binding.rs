@@ -885,8 +885,12 @@ impl PreBindPlugin for VolumeBinding {
         Status::success()
     }
 
+    fn pre_bind_in_parallel(&self) -> bool {
+        true
+    }
+
     /// Writes the bindings and waits until the PersistentVolume controller has completed them.
-    fn pre_bind(&self, state: &mut CycleState, _pod: &PodInfo, node: &str) -> Status {
+    fn pre_bind(&self, state: &CycleState, _pod: &PodInfo, node: &str) -> Status {
         let Some(State(s)) = state.read::<State>(NAME) else { return Status::success() };
         if s.all_bound.load(Ordering::SeqCst) {
             return Status::success();
@@ -1441,6 +1445,6 @@ mod tests {
         assert!(pl.pre_filter(&mut state, &p, &wffc_snapshot()).1.is_skip());
         assert!(pl.reserve(&mut state, &p, "n1").is_success());
         assert!(pl.pre_bind_pre_flight(&state, &p, "n1").is_skip());
-        assert!(pl.pre_bind(&mut state, &p, "n1").is_success());
+        assert!(pl.pre_bind(&state, &p, "n1").is_success());
     }
 }

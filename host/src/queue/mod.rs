@@ -229,6 +229,8 @@ impl SchedulingQueue {
             return;
         }
         info.timestamp = now;
+        // Back after an attempt: whatever moves it out next, it was not this flush.
+        info.flushed_from_unschedulable = false;
         let until = now + self.backoff_duration(info.attempts).as_nanos() as u64;
         if backoff_only || self.move_request_cycle >= pod_cycle {
             self.push_backoff(info, until);
@@ -291,6 +293,9 @@ impl SchedulingQueue {
             .collect();
         old.sort();
         for uid in old {
+            if let Some(e) = self.entries.get_mut(&uid) {
+                e.info.flushed_from_unschedulable = true;
+            }
             self.requeue(&uid, now, event::UNSCHEDULABLE_TIMEOUT);
         }
     }

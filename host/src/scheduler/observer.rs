@@ -56,6 +56,9 @@ pub trait Observer: PluginMetrics {
     /// A pod was bound after `attempts` attempts, `since_queued` after it first entered activeQ
     /// (`scheduler_pod_scheduling_attempts`, `scheduler_pod_scheduling_sli_duration_seconds{attempts}`).
     fn pod_scheduled(&self, _attempts: u32, _since_queued: Option<Duration>) {}
+    /// A pod was bound whose last move out of unschedulable was the periodic flush
+    /// (`scheduler_pod_scheduled_after_flush_total`).
+    fn pod_scheduled_after_flush(&self) {}
 }
 
 /// An observer that ignores everything.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::observer::AttemptResult;
 use super::shadow::Decision;
 use super::Scheduler;
+use crate::cluster::ClusterError;
 use crate::extender::Extenders;
 use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::rng::Rng;
@@ -101,6 +102,8 @@ pub(super) struct Parked {
     assumed: Assumed,
     parked_at: u64,
     deadline: u64,
+    /// PreBindPreFlight found PreBind work (it ran before parking).
+    pre_bind_work: bool,
 }
 
 struct Assumed {
@@ -108,6 +111,8 @@ struct Assumed {
     pod: Arc<PodInfo>,
     /// The node.
     host: String,
+    /// This binding cycle set the pod's `status.nominatedNodeName` to the node.
+    nominated: bool,
 }
 
 impl Scheduler {
@@ -444,7 +449,7 @@ impl Scheduler {
             return;
         }
         self.profiles.pod_view().assumed(&pod, self.clock.now());
-        let assumed = Assumed { pod, host };
+        let assumed = Assumed { pod, host, nominated: false };
         let t0 = Instant::now();
         let s = a.fwk.run_reserve(&mut a.state, &assumed.pod, &assumed.host);
         self.observe_point(&a, ExtensionPoint::Reserve.metric_name(), s.code(), t0);
@@ -482,11 +487,56 @@ impl Scheduler {
 
     /// Simulator: a pod that waits at Permit is parked, and its binding cycle runs inline once a plugin decides
     /// (`finish_decided_waits`) or the simulator's clock reaches its timeout (`expire_waits`), so runs repeat.
-    fn park(&self, a: Attempt, assumed: Assumed) {
+    fn park(&self, mut a: Attempt, mut assumed: Assumed) {
+        let pre_bind_work = match self.pre_flight_and_nominate(&mut a, &mut assumed, true) {
+            Ok(work) => work,
+            Err(s) => return self.finish_binding(a, assumed, s),
+        };
         let wait = a.fwk.get_waiting_pod(&assumed.pod.uid).and_then(|w| w.shortest_timeout()).unwrap_or_default();
         let now = self.clock.now();
         let deadline = now.saturating_add(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX));
-        self.parked.lock().expect("parked lock").push(Parked { a, assumed, parked_at: now, deadline });
+        self.parked.lock().expect("parked lock").push(Parked { a, assumed, parked_at: now, deadline, pre_bind_work });
+    }
+
+    /// The binding cycle's first step as upstream's since v1.35 (NominatedNodeNameForExpectation, on by default):
+    /// PreBindPreFlight runs before WaitOnPermit, and an Error from it fails the cycle. Answers whether some PreBind
+    /// plugin has work for the pod, and whether the pod is to be nominated to its node first: when PreBind has
+    /// work or Permit made it wait, so that other components (the cluster autoscaler) see where it is about to go
+    /// (upstream's `bindingCycle` in schedule_one.go); not when it already carries that node.
+    fn pre_flight(&self, a: &mut Attempt, assumed: &Assumed, waits: bool) -> Result<(bool, bool), Status> {
+        let t0 = Instant::now();
+        let pf = a.fwk.run_pre_bind_pre_flights(&mut a.state, &assumed.pod, &assumed.host);
+        self.observe_point(a, "PreBindPreFlight", pf.code(), t0);
+        if !pf.is_success() && !pf.is_skip() {
+            return Err(pf);
+        }
+        let work = pf.is_success();
+        let nominate = (work || waits) && assumed.pod.nominated_node_name() != Some(assumed.host.as_str());
+        Ok((work, nominate))
+    }
+
+    /// `pre_flight`, then the nomination it asks for, waiting on this thread for the write (the simulator's and
+    /// the thread-per-binding cycles). Answers whether PreBind has work.
+    fn pre_flight_and_nominate(&self, a: &mut Attempt, assumed: &mut Assumed, waits: bool) -> Result<bool, Status> {
+        let (work, nominate) = self.pre_flight(a, assumed, waits)?;
+        if nominate {
+            let written = futures::executor::block_on(self.cluster.nominate_for_binding(&assumed.pod, &assumed.host));
+            self.nominated(assumed, written);
+        }
+        Ok(work)
+    }
+
+    /// Notes the nomination's outcome: a failed write is logged and the cycle goes on, as upstream's.
+    fn nominated(&self, assumed: &mut Assumed, written: Result<(), ClusterError>) {
+        match written {
+            Ok(()) => assumed.nominated = true,
+            Err(e) => tracing::error!(
+                pod = %assumed.pod.key(),
+                node = %assumed.host,
+                error = %e,
+                "failed to update the nominated node name in the binding cycle"
+            ),
+        }
     }
 
     /// Simulator: runs the binding cycles of parked pods that a plugin allowed or rejected, in the order they were
@@ -507,7 +557,7 @@ impl Scheduler {
         let any = !decided.is_empty();
         for (p, s) in decided {
             self.observer.permit_wait(s.code(), Duration::from_nanos(self.clock.now().saturating_sub(p.parked_at)));
-            self.bind_permitted(p.a, p.assumed, s);
+            self.bind_permitted(p.a, p.assumed, s, p.pre_bind_work);
         }
         any
     }
@@ -537,21 +587,26 @@ impl Scheduler {
     /// a binder after Skip, Unreserve after a failure) on the tail threads, which the task does not wait for. At
     /// most `max_bindings_in_flight` cycles are past WaitOnPermit at once (a tail keeps its cycle's slot); the rest
     /// wait for a slot as tasks.
-    async fn binding_task(self: Arc<Self>, mut a: Attempt, assumed: Assumed, waits: bool) {
+    async fn binding_task(self: Arc<Self>, mut a: Attempt, mut assumed: Assumed, waits: bool) {
+        let pre_bind_work = match self.pre_flight(&mut a, &assumed, waits) {
+            Ok((work, nominate)) => {
+                if nominate {
+                    let written = self.cluster.nominate_for_binding(&assumed.pod, &assumed.host).await;
+                    self.nominated(&mut assumed, written);
+                }
+                work
+            }
+            Err(s) => {
+                self.blocking(move |me| me.finish_binding(a, assumed, s)).await;
+                return;
+            }
+        };
         let t0 = Instant::now();
-        let mut s = if waits { a.fwk.wait_on_permit_async(&assumed.pod).await } else { Status::success() };
+        let s = if waits { a.fwk.wait_on_permit_async(&assumed.pod).await } else { Status::success() };
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
         let slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
-        let mut pre_bind_work = false;
-        if s.is_success() && a.fwk.has_plugins_at(ExtensionPoint::PreBind) {
-            let pf = a.fwk.run_pre_bind_pre_flights(&mut a.state, &assumed.pod, &assumed.host);
-            pre_bind_work = pf.is_success();
-            if !pf.is_success() && !pf.is_skip() {
-                s = pf;
-            }
-        }
         // A pod an extender binds takes the blocking way: bind_permitted asks the extenders first.
         let direct = !pre_bind_work && !self.extenders.binds(&assumed.pod);
         let bind = match s.is_success() && direct {
@@ -559,7 +614,7 @@ impl Scheduler {
             false => None,
         };
         let Some(bind) = bind else {
-            self.blocking(move |me| me.bind_permitted(a, assumed, s)).await;
+            self.blocking(move |me| me.bind_permitted(a, assumed, s, pre_bind_work)).await;
             return;
         };
         let t0 = Instant::now();
@@ -609,27 +664,28 @@ impl Scheduler {
         self.observer.extension_point(a.fwk.profile_name(), point, code, t0.elapsed());
     }
 
-    /// WaitOnPermit (when Permit said Wait) → PreBind → Bind → PostBind; any failure unwinds.
-    fn binding_cycle(&self, a: Attempt, assumed: Assumed, waits: bool) {
+    /// PreBindPreFlight (and the nomination) → WaitOnPermit (when Permit said Wait) → PreBind → Bind → PostBind;
+    /// any failure unwinds.
+    fn binding_cycle(&self, mut a: Attempt, mut assumed: Assumed, waits: bool) {
+        let pre_bind_work = match self.pre_flight_and_nominate(&mut a, &mut assumed, waits) {
+            Ok(work) => work,
+            Err(s) => return self.finish_binding(a, assumed, s),
+        };
         let t0 = Instant::now();
         let s = a.fwk.wait_on_permit(&assumed.pod);
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
-        self.bind_permitted(a, assumed, s);
+        self.bind_permitted(a, assumed, s, pre_bind_work);
     }
 
-    /// The binding cycle after WaitOnPermit answered `s`: PreBind → Bind → PostBind; any failure unwinds.
-    fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, mut s: Status) {
-        if s.is_success() && a.fwk.has_plugins_at(ExtensionPoint::PreBind) {
-            let pf = a.fwk.run_pre_bind_pre_flights(&mut a.state, &assumed.pod, &assumed.host);
-            if pf.is_success() {
-                let t0 = Instant::now();
-                s = a.fwk.run_pre_bind(&mut a.state, &assumed.pod, &assumed.host);
-                self.observe_point(&a, ExtensionPoint::PreBind.metric_name(), s.code(), t0);
-            } else if !pf.is_skip() {
-                s = pf;
-            }
+    /// The binding cycle after WaitOnPermit answered `s`: PreBind (when PreBindPreFlight found work) → Bind →
+    /// PostBind; any failure unwinds.
+    fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, mut s: Status, pre_bind_work: bool) {
+        if s.is_success() && pre_bind_work {
+            let t0 = Instant::now();
+            s = a.fwk.run_pre_bind(&mut a.state, &assumed.pod, &assumed.host);
+            self.observe_point(&a, ExtensionPoint::PreBind.metric_name(), s.code(), t0);
         }
         if s.is_success() {
             // Extenders bind before the framework's binders (upstream's extendersBinding).
@@ -676,6 +732,9 @@ impl Scheduler {
         let since_queued =
             a.qpi.initial_attempt_timestamp.map(|t| Duration::from_nanos(self.clock.now().saturating_sub(t)));
         self.observer.pod_scheduled(a.qpi.attempts, since_queued);
+        if a.qpi.flushed_from_unschedulable {
+            self.observer.pod_scheduled_after_flush();
+        }
         let t0 = Instant::now();
         a.fwk.run_post_bind(&mut a.state, pod, host);
         self.observe_point(&a, ExtensionPoint::PostBind.metric_name(), Code::Success, t0);
@@ -695,6 +754,12 @@ impl Scheduler {
         let forgotten = self.cache.lock().expect("cache lock").forget_pod(&assumed.pod.uid).is_ok();
         if forgotten {
             self.profiles.pod_view().pending(&a.qpi.pod_info, self.clock.now());
+        }
+        // Upstream's failure handler after Reserve, Permit or the binding cycle clears the pod's nomination
+        // (clearNominatedNode): the one this binding cycle wrote, or one from an earlier preemption.
+        if assumed.nominated || assumed.pod.nominated_node_name().is_some() {
+            self.queue.lock().expect("queue lock").delete_nominated(&assumed.pod.uid);
+            let _ = self.cluster.set_nominated_node(&assumed.pod, None);
         }
         let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
         self.fail(a, s, plugins);

@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::health::{self, HealthCheck};
 use super::limits::{Admitted, Connections, Tracked};
+use super::zpages::{Ask, ZPages};
 use super::{Authenticator, Authorizer, Decision, SecureServingOptions, UserInfo};
 
 /// How long an HTTP/2 connection past its idle timeout gets to deliver its GOAWAY before it is dropped.
@@ -47,6 +48,8 @@ pub struct Endpoints {
     pub configz: String,
     /// `/debug/shadow`: how each profile's shadow compared with it, as JSON.
     pub shadow: Box<dyn Fn() -> String + Send + Sync>,
+    /// `/flagz` and `/statusz`.
+    pub zpages: ZPages,
 }
 
 /// Shared by every connection.
@@ -196,6 +199,8 @@ async fn handle(state: &State, peer: &[CertificateDer<'static>], req: Request<In
     let path = req.uri().path().to_string();
     let req_query = req.uri().query().map(str::to_string);
     let verb = req.method().as_str().to_ascii_lowercase();
+    let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let (accept, user_agent) = (header(hyper::header::ACCEPT), header(hyper::header::USER_AGENT));
     let user = match state.authn.authenticate(req.headers(), peer).await {
         Ok(Some(u)) => u,
         Ok(None) => UserInfo::anonymous(),
@@ -222,10 +227,20 @@ async fn handle(state: &State, peer: &[CertificateDer<'static>], req: Request<In
             );
         }
     }
-    route(&state.endpoints, &path, req_query.as_deref())
+    let ask = Ask { accept: &accept, query: req_query.as_deref(), user_agent: &user_agent };
+    route(&state.endpoints, &path, &ask)
 }
 
-fn route(endpoints: &Endpoints, path: &str, query: Option<&str>) -> Response<Full<Bytes>> {
+fn route(endpoints: &Endpoints, path: &str, ask: &Ask<'_>) -> Response<Full<Bytes>> {
+    let query = ask.query;
+    if let Some(page) = endpoints.zpages.answer(path, ask) {
+        let code = StatusCode::from_u16(page.code).expect("a valid status");
+        let mut response = text(code, &page.content_type, page.body);
+        if let Some(w) = page.warning {
+            response.headers_mut().insert(hyper::header::WARNING, hyper::header::HeaderValue::from_static(w));
+        }
+        return response;
+    }
     let roots = [("/healthz", &endpoints.healthz), ("/livez", &endpoints.livez), ("/readyz", &endpoints.readyz)];
     for (root, checks) in roots {
         if let Some((code, body)) = health::answer(root, checks, path, query) {

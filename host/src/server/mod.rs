@@ -1,7 +1,8 @@
 //! Secure serving as kube-scheduler does it (k8s.io/apiserver `pkg/server/options/serving.go`, `authentication.go`,
 //! `authorization.go` and the handler chain of `cmd/kube-scheduler/app/server.go`): HTTPS only, every request
 //! authenticated (front proxy, client certificate, bearer token through a TokenReview, else anonymous) and then
-//! authorized (always-allowed groups and paths, else a SubjectAccessReview for the non-resource path).
+//! authorized (always-allowed groups and paths, else a SubjectAccessReview for the non-resource path). `/flagz` and
+//! `/statusz` are served as v1.37 serves them (see `zpages`).
 
 mod authn;
 mod authz;
@@ -10,6 +11,7 @@ mod health;
 mod limits;
 mod tls;
 mod ttl_cache;
+mod zpages;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -23,6 +25,7 @@ pub use authz::{Authorizer, Decision};
 pub use handler::Endpoints;
 pub use health::HealthCheck;
 pub use limits::{ServingLimits, LIMITS_ENV};
+pub use zpages::{ZPages, BINARY_VERSION};
 
 /// kube-scheduler's default `--secure-port`.
 pub const DEFAULT_SECURE_PORT: u16 = 10259;

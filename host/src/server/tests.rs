@@ -68,6 +68,7 @@ async fn start(name: &str, limits: ServingLimits, metrics_delay: Duration) -> Se
         }),
         configz: "{}".into(),
         shadow: Box::new(|| "{}".into()),
+        zpages: super::ZPages::off(),
     };
     let served = serve(&opts, authn, authz, endpoints).await.unwrap();
     let mut roots = RootCertStore::empty();

@@ -439,7 +439,7 @@ impl PermitPlugin for WasmPlugin {
 }
 
 impl PreBindPlugin for WasmPlugin {
-    fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+    fn pre_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status {
         self.at_node(Some(state), P::PreBind.into(), pod, |l, i, p| {
             Ok(convert::status(guest!(l, i, pre_bind).call_pre_bind(&mut i.store, p, node).map_err(trap)?))
         })

@@ -282,6 +282,7 @@ fn end_to_end_on_a_real_api_server() {
         ("label_scenario_and_post_bind_log", label_scenario_and_post_bind_log),
         ("gpu_pods_land_where_the_extender_says", extenders::gpu_pods_land_where_the_extender_says),
         ("a_gang_binds_only_when_its_last_member_is_created", gang::a_gang_binds_only_when_its_last_member_is_created),
+        ("a_waiting_member_is_nominated_before_it_binds", gang::a_waiting_member_is_nominated_before_it_binds),
         ("claims_that_wait_for_their_first_consumer", volumes::claims_that_wait_for_their_first_consumer),
         ("snapshot_then_simulate", snapshot::snapshot_then_simulate),
         (

@@ -134,6 +134,8 @@ pub(crate) fn secure_serving_and_flags(cp: &ControlPlane, k: &Kube, work: &Path)
     let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(configz["componentconfig"]["profiles"][0]["schedulerName"], "serving-scheduler", "{body}");
 
+    zpages(cp, port, &reader);
+
     // Plain HTTP on the port is answered 400, as Go's HTTPS server does.
     let plain = Command::new("curl")
         .args(["-s", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}"])
@@ -173,6 +175,75 @@ pub(crate) fn secure_serving_and_flags(cp: &ControlPlane, k: &Kube, work: &Path)
         let flag = bad.split('=').next().unwrap();
         assert!(err.trim().lines().count() == 1 && err.contains(flag), "{bad}: {err}");
     }
+}
+
+/// A GET with an Accept header: the code, the Content-Type and the body.
+fn https_get_accept(port: u16, path: &str, token: &str, accept: &str) -> (u16, String, String) {
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "10", "-A", "e2e", "-w", "\n%{http_code} %{content_type}"])
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {token}"))
+        .arg("-H")
+        .arg(format!("Accept: {accept}"))
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, tail) = text.rsplit_once('\n').unwrap();
+    let (code, content_type) = tail.split_once(' ').unwrap();
+    (code.parse().unwrap(), content_type.to_string(), body.to_string())
+}
+
+/// `/flagz` and `/statusz` as kube-scheduler v1.37 serves them: behind the same authorization as `/metrics`, text
+/// by default, `config.k8s.io/v1beta1` objects when the Accept header names them, 406 for a bare JSON request.
+fn zpages(cp: &ControlPlane, port: u16, reader: &str) {
+    for path in ["/flagz", "/statusz"] {
+        assert_eq!(https_get(port, path, None).unwrap().0, 403, "anonymous {path}");
+        // Allowed /metrics only.
+        assert_eq!(https_get(port, path, Some(reader)).unwrap().0, 403, "metrics-reader {path}");
+    }
+    let admin = cp.token();
+    let (code, body) = https_get(port, "/flagz", Some(&admin)).unwrap();
+    assert_eq!(code, 200, "{body}");
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(lines[1], "kube-scheduler flagz", "{body}");
+    assert!(lines[2].starts_with("Warning: This endpoint is not meant to be machine parseable"), "{body}");
+    let port_line = lines.iter().find(|l| l.starts_with("secure-port")).expect("secure-port listed");
+    assert!(port_line.ends_with(&port.to_string()), "{port_line}");
+    assert!(!body.contains("\nport") && !body.contains("explain"), "only upstream's flags: {body}");
+
+    let beta = "application/json;as=Flagz;v=v1beta1;g=config.k8s.io";
+    let (code, content_type, body) = https_get_accept(port, "/flagz", &admin, beta);
+    assert_eq!((code, content_type.as_str()), (200, "application/json;g=config.k8s.io;v=v1beta1;as=Flagz"), "{body}");
+    let flagz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((flagz["kind"].as_str(), flagz["metadata"]["name"].as_str()), (Some("Flagz"), Some("kube-scheduler")));
+    let flags = &flagz["flags"];
+    assert_eq!(flags["feature-gates"], ":SchedulerQueueingHints=true", "{body}");
+    assert_eq!(flags["authorization-webhook-cache-unauthorized-ttl"], "10s", "{body}");
+    assert_eq!(flags["requestheader-allowed-names"], "[front-proxy-client]", "{body}");
+    assert_eq!(flags["leader-elect"], "false", "{body}");
+    assert_eq!(flags["profiling"], "false", "{body}");
+    assert_eq!(flags["pod-max-in-unschedulable-pods-duration"], "5m0s", "{body}");
+    assert!(flags["tls-cert-file"].as_str().unwrap().ends_with("serving-certs/kube-scheduler.crt"), "{body}");
+
+    let (code, body) = https_get(port, "/statusz", Some(&admin)).unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("kube-scheduler statusz") && body.contains("Binary version"), "{body}");
+    let statusz = "application/json;as=Statusz;v=v1beta1;g=config.k8s.io";
+    let (code, _, body) = https_get_accept(port, "/statusz", &admin, statusz);
+    assert_eq!(code, 200, "{body}");
+    let s: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(s["apiVersion"], "config.k8s.io/v1beta1");
+    assert_eq!(s["paths"], serde_json::json!(["/configz", "/flagz", "/healthz", "/livez", "/metrics", "/readyz"]));
+    assert!(s["uptimeSeconds"].as_u64().is_some() && s["startTime"].as_str().is_some_and(|t| t.ends_with('Z')));
+    // The deprecated version is served too; YAML as well; a bare JSON request names what can be had.
+    let alpha = "application/yaml;as=Statusz;v=v1alpha1;g=config.k8s.io";
+    let (code, content_type, body) = https_get_accept(port, "/statusz", &admin, alpha);
+    assert_eq!((code, content_type.as_str()), (200, "application/yaml;g=config.k8s.io;v=v1alpha1;as=Statusz"));
+    assert!(body.contains("apiVersion: config.k8s.io/v1alpha1"), "{body}");
+    let (code, _, body) = https_get_accept(port, "/flagz", &admin, "application/json");
+    assert_eq!(code, 406, "{body}");
+    assert!(body.contains("application/json, application/yaml, text/plain"), "{body}");
 }
 
 /// Anonymous requests for paths nobody may read are each a SubjectAccessReview; with a low `clientConnection.qps`

@@ -322,3 +322,45 @@ fn pre_enqueue_gates_keep_a_pod_out_of_the_queue() {
     assert_eq!(node_of(&r, "default/free").as_deref(), Some("n0"));
     assert!(r.placements.iter().all(|p| p.pod != "default/gated"), "a gated pod is never attempted");
 }
+
+/// PreBind as v1.37 runs it: neighbours that allow it run at once, a plugin that does not splits them; a rejection
+/// is answered as it is, naming its plugin (an error is wrapped and named).
+#[test]
+fn pre_bind_runs_neighbours_that_allow_it_at_once() {
+    let run = |order: &[&str], reject: Option<&'static str>| {
+        let l = log();
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let plugin = |name: &str, parallel: bool| {
+            let mut p = TestPlugin::new(name, &l);
+            p.pre_bind_in_parallel = parallel;
+            let (r, m, me) = (running.clone(), most.clone(), name.to_string());
+            p.pre_bind = Some(Arc::new(move |_, _| {
+                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(150));
+                r.fetch_sub(1, Ordering::SeqCst);
+                if reject == Some(me.as_str()) {
+                    Status::unschedulable("claim not ready")
+                } else {
+                    Status::success()
+                }
+            }));
+            p
+        };
+        let reg = registry_with(vec![plugin("VolA", true), plugin("VolB", true), plugin("Serial", false)]);
+        let list = order.iter().map(|n| format!("{{name: {n}}}")).collect::<Vec<_>>().join(", ");
+        let cfg = config(&reg, &profile(&format!("    preBind:\n      enabled: [{list}]\n")));
+        let r = simulate(&reg, &cfg, &(nodes_yaml(1) + &pod_yaml("p", "")), 0, &[]);
+        (node_of(&r, "default/p"), most.load(Ordering::SeqCst), message_of(&r, "default/p"), take(&l))
+    };
+    let (node, most, _, _) = run(&["VolA", "VolB", "Serial"], None);
+    assert_eq!((node.as_deref(), most), (Some("n0"), 2), "VolA and VolB ran at once");
+    let (node, most, _, calls) = run(&["VolA", "Serial", "VolB"], None);
+    assert_eq!((node.as_deref(), most), (Some("n0"), 1), "Serial between them keeps them apart");
+    let order: Vec<&String> = calls.iter().filter(|c| c.ends_with(".preBind")).collect();
+    assert_eq!(order, ["VolA.preBind", "Serial.preBind", "VolB.preBind"]);
+    let (node, _, message, calls) = run(&["VolA", "VolB", "Serial"], Some("VolB"));
+    assert_eq!(node, None);
+    assert!(message.contains("claim not ready") && !message.contains("running PreBind plugin"), "{message}");
+    assert!(!calls.iter().any(|c| c == "Serial.preBind"), "the group's failure stops what follows: {calls:?}");
+}

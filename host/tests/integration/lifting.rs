@@ -312,7 +312,7 @@ fn run_seed(w: &World, seed: u64, mode: &str, policy: &str) -> Result<(u64, u64)
         j.errors.push(format!("Permit: a valid wait came back as {wait:?}"));
     }
 
-    let s = j.time("PreBind", || p.as_pre_bind().unwrap().pre_bind(&mut state, pod, "n0"));
+    let s = j.time("PreBind", || p.as_pre_bind().unwrap().pre_bind(&state, pod, "n0"));
     j.status("PreBind", &s, Table::Success);
     let s = j.time("Bind", || p.as_bind().unwrap().bind(&mut state, pod, "n0"));
     j.status("Bind", &s, Table::Skip);

@@ -47,6 +47,8 @@ pub struct TestPlugin {
     pub reserve: PodNodeFn<Status>,
     pub permit: PodNodeFn<(Status, Duration)>,
     pub pre_bind: PodNodeFn<Status>,
+    /// Whether its PreBind may run at once with its neighbours' (`PreBindPlugin::pre_bind_in_parallel`).
+    pub pre_bind_in_parallel: bool,
     pub bind: PodNodeFn<Status>,
     pub post_bind: bool,
     pub queue_sort: Option<Arc<LessFn>>,
@@ -174,9 +176,12 @@ impl PermitPlugin for TestPlugin {
     }
 }
 impl PreBindPlugin for TestPlugin {
-    fn pre_bind(&self, _s: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+    fn pre_bind(&self, _s: &CycleState, pod: &PodInfo, node: &str) -> Status {
         self.record("preBind".into());
         (self.pre_bind.as_ref().unwrap())(pod, node)
+    }
+    fn pre_bind_in_parallel(&self) -> bool {
+        self.pre_bind_in_parallel
     }
 }
 impl BindPlugin for TestPlugin {

@@ -186,8 +186,23 @@ impl ClusterClient for KubeCluster {
     /// Queued, not sent: the scheduling loop does not wait for it (a failure is logged).
     fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError> {
         let patch = serde_json::json!({"status": {"nominatedNodeName": node}});
-        self.status.patch(&pod.namespace, &pod.name, &pod.uid, false, patch, "setting nominatedNodeName");
+        // Not waited for: the answer is dropped.
+        drop(self.status.patch(&pod.namespace, &pod.name, &pod.uid, false, patch, "setting nominatedNodeName"));
         Ok(())
+    }
+
+    /// Queued behind the pod's earlier status patches, then awaited.
+    fn nominate_for_binding(&self, pod: &PodInfo, node: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
+        let patch = serde_json::json!({"status": {"nominatedNodeName": node}});
+        let done = self.status.patch(&pod.namespace, &pod.name, &pod.uid, false, patch, "setting nominatedNodeName");
+        let object = format!("pod {}", pod.key());
+        Box::pin(async move {
+            match done.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(message)) => Err(ClusterError::Other { object, message }),
+                Err(_) => Err(ClusterError::Other { object, message: "the status patcher stopped".into() }),
+            }
+        })
     }
 
     fn record(&self, pod: &PodInfo, event: PodEvent) {
@@ -245,7 +260,7 @@ impl ClusterClient for KubeCluster {
                 condition["observedGeneration"] = g.into();
             }
             let patch = serde_json::json!({"status": {"conditions": [condition]}});
-            self.status.patch(&pod.namespace, &pod.name, &pod.uid, true, patch, "setting PodScheduled=False");
+            drop(self.status.patch(&pod.namespace, &pod.name, &pod.uid, true, patch, "setting PodScheduled=False"));
         }
     }
 

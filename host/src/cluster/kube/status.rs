@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 /// One queued patch of a pod's status.
@@ -19,6 +19,8 @@ struct StatusPatch {
     body: serde_json::Value,
     /// What the patch does, for the log line when it fails.
     what: &'static str,
+    /// Told the outcome once the patch is done (an error's text).
+    ack: oneshot::Sender<Result<(), String>>,
 }
 
 /// Sends pod status patches in the background, in order per pod.
@@ -35,7 +37,8 @@ impl StatusPatcher {
         StatusPatcher { tx }
     }
 
-    /// Queues a patch of `pod`'s status; `strategic` selects a strategic merge patch over a JSON merge patch.
+    /// Queues a patch of `pod`'s status; `strategic` selects a strategic merge patch over a JSON merge patch. The
+    /// answer tells the outcome once the patch is done, for a caller that waits for it (most do not).
     pub fn patch(
         &self,
         namespace: &str,
@@ -44,7 +47,8 @@ impl StatusPatcher {
         strategic: bool,
         body: serde_json::Value,
         what: &'static str,
-    ) {
+    ) -> oneshot::Receiver<Result<(), String>> {
+        let (ack, done) = oneshot::channel();
         let p = StatusPatch {
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -52,9 +56,12 @@ impl StatusPatcher {
             strategic,
             body,
             what,
+            ack,
         };
-        // The receiver lives as long as the runtime; after shutdown there is nobody left to tell.
+        // The receiver lives as long as the runtime; after shutdown there is nobody left to tell (the dropped ack
+        // tells a waiting caller so).
         let _ = self.tx.send(p);
+        done
     }
 }
 
@@ -83,9 +90,11 @@ async fn run(client: kube::Client, mut rx: mpsc::UnboundedReceiver<StatusPatch>)
             } else {
                 api.patch_status(&p.name, &params, &Patch::Merge(&p.body)).await
             };
-            if let Err(e) = r {
+            if let Err(e) = &r {
                 tracing::warn!(pod = %format!("{}/{}", p.namespace, p.name), error = %e, "{} failed", p.what);
             }
+            // Nobody may be waiting: most callers drop the answer.
+            let _ = p.ack.send(r.map(|_| ()).map_err(|e| e.to_string()));
         });
         last.insert(uid, handle);
     }

@@ -709,7 +709,11 @@ impl PreBindPlugin for DynamicResources {
         }
     }
 
-    fn pre_bind(&self, state: &mut CycleState, pod: &PodInfo, _node: &str) -> Status {
+    fn pre_bind_in_parallel(&self) -> bool {
+        true
+    }
+
+    fn pre_bind(&self, state: &CycleState, pod: &PodInfo, _node: &str) -> Status {
         let Some(State(s)) = state.read::<State>(NAME) else { return Status::error("not found") };
         let reserved = s.reserved.lock().expect("dra state lock").clone();
         for (index, claim) in s.claims.iter().enumerate() {

@@ -418,7 +418,7 @@ fn pre_bind_writes_allocation_and_reservation() {
     assert!(pl.filter(&state, &p, &n("n2")).is_success());
     assert!(pl.reserve(&mut state, &p, "n2").is_success());
     assert!(pl.pre_bind_pre_flight(&state, &p, "n2").is_success());
-    let st = pl.pre_bind(&mut state, &p, "n2");
+    let st = pl.pre_bind(&state, &p, "n2");
     assert!(st.is_success(), "{st}");
     let State(s) = state.read::<State>(NAME).unwrap().clone();
     let written = s.written.lock().unwrap()[&0].clone();
