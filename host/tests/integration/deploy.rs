@@ -301,7 +301,7 @@ fn the_deployment_mounts_the_config_and_runs_as_its_service_account() {
     assert_eq!(deploy["metadata"]["namespace"].as_str(), Some(sa_ns));
     let bindings: Vec<&Value> =
         docs.iter().filter(|d| matches!(d["kind"].as_str(), Some("ClusterRoleBinding" | "RoleBinding"))).collect();
-    assert_eq!(bindings.len(), 4);
+    assert_eq!(bindings.len(), 5);
     for b in &bindings {
         let s = &b["subjects"].as_sequence().unwrap()[..];
         assert_eq!(s.len(), 1);
