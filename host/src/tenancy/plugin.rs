@@ -16,11 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use crate::framework::trace::PluginScoreTrace;
 use crate::framework::{
     CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PluginContext, PodInfo, PolicyObject, PolicyStatus,
     PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
-use crate::framework::trace::PluginScoreTrace;
 use crate::wasm::WasmPlugin;
 
 use super::limits::{TenantPoliciesArgs, CPU_BUDGET_WINDOW, DEFAULT_MAX_WEIGHT};
@@ -486,9 +486,17 @@ impl PreScorePlugin for TenantPolicies {
             }
             let w = s.admitted.weight;
             parts.push(PluginScoreTrace {
-                plugin: format!("  {} {}", if s.admitted.namespace.is_some() { "SchedulingPolicy" } else { "ClusterSchedulingPolicy" }, s.admitted.key),
+                plugin: format!(
+                    "  {} {}",
+                    if s.admitted.namespace.is_some() { "SchedulingPolicy" } else { "ClusterSchedulingPolicy" },
+                    s.admitted.key
+                ),
                 weight: w,
-                nodes: list.iter().zip(&raw).map(|(ns, &r)| (ns.name.to_string(), r, ns.score, ns.score.clamp(0, MAX_NODE_SCORE) * w)).collect(),
+                nodes: list
+                    .iter()
+                    .zip(&raw)
+                    .map(|(ns, &r)| (ns.name.to_string(), r, ns.score, ns.score.clamp(0, MAX_NODE_SCORE) * w))
+                    .collect(),
             });
         }
         let divisor = self.divisor();

@@ -62,9 +62,13 @@ fn policy(kind: &str, ns: Option<&str>, name: &str, spec: &str) -> String {
 }
 
 fn run(limits: &str, policies: &str) -> Report {
+    run_explained(limits, policies, &[])
+}
+
+fn run_explained(limits: &str, policies: &str, explain: &[&str]) -> Report {
     let registry = plugins();
     let cfg = config(&registry, &profile(limits));
-    simulate(&registry, &cfg, &cluster(policies), 1, &[])
+    simulate(&registry, &cfg, &cluster(policies), 1, explain)
 }
 
 fn placements(r: &Report, ns: &str) -> Vec<(String, Option<String>)> {
@@ -102,7 +106,16 @@ fn each_tenant_is_placed_by_its_own_policy_and_no_one_else_notices() {
     let reg = registry("tenancy-placed");
     let host = &reg.host;
     let without = run(LIMITS, "");
-    let with = run(LIMITS, &team_policies(host));
+    let with = run_explained(LIMITS, &team_policies(host), &["team-b/p1"]);
+    // --explain shows the policy's own part under TenantPolicies: its raw and normalized score per node.
+    let trace = &with.explain.iter().find(|e| e.pod == "team-b/p1").expect("explained").trace;
+    let part = trace
+        .scores
+        .iter()
+        .find(|s| s.plugin.contains("SchedulingPolicy team-b/prefer-low-rank"))
+        .unwrap_or_else(|| panic!("{:?}", trace.scores.iter().map(|s| &s.plugin).collect::<Vec<_>>()));
+    assert_eq!(part.weight, 10);
+    assert!(part.nodes.iter().any(|(n, raw, _, _)| n == "node-2" && *raw == 3), "{part:?}");
     for p in &with.policies {
         assert!(p.ready, "{p:?}");
     }
