@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -44,6 +44,7 @@ struct ObjectStores {
     resource_claims: Store<ResourceClaim>,
     device_classes: Store<DeviceClass>,
     resource_slices: Store<ResourceSlice>,
+    device_taint_rules: Store<DeviceTaintRule>,
 }
 
 impl ObjectStores {
@@ -73,6 +74,7 @@ impl ObjectStores {
             resource_claim_templates: HashMap::new(),
             device_classes: by_key(&self.device_classes),
             resource_slices: self.resource_slices.state(),
+            device_taint_rules: self.device_taint_rules.state(),
         }
     }
 }
@@ -159,6 +161,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     let (resource_claims, resource_claims_w) = reflector::store();
     let (device_classes, device_classes_w) = reflector::store();
     let (resource_slices, resource_slices_w) = reflector::store();
+    let (device_taint_rules, device_taint_rules_w) = reflector::store();
     let stores = ObjectStores {
         namespaces,
         pdbs,
@@ -175,6 +178,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         resource_claims,
         device_classes,
         resource_slices,
+        device_taint_rules,
     };
     let publisher = Arc::new(Publisher::new(stores, handler.clone(), sync.clone()));
     macro_rules! object_watch {
@@ -203,6 +207,8 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(ResourceClaim, resource_claims_w, EventResource::ResourceClaim);
     object_watch!(DeviceClass, device_classes_w, EventResource::DeviceClass);
     object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
+    // Upstream's slice tracker turns a rule's change into changes of the slices whose devices it taints.
+    object_watch!(DeviceTaintRule, device_taint_rules_w, EventResource::ResourceSlice);
     // Every watch is registered: none can have completed the sync before the last one was counted.
     sync.seal();
 }
@@ -471,6 +477,7 @@ mod tests {
             resource_claims: reflector::store().0,
             device_classes: reflector::store().0,
             resource_slices: reflector::store().0,
+            device_taint_rules: reflector::store().0,
         }
     }
 
