@@ -1,7 +1,6 @@
 //! The structured-parameters allocator (upstream `k8s.io/dynamic-resource-allocation/structured`, the
 //! "incubating" implementation kube-scheduler v1.37 runs with its default feature gates: prioritized lists, admin
-//! access, device taints, partitionable devices and binding conditions; consumable capacity, also on upstream, is
-//! not implemented here).
+//! access, device taints, partitionable devices, binding conditions and consumable capacity).
 //!
 //! For one node it gathers the pools of ResourceSlices that reach the node (`nodeName`, `allNodes`,
 //! `nodeSelector`; only the newest generation of each pool), then searches, depth first with backtracking as
@@ -9,7 +8,9 @@
 //! selectors, `ExactCount` or `All`, `firstAvailable` sub-requests in order, `matchAttribute` constraints, not
 //! already allocated (in a claim's status or in flight) unless the request asks for admin access, no NoSchedule or
 //! NoExecute taint (the device's own or a DeviceTaintRule's) the request does not tolerate, and enough of the
-//! pool's shared counters left for a partitionable device. Pools are searched in (driver, pool) order, those with
+//! pool's shared counters left for a partitionable device, and enough capacity for what the request asks (a device
+//! that allows multiple allocations is shared by claims while its capacity lasts, each share with its own ID).
+//! `distinctAttribute` constraints want every device's value different. Pools are searched in (driver, pool) order, those with
 //! binding conditions last, slices in name order, as upstream's since v1.36; incomplete and invalid pools serve
 //! nothing.
 
@@ -20,9 +21,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, CounterSet, Device, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute,
-    DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceTaintRule, DeviceToleration,
-    ResourceClaim, ResourceSlice,
+    DeviceCapacity, DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceTaintRule,
+    DeviceToleration, ResourceClaim, ResourceSlice,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use thiserror::Error;
 
 use super::cel::{CelCache, DeviceView};
@@ -262,6 +264,8 @@ struct RequestData<'a> {
     all: bool,
     admin_access: bool,
     tolerations: &'a [DeviceToleration],
+    /// The capacity the request asks of each device (DRAConsumableCapacity).
+    capacity: Option<&'a BTreeMap<String, ApiQuantity>>,
     num_devices: usize,
     all_devices: Vec<DeviceRef>,
 }
@@ -275,12 +279,31 @@ impl RequestData<'_> {
     }
 }
 
-/// A claim's `matchAttribute` constraint while devices are being picked.
+/// A claim's `matchAttribute` or `distinctAttribute` constraint while devices are being picked.
 struct MatchAttribute<'a> {
     requests: Vec<&'a str>,
     attribute: &'a str,
+    /// `distinctAttribute` (DRAConsumableCapacity): every device's value differs from the others'.
+    distinct: bool,
     value: Option<DeviceAttribute>,
     count: usize,
+    /// The values taken so far, for `distinctAttribute`.
+    seen: Vec<DeviceAttribute>,
+}
+
+/// Whether two attributes hold the same value, by the type of the first (false for an unknown type).
+fn same_value(a: &DeviceAttribute, b: &DeviceAttribute) -> bool {
+    if let Some(s) = &a.string {
+        b.string.as_ref() == Some(s)
+    } else if let Some(i) = a.int {
+        b.int == Some(i)
+    } else if let Some(x) = a.bool {
+        b.bool == Some(x)
+    } else if let Some(v) = &a.version {
+        b.version.as_ref() == Some(v)
+    } else {
+        false
+    }
 }
 
 impl MatchAttribute<'_> {
@@ -295,22 +318,21 @@ impl MatchAttribute<'_> {
             return true;
         }
         let Some(attr) = lookup_attribute(device, driver, self.attribute) else { return false };
+        if self.distinct {
+            // Upstream: a value of no known type is never distinct.
+            let known = attr.string.is_some() || attr.int.is_some() || attr.bool.is_some() || attr.version.is_some();
+            if !known || self.seen.iter().any(|s| same_value(attr, s)) {
+                return false;
+            }
+            self.seen.push(attr.clone());
+            return true;
+        }
         let Some(first) = &self.value else {
             self.value = Some(attr.clone());
             self.count = 1;
             return true;
         };
-        let same = if let Some(s) = &attr.string {
-            first.string.as_ref() == Some(s)
-        } else if let Some(i) = attr.int {
-            first.int == Some(i)
-        } else if let Some(b) = attr.bool {
-            first.bool == Some(b)
-        } else if let Some(v) = &attr.version {
-            first.version.as_ref() == Some(v)
-        } else {
-            false
-        };
+        let same = same_value(attr, first);
         if same {
             self.count += 1;
         }
@@ -319,6 +341,10 @@ impl MatchAttribute<'_> {
 
     fn remove(&mut self, request: &str, sub: Option<&str>) {
         if !self.applies(request, sub) {
+            return;
+        }
+        if self.distinct {
+            self.seen.pop();
             return;
         }
         self.count -= 1;
@@ -351,6 +377,11 @@ struct Picked<'a> {
     admin_access: bool,
     /// The request's tolerations (the result records them); empty mostly, so cloning costs nothing then.
     tolerations: Vec<DeviceToleration>,
+    /// Whether the device's counters were taken for this pick (a further share of a device does not take them).
+    counters_taken: bool,
+    /// For a device that allows multiple allocations: the share's ID and the capacity it consumes, as written
+    /// and in milli-units.
+    share: Option<(String, BTreeMap<String, ApiQuantity>, ConsumedCapacity)>,
 }
 
 /// What the allocator reads: the devices already taken, the classes, the slices and the selectors' programs.
@@ -363,6 +394,9 @@ pub struct Allocator<'a> {
     pub slices: &'a [Arc<ResourceSlice>],
     /// Every DeviceTaintRule: their taints apply to the devices they select, besides the devices' own.
     pub taint_rules: &'a [Arc<DeviceTaintRule>],
+    /// Devices that allow multiple allocations and are allocated (shared), with the capacity their shares
+    /// consume (DRAConsumableCapacity).
+    pub shared: &'a HashMap<DeviceId, ConsumedCapacity>,
     /// Compiled selectors.
     pub cel: &'a CelCache,
 }
@@ -407,6 +441,159 @@ pub fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
     }
 }
 
+/// Capacity consumed of a device, per capacity name, in milli-units.
+pub type ConsumedCapacity = HashMap<String, i64>;
+
+fn milli(q: &ApiQuantity) -> Result<i64, String> {
+    crate::framework::quantity::parse_milli(&q.0).map_err(|e| e.to_string())
+}
+
+/// Upstream `calculateConsumedCapacity`: what one request (or its absence) takes of one capacity, in milli-units
+/// and as written: without a request, the policy's default or the whole capacity; with one, rounded up to the
+/// valid range's minimum or next step, or to the next valid value.
+fn consumed_of(requested: Option<&ApiQuantity>, cap: &DeviceCapacity) -> Result<(i64, ApiQuantity), String> {
+    let Some(req) = requested else {
+        let q = cap.request_policy.as_ref().and_then(|p| p.default.as_ref()).unwrap_or(&cap.value);
+        return Ok((milli(q)?, q.clone()));
+    };
+    let r = milli(req)?;
+    let Some(policy) = &cap.request_policy else { return Ok((r, req.clone())) };
+    if let Some(range) = &policy.valid_range {
+        let min = milli(&range.min)?;
+        if r < min {
+            return Ok((min, range.min.clone()));
+        }
+        let step = match &range.step {
+            Some(s) => milli(s)?,
+            None => return Ok((r, req.clone())),
+        };
+        if step <= 0 {
+            return Ok((r, req.clone()));
+        }
+        let n = (r - min + step - 1) / step;
+        let v = step
+            .checked_mul(n)
+            .and_then(|x| x.checked_add(min))
+            .ok_or("capacity request cannot be represented in the device's range arithmetic")?;
+        let written = if v % 1000 == 0 { format!("{}", v / 1000) } else { format!("{v}m") };
+        return Ok((v, ApiQuantity(written)));
+    }
+    for v in policy.valid_values.iter().flatten() {
+        if r <= milli(v)? {
+            return Ok((milli(v)?, v.clone()));
+        }
+    }
+    Ok((r, req.clone()))
+}
+
+/// Upstream `violatesPolicy`: the amount is not the default, and is above the range's maximum, off its steps, or
+/// not one of the valid values.
+fn violates_policy(v: i64, cap: &DeviceCapacity) -> Result<bool, String> {
+    let Some(p) = &cap.request_policy else { return Ok(false) };
+    if let Some(d) = &p.default {
+        if milli(d)? == v {
+            return Ok(false);
+        }
+    }
+    if let Some(range) = &p.valid_range {
+        if let Some(max) = &range.max {
+            if v > milli(max)? {
+                return Ok(true);
+            }
+        }
+        if let Some(step) = &range.step {
+            let step = milli(step)?;
+            return Ok(step > 0 && (v - milli(&range.min)?) % step != 0);
+        }
+        return Ok(false);
+    }
+    match p.valid_values.as_deref() {
+        Some(values) if !values.is_empty() => {
+            for x in values {
+                if milli(x)? == v {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Upstream `CmpRequestOverCapacity`: the request names only capacities the device has, each amount it takes
+/// obeys the capacity's policy, and with what allocated and being-allocated shares consume stays within it.
+fn fits_capacity(
+    current: Option<&ConsumedCapacity>,
+    requests: Option<&BTreeMap<String, ApiQuantity>>,
+    device: &Device,
+    allocating: Option<&ConsumedCapacity>,
+) -> Result<bool, String> {
+    let empty = BTreeMap::new();
+    let caps = device.capacity.as_ref().unwrap_or(&empty);
+    if requests.is_some_and(|r| r.keys().any(|k| !caps.contains_key(k))) {
+        return Ok(false);
+    }
+    let mut consumed = Vec::with_capacity(caps.len());
+    for (name, cap) in caps {
+        let (v, _) =
+            consumed_of(requests.and_then(|r| r.get(name)), cap).map_err(|e| format!("capacity {name:?}: {e}"))?;
+        if v < 0 {
+            return Err(format!("capacity {name:?}: capacity value is negative"));
+        }
+        consumed.push((name, cap, v));
+    }
+    for (name, cap, v) in consumed {
+        if violates_policy(v, cap)? {
+            return Ok(false);
+        }
+        let used = |c: Option<&ConsumedCapacity>| c.and_then(|c| c.get(name)).copied().unwrap_or(0);
+        if v.saturating_add(used(current)).saturating_add(used(allocating)) > milli(&cap.value)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// What a share of a device that allows multiple allocations consumes of each of its capacities (upstream
+/// `GetConsumedCapacityFromRequest`): as written, and in milli-units.
+fn consumed_capacity(
+    requests: Option<&BTreeMap<String, ApiQuantity>>,
+    device: &Device,
+) -> Result<(BTreeMap<String, ApiQuantity>, ConsumedCapacity), String> {
+    let mut written = BTreeMap::new();
+    let mut amounts = HashMap::new();
+    for (name, cap) in device.capacity.iter().flatten() {
+        let (v, q) =
+            consumed_of(requests.and_then(|r| r.get(name)), cap).map_err(|e| format!("capacity {name:?}: {e}"))?;
+        written.insert(name.clone(), q);
+        amounts.insert(name.clone(), v);
+    }
+    Ok((written, amounts))
+}
+
+/// A new share ID: a random (version 4) UUID, as the API validates `shareID`.
+fn new_share_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let word = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish()
+    };
+    let (a, b) = (word(), word());
+    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0x0fff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
 /// The search for one node (upstream's internal `allocator`).
 struct Search<'a, 'b> {
     alloc: &'b Allocator<'a>,
@@ -429,6 +616,8 @@ struct Search<'a, 'b> {
     available: HashMap<usize, HashMap<(&'a str, &'a str), i64>>,
     /// What the devices being allocated consume, per (pool, counter set, counter).
     consumed: HashMap<(usize, &'a str, &'a str), i64>,
+    /// Devices that allow multiple allocations being allocated: how many shares, and the capacity they consume.
+    allocating_capacity: HashMap<DeviceId, (usize, ConsumedCapacity)>,
 }
 
 /// A search position (upstream `deviceIndices`).
@@ -476,6 +665,7 @@ impl<'a> Allocator<'a> {
             matches: RefCell::default(),
             available: HashMap::new(),
             consumed: HashMap::new(),
+            allocating_capacity: HashMap::new(),
         };
         for (ci, claim) in claims.iter().enumerate() {
             let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
@@ -499,6 +689,7 @@ impl<'a> Allocator<'a> {
                                 count: sub.count,
                                 admin_access: None,
                                 tolerations: sub.tolerations.as_deref().unwrap_or(&[]),
+                                capacity: sub.capacity.as_ref().and_then(|c| c.requests.as_ref()),
                             },
                         )?;
                         min = min.min(d.num_devices);
@@ -507,7 +698,7 @@ impl<'a> Allocator<'a> {
                     min_devices += min;
                     per_request.push(data);
                 } else {
-                    let (class, selectors, mode, count, admin, tolerations) = match &request.exactly {
+                    let (class, selectors, mode, count, admin, tolerations, capacity) = match &request.exactly {
                         Some(e) => (
                             e.device_class_name.as_str(),
                             e.selectors.as_deref().unwrap_or(&[]),
@@ -515,8 +706,9 @@ impl<'a> Allocator<'a> {
                             e.count,
                             e.admin_access,
                             e.tolerations.as_deref().unwrap_or(&[]),
+                            e.capacity.as_ref().and_then(|c| c.requests.as_ref()),
                         ),
-                        None => ("", &[][..], None, None, None, &[][..]),
+                        None => ("", &[][..], None, None, None, &[][..], None),
                     };
                     let d = search.check_request(
                         ci,
@@ -530,6 +722,7 @@ impl<'a> Allocator<'a> {
                             count,
                             admin_access: admin,
                             tolerations,
+                            capacity,
                         },
                     )?;
                     min_devices += d.num_devices;
@@ -546,12 +739,19 @@ impl<'a> Allocator<'a> {
             search.requests.push(per_request);
             let mut constraints = Vec::new();
             for (i, c) in devices.and_then(|d| d.constraints.as_deref()).unwrap_or(&[]).iter().enumerate() {
-                match &c.match_attribute {
+                let (attribute, distinct) = match (&c.match_attribute, &c.distinct_attribute) {
+                    (Some(a), _) => (Some(a), false),
+                    (None, Some(a)) => (Some(a), true),
+                    (None, None) => (None, false),
+                };
+                match attribute {
                     Some(attribute) => constraints.push(MatchAttribute {
                         requests: c.requests.iter().flatten().map(String::as_str).collect(),
                         attribute,
+                        distinct,
                         value: None,
                         count: 0,
+                        seen: Vec::new(),
                     }),
                     None => {
                         return Err(AllocatorError(format!(
@@ -590,6 +790,7 @@ struct RequestSpec<'b> {
     count: Option<i64>,
     admin_access: Option<bool>,
     tolerations: &'b [DeviceToleration],
+    capacity: Option<&'b BTreeMap<String, ApiQuantity>>,
 }
 
 impl<'a, 'b> Search<'a, 'b> {
@@ -631,6 +832,7 @@ impl<'a, 'b> Search<'a, 'b> {
             all: false,
             admin_access: spec.admin_access == Some(true),
             tolerations: spec.tolerations,
+            capacity: spec.capacity,
             num_devices: 0,
             all_devices: Vec::new(),
         };
@@ -652,7 +854,19 @@ impl<'a, 'b> Search<'a, 'b> {
                     }
                     for (sl, slice) in pool.slices.iter().enumerate() {
                         for di in 0..slice.spec.devices.as_ref().map_or(0, Vec::len) {
-                            if self.selectable(ci, ri, si, &data, (pi, sl, di))? {
+                            // Static capacity only: what others consume is checked when the device is taken, so
+                            // that a device short of it fails the request rather than leaving it out.
+                            if self.selectable(ci, ri, si, &data, (pi, sl, di))?
+                                && fits_capacity(
+                                    None,
+                                    data.capacity,
+                                    &slice.spec.devices.as_ref().expect("indexed")[di],
+                                    None,
+                                )
+                                .map_err(|e| {
+                                    AllocatorError(format!("claim {claim}, request {name}: checking capacity: {e}"))
+                                })?
+                            {
                                 data.all_devices.push((pi, sl, di));
                             }
                         }
@@ -801,6 +1015,26 @@ impl<'a, 'b> Search<'a, 'b> {
         }
     }
 
+    /// Upstream `CmpRequestOverCapacity` for the request at `r` and a device: what it asks fits beside what
+    /// allocated and being-allocated shares of the device consume.
+    fn capacity_fits(&self, r: At, at: DeviceRef) -> Result<bool, AllocatorError> {
+        let (_, device, id) = self.device(at);
+        let data = &self.requests[r.claim][r.request][r.sub];
+        fits_capacity(
+            self.alloc.shared.get(&id),
+            data.capacity,
+            device,
+            self.allocating_capacity.get(&id).map(|e| &e.1),
+        )
+        .map_err(|e| {
+            AllocatorError(format!(
+                "claim {}, request {}: checking capacity for device {id}: {e}",
+                claim_ref(&self.claims[r.claim]),
+                data.name
+            ))
+        })
+    }
+
     fn in_use(&self, id: &DeviceId) -> bool {
         self.alloc.allocated.contains(id) || self.allocating.get(id).is_some_and(|c| !c.is_empty())
     }
@@ -873,7 +1107,7 @@ impl<'a, 'b> Search<'a, 'b> {
                         continue;
                     }
                     let data = &self.requests[r.claim][r.request][r.sub];
-                    if !self.selectable(r.claim, r.request, r.sub, data, at)? {
+                    if !self.selectable(r.claim, r.request, r.sub, data, at)? || !self.capacity_fits(r, at)? {
                         continue;
                     }
                     if !self.allocate_device(r, at, false)? {
@@ -898,28 +1132,51 @@ impl<'a, 'b> Search<'a, 'b> {
     fn allocate_device(&mut self, r: At, at: DeviceRef, must: bool) -> Result<bool, AllocatorError> {
         let (slice, device, id) = self.device(at);
         let data = &self.requests[r.claim][r.request][r.sub];
-        if data.admin_access && self.allocating_for(&id, r.claim) || !data.admin_access && self.in_use(&id) {
+        // A device that allows multiple allocations is never in use: its capacity decides.
+        let multiple = device.allow_multiple_allocations == Some(true);
+        if !multiple && data.admin_access && self.allocating_for(&id, r.claim) || !data.admin_access && self.in_use(&id)
+        {
             return Ok(false);
         }
+        let requested = data.capacity;
         let (base, sub) = match data.parent {
             Some(p) => (p, Some(data.name)),
             None => (data.name, None),
         };
         let (full_name, request_name, admin) = (data.full_name(), data.name.to_string(), data.admin_access);
         let tolerations = data.tolerations;
-        // Partitionable devices: the counters the device consumes must still be there.
-        if !self.take_counters(at.0, device)? {
+        // Partitionable devices: the counters the device consumes must still be there (a further share of a
+        // device already holds them).
+        let shared = multiple && (self.alloc.shared.contains_key(&id) || self.allocating_capacity.contains_key(&id));
+        let counters_taken = !shared && device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty());
+        if counters_taken && !self.take_counters(at.0, device)? {
             return Ok(false);
         }
-        if taint_prevents(self.alloc.taints(&id, device), tolerations) {
-            self.give_back_counters(at.0, device);
+        let give_back = |me: &mut Self| {
+            if counters_taken {
+                me.give_back_counters(at.0, device);
+            }
+        };
+        if taint_prevents(self.alloc.taints(&id, device), tolerations) || !self.capacity_fits(r, at)? {
+            give_back(self);
             return Ok(false);
         }
+        let share = if multiple {
+            let consumed = consumed_capacity(requested, device).map_err(|e| {
+                AllocatorError(format!(
+                    "claim {}, request {request_name}: computing consumed capacity for device {id}: {e}",
+                    claim_ref(&self.claims[r.claim])
+                ))
+            })?;
+            Some(consumed)
+        } else {
+            None
+        };
         let constraints = &mut self.constraints[r.claim];
         for i in 0..constraints.len() {
             if !constraints[i].add(base, sub, device, &slice.spec.driver) {
                 if must {
-                    self.give_back_counters(at.0, device);
+                    give_back(self);
                     return Err(AllocatorError(format!(
                         "claim {}, request {request_name}: cannot add device {id} because a claim constraint would not be satisfied",
                         claim_ref(&self.claims[r.claim])
@@ -928,20 +1185,54 @@ impl<'a, 'b> Search<'a, 'b> {
                 for c in &mut constraints[..i] {
                     c.remove(base, sub);
                 }
-                self.give_back_counters(at.0, device);
+                give_back(self);
                 return Ok(false);
             }
         }
-        self.allocating.entry(id.clone()).or_default().insert(r.claim);
+        let share = share.map(|(written, milli)| {
+            let entry = self.allocating_capacity.entry(id.clone()).or_default();
+            entry.0 += 1;
+            for (name, v) in &milli {
+                *entry.1.entry(name.clone()).or_default() += v;
+            }
+            (new_share_id(), written, milli)
+        });
+        if !multiple {
+            self.allocating.entry(id.clone()).or_default().insert(r.claim);
+        }
         let tolerations = tolerations.to_vec();
-        self.results[r.claim].push(Picked { request: full_name, id, slice, device, admin_access: admin, tolerations });
+        self.results[r.claim].push(Picked {
+            request: full_name,
+            id,
+            slice,
+            device,
+            admin_access: admin,
+            tolerations,
+            counters_taken,
+            share,
+        });
         Ok(true)
     }
 
     /// Undoes the last `allocate_device` of the request at `r`.
     fn deallocate(&mut self, r: At, at: DeviceRef) {
         let (_, device, id) = self.device(at);
-        self.give_back_counters(at.0, device);
+        let picked = self.results[r.claim].last().expect("a device to deallocate");
+        let (counters_taken, share) = (picked.counters_taken, picked.share.as_ref().map(|s| s.2.clone()));
+        if counters_taken {
+            self.give_back_counters(at.0, device);
+        }
+        if let Some(milli) = share {
+            if let Some(entry) = self.allocating_capacity.get_mut(&id) {
+                entry.0 -= 1;
+                for (name, v) in &milli {
+                    *entry.1.entry(name.clone()).or_default() -= v;
+                }
+                if entry.0 == 0 {
+                    self.allocating_capacity.remove(&id);
+                }
+            }
+        }
         let data = &self.requests[r.claim][r.request][r.sub];
         let (base, sub) = match data.parent {
             Some(p) => (p, Some(data.name)),
@@ -971,6 +1262,8 @@ impl<'a, 'b> Search<'a, 'b> {
                 tolerations: (!p.tolerations.is_empty()).then(|| p.tolerations.clone()),
                 binding_conditions: p.device.binding_conditions.clone(),
                 binding_failure_conditions: p.device.binding_failure_conditions.clone(),
+                share_id: p.share.as_ref().map(|s| s.0.clone()),
+                consumed_capacity: p.share.as_ref().map(|s| s.1.clone()).filter(|c| !c.is_empty()),
                 ..Default::default()
             })
             .collect();

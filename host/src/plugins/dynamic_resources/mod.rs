@@ -13,11 +13,11 @@
 //! devices failed or timed out binding) and is reserved for no other pod.
 //!
 //! Differences from upstream, on purpose:
-//! - DRA-backed extended resources (DRAExtendedResource, GA in v1.37) and consumable capacity
-//!   (DRAConsumableCapacity, beta and on since v1.36) are not implemented: a claim asking for capacity or with a
-//!   `distinctAttribute` constraint is UnschedulableAndUnresolvable, naming the field; a device that allows
-//!   multiple allocations is allocated whole, to one claim at a time; a pod asking for an extended resource that
-//!   only a DeviceClass provides stays unschedulable (NodeResourcesFit finds no node that has it).
+//! - DRA-backed extended resources (DRAExtendedResource, GA in v1.37) are not implemented: a pod asking for an
+//!   extended resource that only a DeviceClass provides stays unschedulable (NodeResourcesFit finds no node that
+//!   has it).
+//! - Consumable capacity works in milli-units: a capacity rounded to a step is written as a plain or milli
+//!   quantity (upstream keeps the step's format, e.g. `1Gi`); amounts finer than a milli-unit round up.
 //! - CEL runs on cel-rust (see `cel.rs` for what that environment lacks).
 //! - Filter has no timeout (DRASchedulerFilterTimeout's 10s): the search has the same bounds as upstream's, and
 //!   the scheduler's cycle is not cancelled from outside.
@@ -89,6 +89,8 @@ struct StateInner {
 struct AllocationInput {
     objects: Arc<ClusterObjects>,
     allocated: HashSet<DeviceId>,
+    /// Shared devices and the capacity their shares consume.
+    shared: HashMap<DeviceId, allocator::ConsumedCapacity>,
 }
 
 #[derive(Clone, Default)]
@@ -123,14 +125,26 @@ impl ClaimTracker {
     }
 
     /// Every device some claim holds, by its status or in flight (upstream `ListAllAllocatedDevices`); results
-    /// with admin access hold nothing.
-    fn allocated_devices(&self, objects: &ClusterObjects) -> HashSet<DeviceId> {
+    /// with admin access hold nothing. Results with a share ID are shares of a device that allows multiple
+    /// allocations: they hold the capacity they consumed (the second map), not the device.
+    fn allocated_devices(
+        &self,
+        objects: &ClusterObjects,
+    ) -> (HashSet<DeviceId>, HashMap<DeviceId, allocator::ConsumedCapacity>) {
         let mut out = HashSet::new();
+        let mut shared: HashMap<DeviceId, allocator::ConsumedCapacity> = HashMap::new();
         let mut add = |claim: &ResourceClaim| {
             let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
             for r in results.and_then(|d| d.results.as_deref()).unwrap_or(&[]) {
-                if r.admin_access != Some(true) {
-                    out.insert(DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() });
+                let id = DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() };
+                if r.share_id.is_some() {
+                    let consumed = shared.entry(id).or_default();
+                    for (name, q) in r.consumed_capacity.iter().flatten() {
+                        *consumed.entry(name.clone()).or_default() +=
+                            crate::framework::quantity::parse_milli(&q.0).unwrap_or(0);
+                    }
+                } else if r.admin_access != Some(true) {
+                    out.insert(id);
                 }
             }
         };
@@ -142,7 +156,7 @@ impl ClaimTracker {
         for c in self.in_flight.values() {
             add(c);
         }
-        out
+        (out, shared)
     }
 }
 
@@ -229,34 +243,6 @@ fn pod_claims(
 /// The device requests of a claim (none when it has no spec: optional since v1.37's API).
 pub(crate) fn claim_requests(claim: &ResourceClaim) -> &[k8s_openapi::api::resource::v1::DeviceRequest] {
     claim.spec.as_ref().and_then(|s| s.devices.as_ref()).and_then(|d| d.requests.as_deref()).unwrap_or(&[])
-}
-
-/// What a claim asks for that needs a DRA feature this scheduler does not implement (consumable capacity, on by
-/// default since v1.36). Allocating it as if the field were absent could place the pod wrongly, so it is refused,
-/// naming the field.
-fn unsupported(claim: &ResourceClaim) -> Option<String> {
-    let devices = claim.spec.as_ref()?.devices.as_ref()?;
-    let what = |field: &str, gate: &str| {
-        Some(format!(
-            "resource claim {}: {field} needs the {gate} feature, which this scheduler does not implement",
-            claim_ref(claim)
-        ))
-    };
-    for r in devices.requests.iter().flatten() {
-        let exact = r.exactly.iter().map(|e| e.capacity.is_some());
-        let subs = r.first_available.iter().flatten().map(|s| s.capacity.is_some());
-        for capacity in exact.chain(subs) {
-            if capacity {
-                return what(&format!("request {}: capacity", r.name), "DRAConsumableCapacity");
-            }
-        }
-    }
-    for (i, c) in devices.constraints.iter().flatten().enumerate() {
-        if c.distinct_attribute.is_some() {
-            return what(&format!("constraint #{i}: distinctAttribute"), "DRAConsumableCapacity");
-        }
-    }
-    None
 }
 
 /// The DynamicResources plugin.
@@ -582,9 +568,6 @@ impl PreFilterPlugin for DynamicResources {
                     )),
                 );
             }
-            if let Some(missing) = unsupported(claim) {
-                return (None, Status::unresolvable(missing));
-            }
             // Every class must exist, however the claim is allocated.
             for request in claim_requests(claim) {
                 let subs = request.first_available.as_deref().unwrap_or(&[]);
@@ -621,8 +604,8 @@ impl PreFilterPlugin for DynamicResources {
             }
         }
         if !inner.to_allocate.is_empty() {
-            inner.allocation =
-                Some(AllocationInput { objects: objects.clone(), allocated: tracker.allocated_devices(objects) });
+            let (allocated, shared) = tracker.allocated_devices(objects);
+            inner.allocation = Some(AllocationInput { objects: objects.clone(), allocated, shared });
         }
         inner.claims = claims;
         state.write(NAME, State(Arc::new(inner)));
@@ -659,6 +642,7 @@ impl FilterPlugin for DynamicResources {
                 classes: &input.objects.device_classes,
                 slices: &input.objects.resource_slices,
                 taint_rules: &input.objects.device_taint_rules,
+                shared: &input.shared,
                 cel: &self.cel,
             };
             match allocator.allocate(&node.name, labels, &claims) {

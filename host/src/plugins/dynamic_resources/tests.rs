@@ -1,7 +1,7 @@
 //! Unit tests of DynamicResources, after upstream's `dynamicresources_test.go` and the structured allocator's
 //! shared test cases.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
@@ -90,7 +90,14 @@ fn allocate(
         })
         .collect();
     let cel = CelCache::default();
-    let a = Allocator { allocated: &allocated, classes: &classes, slices, taint_rules: &[], cel: &cel };
+    let a = Allocator {
+        allocated: &allocated,
+        classes: &classes,
+        slices,
+        taint_rules: &[],
+        shared: &HashMap::new(),
+        cel: &cel,
+    };
     a.allocate(node_name, &Labels::new(), claims).map(|r| r.map(|v| v.iter().map(ids).collect())).map_err(|e| e.0)
 }
 
@@ -253,7 +260,14 @@ fn allocation_results_name_the_node_of_local_devices() {
     let classes = [class("gpu", &[])].into_iter().collect();
     let slices = [slice("n1", Some("n1"), 1, 1, gpus("n1", 1, "a100"))];
     let cel = CelCache::default();
-    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices: &slices, taint_rules: &[], cel: &cel };
+    let a = Allocator {
+        allocated: &HashSet::new(),
+        classes: &classes,
+        slices: &slices,
+        taint_rules: &[],
+        shared: &HashMap::new(),
+        cel: &cel,
+    };
     let r = a.allocate("n1", &Labels::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     let sel = r[0].node_selector.as_ref().unwrap();
     let field = &sel.node_selector_terms[0].match_fields.as_ref().unwrap()[0];
@@ -464,26 +478,121 @@ fn an_allocated_claim_keeps_the_pod_on_its_node() {
     assert!(pl.reserve(&mut state, &p, "n1").is_success());
 }
 
+/// Allocates on n1 with `shared` devices already holding capacity: per claim, (device, share ID set, consumed).
+fn allocate_shared(
+    devices: Value,
+    shared: &[(&str, &str, &str)],
+    claims: &[Arc<ResourceClaim>],
+) -> Result<Option<Vec<Vec<(String, bool, Option<String>)>>>, String> {
+    let classes = [class("gpu", &[])].into_iter().collect();
+    let slices = [slice("n1", Some("n1"), 1, 1, devices)];
+    let shared: HashMap<DeviceId, allocator::ConsumedCapacity> = shared
+        .iter()
+        .map(|(d, name, q)| {
+            let id = DeviceId { driver: DRIVER.into(), pool: "n1".into(), device: d.to_string() };
+            (id, [(name.to_string(), crate::framework::quantity::parse_milli(q).unwrap())].into_iter().collect())
+        })
+        .collect();
+    let cel = CelCache::default();
+    let a = Allocator {
+        allocated: &HashSet::new(),
+        classes: &classes,
+        slices: &slices,
+        taint_rules: &[],
+        shared: &shared,
+        cel: &cel,
+    };
+    let results = a.allocate("n1", &Labels::new(), claims).map_err(|e| e.0)?;
+    Ok(results.map(|v| {
+        v.iter()
+            .map(|r| {
+                r.devices
+                    .as_ref()
+                    .unwrap()
+                    .results
+                    .as_ref()
+                    .unwrap()
+                    .iter()
+                    .map(|d| {
+                        let memory = d.consumed_capacity.as_ref().and_then(|c| c.get("memory")).map(|q| q.0.clone());
+                        (d.device.clone(), d.share_id.is_some(), memory)
+                    })
+                    .collect()
+            })
+            .collect()
+    }))
+}
+
 #[test]
-fn claims_needing_unimplemented_features_are_refused_naming_the_field() {
-    let cases = [
-        (
-            exactly("gpu", json!({"capacity": {"requests": {"memory": "1Gi"}}})),
-            "resource claim default/c: request req-0: capacity needs the DRAConsumableCapacity feature, which this scheduler does not implement",
-        ),
-        (
-            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}],
-                "constraints": [{"distinctAttribute": "gpu.example.com/index"}]}),
-            "resource claim default/c: constraint #0: distinctAttribute needs the DRAConsumableCapacity feature, which this scheduler does not implement",
-        ),
-    ];
-    for (devices, want) in cases {
-        let (pl, _) = plugin();
-        let snap = snapshot(objects(vec![claim("c", devices)]));
-        let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
-        let (_, st) = pl.pre_filter(&mut CycleState::new(), &p, &snap);
-        assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, want.to_string()));
-    }
+fn consumable_capacity_shares_devices_and_rounds_requests_by_policy() {
+    let shareable = |policy: Value| {
+        json!([{"name": "big", "allowMultipleAllocations": true,
+            "capacity": {"memory": {"value": "40Gi", "requestPolicy": policy}}}])
+    };
+    let asks = |name: &str, q: &str| claim(name, exactly("gpu", json!({"capacity": {"requests": {"memory": q}}})));
+    let share = |q: &str| ("big".to_string(), true, Some(q.to_string()));
+    // Two claims share the device, each with its own share ID and the capacity it asked for.
+    let got = allocate_shared(shareable(json!(null)), &[], &[asks("a", "16Gi"), asks("b", "16Gi")]).unwrap().unwrap();
+    assert_eq!(got, vec![vec![share("16Gi")], vec![share("16Gi")]]);
+    // A third share would take 48Gi of 40Gi.
+    let three = [asks("a", "16Gi"), asks("b", "16Gi"), asks("c", "16Gi")];
+    assert_eq!(allocate_shared(shareable(json!(null)), &[], &three), Ok(None));
+    // Shares already allocated count: 30Gi taken leaves room for 8Gi, not for 16Gi.
+    assert_eq!(allocate_shared(shareable(json!(null)), &[("big", "memory", "30Gi")], &[asks("a", "16Gi")]), Ok(None));
+    let got = allocate_shared(shareable(json!(null)), &[("big", "memory", "30Gi")], &[asks("a", "8Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("8Gi")]]));
+    // Without a request a share takes the policy's default, else the whole capacity.
+    let plain = claim("p", exactly("gpu", json!({})));
+    let got = allocate_shared(shareable(json!({"default": "4Gi"})), &[], &[plain.clone()]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("4Gi")]]));
+    let got = allocate_shared(shareable(json!(null)), &[], &[plain.clone()]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("40Gi")]]));
+    // A valid range rounds up to its minimum and then its steps; the maximum caps it.
+    let range = json!({"validRange": {"min": "4Gi", "step": "4Gi", "max": "16Gi"}});
+    let got = allocate_shared(shareable(range.clone()), &[], &[asks("a", "1Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("4Gi")]]));
+    let got = allocate_shared(shareable(range.clone()), &[], &[asks("a", "5Gi")]).unwrap().unwrap();
+    let eight = crate::framework::quantity::parse_milli("8Gi").unwrap();
+    let written = got[0][0].2.clone().unwrap();
+    assert_eq!(
+        crate::framework::quantity::parse_milli(&written).unwrap(),
+        eight,
+        "5Gi rounds to the 8Gi step: {written}"
+    );
+    assert_eq!(allocate_shared(shareable(range), &[], &[asks("a", "17Gi")]), Ok(None), "above the maximum");
+    // Valid values: the next one up; none above the request means it is refused.
+    let values = json!({"validValues": ["10Gi", "20Gi"]});
+    let got = allocate_shared(shareable(values.clone()), &[], &[asks("a", "15Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("20Gi")]]));
+    assert_eq!(allocate_shared(shareable(values), &[], &[asks("a", "21Gi")]), Ok(None));
+    // A request for a capacity the device lacks never fits.
+    let other = claim("a", exactly("gpu", json!({"capacity": {"requests": {"cores": "1"}}})));
+    assert_eq!(allocate_shared(shareable(json!(null)), &[], &[other]), Ok(None));
+    // An exclusive device: the request must fit its capacity, and the result is no share.
+    let exclusive = json!([{"name": "solo", "capacity": {"memory": {"value": "40Gi"}}}]);
+    assert_eq!(allocate_shared(exclusive.clone(), &[], &[asks("a", "50Gi")]), Ok(None));
+    let got = allocate_shared(exclusive.clone(), &[], &[asks("a", "10Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![("solo".to_string(), false, None)]]));
+    assert_eq!(allocate_shared(exclusive, &[], &[asks("a", "10Gi"), asks("b", "10Gi")]), Ok(None), "not shared");
+}
+
+#[test]
+fn distinct_attribute_wants_every_device_different() {
+    let devices = json!([{"name": "a", "attributes": {"numa": {"int": 0}}}, {"name": "b", "attributes": {"numa": {"int": 0}}},
+        {"name": "c", "attributes": {"numa": {"int": 1}}}]);
+    let c = claim(
+        "c",
+        json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "count": 2}}],
+        "constraints": [{"distinctAttribute": "gpu.example.com/numa"}]}),
+    );
+    assert_eq!(
+        allocate(&[slice("n1", Some("n1"), 1, 1, devices)], &[], &[c.clone()], "n1"),
+        Ok(Some(vec![vec!["a".to_string(), "c".to_string()]])),
+        "b has a's value"
+    );
+    let same =
+        json!([{"name": "a", "attributes": {"numa": {"int": 0}}}, {"name": "b", "attributes": {"numa": {"int": 0}}}]);
+    assert_eq!(allocate(&[slice("n1", Some("n1"), 1, 1, same)], &[], &[c], "n1"), Ok(None));
 }
 
 /// Allocates on n1 with DeviceTaintRules; the device names picked, per claim.
@@ -496,7 +605,14 @@ fn allocate_with_rules(
     let rules: Vec<Arc<DeviceTaintRule>> =
         rules.iter().map(|r| Arc::new(serde_json::from_value(r.clone()).unwrap())).collect();
     let cel = CelCache::default();
-    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices, taint_rules: &rules, cel: &cel };
+    let a = Allocator {
+        allocated: &HashSet::new(),
+        classes: &classes,
+        slices,
+        taint_rules: &rules,
+        shared: &HashMap::new(),
+        cel: &cel,
+    };
     a.allocate("n1", &Labels::new(), claims).map(|r| r.map(|v| v.iter().map(ids).collect())).map_err(|e| e.0)
 }
 
@@ -598,7 +714,14 @@ fn device_taints_keep_devices_from_requests_that_do_not_tolerate_them() {
     let classes = [class("gpu", &[])].into_iter().collect();
     let cel = CelCache::default();
     let slices = [slice("n1", Some("n1"), 1, 1, only_tainted)];
-    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices: &slices, taint_rules: &[], cel: &cel };
+    let a = Allocator {
+        allocated: &HashSet::new(),
+        classes: &classes,
+        slices: &slices,
+        taint_rules: &[],
+        shared: &HashMap::new(),
+        cel: &cel,
+    };
     let got =
         a.allocate("n1", &Labels::new(), &[tolerating(json!({"key": "bad", "operator": "Exists"}))]).unwrap().unwrap();
     let r = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
