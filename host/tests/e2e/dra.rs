@@ -188,3 +188,71 @@ pub(crate) fn device_taint_rules_tolerations_and_first_available_ranking(cp: &Co
     let tolerations = results.unwrap_or_default().into_iter().next().and_then(|r| r.tolerations).unwrap_or_default();
     assert_eq!(tolerations.len(), 1, "the allocation records the toleration");
 }
+
+/// DRADeviceBindingConditions (on since v1.36): the device the claim gets has a binding condition, so the
+/// scheduler writes the allocation and then waits in PreBind; the pod is bound only once the driver (this test)
+/// reports the condition true in the claim's device status.
+pub(crate) fn binding_conditions_hold_the_pod_until_the_device_is_attached(cp: &ControlPlane, k: &Kube, work: &Path) {
+    const NS: &str = "e2e-dra-binding";
+    const DRIVER: &str = "attach.e2e.example";
+    k.namespace(NS);
+    k.node("dra-c1", json!({"e2e": "dra-binding"}));
+    let classes: Api<DeviceClass> = Api::all(k.client.clone());
+    create(
+        k,
+        &classes,
+        json!({"metadata": {"name": "e2e-attach-gpu"}, "spec": {"selectors": [{"cel": {"expression":
+            format!("device.driver == \"{DRIVER}\"")}}]}}),
+    );
+    let slices: Api<ResourceSlice> = Api::all(k.client.clone());
+    create(
+        k,
+        &slices,
+        json!({"metadata": {"name": "dra-c1-gpus"}, "spec": {"driver": DRIVER, "nodeName": "dra-c1",
+            "pool": {"name": "dra-c1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "bindsToNode": true,
+                "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}]}}),
+    );
+    let claims: Api<ResourceClaim> = Api::namespaced(k.client.clone(), NS);
+    create(
+        k,
+        &claims,
+        json!({"metadata": {"name": "gpu"}, "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "e2e-attach-gpu"}}]}}}),
+    );
+    let profile = write_profile(work, "dra-binding.yaml", &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
+    let port = free_port();
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("dra-binding.log"));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
+    create::<Pod>(
+        k,
+        &pods,
+        json!({"metadata": {"name": "attached"}, "spec": {"schedulerName": SCHEDULER,
+            "nodeSelector": {"e2e": "dra-binding"},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+            "containers": [{"name": "c", "image": "registry.invalid/pause",
+                "resources": {"claims": [{"name": "gpu"}]}}]}}),
+    );
+    // The allocation is written (with the device's conditions and a timestamp), the pod not yet bound.
+    let claim = wait_until("the claim's allocation", Duration::from_secs(60), || {
+        let c = k.rt.block_on(claims.get("gpu")).ok()?;
+        c.status.as_ref()?.allocation.as_ref()?;
+        Some(c)
+    });
+    let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).unwrap();
+    assert!(allocation.allocation_timestamp.is_some(), "{allocation:?}");
+    let result = &allocation.devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!(result.binding_conditions.as_deref(), Some(&["Attached".to_string()][..]));
+    std::thread::sleep(Duration::from_secs(2));
+    let pending = k.rt.block_on(pods.get("attached")).unwrap();
+    assert_eq!(pending.spec.and_then(|s| s.node_name), None, "bound before the device was attached:\n{}", s.log());
+    // The driver's part: the device is attached.
+    let mut c = claim.clone();
+    c.status.as_mut().unwrap().devices = Some(vec![serde_json::from_value(json!({"driver": DRIVER, "pool": "dra-c1",
+        "device": "gpu-0", "conditions": [{"type": "Attached", "status": "True", "reason": "Attached",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+    .unwrap()]);
+    k.rt.block_on(claims.replace_status("gpu", &PostParams::default(), &c)).unwrap();
+    assert_eq!(k.wait_bound(NS, "attached"), "dra-c1", "bound once attached:\n{}", s.log());
+}

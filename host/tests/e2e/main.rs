@@ -264,7 +264,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 19] = [
+    let scenarios: [(&str, Scenario); 20] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -292,6 +292,10 @@ fn end_to_end_on_a_real_api_server() {
         (
             "device_taint_rules_tolerations_and_first_available_ranking",
             dra::device_taint_rules_tolerations_and_first_available_ranking,
+        ),
+        (
+            "binding_conditions_hold_the_pod_until_the_device_is_attached",
+            dra::binding_conditions_hold_the_pod_until_the_device_is_attached,
         ),
         ("leader_election_hands_over", leader_election_hands_over),
         ("thousand_pods_on_a_hundred_nodes", thousand_pods_on_a_hundred_nodes),
