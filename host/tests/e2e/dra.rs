@@ -26,6 +26,26 @@ where
     k.rt.block_on(api.create(&PostParams::default(), &o)).unwrap()
 }
 
+/// Starts a scheduler with one profile named SCHEDULER, its config and log named after `name`, and waits until it
+/// is ready.
+fn start_scheduler(cp: &ControlPlane, work: &Path, name: &str) -> Scheduler {
+    let profile = write_profile(work, &format!("{name}.yaml"), &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
+    let port = free_port();
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join(format!("{name}.log")));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    s
+}
+
+/// Creates a DeviceClass selecting devices by one CEL expression.
+fn device_class(k: &Kube, name: &str, expression: String) {
+    let classes: Api<DeviceClass> = Api::all(k.client.clone());
+    create::<DeviceClass>(
+        k,
+        &classes,
+        json!({"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}),
+    );
+}
+
 pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node(
     cp: &ControlPlane,
     k: &Kube,
@@ -34,12 +54,10 @@ pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_it
     k.namespace(NS);
     k.node("dra-a", json!({"e2e": "dra"}));
     k.node("dra-b", json!({"e2e": "dra"}));
-    let classes: Api<DeviceClass> = Api::all(k.client.clone());
-    create(
+    device_class(
         k,
-        &classes,
-        json!({"metadata": {"name": "e2e-gpu"}, "spec": {"selectors": [{"cel": {"expression":
-            format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\"")}}]}}),
+        "e2e-gpu",
+        format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\""),
     );
     let slices: Api<ResourceSlice> = Api::all(k.client.clone());
     create(
@@ -59,10 +77,7 @@ pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_it
             {"name": "gpu", "exactly": {"deviceClassName": "e2e-gpu"}}]}}}),
     );
 
-    let profile = write_profile(work, "dra.yaml", &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
-    let port = free_port();
-    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("dra.log"));
-    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let s = start_scheduler(cp, work, "dra");
 
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
     let pod = create(
@@ -103,18 +118,11 @@ pub(crate) fn device_taint_rules_tolerations_and_first_available_ranking(cp: &Co
     for n in ["dra-t1", "dra-t2", "dra-s1", "dra-s2"] {
         k.node(n, json!({"e2e": "dra-taints"}));
     }
-    let classes: Api<DeviceClass> = Api::all(k.client.clone());
-    create(
+    device_class(k, "e2e-taint-gpu", format!("device.driver == \"{DRIVER}\""));
+    device_class(
         k,
-        &classes,
-        json!({"metadata": {"name": "e2e-taint-gpu"}, "spec": {"selectors": [{"cel": {"expression":
-            format!("device.driver == \"{DRIVER}\"")}}]}}),
-    );
-    create(
-        k,
-        &classes,
-        json!({"metadata": {"name": "e2e-taint-a100"}, "spec": {"selectors": [{"cel": {"expression":
-            format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\"")}}]}}),
+        "e2e-taint-a100",
+        format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\""),
     );
     let slices: Api<ResourceSlice> = Api::all(k.client.clone());
     for (node, model) in [("dra-t1", "T4"), ("dra-t2", "T4"), ("dra-s1", "T4"), ("dra-s2", "A100")] {
@@ -155,10 +163,7 @@ pub(crate) fn device_taint_rules_tolerations_and_first_available_ranking(cp: &Co
             {"name": "any", "deviceClassName": "e2e-taint-gpu"}]}]}}}),
     );
 
-    let profile = write_profile(work, "dra-taints.yaml", &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
-    let port = free_port();
-    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("dra-taints.log"));
-    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let s = start_scheduler(cp, work, "dra-taints");
 
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
     let pod = |name: &str, claim: &str, nodes: &[&str]| {
@@ -197,13 +202,7 @@ pub(crate) fn binding_conditions_hold_the_pod_until_the_device_is_attached(cp: &
     const DRIVER: &str = "attach.e2e.example";
     k.namespace(NS);
     k.node("dra-c1", json!({"e2e": "dra-binding"}));
-    let classes: Api<DeviceClass> = Api::all(k.client.clone());
-    create(
-        k,
-        &classes,
-        json!({"metadata": {"name": "e2e-attach-gpu"}, "spec": {"selectors": [{"cel": {"expression":
-            format!("device.driver == \"{DRIVER}\"")}}]}}),
-    );
+    device_class(k, "e2e-attach-gpu", format!("device.driver == \"{DRIVER}\""));
     let slices: Api<ResourceSlice> = Api::all(k.client.clone());
     create(
         k,
@@ -220,10 +219,7 @@ pub(crate) fn binding_conditions_hold_the_pod_until_the_device_is_attached(cp: &
         json!({"metadata": {"name": "gpu"}, "spec": {"devices": {"requests": [
             {"name": "gpu", "exactly": {"deviceClassName": "e2e-attach-gpu"}}]}}}),
     );
-    let profile = write_profile(work, "dra-binding.yaml", &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
-    let port = free_port();
-    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("dra-binding.log"));
-    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let s = start_scheduler(cp, work, "dra-binding");
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
     create::<Pod>(
         k,

@@ -880,7 +880,7 @@ impl PreBindPlugin for DynamicResources {
                 Err(e) => return Status::error(e),
             }
         }
-        self.wait_for_binding_conditions(&s)
+        self.wait_for_binding_conditions(s)
     }
 }
 

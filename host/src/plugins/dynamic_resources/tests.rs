@@ -255,20 +255,22 @@ fn allocator_counts_modes_selectors_and_pools() {
     }
 }
 
+/// The allocation results on n1 with class "gpu" (any device), no taint rules, and `shared` devices' capacity.
+fn results_on_n1(
+    slices: &[Arc<ResourceSlice>],
+    shared: &HashMap<DeviceId, allocator::ConsumedCapacity>,
+    claims: &[Arc<ResourceClaim>],
+) -> Result<Option<Vec<AllocationResult>>, String> {
+    let classes = [class("gpu", &[])].into_iter().collect();
+    let cel = CelCache::default();
+    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices, taint_rules: &[], shared, cel: &cel };
+    a.allocate("n1", &Labels::new(), claims).map_err(|e| e.0)
+}
+
 #[test]
 fn allocation_results_name_the_node_of_local_devices() {
-    let classes = [class("gpu", &[])].into_iter().collect();
     let slices = [slice("n1", Some("n1"), 1, 1, gpus("n1", 1, "a100"))];
-    let cel = CelCache::default();
-    let a = Allocator {
-        allocated: &HashSet::new(),
-        classes: &classes,
-        slices: &slices,
-        taint_rules: &[],
-        shared: &HashMap::new(),
-        cel: &cel,
-    };
-    let r = a.allocate("n1", &Labels::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let r = results_on_n1(&slices, &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     let sel = r[0].node_selector.as_ref().unwrap();
     let field = &sel.node_selector_terms[0].match_fields.as_ref().unwrap()[0];
     assert_eq!((field.key.as_str(), field.values.as_deref()), ("metadata.name", Some(&["n1".to_string()][..])));
@@ -479,12 +481,14 @@ fn an_allocated_claim_keeps_the_pod_on_its_node() {
 }
 
 /// Allocates on n1 with `shared` devices already holding capacity: per claim, (device, share ID set, consumed).
+/// Per claim, per device: (device, has a share ID, memory consumed as written).
+type SharedPicks = Option<Vec<Vec<(String, bool, Option<String>)>>>;
+
 fn allocate_shared(
     devices: Value,
     shared: &[(&str, &str, &str)],
     claims: &[Arc<ResourceClaim>],
-) -> Result<Option<Vec<Vec<(String, bool, Option<String>)>>>, String> {
-    let classes = [class("gpu", &[])].into_iter().collect();
+) -> Result<SharedPicks, String> {
     let slices = [slice("n1", Some("n1"), 1, 1, devices)];
     let shared: HashMap<DeviceId, allocator::ConsumedCapacity> = shared
         .iter()
@@ -493,16 +497,7 @@ fn allocate_shared(
             (id, [(name.to_string(), crate::framework::quantity::parse_milli(q).unwrap())].into_iter().collect())
         })
         .collect();
-    let cel = CelCache::default();
-    let a = Allocator {
-        allocated: &HashSet::new(),
-        classes: &classes,
-        slices: &slices,
-        taint_rules: &[],
-        shared: &shared,
-        cel: &cel,
-    };
-    let results = a.allocate("n1", &Labels::new(), claims).map_err(|e| e.0)?;
+    let results = results_on_n1(&slices, &shared, claims)?;
     Ok(results.map(|v| {
         v.iter()
             .map(|r| {
@@ -543,9 +538,9 @@ fn consumable_capacity_shares_devices_and_rounds_requests_by_policy() {
     assert_eq!(got, Some(vec![vec![share("8Gi")]]));
     // Without a request a share takes the policy's default, else the whole capacity.
     let plain = claim("p", exactly("gpu", json!({})));
-    let got = allocate_shared(shareable(json!({"default": "4Gi"})), &[], &[plain.clone()]).unwrap();
+    let got = allocate_shared(shareable(json!({"default": "4Gi"})), &[], std::slice::from_ref(&plain)).unwrap();
     assert_eq!(got, Some(vec![vec![share("4Gi")]]));
-    let got = allocate_shared(shareable(json!(null)), &[], &[plain.clone()]).unwrap();
+    let got = allocate_shared(shareable(json!(null)), &[], std::slice::from_ref(&plain)).unwrap();
     assert_eq!(got, Some(vec![vec![share("40Gi")]]));
     // A valid range rounds up to its minimum and then its steps; the maximum caps it.
     let range = json!({"validRange": {"min": "4Gi", "step": "4Gi", "max": "16Gi"}});
@@ -586,7 +581,7 @@ fn distinct_attribute_wants_every_device_different() {
         "constraints": [{"distinctAttribute": "gpu.example.com/numa"}]}),
     );
     assert_eq!(
-        allocate(&[slice("n1", Some("n1"), 1, 1, devices)], &[], &[c.clone()], "n1"),
+        allocate(&[slice("n1", Some("n1"), 1, 1, devices)], &[], std::slice::from_ref(&c), "n1"),
         Ok(Some(vec![vec!["a".to_string(), "c".to_string()]])),
         "b has a's value"
     );
@@ -711,19 +706,9 @@ fn device_taints_keep_devices_from_requests_that_do_not_tolerate_them() {
         assert_eq!(got, want, "{name}");
     }
     // The result records the request's tolerations, as upstream's.
-    let classes = [class("gpu", &[])].into_iter().collect();
-    let cel = CelCache::default();
     let slices = [slice("n1", Some("n1"), 1, 1, only_tainted)];
-    let a = Allocator {
-        allocated: &HashSet::new(),
-        classes: &classes,
-        slices: &slices,
-        taint_rules: &[],
-        shared: &HashMap::new(),
-        cel: &cel,
-    };
-    let got =
-        a.allocate("n1", &Labels::new(), &[tolerating(json!({"key": "bad", "operator": "Exists"}))]).unwrap().unwrap();
+    let tolerant = tolerating(json!({"key": "bad", "operator": "Exists"}));
+    let got = results_on_n1(&slices, &HashMap::new(), &[tolerant]).unwrap().unwrap();
     let r = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
     assert_eq!(r.tolerations.as_ref().unwrap()[0].operator.as_deref(), Some("Exists"));
 }
@@ -742,12 +727,12 @@ fn partitionable_devices_share_their_pool_s_counters() {
     let one = claim("c", exactly("gpu", json!({})));
     let two = claim("c", exactly("gpu", json!({"count": 2})));
     let slices = [counters.clone(), devices.clone()];
-    assert_eq!(allocate(&slices, &[], &[one.clone()], "n1"), Ok(Some(vec![vec!["p0".to_string()]])));
+    assert_eq!(allocate(&slices, &[], std::slice::from_ref(&one), "n1"), Ok(Some(vec![vec!["p0".to_string()]])));
     assert_eq!(allocate(&slices, &[], &[two], "n1"), Ok(None), "both partitions overdraw the counter");
     // An allocated partition consumes its counters too: the other one no longer fits.
-    assert_eq!(allocate(&slices, &["n1/p0"], &[one.clone()], "n1"), Ok(None));
+    assert_eq!(allocate(&slices, &["n1/p0"], std::slice::from_ref(&one), "n1"), Ok(None));
     // A pool whose counter slice is missing is incomplete: nothing from it.
-    assert_eq!(allocate(&[devices], &[], &[one.clone()], "n1"), Ok(None));
+    assert_eq!(allocate(&[devices], &[], std::slice::from_ref(&one), "n1"), Ok(None));
     // A device consuming a counter set the pool lacks makes the pool invalid, which fails the node.
     let bad = slice(
         "n1",
