@@ -862,3 +862,40 @@ fn post_filter_deallocates_a_claim_allocated_elsewhere_that_no_other_pod_uses() 
     assert_eq!((st.code(), st.message()), (Code::Unschedulable, "deallocation of ResourceClaim completed".to_string()));
     assert!(cluster.writes().iter().all(|w| !matches!(w, crate::cluster::memory::Write::AllocateClaim { .. })));
 }
+
+#[test]
+fn the_simulated_driver_attaches_devices_so_pre_bind_does_not_wait() {
+    let (pl, cluster) = plugin();
+    let mut o = objects(vec![claim("c", exactly("gpu", json!({})))]);
+    o.resource_slices = vec![slice("n1", Some("n1"), 1, 1, json!([{"name": "d", "bindingConditions": ["Attached"]}]))];
+    cluster.set_objects(o.clone());
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &p, &snapshot(o)).1.is_success());
+    assert!(pl.filter(&state, &p, &n("n1")).is_success());
+    assert!(pl.reserve(&mut state, &p, "n1").is_success());
+    let t0 = std::time::Instant::now();
+    let st = pl.pre_bind(&mut state, &p, "n1");
+    assert!(st.is_success(), "{st}");
+    assert!(t0.elapsed() < BINDING_POLL, "met at the first look");
+}
+
+#[test]
+fn per_device_node_selection_and_binds_to_node_pin_the_claim_to_the_node() {
+    let spec = json!({"driver": DRIVER, "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+        "perDeviceNodeSelection": true, "devices": [{"name": "on-n2", "nodeName": "n2"}, {"name": "on-n1", "nodeName": "n1"}]});
+    let s: Arc<ResourceSlice> =
+        Arc::new(serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap());
+    let r = results_on_n1(&[s], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    assert_eq!(ids(&r[0]), ["on-n1"], "the device for n2 does not reach n1");
+    let fields = r[0].node_selector.as_ref().unwrap().node_selector_terms[0].match_fields.clone().unwrap();
+    assert_eq!(fields[0].values.as_deref(), Some(&["n1".to_string()][..]));
+    // A network-attached device (all nodes) that binds to its node pins the claim to the node it was allocated on.
+    let binds = slice("net", None, 1, 1, json!([{"name": "d", "bindsToNode": true}]));
+    let r = results_on_n1(&[binds], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let fields = r[0].node_selector.as_ref().unwrap().node_selector_terms[0].match_fields.clone().unwrap();
+    assert_eq!(fields[0].values.as_deref(), Some(&["n1".to_string()][..]));
+    let free = slice("net", None, 1, 1, json!([{"name": "d"}]));
+    let r = results_on_n1(&[free], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    assert!(r[0].node_selector.is_none(), "available everywhere");
+}
