@@ -5,7 +5,8 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/kube-wasm-scheduler/target
 BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
-.PHONY: demo test test-versions registry fuzz campaign bench bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
+
+.PHONY: demo test test-versions registry fuzz campaign bench bench-tenancy bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -70,6 +71,11 @@ campaign: build guests
 ## bench: criterion benchmarks (release build), results under $(CARGO_TARGET_DIR)/criterion.
 bench: setup guests
 	cargo bench -p kube-wasm-scheduler
+
+## bench-tenancy: what tenant policies cost (scripts/bench-tenancy.py): 50 namespaces with a SchedulingPolicy each,
+## 5,000 pods on 200 nodes, simulated with and without the policies, interleaved; CPU per pod, peak RSS, ratios.
+bench-tenancy: setup registry guests
+	scripts/bench-tenancy.py $(BENCH_ARGS)
 
 ## bench-ratio: benchmark (a)'s Wasm/native ratio in several fresh processes, with median, min and max.
 bench-ratio: setup guests

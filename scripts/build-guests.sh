@@ -33,6 +33,7 @@ declare -A RUST_GUESTS=(
   [random-score]="random-score"
   [hostile]="hostile"
   [hostile-sort]="hostile sort"
+  [hostile-peek]="hostile peek"
   [coscheduling]="coscheduling"
   [capacity-quota]="capacity-quota"
   [require-annotation]="require-annotation"
@@ -40,7 +41,7 @@ declare -A RUST_GUESTS=(
   [bind-delegate]="bind-delegate"
   [drain-guard]="drain-guard"
 )
-RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score hostile hostile-sort coscheduling capacity-quota
+RUST_ORDER=(priority-label priority-label-inverted qos-sort random-score hostile hostile-sort hostile-peek coscheduling capacity-quota
   require-annotation prescore-spread bind-delegate drain-guard)
 
 log() { echo "build-guests: $*" >&2; }

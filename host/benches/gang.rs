@@ -70,9 +70,9 @@ impl NativeCoscheduling {
                             ix.group_of.insert(k.pod.uid.clone(), g);
                         }
                     }
-                    PodChange::Remove(uid) => {
-                        if let Some(g) = ix.group_of.remove(&uid) {
-                            ix.groups.get_mut(&g).map(|m| m.remove(&uid));
+                    PodChange::Remove(k) => {
+                        if let Some(g) = ix.group_of.remove(&k.pod.uid) {
+                            ix.groups.get_mut(&g).map(|m| m.remove(&k.pod.uid));
                         }
                     }
                 }

@@ -14,5 +14,6 @@ pub mod queue;
 pub mod scheduler;
 pub mod server;
 pub mod sim;
+pub mod tenancy;
 pub mod wasm;
 pub mod yaml;

@@ -14,9 +14,15 @@ use kube_wasm_scheduler::config::{self, SchedulerConfig};
 use kube_wasm_scheduler::framework::Registry;
 use kube_wasm_scheduler::live::{LiveError, LiveOptions};
 use kube_wasm_scheduler::options::{self, LoggingFormat, Options};
-use kube_wasm_scheduler::plugins::in_tree_registry;
 use kube_wasm_scheduler::sim::{self, render_explain, render_table, SimOptions, Simulation};
 use kube_wasm_scheduler::wasm;
+
+/// The binary's plugins: the in-tree ones and the tenant policies' `TenantPolicies`.
+fn in_tree_registry() -> Registry {
+    let mut r = kube_wasm_scheduler::plugins::in_tree_registry();
+    kube_wasm_scheduler::tenancy::register(&mut r);
+    r
+}
 
 /// A Kubernetes scheduler that runs the framework cycle natively and serves extension points from WebAssembly
 /// components. Without a subcommand it runs on a cluster and takes kube-scheduler's flags (see `--help`).

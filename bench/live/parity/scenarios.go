@@ -249,6 +249,9 @@ func (env *scenarioEnv) runOnce(ctx context.Context, file, run, sched string) ([
 	var made []created
 	defer func() { env.cleanUp(context.Background(), w, ns, made) }()
 
+	stopProvisioner := env.provisionClaims(ns, run, &made)
+	defer stopProvisioner()
+
 	var probes []*unstructured.Unstructured
 	for _, u := range objs {
 		if isProbe(u) {
@@ -316,7 +319,8 @@ func (env *scenarioEnv) create(ctx context.Context, u *unstructured.Unstructured
 	if err != nil {
 		return created{}, fmt.Errorf("creating %s %s: %w", gvk.Kind, u.GetName(), err)
 	}
-	if hasStatus && gvk.Kind != "Pod" {
+	// A probe's status is the scheduler's to write; a running pod's (an in-place resize in progress) is the file's.
+	if hasStatus && !isProbe(u) {
 		out.Object["status"] = status
 		if _, err := res.UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil {
 			return created{}, fmt.Errorf("setting status of %s %s: %w", gvk.Kind, u.GetName(), err)

@@ -5,6 +5,9 @@
 //! wasm32-unknown-unknown has no stdout; the chatty-py fixture prints.) Built with the cargo feature `sort` it is a QueueSort plugin instead, whose `less` obeys
 //! the same `loop` and `trap-filter` modes (the `hostile-sort` fixture). One more mode is not hostile but checks the host: `name-the-pod` rejects every node with a
 //! reason naming the cycle's pod, so a test can see that each cycle's Filter reads its own pod (`host.cycle-pod`).
+//! Built with the cargo feature `peek` (the `hostile-peek` fixture) it also follows the pod view and its Filter
+//! rejects every node naming every pod it can see (`namespace/name`, or `?/?:UID` for a pod shown without
+//! them), and every pod waiting at Permit it can list: a tenant's policy written to learn other namespaces' pods.
 
 use kws_plugin_sdk::{Config, CyclePod, NodeInfo, Plugin, Status};
 
@@ -20,6 +23,7 @@ enum Mode {
     Score1000,
     NameThePod,
     LogFlood,
+    Peek,
 }
 
 /// The plugin.
@@ -41,6 +45,7 @@ impl Plugin for Hostile {
             "score-1000" => Mode::Score1000,
             "name-the-pod" => Mode::NameThePod,
             "log-flood" => Mode::LogFlood,
+            "peek" => Mode::Peek,
             other => return Err(format!("unknown mode {other:?}")),
         };
         Ok(Hostile { mode })
@@ -57,6 +62,19 @@ impl Plugin for Hostile {
             }
             Mode::TrapFilter => panic!("hostile guest: trap in filter"),
             Mode::NameThePod => Status::unschedulable(format!("node(s) not for pod {}/{}", pod.namespace, pod.name)),
+            Mode::Peek => {
+                let name = |p: &kws_plugin_sdk::Pod| {
+                    if p.name.is_empty() {
+                        format!("?/?:{}", p.uid)
+                    } else {
+                        format!("{}/{}", p.namespace, p.name)
+                    }
+                };
+                let mut seen: Vec<String> = kws_plugin_sdk::pods().iter().map(|k| name(&k.pod)).collect();
+                seen.extend(kws_plugin_sdk::host::waiting_pods().iter().map(|w| format!("waiting:{}", name(&w.pod))));
+                seen.sort();
+                Status::unschedulable(format!("sees {}", seen.join(" ")))
+            }
             Mode::LogFlood => {
                 for i in 0..100 {
                     kws_plugin_sdk::host::log(kws_plugin_sdk::host::Level::Info, &format!("hostile guest: line {i}"));
@@ -103,7 +121,9 @@ impl Plugin for Hostile {
     }
 }
 
-#[cfg(not(feature = "sort"))]
+#[cfg(not(any(feature = "sort", feature = "peek")))]
 kws_plugin_sdk::export_filter_score!(Hostile);
+#[cfg(feature = "peek")]
+kws_plugin_sdk::export!(Hostile: filter, score, pods);
 #[cfg(feature = "sort")]
 kws_plugin_sdk::export_queue_sort!(Hostile);

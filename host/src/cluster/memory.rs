@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::{volumes, ClusterClient, ClusterError, EventHandler, PodEvent};
-use crate::framework::{ClusterObjects, EventResource, PodInfo};
+use crate::framework::{ClusterObjects, EventResource, PodInfo, PolicyStatus};
 
 /// A write the scheduler made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,9 +78,16 @@ pub struct MemoryCluster {
     handler: RwLock<Option<Weak<dyn EventHandler>>>,
     /// The objects other than pods and nodes, as stored (volume updates change them).
     volumes: Mutex<volumes::VolumeStore>,
+    /// Each tenant policy's last status, by profile and key.
+    policy_statuses: Mutex<std::collections::BTreeMap<(String, String), PolicyStatus>>,
 }
 
 impl MemoryCluster {
+    /// Each tenant policy's last status, in profile and key order.
+    pub fn policy_statuses(&self) -> Vec<PolicyStatus> {
+        self.policy_statuses.lock().expect("policy status lock").values().cloned().collect()
+    }
+
     /// Reports every later change to `handler` (held weakly: the scheduler owns this cluster, not the reverse).
     pub fn connect(&self, handler: Weak<dyn EventHandler>) {
         *self.handler.write().expect("handler lock") = Some(handler);
@@ -173,6 +180,11 @@ impl MemoryCluster {
 }
 
 impl ClusterClient for MemoryCluster {
+    fn policy_status(&self, status: &PolicyStatus) {
+        let key = (status.profile.clone(), status.key());
+        self.policy_statuses.lock().expect("policy status lock").insert(key, status.clone());
+    }
+
     fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
         let key = pod.key();
         if self.fail_bind.lock().expect("lock").contains(&key) {

@@ -49,6 +49,42 @@ pub struct PodEvent {
     pub scheduler_name: String,
 }
 
+/// What the scheduler made of a tenant policy object (its `status`): written by the profile's `TenantPolicies`
+/// plugin whenever it changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyStatus {
+    /// The kind, `SchedulingPolicy` or `ClusterSchedulingPolicy`.
+    pub kind: &'static str,
+    /// The namespace of a SchedulingPolicy.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: String,
+    /// The profile whose plugin wrote it.
+    pub profile: String,
+    /// The generation this status is about.
+    pub observed_generation: i64,
+    /// True when this generation serves.
+    pub ready: bool,
+    /// `Loaded`, or why not (`Refused`, `OverLimit`, `Invalid`, `FetchFailed`, `InvalidComponent`).
+    pub reason: String,
+    /// One line for people.
+    pub message: String,
+    /// The digest of the component serving now (possibly an older generation's, when this one was refused).
+    pub digest: Option<String>,
+    /// The points it serves now.
+    pub points: Vec<String>,
+}
+
+impl PolicyStatus {
+    /// `namespace/name`, or the name of a cluster policy.
+    pub fn key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
 /// The writes a scheduler makes to a cluster.
 pub trait ClusterClient: Send + Sync {
     /// Binds the pod to the node (`pods/binding`).
@@ -81,6 +117,9 @@ pub trait ClusterClient: Send + Sync {
     fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
         Err(unsupported(resource_claim_object(claim)))
     }
+    /// Writes a tenant policy's status (and, for a refusal, a Warning Event in its namespace). Best effort: the
+    /// policy serves or not whatever the write does. The default keeps nothing.
+    fn policy_status(&self, _status: &PolicyStatus) {}
 }
 
 /// `resourceclaim ns/name`, for errors.
@@ -130,6 +169,8 @@ pub struct PluginContext {
     pub pods: Arc<PodView>,
     /// The latest cluster objects other than pods and nodes.
     pub listers: Arc<Listers>,
+    /// The schedulerName of the plugin's profile (set by the framework that builds it).
+    pub profile: String,
 }
 
 impl PluginContext {
@@ -142,6 +183,7 @@ impl PluginContext {
             waiting: Arc::default(),
             pods: Arc::default(),
             listers: Arc::default(),
+            profile: String::new(),
         }
     }
 }

@@ -188,6 +188,10 @@ pub trait Plugin: Send + Sync {
     /// only if a guest asks for it).
     fn begin_cycle(&self, _state: &mut CycleState, _pod: &Arc<PodInfo>) {}
 
+    /// Called once, after the informers have synced and before the first scheduling cycle: a plugin that loads
+    /// from cluster objects (tenant policies) loads what the synced cluster holds, so no pod is tried without it.
+    fn cluster_synced(&self) {}
+
     /// Why the plugin cannot serve, for one that failed to load and whose failure policy lets the profile run
     /// without it (a Wasm plugin with `failurePolicy: Ignore`): the runner leaves it out of every extension point
     /// it is enabled at instead of refusing the profile.

@@ -36,8 +36,8 @@ pub struct KnownPod {
 pub enum PodChange {
     /// A pod is new or changed.
     Upsert(Arc<KnownPod>),
-    /// The pod with this UID is gone.
-    Remove(String),
+    /// The pod is gone (as it was last known).
+    Remove(Arc<KnownPod>),
 }
 
 /// What a follower is sent: everything since its cursor, or (when the log no longer reaches back that far) the
@@ -106,8 +106,8 @@ impl PodView {
             return;
         }
         let mut log = self.log.lock().expect("pod view lock");
-        if log.current.remove(uid).is_some() {
-            self.push(&mut log, PodChange::Remove(uid.to_string()));
+        if let Some(k) = log.current.remove(uid) {
+            self.push(&mut log, PodChange::Remove(k));
         }
     }
 
@@ -183,7 +183,7 @@ mod tests {
             .iter()
             .map(|c| match c {
                 PodChange::Upsert(k) => format!("+{}:{:?}", k.pod.uid, k.state),
-                PodChange::Remove(u) => format!("-{u}"),
+                PodChange::Remove(k) => format!("-{}", k.pod.uid),
             })
             .collect()
     }

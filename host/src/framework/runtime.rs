@@ -141,7 +141,7 @@ impl Framework {
         let pname = profile.scheduler_name.clone();
         // The profile's own waiting pods: its plugins (Wasm guests through their host imports) allow and reject them.
         let waiting = Arc::new(WaitingPods::default());
-        let ctx = &PluginContext { waiting: waiting.clone(), ..ctx.clone() };
+        let ctx = &PluginContext { waiting: waiting.clone(), profile: pname.clone(), ..ctx.clone() };
         let mut instances: BTreeMap<String, Arc<dyn Plugin>> = BTreeMap::new();
         let mut instance = |name: &str| -> Result<Arc<dyn Plugin>, FrameworkError> {
             if let Some(p) = instances.get(name) {
@@ -265,6 +265,13 @@ impl Framework {
     pub fn begin_cycle(&self, state: &mut CycleState, pod: &Arc<PodInfo>) {
         for p in self.instances.values() {
             p.begin_cycle(state, pod);
+        }
+    }
+
+    /// Tells every plugin the cluster has synced (see `Plugin::cluster_synced`).
+    pub fn cluster_synced(&self) {
+        for p in self.instances.values() {
+            p.cluster_synced();
         }
     }
 

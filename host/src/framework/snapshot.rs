@@ -53,6 +53,43 @@ pub struct ClusterObjects {
     pub resource_slices: Vec<Arc<ResourceSlice>>,
     /// DeviceTaintRules (taints on the devices they select).
     pub device_taint_rules: Vec<Arc<DeviceTaintRule>>,
+    /// Tenant scheduling policies (SchedulingPolicy and ClusterSchedulingPolicy), in name order.
+    pub scheduling_policies: Vec<Arc<PolicyObject>>,
+}
+
+/// A SchedulingPolicy (namespaced) or ClusterSchedulingPolicy as read from the cluster: its identity and its spec,
+/// undecoded (the `TenantPolicies` plugin decodes and admits it against its profile's limits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyObject {
+    /// The namespace of a SchedulingPolicy; `None` for a ClusterSchedulingPolicy.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+    /// `metadata.generation`: what status `observedGeneration` reports.
+    pub generation: i64,
+    /// `spec`, as JSON.
+    pub spec: serde_json::Value,
+}
+
+impl PolicyObject {
+    /// `namespace/name`, or the name of a cluster policy.
+    pub fn key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// The kind, as the API names it.
+    pub fn kind(&self) -> &'static str {
+        if self.namespace.is_some() {
+            "SchedulingPolicy"
+        } else {
+            "ClusterSchedulingPolicy"
+        }
+    }
 }
 
 /// The nodes and objects one cycle sees.

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodAffinityTerm, ResourceRequirements, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, Node, Pod, PodAffinityTerm, PodStatus, ResourceRequirements, Taint, Toleration,
+};
 
 use super::labels::{no_labels, node_labels, Labels, Selector};
 use super::quantity::{parse_milli, parse_value};
@@ -286,6 +288,7 @@ impl PodInfo {
             init,
             spec.and_then(|s| s.resources.as_ref()),
             spec.and_then(|s| s.overhead.as_ref()),
+            pod.status.as_ref(),
         )?;
         let qos = qos_class(containers, init)?;
 
@@ -495,69 +498,225 @@ struct PodRequests {
     fit_score: (i64, i64),
 }
 
-/// Upstream's `PodRequests`, the non-zero CPU/memory used for scoring and the node's totals, and the non-zero
-/// CPU/memory of the containers alone (NodeResourcesFit's score).
-fn pod_requests(
+/// A pod's condition `PodResizePending` with reason `Infeasible` (upstream `IsPodResizeInfeasible`): the kubelet
+/// will not grant the resized spec, so the spec no longer counts.
+fn resize_infeasible(status: &PodStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodResizePending")
+        .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"))
+}
+
+/// Where a container's requests are read (upstream's `containerSpecRequests`, `containerAllocatedRequests` and
+/// `containerActuatedRequests`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RequestSource {
+    /// `spec.containers[].resources.requests` (a limit defaults its request).
+    Spec,
+    /// `status.containerStatuses[].allocatedResources`: what the kubelet admitted.
+    Allocated,
+    /// `status.containerStatuses[].resources.requests`: what the runtime applied.
+    Actuated,
+}
+
+/// One container's requests from `source`, and whether its list names cpu and memory (else the scoring defaults
+/// apply). A status without the list falls back as upstream's: actuated to allocated, both to the spec, except
+/// for a pod whose resize is infeasible (nothing).
+fn container_list(
+    c: &Container,
+    cs: Option<&ContainerStatus>,
+    source: RequestSource,
+    infeasible: bool,
+) -> Result<(Resource, bool, bool), String> {
+    let from_status = |list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, field| {
+        let r = Resource::from_list(Some(list)).map_err(|e| format!("container {:?}: {field}: {e}", c.name))?;
+        Ok((r, list.contains_key(CPU), list.contains_key(MEMORY)))
+    };
+    let actuated = cs.and_then(|s| s.resources.as_ref()).and_then(|r| r.requests.as_ref());
+    let allocated = cs.and_then(|s| s.allocated_resources.as_ref());
+    match (source, actuated, allocated) {
+        (RequestSource::Actuated, Some(list), _) => from_status(list, "status resources.requests"),
+        (RequestSource::Actuated | RequestSource::Allocated, _, Some(list)) => {
+            from_status(list, "status allocatedResources")
+        }
+        (RequestSource::Actuated | RequestSource::Allocated, _, None) if infeasible => {
+            Ok((Resource::default(), false, false))
+        }
+        _ => {
+            let r = container_requests(c)?;
+            let (cpu, mem) = names_cpu_memory(c);
+            Ok((r, cpu, mem))
+        }
+    }
+}
+
+/// Containers' requests aggregated as upstream's `aggregateContainerResourcesByFn`.
+#[derive(Debug, Clone, Default)]
+struct Aggregate {
+    requests: Resource,
+    /// Non-zero CPU and memory: a container whose list does not name one counts the scoring default.
+    non_zero: (i64, i64),
+    /// Whether some container's list names cpu, memory.
+    names: (bool, bool),
+}
+
+impl Aggregate {
+    /// Resource by resource, the larger (upstream `max` of resource lists).
+    fn set_max(&mut self, o: &Aggregate) {
+        self.requests.set_max(&o.requests);
+        self.non_zero = (self.non_zero.0.max(o.non_zero.0), self.non_zero.1.max(o.non_zero.1));
+        self.names = (self.names.0 || o.names.0, self.names.1 || o.names.1);
+    }
+}
+
+/// The sum of the containers and sidecars, or the largest init container with the sidecars started before it.
+fn aggregate(
     containers: &[Container],
     init: &[Container],
-    pod_level: Option<&ResourceRequirements>,
-    overhead: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-) -> Result<PodRequests, String> {
-    let mut reqs = Resource::default();
-    let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
+    list: impl Fn(&Container) -> Result<(Resource, bool, bool), String>,
+) -> Result<Aggregate, String> {
+    let mut out = Aggregate::default();
+    let non_zero = |r: &Resource, cpu: bool, mem: bool| {
+        (if cpu { r.milli_cpu } else { DEFAULT_MILLI_CPU_REQUEST }, if mem { r.memory } else { DEFAULT_MEMORY_REQUEST })
+    };
     for c in containers {
-        let r = container_requests(c)?;
-        let (cpu, mem) = non_zero(c, &r);
-        nz_cpu += cpu;
-        nz_mem += mem;
-        reqs.add(&r);
+        let (r, cpu, mem) = list(c)?;
+        let nz = non_zero(&r, cpu, mem);
+        out.non_zero = (out.non_zero.0 + nz.0, out.non_zero.1 + nz.1);
+        out.names = (out.names.0 || cpu, out.names.1 || mem);
+        out.requests.add(&r);
     }
     let mut sidecars = Resource::default();
     let mut init_max = Resource::default();
     let (mut sc_cpu, mut sc_mem, mut init_nz_cpu, mut init_nz_mem) = (0i64, 0i64, 0i64, 0i64);
     for c in init {
-        let r = container_requests(c)?;
-        let (cpu, mem) = non_zero(c, &r);
+        let (r, cpu, mem) = list(c)?;
+        let (nz_cpu, nz_mem) = non_zero(&r, cpu, mem);
+        out.names = (out.names.0 || cpu, out.names.1 || mem);
         if is_sidecar(c) {
             sidecars.add(&r);
-            reqs.add(&r);
-            sc_cpu += cpu;
-            sc_mem += mem;
-            nz_cpu += cpu;
-            nz_mem += mem;
+            out.requests.add(&r);
+            sc_cpu += nz_cpu;
+            sc_mem += nz_mem;
+            out.non_zero = (out.non_zero.0 + nz_cpu, out.non_zero.1 + nz_mem);
         } else {
             let mut with_sidecars = r.clone();
             with_sidecars.add(&sidecars);
             init_max.set_max(&with_sidecars);
-            init_nz_cpu = init_nz_cpu.max(cpu + sc_cpu);
-            init_nz_mem = init_nz_mem.max(mem + sc_mem);
+            init_nz_cpu = init_nz_cpu.max(nz_cpu + sc_cpu);
+            init_nz_mem = init_nz_mem.max(nz_mem + sc_mem);
         }
     }
-    reqs.set_max(&init_max);
-    nz_cpu = nz_cpu.max(init_nz_cpu);
-    nz_mem = nz_mem.max(init_nz_mem);
+    out.requests.set_max(&init_max);
+    out.non_zero = (out.non_zero.0.max(init_nz_cpu), out.non_zero.1.max(init_nz_mem));
+    Ok(out)
+}
+
+/// A pod-level status list (`status.allocatedResources`, `status.resources.requests`) as an aggregate: it holds
+/// the containers' totals already, and no scoring default applies to it (upstream adds none there).
+fn pod_status_aggregate(
+    list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    field: &str,
+) -> Result<Aggregate, String> {
+    let requests = Resource::from_list(Some(list)).map_err(|e| format!("{field}: {e}"))?;
+    let (cpu, mem) = (list.contains_key(CPU), list.contains_key(MEMORY));
+    Ok(Aggregate { non_zero: (requests.milli_cpu, requests.memory), names: (cpu, mem), requests })
+}
+
+/// Upstream's `AggregateContainerRequests` with `UseStatusResources` (InPlacePodVerticalScaling, GA): an assigned
+/// pod takes, resource by resource, the most of its spec, what the kubelet allocated and what is actuated — a
+/// resize counts before it is done, a shrink only once it is — and, when its resize is infeasible, not the spec.
+/// The pod-level status lists stand for the containers' when both are set (InPlacePodLevelResourcesVerticalScaling,
+/// beta and on since v1.36).
+fn container_requests_with_status(
+    containers: &[Container],
+    init: &[Container],
+    status: Option<&PodStatus>,
+) -> Result<Aggregate, String> {
+    let spec = aggregate(containers, init, |c| container_list(c, None, RequestSource::Spec, false))?;
+    let Some(status) = status else { return Ok(spec) };
+    let infeasible = resize_infeasible(status);
+    let statuses: Vec<&ContainerStatus> =
+        status.container_statuses.iter().flatten().chain(status.init_container_statuses.iter().flatten()).collect();
+    let pod_actuated = status.resources.as_ref().and_then(|r| r.requests.as_ref());
+    let pod_allocated = status.allocated_resources.as_ref();
+    let with_status = |s: &&ContainerStatus| s.allocated_resources.is_some() || s.resources.is_some();
+    if !infeasible && pod_allocated.is_none() && !statuses.iter().any(with_status) {
+        // Nothing but the spec to read (every pending pod).
+        return Ok(spec);
+    }
+    let (allocated, actuated) = match (pod_allocated, pod_actuated) {
+        (Some(alloc), Some(act)) => (
+            pod_status_aggregate(alloc, "status.allocatedResources")?,
+            pod_status_aggregate(act, "status.resources.requests")?,
+        ),
+        _ => {
+            // Upstream looks a container's status up by name among both lists.
+            let find = |c: &Container| statuses.iter().find(|s| s.name == c.name).copied();
+            (
+                aggregate(containers, init, |c| container_list(c, find(c), RequestSource::Allocated, infeasible))?,
+                aggregate(containers, init, |c| container_list(c, find(c), RequestSource::Actuated, infeasible))?,
+            )
+        }
+    };
+    let mut out = if infeasible {
+        actuated
+    } else {
+        let mut m = spec;
+        m.set_max(&actuated);
+        m
+    };
+    out.set_max(&allocated);
+    Ok(out)
+}
+
+/// Upstream's `PodRequests`, the non-zero CPU/memory used for scoring and the node's totals, and the non-zero
+/// CPU/memory of the containers alone (NodeResourcesFit's score), status resources counted as upstream's
+/// scheduler counts them (see `container_requests_with_status`).
+fn pod_requests(
+    containers: &[Container],
+    init: &[Container],
+    pod_level: Option<&ResourceRequirements>,
+    overhead: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    status: Option<&PodStatus>,
+) -> Result<PodRequests, String> {
+    let Aggregate { requests: mut reqs, non_zero: (mut nz_cpu, mut nz_mem), names } =
+        container_requests_with_status(containers, init, status)?;
     let (mut fit_cpu, mut fit_mem) = (nz_cpu, nz_mem);
     // Pod-level requests (PodLevelResources, on by default since v1.34) replace the containers' sum for CPU,
     // memory and hugepages. Scoring's defaults then apply only to a resource neither level names: one the pod
     // names is counted as requested, as upstream's `getNonMissingContainerRequests`.
     let pod_level = pod_level.and_then(|r| r.requests.as_ref()).filter(|l| l.keys().any(|k| pod_level_resource(k)));
-    if let Some(list) = pod_level {
-        let p = Resource::from_list(Some(list)).map_err(|e| format!("spec.resources.requests: {e}"))?;
-        let named = |n: &str| {
-            list.contains_key(n)
-                || containers.iter().chain(init).any(|c| {
-                    let r = c.resources.as_ref();
-                    r.and_then(|r| r.requests.as_ref()).is_some_and(|l| l.contains_key(n))
-                        || r.and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(n))
-                })
-        };
-        for name in list.keys().filter(|k| pod_level_resource(k)) {
-            reqs.set(name, p.get(name));
+    if let Some(spec_list) = pod_level {
+        // With a pod-level status, the most of the spec (unless the resize is infeasible), the actuated and the
+        // allocated pod-level requests (upstream `effectivePodLevelResources`).
+        let mut lists = vec![("spec.resources.requests", spec_list)];
+        if let Some(st) = status.filter(|s| s.resources.is_some()) {
+            if resize_infeasible(st) {
+                lists.clear();
+            }
+            lists.extend(
+                st.resources.as_ref().and_then(|r| r.requests.as_ref()).map(|l| ("status.resources.requests", l)),
+            );
+            lists.extend(st.allocated_resources.as_ref().map(|l| ("status.allocatedResources", l)));
         }
-        if named(CPU) {
+        let mut effective: BTreeMap<&str, i64> = BTreeMap::new();
+        for (field, list) in &lists {
+            let r = Resource::from_list(Some(list)).map_err(|e| format!("{field}: {e}"))?;
+            for name in list.keys().filter(|k| pod_level_resource(k)) {
+                let v = effective.entry(name.as_str()).or_insert(i64::MIN);
+                *v = (*v).max(r.get(name));
+            }
+        }
+        for (name, v) in &effective {
+            reqs.set(name, *v);
+        }
+        if names.0 || effective.contains_key(CPU) {
             nz_cpu = reqs.milli_cpu;
         }
-        if named(MEMORY) {
+        if names.1 || effective.contains_key(MEMORY) {
             nz_mem = reqs.memory;
         }
     }
@@ -572,16 +731,14 @@ fn pod_requests(
     Ok(PodRequests { requests: reqs, non_zero: (nz_cpu, nz_mem), fit_score: (fit_cpu, fit_mem) })
 }
 
-fn non_zero(c: &Container, r: &Resource) -> (i64, i64) {
-    let req = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+/// Whether a container names cpu and memory among its requests or limits (a limit defaults the request).
+fn names_cpu_memory(c: &Container) -> (bool, bool) {
+    let res = c.resources.as_ref();
     let has = |n: &str| {
-        req.is_some_and(|l| l.contains_key(n))
-            || c.resources.as_ref().and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(n))
+        res.and_then(|r| r.requests.as_ref()).is_some_and(|l| l.contains_key(n))
+            || res.and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(n))
     };
-    (
-        if has(CPU) { r.milli_cpu } else { DEFAULT_MILLI_CPU_REQUEST },
-        if has(MEMORY) { r.memory } else { DEFAULT_MEMORY_REQUEST },
-    )
+    (has(CPU), has(MEMORY))
 }
 
 fn qos_class(containers: &[Container], init: &[Container]) -> Result<QosClass, String> {
@@ -899,6 +1056,64 @@ mod tests {
             "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}]
         }}));
         assert_eq!((p.requests.milli_cpu, p.requests.ephemeral_storage), (500, 0));
+    }
+
+    #[test]
+    fn an_in_place_resize_counts_as_upstream_counts_it() {
+        // One container asks for 1 CPU in its spec; its status says what the kubelet allocated and actuated.
+        let with_status = |status: serde_json::Value| {
+            pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n",
+                "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+                "status": status}))
+        };
+        let cpu = |p: &PodInfo| (p.requests.milli_cpu, p.non_zero_milli_cpu, p.fit_score_milli_cpu);
+        let cs = |alloc: serde_json::Value, actual: serde_json::Value| {
+            json!({"containerStatuses": [{"name": "a", "image": "i", "imageID": "",
+            "ready": true, "restartCount": 0, "allocatedResources": alloc, "resources": {"requests": actual}}]})
+        };
+        // A shrink from 3 CPUs written to the spec but not yet allocated or actuated still holds 3.
+        assert_eq!(cpu(&with_status(cs(json!({"cpu": "3"}), json!({"cpu": "3"})))), (3000, 3000, 3000));
+        // Allocated but not yet actuated: the larger counts.
+        assert_eq!(cpu(&with_status(cs(json!({"cpu": "1"}), json!({"cpu": "2"})))), (2000, 2000, 2000));
+        // A grow to 1 CPU not allocated yet (deferred): the spec counts.
+        assert_eq!(cpu(&with_status(cs(json!({"cpu": "500m"}), json!({"cpu": "500m"})))), (1000, 1000, 1000));
+        // Infeasible: the spec no longer counts, what runs does.
+        let mut infeasible = cs(json!({"cpu": "500m"}), json!({"cpu": "500m"}));
+        infeasible["conditions"] = json!([{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]);
+        assert_eq!(cpu(&with_status(infeasible.clone())), (500, 500, 500));
+        // Deferred is only pending: the spec counts.
+        infeasible["conditions"][0]["reason"] = json!("Deferred");
+        assert_eq!(cpu(&with_status(infeasible)), (1000, 1000, 1000));
+        // No container status: the spec (every pending pod).
+        assert_eq!(cpu(&with_status(json!({"phase": "Pending"}))), (1000, 1000, 1000));
+        // An infeasible resize with nothing in the status counts nothing, as upstream; memory absent from the
+        // status lists then counts the scoring default only for the non-zero totals.
+        let none = with_status(
+            json!({"conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}),
+        );
+        assert_eq!(
+            (cpu(&none), none.requests.memory, none.non_zero_memory),
+            ((0, 100, 100), 0, DEFAULT_MEMORY_REQUEST)
+        );
+        // Pod-level status lists, both set, stand for the containers' (here larger than the spec's).
+        let pod_level =
+            with_status(json!({"allocatedResources": {"cpu": "4"}, "resources": {"requests": {"cpu": "2"}}}));
+        assert_eq!(cpu(&pod_level), (4000, 4000, 4000));
+    }
+
+    #[test]
+    fn pod_level_requests_count_their_status_too() {
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n",
+            "resources": {"requests": {"cpu": "1"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}]},
+            "status": {"resources": {"requests": {"cpu": "2"}}, "allocatedResources": {"cpu": "1500m"}}}));
+        assert_eq!((p.requests.milli_cpu, p.non_zero_milli_cpu), (2000, 2000));
+        let p = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n",
+            "resources": {"requests": {"cpu": "3"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}]},
+            "status": {"resources": {"requests": {"cpu": "2"}}, "allocatedResources": {"cpu": "1"},
+                "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}}));
+        assert_eq!(p.requests.milli_cpu, 2000, "an infeasible pod-level resize: not the spec's 3");
     }
 
     #[test]

@@ -302,6 +302,11 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             build_profiles(&cfg, &registry, &ctx).map_err(|e| LiveError::Profile(format!("{}: {e}", cfg.source)))?,
         );
         let names = profiles.names();
+        // Tenant policies are watched only where a profile serves them; their CRDs must then be installed.
+        let policies = profiles.uses_plugin(crate::tenancy::NAME);
+        if policies {
+            crate::cluster::kube::policies::served(&client).await.map_err(LiveError::Profile)?;
+        }
         let metrics = Arc::new(metrics::Metrics::default());
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff)
             .with_observer(metrics.clone());
@@ -344,7 +349,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             tracing::info!(identity = %opts.identity, lease = %opts.leader_election.resource_name, "became leader");
         }
 
-        informers::start(client.clone(), live.scheduler.clone(), live.synced.clone());
+        informers::start(client.clone(), live.scheduler.clone(), live.synced.clone(), policies);
         let loop_live = live.clone();
         let loop_thread = std::thread::Builder::new()
             .name("scheduling".into())
@@ -394,10 +399,15 @@ async fn shutdown_signal() {
 fn scheduling_loop(live: Arc<Live>) {
     let s = &live.scheduler;
     let mut last_flush = Instant::now();
+    let mut plugins_synced = false;
     while live.running.load(Ordering::SeqCst) {
         if !live.synced.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(20));
             continue;
+        }
+        if !plugins_synced {
+            s.profiles.cluster_synced();
+            plugins_synced = true;
         }
         let now = s.clock.now();
         {

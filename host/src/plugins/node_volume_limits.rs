@@ -6,6 +6,11 @@
 //!   provisioner (no class, or a missing class, counts nothing: such a claim must be bound before scheduling);
 //! - generic ephemeral volumes count through their claim `<pod>-<volume>`, which must be owned by the pod.
 //!
+//! VolumeLimitScaling (beta, on by default since v1.37): a CSIDriver with `spec.preventPodSchedulingIfMissing`
+//! keeps a pod with a new volume of that driver off nodes whose CSINode does not list the driver (none at all
+//! counts as not listed): `Unschedulable`, `<driver> CSI driver is not installed on the node`. A driver without
+//! a CSIDriver object, or without the opt-in, is not checked (it may not be a CSI driver at all).
+//!
 //! Limits also come from the node's allocatable `attachable-volumes-csi-<driver>` (upstream still reads them); a
 //! CSINode entry wins. A node without either has no limit. The pod's own claim missing is
 //! `UnschedulableAndUnresolvable` (upstream's `looking up PVC ...` reason); a claim of a pod already on the node
@@ -43,6 +48,10 @@ pub const NAME: &str = "NodeVolumeLimits";
 pub const PRE_FILTER_STATE_KEY: &str = "PreFilterNodeVolumeLimits";
 /// Filter reason when the pod's new volumes would exceed a driver's limit, upstream's wording.
 pub const ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";
+/// Filter reason (VolumeLimitScaling) when an opted-in driver of the pod's volumes is not on the node.
+pub fn err_reason_driver_not_installed(driver: &str) -> String {
+    format!("{driver} CSI driver is not installed on the node")
+}
 /// Error when a claim volume names no claim, upstream's wording.
 pub const ERR_CLAIM_WITHOUT_NAME: &str = "PersistentVolumeClaim had no name";
 
@@ -170,6 +179,13 @@ fn volume_limits(node: &NodeInfo, csi_node: Option<&CSINode>) -> HashMap<String,
     limits
 }
 
+/// Upstream `checkCSIDriverOnNode`: only a CSIDriver that opted in with `preventPodSchedulingIfMissing` must be
+/// listed in the node's CSINode.
+fn driver_installed(objects: &ClusterObjects, driver: &str, csi_node: Option<&CSINode>) -> bool {
+    let opted_in = objects.csi_drivers.get(driver).and_then(|d| d.spec.prevent_pod_scheduling_if_missing) == Some(true);
+    !opted_in || csi_node.is_some_and(|c| c.spec.drivers.iter().any(|d| d.name == driver))
+}
+
 /// PreFilter data: the pod's CSI volumes (or why they cannot be resolved, answered on every node as upstream's
 /// Filter does) and the objects to resolve the volumes of the pods on each node.
 #[derive(Clone)]
@@ -249,7 +265,15 @@ impl FilterPlugin for NodeVolumeLimits {
             Ok(v) => v,
             Err(st) => return st.clone(),
         };
-        let limits = volume_limits(node, s.objects.csi_nodes.get(&node.name).map(|c| &**c));
+        let csi_node = s.objects.csi_nodes.get(&node.name).map(|c| &**c);
+        // Upstream checks its new volumes in map order; the first missing driver by name here, to be repeatable.
+        let mut drivers: Vec<&str> = new_volumes.iter().map(|v| v.driver.as_str()).collect();
+        drivers.sort_unstable();
+        drivers.dedup();
+        if let Some(d) = drivers.into_iter().find(|d| !driver_installed(&s.objects, d, csi_node)) {
+            return Status::unschedulable(err_reason_driver_not_installed(d));
+        }
+        let limits = volume_limits(node, csi_node);
         if limits.is_empty() {
             return Status::success();
         }
@@ -284,7 +308,7 @@ mod tests {
     use crate::framework::Code;
     use crate::plugins::testutil::{node_with_pods, pod};
     use k8s_openapi::api::core::v1::PersistentVolume;
-    use k8s_openapi::api::storage::v1::StorageClass;
+    use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
     use serde_json::{json, Value};
 
     const EBS: &str = "ebs.csi.aws.com";
@@ -390,6 +414,35 @@ mod tests {
             return st;
         }
         NodeVolumeLimits.filter(&state, &p, &n)
+    }
+
+    #[test]
+    fn volume_limit_scaling_wants_an_opted_in_driver_on_the_node() {
+        let driver = |name: &str, opt_in: Option<bool>| {
+            let v = json!({"metadata": {"name": name}, "spec": {"preventPodSchedulingIfMissing": opt_in}});
+            (name.to_string(), Arc::new(serde_json::from_value::<CSIDriver>(v).unwrap()))
+        };
+        let mut o = objects();
+        o.csi_nodes.extend([csi_node("gce-only", &[(GCE, None)])]);
+        let run_with = |o: &ClusterObjects, node: &str, claims_: &[&str]| {
+            let mut snap = Snapshot::from_nodes(vec![]);
+            snap.objects = Arc::new(o.clone());
+            let p = pod_with("p", claims(claims_));
+            let mut state = CycleState::new();
+            assert!(NodeVolumeLimits.pre_filter(&mut state, &p, &snap).1.is_success());
+            NodeVolumeLimits.filter(&state, &p, &node_with_pods(json!({"metadata": {"name": node}}), vec![]))
+        };
+        // No CSIDriver object, or one that did not opt in: nodes without the driver still fit.
+        assert!(run_with(&o, "gce-only", &["ebs-0"]).is_success());
+        o.csi_drivers.extend([driver(EBS, Some(false))]);
+        assert!(run_with(&o, "gce-only", &["ebs-0"]).is_success());
+        o.csi_drivers.extend([driver(EBS, Some(true))]);
+        let missing = run_with(&o, "gce-only", &["ebs-0"]);
+        assert_eq!(missing.code(), Code::Unschedulable);
+        assert_eq!(missing.reasons(), [format!("{EBS} CSI driver is not installed on the node")]);
+        assert_eq!(run_with(&o, "no-csinode", &["pending-ebs"]).code(), Code::Unschedulable, "no CSINode at all");
+        assert!(run_with(&o, "limited", &["ebs-0"]).is_success(), "listed there");
+        assert!(run_with(&o, "gce-only", &["gce-0"]).is_success(), "another driver's volume");
     }
 
     #[test]

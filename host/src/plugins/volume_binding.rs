@@ -8,18 +8,25 @@
 //! `claimRef`, the claim's `volume.kubernetes.io/selected-node` — and waits, up to `bindTimeoutSeconds`, for the
 //! PersistentVolume controller (or the provisioner) to finish the binding; Unreserve forgets the choice.
 //!
+//! Score (StorageCapacityScoring, beta and on by default since v1.37): per storage class, how full the node's
+//! storage would be — the chosen pre-made volumes' requests over their capacities when Filter matched any, else
+//! the provisioned claims' requests over the `capacity` of the CSIStorageCapacity that admitted them — mapped
+//! through the args' `shape` (default: 0 % used scores 10, 100 % scores 0, so emptier storage wins) and averaged
+//! over the classes.
+//!
 //! Differences from upstream, on purpose:
 //! - A claim counts as bound when `spec.volumeName` is set; upstream also wants the `bind-completed` annotation,
 //!   which hand-written cluster files rarely carry (the PersistentVolume controller sets both at once). PreBind's
 //!   wait does want the annotation, as upstream's.
 //! - PreBind checks the binding at once before it polls each second (upstream waits a second first), so the
 //!   simulator, whose controllers finish at once, does not wait. A `bindTimeoutSeconds` of 0 checks once.
-//! - No Score: it needs the StorageCapacityScoring feature gate, off in v1.34 (the args refuse `shape`).
+//! - PreScore answers Skip when the pod has no unbound claim: upstream then scores every node 0, which adds
+//!   nothing.
 //! - In-tree volumes migrated to CSI are not translated (their node affinity is checked as written).
 //! - PVs are looked up once in PreFilter instead of per node; PreFilter answers Skip when no claim needs a
 //!   per-node check, since Filter would accept every node.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,11 +43,13 @@ use crate::framework::labels::{no_labels, CompiledNodeSelector, Labels, Selector
 use crate::framework::quantity::Quantity;
 use crate::framework::{
     action, ClusterClient, ClusterEvent, ClusterObjects, CycleState, EventResource, FilterPlugin, Listers, NodeInfo,
-    Plugin, PluginContext, PodInfo, PreBindPlugin, PreFilterPlugin, PreFilterResult, ReservePlugin, Snapshot, Status,
+    Plugin, PluginContext, PodInfo, PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin,
+    ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
 use crate::plugins::helper::{aggregate, decode, invalid, ArgsError};
 use crate::plugins::node_affinity::compile_node_selector_lenient;
-use crate::plugins::node_resources::fit::UtilizationShapePoint;
+use crate::plugins::node_resources::fit::{validate_shape, UtilizationShapePoint, MAX_CUSTOM_PRIORITY_SCORE};
+use crate::plugins::node_resources::resource_allocation::requested_to_capacity_ratio_score;
 use crate::plugins::storage_helpers::{
     claim_class, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
     BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PVC,
@@ -112,6 +121,15 @@ struct PodVolumes {
     provisions: Vec<Arc<PersistentVolumeClaim>>,
     /// The node's labels, for PreBind's check of the finished binding.
     node_labels: Labels,
+    /// What Score weighs: per storage class, bytes requested and bytes of capacity (upstream `classResourceMap`).
+    storage_by_class: BTreeMap<String, ClassStorage>,
+}
+
+/// Requested and available bytes of one storage class on a node (upstream `StorageResource`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ClassStorage {
+    requested: i64,
+    capacity: i64,
 }
 
 /// PreFilter data, shared by the cycle state's copies as upstream's `stateData` is.
@@ -337,6 +355,9 @@ struct Provisions {
     satisfied: bool,
     sufficient: bool,
     claims: Vec<Arc<PersistentVolumeClaim>>,
+    /// For each claim, the `capacity` of the CSIStorageCapacity that admitted it (upstream `NodeCapacity`); none
+    /// when its size or its driver's capacity is not tracked.
+    node_capacities: Vec<Option<i64>>,
 }
 
 /// Upstream `checkVolumeProvisions`: every claim's class must provision on the node, with room for it where
@@ -346,8 +367,12 @@ fn check_volume_provisions(
     claims: Vec<Arc<PersistentVolumeClaim>>,
     labels: &Labels,
 ) -> Result<Provisions, String> {
-    let refused = |satisfied, sufficient| Ok(Provisions { satisfied, sufficient, claims: Vec::new() });
+    let refused = |satisfied, sufficient| {
+        Ok(Provisions { satisfied, sufficient, claims: Vec::new(), node_capacities: Vec::new() })
+    };
+    let mut node_capacities = Vec::with_capacity(claims.len());
     for claim in &claims {
+        node_capacities.push(None);
         let class_name = claim_class(claim);
         if class_name.is_empty() {
             return Err(format!("no class for claim {:?}", claim_key(claim)));
@@ -366,18 +391,23 @@ fn check_volume_provisions(
         if !tracked {
             continue;
         }
-        let room = objects.csi_storage_capacities.iter().any(|c| {
+        // The first that admits it, as upstream's `hasEnoughCapacity`; Score reads its `capacity`.
+        let room = objects.csi_storage_capacities.iter().find(|c| {
             c.storage_class_name == class_name
                 && volume_limit(c).is_some_and(|l| l >= size)
                 && c.node_topology
                     .as_ref()
                     .is_some_and(|t| Selector::from_label_selector(t).is_ok_and(|s| s.matches(labels)))
         });
-        if !room {
+        let Some(room) = room else {
             return refused(true, false);
-        }
+        };
+        // Upstream reads `capacity` unchecked (nil would panic); one that publishes only `maximumVolumeSize` counts
+        // as a pool of 0 bytes here, which scores as full.
+        let capacity = room.capacity.as_ref().and_then(|q| Quantity::parse(&q.0).ok()).map_or(0, |q| q.value());
+        *node_capacities.last_mut().expect("pushed above") = Some(capacity);
     }
-    Ok(Provisions { satisfied: true, sufficient: true, claims })
+    Ok(Provisions { satisfied: true, sufficient: true, claims, node_capacities })
 }
 
 /// Whether `a`, a resourceVersion, is older than `b` (versions the API server did not hand out compare equal).
@@ -398,15 +428,27 @@ fn fully_bound(pvc: &PersistentVolumeClaim) -> bool {
 pub struct VolumeBindingArgs {
     /// Seconds PreBind waits for a volume binding to complete (default 600).
     pub bind_timeout_seconds: Option<i64>,
-    /// Storage-capacity scoring shape; only with the StorageCapacityScoring feature gate, which is off.
+    /// Score's utilization → score points (StorageCapacityScoring); none or empty: [`default_shape`].
     pub shape: Option<Vec<UtilizationShapePoint>>,
 }
 
+/// Upstream's default `shape` when StorageCapacityScoring is on: an empty class scores 10, a full one 0.
+pub fn default_shape() -> Vec<UtilizationShapePoint> {
+    vec![
+        UtilizationShapePoint { utilization: 0, score: MAX_CUSTOM_PRIORITY_SCORE },
+        UtilizationShapePoint { utilization: 100, score: 0 },
+    ]
+}
+
 impl VolumeBindingArgs {
-    /// Decodes the args and checks them as upstream's `ValidateVolumeBindingArgs` with the StorageCapacityScoring
-    /// gate off (its v1.34 default; this scheduler has no feature gates).
+    /// Decodes the args, applies upstream's defaults (`SetDefaults_VolumeBindingArgs`: an absent or empty `shape`
+    /// is [`default_shape`]) and checks them as upstream's `ValidateVolumeBindingArgs` with StorageCapacityScoring
+    /// on (its v1.37 default; this scheduler has no feature gates).
     pub fn parse(args: Option<&serde_json::Value>) -> Result<VolumeBindingArgs, ArgsError> {
-        let a: VolumeBindingArgs = decode(args)?;
+        let mut a: VolumeBindingArgs = decode(args)?;
+        if a.shape.as_ref().is_none_or(Vec::is_empty) {
+            a.shape = Some(default_shape());
+        }
         let mut errs = Vec::new();
         match a.bind_timeout_seconds {
             Some(t) if t < 0 => errs.push(invalid(
@@ -422,13 +464,7 @@ impl VolumeBindingArgs {
             }
             None => {}
         }
-        if let Some(shape) = &a.shape {
-            errs.push(invalid(
-                "shape",
-                format!("{} point(s)", shape.len()),
-                "unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring",
-            ));
-        }
+        validate_shape(a.shape.as_deref().unwrap_or_default(), "shape", &mut errs);
         aggregate(errs).map(|()| a)
     }
 }
@@ -436,6 +472,8 @@ impl VolumeBindingArgs {
 /// The VolumeBinding plugin.
 pub struct VolumeBinding {
     bind_timeout: Duration,
+    /// Score's shape as (utilization %, node score 0–100) points.
+    shape: Vec<(i64, i64)>,
     cluster: Arc<dyn ClusterClient>,
     listers: Arc<Listers>,
     assumed: Mutex<AssumeCache>,
@@ -452,8 +490,13 @@ impl VolumeBinding {
     pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<VolumeBinding, String> {
         let a = VolumeBindingArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
         let secs = a.bind_timeout_seconds.unwrap_or(DEFAULT_BIND_TIMEOUT_SECONDS).max(0) as u64;
+        let shape = a.shape.as_deref().unwrap_or_default();
         Ok(VolumeBinding {
             bind_timeout: Duration::from_secs(secs),
+            shape: shape
+                .iter()
+                .map(|p| (p.utilization, p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE)))
+                .collect(),
             cluster: ctx.cluster.clone(),
             listers: ctx.listers.clone(),
             assumed: Mutex::default(),
@@ -572,7 +615,62 @@ impl Plugin for VolumeBinding {
             ClusterEvent::new(EventResource::CSIStorageCapacity, action::ADD | action::UPDATE),
         ]
     }
-    crate::serves!(pre_filter, filter, reserve, pre_bind);
+    crate::serves!(pre_filter, filter, pre_score, score, reserve, pre_bind);
+}
+
+/// Upstream Score's grouping by storage class: the pre-made volumes Filter chose, when there are any (requests
+/// and capacities summed); else the claims to provision that a published capacity admitted (requests summed,
+/// the capacity that of the class's last such claim, as upstream: two claims of one pool see the pool once).
+fn storage_by_class(v: &PodVolumes, node_capacities: &[Option<i64>]) -> BTreeMap<String, ClassStorage> {
+    let mut by_class: BTreeMap<String, ClassStorage> = BTreeMap::new();
+    let requested = |pvc: &PersistentVolumeClaim| claim_request(pvc).map_or(0, |q| q.value());
+    if !v.static_bindings.is_empty() {
+        for b in &v.static_bindings {
+            let spec = b.pv.spec.as_ref();
+            // Upstream groups by the volume's `spec.storageClassName` alone (not the beta annotation).
+            let class = spec.and_then(|s| s.storage_class_name.clone()).unwrap_or_default();
+            let e = by_class.entry(class).or_default();
+            e.requested += requested(&b.pvc);
+            e.capacity += storage(spec.and_then(|s| s.capacity.as_ref())).map_or(0, |q| q.value());
+        }
+        return by_class;
+    }
+    for (claim, capacity) in v.provisions.iter().zip(node_capacities) {
+        let Some(capacity) = capacity else { continue };
+        let e = by_class.entry(claim_class(claim).to_string()).or_default();
+        e.capacity = *capacity;
+        e.requested += requested(claim);
+    }
+    by_class
+}
+
+/// Upstream's `buildScorerFunction`: each class's utilization through the shape, averaged (rounded) over classes.
+fn capacity_score(shape: &[(i64, i64)], by_class: &BTreeMap<String, ClassStorage>) -> i64 {
+    if by_class.is_empty() {
+        return 0;
+    }
+    let sum: i64 = by_class.values().map(|c| requested_to_capacity_ratio_score(shape, c.requested, c.capacity)).sum();
+    (sum as f64 / by_class.len() as f64).round() as i64
+}
+
+impl PreScorePlugin for VolumeBinding {
+    fn pre_score(&self, state: &mut CycleState, _pod: &PodInfo, _nodes: &[Arc<NodeInfo>], _s: &Snapshot) -> Status {
+        match state.read::<State>(NAME) {
+            // No claim was chosen a volume or a pool: every node would score 0.
+            Some(State(s)) if !s.delayed.is_empty() => Status::success(),
+            _ => Status::skip(),
+        }
+    }
+}
+
+impl ScorePlugin for VolumeBinding {
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(State(s)) = state.read::<State>(NAME) else {
+            return Err(Status::error(format!("reading {NAME:?} from cycleState: not found")));
+        };
+        let by_node = s.by_node.lock().expect("volume binding state lock");
+        Ok(by_node.get(&node.name).map_or(0, |v| capacity_score(&self.shape, &v.storage_by_class)))
+    }
 }
 
 impl PreFilterPlugin for VolumeBinding {
@@ -681,15 +779,18 @@ impl FilterPlugin for VolumeBinding {
                         Ok(None) => to_provision.push(claim),
                     }
                 }
+                let mut node_capacities = Vec::new();
                 if !to_provision.is_empty() {
                     match check_volume_provisions(&s.objects, to_provision, labels) {
                         Err(e) => return Status::error(e),
                         Ok(p) => {
                             (unbound_ok, sufficient) = (p.satisfied, p.sufficient);
                             volumes.provisions = p.claims;
+                            node_capacities = p.node_capacities;
                         }
                     }
                 }
+                volumes.storage_by_class = storage_by_class(&volumes, &node_capacities);
             }
         }
         let mut reasons = Vec::new();
@@ -1087,6 +1188,7 @@ mod tests {
             wffc_pvc("dyn-on-n1", "csi", "1Gi", json!({"metadata": {"annotations": {ANN_SELECTED_NODE: "n1"}}})),
             wffc_pvc("tracked-small", "tracked", "1Gi", json!({})),
             wffc_pvc("tracked-big", "tracked", "20Gi", json!({})),
+            wffc_pvc("tracked-2g", "tracked", "2Gi", json!({})),
             wffc_pvc("now", "immediate", "1Gi", json!({})),
         ]);
         o.pvs.extend([
@@ -1250,6 +1352,85 @@ mod tests {
         assert!(pl.filter(&s3, &other, &n1).is_success());
         let State(inner) = s3.read::<State>(NAME).unwrap();
         assert_eq!(inner.by_node.lock().unwrap()["n1"].static_bindings[0].pv.metadata.name.as_deref(), Some("pv-a-1g"));
+    }
+
+    /// Score of `claims` on a node of zone `a` (n1) or `b` (n2), by a plugin built from `args`.
+    fn score_of(args: Option<Value>, claims: &[&str], zone: &str) -> i64 {
+        let pl = VolumeBinding::new(args.as_ref(), &ctx()).unwrap();
+        let p = pod_with(Value::Array(claims.iter().map(|c| claim(c)).collect()));
+        let name = if zone == "a" { "n1" } else { "n2" };
+        let n = node(json!({"metadata": {"name": name, "labels": {"zone": zone}}}));
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &p, &wffc_snapshot()).1.is_success());
+        assert!(pl.filter(&state, &p, &n).is_success(), "{claims:?} on {name}");
+        assert!(pl.pre_score(&mut state, &p, &[], &wffc_snapshot()).is_success());
+        pl.score(&state, &p, &n).unwrap()
+    }
+
+    #[test]
+    fn score_prefers_emptier_storage() {
+        // (name, claims, zone, score with the default shape)
+        let cases: &[(&str, &[&str], &str, i64)] = &[
+            ("provisioned from a pool of 10Gi: 10% used", &["tracked-small"], "a", 90),
+            ("two claims of one pool count its capacity once: 30%", &["tracked-small", "tracked-2g"], "a", 70),
+            ("a pre-made 10Gi volume for 5Gi: 50%", &["large"], "b", 50),
+            ("a pre-made volume just big enough: full", &["small"], "a", 0),
+            ("pre-made volumes, when chosen, are all that counts", &["small", "tracked-small"], "a", 0),
+            ("no published capacity: nothing to weigh", &["dyn"], "a", 0),
+        ];
+        for (name, claims, zone, want) in cases {
+            assert_eq!(score_of(None, claims, zone), *want, "{name}");
+        }
+        // A shape that rewards full storage (MostAllocated-like) turns the preference around.
+        let most = json!({"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]});
+        assert_eq!(score_of(Some(most.clone()), &["tracked-small"], "a"), 10);
+        assert_eq!(score_of(Some(most), &["small"], "a"), 100);
+    }
+
+    #[test]
+    fn score_averages_classes_and_rounds_half_away_from_zero() {
+        let shape = [(0, 100), (100, 0)];
+        let class = |requested, capacity| ClassStorage { requested, capacity };
+        let by_class = BTreeMap::from([("a".to_string(), class(1, 4)), ("b".to_string(), class(1, 2))]);
+        assert_eq!(capacity_score(&shape, &by_class), 63, "(75 + 50) / 2");
+        let over = BTreeMap::from([("a".to_string(), class(3, 2)), ("b".to_string(), class(0, 0))]);
+        assert_eq!(capacity_score(&shape, &over), 0, "over capacity and no capacity score as full");
+        assert_eq!(capacity_score(&shape, &BTreeMap::new()), 0);
+    }
+
+    #[test]
+    fn args_default_and_check_the_shape() {
+        let parse = |v: Value| VolumeBindingArgs::parse(Some(&v));
+        assert_eq!(parse(json!({})).unwrap().shape, Some(default_shape()));
+        assert_eq!(parse(json!({"shape": []})).unwrap().shape, Some(default_shape()), "empty is defaulted");
+        let one = parse(json!({"shape": [{"utilization": 0, "score": 0}]})).unwrap();
+        assert_eq!(one.shape, Some(vec![UtilizationShapePoint { utilization: 0, score: 0 }]));
+        for (shape, want) in [
+            (
+                json!([{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]),
+                "shape[1].utilization: Invalid value: 50: values must be sorted in increasing order",
+            ),
+            (
+                json!([{"utilization": 101, "score": 1}]),
+                "shape[0].utilization: Invalid value: 101: not in valid range [0, 100]",
+            ),
+            (json!([{"utilization": 0, "score": 11}]), "shape[0].score: Invalid value: 11: not in valid range [0, 10]"),
+        ] {
+            let e = parse(json!({ "shape": shape })).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn pre_score_skips_a_pod_with_nothing_to_bind() {
+        let pl = plugin();
+        let snap = wffc_snapshot();
+        for volumes in [json!([]), json!([claim("bound-a")])] {
+            let p = pod_with(volumes);
+            let mut state = CycleState::new();
+            pl.pre_filter(&mut state, &p, &snap);
+            assert!(pl.pre_score(&mut state, &p, &[], &snap).is_skip());
+        }
     }
 
     #[test]

@@ -154,6 +154,21 @@ mod tests {
         (cluster, clock, s)
     }
 
+    /// The event (`why`) moved the one waiting pod; once its backoff is over it is tried again and `pod` is bound
+    /// to n1.
+    fn retried_and_bound(cluster: &MemoryCluster, clock: &VirtualClock, s: &Arc<Scheduler>, why: &str, pod: &str) {
+        let mut q = s.queue.lock().unwrap();
+        assert_eq!(q.pending().get(&QueueName::Unschedulable), None, "moved by {why}");
+        let backoff_ends = q.next_backoff_expiry().unwrap_or_default();
+        clock.advance_to(backoff_ends);
+        q.flush_backoff_completed(backoff_ends);
+        drop(q);
+        clock.advance(Duration::from_millis(1));
+        assert!(s.schedule_one(), "the pod is tried again");
+        let binds: Vec<Write> = cluster.writes().into_iter().filter(|w| matches!(w, Write::Bind { .. })).collect();
+        assert_eq!(binds, [Write::Bind { pod: pod.into(), node: "n1".into() }]);
+    }
+
     /// Upstream's path for a pod whose claim the informers have not delivered yet: VolumeRestrictions finds no
     /// claim at PreFilter (UnschedulableAndUnresolvable), the pod waits for an event, and the claim's arrival —
     /// reported as the informers report a store's change, the kind and no object — moves it back.
@@ -184,15 +199,39 @@ mod tests {
         objects.pvcs.insert("ns/data".into(), Arc::new(serde_json::from_value(claim).unwrap()));
         s.objects_changed(objects, EventResource::Volume);
 
-        let mut q = s.queue.lock().unwrap();
-        assert_eq!(q.pending().get(&QueueName::Unschedulable), None, "moved by the claim's arrival");
-        let backoff_ends = q.next_backoff_expiry().unwrap_or_default();
-        clock.advance_to(backoff_ends);
-        q.flush_backoff_completed(backoff_ends);
-        drop(q);
-        clock.advance(Duration::from_millis(1));
-        assert!(s.schedule_one(), "the pod is tried again");
-        let binds: Vec<Write> = cluster.writes().into_iter().filter(|w| matches!(w, Write::Bind { .. })).collect();
-        assert_eq!(binds, [Write::Bind { pod: "ns/db".into(), node: "n1".into() }]);
+        retried_and_bound(&cluster, &clock, &s, "the claim's arrival", "ns/db");
+    }
+
+    /// In-place resize (v1.33+, GA v1.35): a pod on the node shrinks its spec from 3 CPUs to 1, but holds 3 until
+    /// the kubelet allocates and actuates the change; only the status saying so frees the room, and it moves the
+    /// pod that NodeResourcesFit rejected.
+    #[test]
+    fn an_assigned_pods_finished_shrink_frees_room_and_requeues() {
+        let (cluster, clock, s) = scheduler();
+        let node = json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
+        cluster.apply_node(serde_json::from_value(node).unwrap());
+        let running = |held: &str| {
+            let p = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "web-uid"}, "spec": {"nodeName": "n1",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "i", "imageID": "",
+                    "ready": true, "restartCount": 0, "allocatedResources": {"cpu": held},
+                    "resources": {"requests": {"cpu": held}}}]}});
+            Arc::new(PodInfo::new(serde_json::from_value(p).unwrap()).unwrap())
+        };
+        cluster.apply_pod(running("3"));
+        let pending = json!({"metadata": {"name": "batch", "namespace": "ns", "uid": "batch-uid"}, "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}});
+        cluster.apply_pod(Arc::new(PodInfo::new(serde_json::from_value(pending).unwrap()).unwrap()));
+
+        assert!(s.schedule_one(), "the pod is tried");
+        let rejected = s.queue.lock().unwrap().unschedulable_plugins();
+        assert_eq!(
+            rejected.keys().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+            ["NodeResourcesFit"],
+            "3 of 4 CPUs held"
+        );
+
+        cluster.apply_pod(running("1"));
+        retried_and_bound(&cluster, &clock, &s, "the resize", "ns/batch");
     }
 }

@@ -74,6 +74,18 @@ impl ProfileMap {
         self.map.get(name)
     }
 
+    /// Tells every profile's plugins (shadows' too) the cluster has synced.
+    pub fn cluster_synced(&self) {
+        for f in self.map.values().chain(self.shadows.values()) {
+            f.cluster_synced();
+        }
+    }
+
+    /// Whether any profile runs the plugin `name` at some point.
+    pub fn uses_plugin(&self, name: &str) -> bool {
+        self.map.values().chain(self.shadows.values()).any(|f| f.plugin(name).is_some())
+    }
+
     /// The serving profiles' names (a shadow serves no pods of its own).
     pub fn names(&self) -> Vec<String> {
         self.map.keys().cloned().collect()

@@ -1,8 +1,8 @@
 //! Reads a cluster from multi-document Kubernetes YAML (what a user would `kubectl apply`): Nodes, Pods,
 //! PriorityClasses, PodDisruptionBudgets, Namespaces, Services, ReplicaSets, StatefulSets,
 //! ReplicationControllers, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
-//! CSIStorageCapacities, ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, DeviceTaintRules, and `List`s of
-//! them.
+//! CSIStorageCapacities, ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, DeviceTaintRules,
+//! and `List`s of them.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -27,8 +27,8 @@ use super::validate;
 use super::workloads::{self, Workloads};
 use crate::yaml::{self, YamlError};
 
-use crate::framework::ClusterObjects;
 use crate::framework::PodInfo;
+use crate::framework::{ClusterObjects, PolicyObject};
 
 /// The kinds the simulator reads.
 pub const SUPPORTED_KINDS: &[&str] = &[
@@ -52,6 +52,8 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "DeviceClass",
     "ResourceSlice",
     "DeviceTaintRule",
+    "SchedulingPolicy",
+    "ClusterSchedulingPolicy",
     "Deployment",
     "DaemonSet",
     "Job",
@@ -71,6 +73,7 @@ const CLUSTER_SCOPED: &[&str] = &[
     "DeviceClass",
     "ResourceSlice",
     "DeviceTaintRule",
+    "ClusterSchedulingPolicy",
 ];
 
 /// A cluster file that cannot be used; the message names the file, the document index and the field.
@@ -109,6 +112,33 @@ pub struct ClusterFile {
     pub objects: ClusterObjects,
     /// What was read but not used, one line each: kinds the scheduler does not read (with counts), CronJobs.
     pub skipped: Vec<String>,
+}
+
+/// A SchedulingPolicy or ClusterSchedulingPolicy as the API server would store it: the group's version, a spec the
+/// CRD's schema takes (unknown fields refused); generation 1 and a UID made up when the file gives none.
+fn policy(v: &serde_json::Value, namespace: Option<String>) -> Result<PolicyObject, String> {
+    const API_VERSION: &str = "scheduling.kube-wasm-scheduler.io/v1alpha1";
+    let api_version = v.get("apiVersion").and_then(|a| a.as_str()).unwrap_or_default();
+    if api_version != API_VERSION {
+        return Err(format!("apiVersion: {api_version:?}: want {API_VERSION}"));
+    }
+    if let Some(k) = v
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !["apiVersion", "kind", "metadata", "spec", "status"].contains(&k.as_str())))
+    {
+        return Err(format!("{k}: unknown field"));
+    }
+    let spec = v.get("spec").cloned().ok_or("spec: Required value")?;
+    crate::tenancy::decode_spec(&spec).map_err(|e| e.to_string())?;
+    let name = v.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let uid = v.pointer("/metadata/uid").and_then(|n| n.as_str()).map(str::to_string);
+    Ok(PolicyObject {
+        uid: uid.unwrap_or_else(|| format!("{}-{name}", namespace.as_deref().unwrap_or("cluster"))),
+        generation: v.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(1),
+        namespace,
+        name,
+        spec,
+    })
 }
 
 /// Reads a cluster file: UTF-8 YAML, within [`crate::yaml`]'s size and nesting limits.
@@ -349,6 +379,10 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             }
             "DeviceTaintRule" => {
                 out.objects.device_taint_rules.push(Arc::new(decode!(DeviceTaintRule)));
+            }
+            "SchedulingPolicy" | "ClusterSchedulingPolicy" => {
+                let p = policy(&v, namespaced.then_some(ns_eff)).map_err(|m| err(&d.index, label, m))?;
+                out.objects.scheduling_policies.push(Arc::new(p));
             }
             // SUPPORTED_KINDS holds no other kind, and a List's items were checked not to be Lists.
             _ => return Err(err(&d.index, label, format!("kind: {kind:?} cannot be read here"))),

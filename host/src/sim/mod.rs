@@ -150,6 +150,25 @@ pub struct Report {
     /// How each profile's shadow compared with it (profiles that name one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shadows: Vec<ShadowSummary>,
+    /// What each profile made of the tenant policies in the cluster file (as their status would say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<PolicySummary>,
+}
+
+/// A tenant policy's status at the end of the run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySummary {
+    /// `SchedulingPolicy ns/name` or `ClusterSchedulingPolicy name`.
+    pub policy: String,
+    /// The profile it attached to.
+    pub profile: String,
+    /// Whether it served.
+    pub ready: bool,
+    /// `Loaded`, or why not.
+    pub reason: String,
+    /// One line.
+    pub message: String,
 }
 
 #[derive(Default)]
@@ -233,6 +252,8 @@ impl Simulation {
         let cluster = Arc::new(MemoryCluster::default());
         let ctx =
             PluginContext { seed: opts.seed, reload_period: opts.reload_period, ..PluginContext::new(cluster.clone()) };
+        // Plugins that load from cluster objects (tenant policies) find them at construction, before any pod.
+        ctx.listers.set(Arc::new(cluster_file.objects.clone()));
         let profiles = Arc::new(build_profiles(config, registry, &ctx)?);
         let clock = Arc::new(VirtualClock::default());
         let queue = SchedulingQueue::new(
@@ -418,6 +439,18 @@ impl Simulation {
                     agree: t.agree,
                     disagree: t.disagree,
                     error: t.error,
+                })
+                .collect(),
+            policies: self
+                .cluster
+                .policy_statuses()
+                .into_iter()
+                .map(|p| PolicySummary {
+                    policy: format!("{} {}", p.kind, p.key()),
+                    profile: p.profile.clone(),
+                    ready: p.ready,
+                    reason: p.reason,
+                    message: p.message,
                 })
                 .collect(),
         }

@@ -56,6 +56,10 @@ pub fn render_table(r: &Report) -> String {
             s.shadow, s.profile, s.decisions, s.agree, s.disagree, s.error
         );
     }
+    for p in &r.policies {
+        let verdict = if p.ready { "Ready" } else { "Not ready" };
+        let _ = writeln!(out, "{} ({}): {verdict}, {}: {}", p.policy, p.profile, p.reason, p.message);
+    }
     out
 }
 

@@ -14,7 +14,7 @@ use super::engine::{first_line, WasmEngine};
 use super::instance::CyclePod;
 use super::output::{GuestLog, GuestOutput, Source};
 use super::{ComponentInfo, WasmError, WasmStats};
-use crate::framework::pod_view::PodView;
+use crate::framework::pod_view::{KnownPod, PodView};
 use crate::framework::rng::Rng;
 use crate::framework::waiting_pods::WaitingPods;
 use crate::framework::{PluginContext, PodInfo};
@@ -32,17 +32,84 @@ fn tracing_level(level: host::Level) -> tracing::Level {
 /// A plugin's private cycle state (`host.cycle-state-write` / `-read`), shared by the instances of one cycle.
 pub(super) type GuestCycleState = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
-/// What the framework shares with a plugin's guests: its profile's waiting pods and the scheduler's pod view.
+/// What the framework shares with a plugin's guests: its profile's waiting pods and the scheduler's pod view, and
+/// for a tenant's policy the namespace that bounds what it sees.
 #[derive(Clone, Default)]
 pub(crate) struct GuestHandle {
     pub(super) waiting: Arc<WaitingPods>,
     pub(super) pods: Arc<PodView>,
+    pub(super) scope: Option<Arc<TenantScope>>,
 }
 
 impl GuestHandle {
     /// The profile's waiting pods and the pod view of a plugin context.
     pub(crate) fn of(ctx: &PluginContext) -> GuestHandle {
-        GuestHandle { waiting: ctx.waiting.clone(), pods: ctx.pods.clone() }
+        GuestHandle { waiting: ctx.waiting.clone(), pods: ctx.pods.clone(), scope: None }
+    }
+
+    /// The same, seen from a tenant's namespace.
+    pub(crate) fn scoped(mut self, namespace: &str) -> GuestHandle {
+        self.scope = Some(Arc::new(TenantScope::new(namespace)));
+        self
+    }
+
+    /// Whether the guest may see this pod whole (and act on it, when it waits at Permit).
+    fn visible(&self, pod: &PodInfo) -> bool {
+        self.scope.as_ref().is_none_or(|s| s.owns(pod))
+    }
+}
+
+/// What a tenant's guest may see of the cluster: its own namespace's pods whole; other namespaces' pods only as
+/// usage on a node (requests, limits, QoS, priority, node and state), under a UID of its own that cannot be turned
+/// back into the pod's (a keyed hash, the key drawn per policy load), with no name, namespace, labels,
+/// annotations, tolerations or affinity.
+#[derive(Debug)]
+pub(crate) struct TenantScope {
+    namespace: String,
+    key: [u8; 16],
+}
+
+impl TenantScope {
+    fn new(namespace: &str) -> TenantScope {
+        let mut key = [0u8; 16];
+        // A fresh key per load: the anonymous UIDs of one policy version cannot be matched with another's either.
+        // Should the system's source fail, the clock stands in: the key only has to be unknown to the guest.
+        if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key).is_err() {
+            let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+            key = now.to_le_bytes();
+        }
+        TenantScope { namespace: namespace.to_string(), key }
+    }
+
+    /// Whether `pod` is of the tenant's namespace.
+    pub(super) fn owns(&self, pod: &PodInfo) -> bool {
+        pod.namespace == self.namespace
+    }
+
+    /// The UID the tenant knows another namespace's pod by.
+    pub(super) fn uid(&self, uid: &str) -> String {
+        let mut input = self.key.to_vec();
+        input.extend_from_slice(uid.as_bytes());
+        let d = ring::digest::digest(&ring::digest::SHA256, &input);
+        let hex: String = d.as_ref()[..12].iter().map(|b| format!("{b:02x}")).collect();
+        format!("anonymous-{hex}")
+    }
+
+    /// Another namespace's pod as the tenant sees it.
+    pub(super) fn anonymous(&self, k: &KnownPod) -> wit::KnownPod {
+        let mut known = super::convert::known_pod(k);
+        let p = &mut known.pod;
+        p.uid = self.uid(&k.pod.uid);
+        p.name = String::new();
+        p.namespace = String::new();
+        p.labels = Vec::new();
+        p.annotations = Vec::new();
+        p.tolerations = Vec::new();
+        p.node_selector = Vec::new();
+        p.required_node_affinity = Vec::new();
+        p.preferred_node_affinity = Vec::new();
+        p.scheduler_name = String::new();
+        known
     }
 }
 
@@ -163,6 +230,7 @@ impl host::Host for HostState {
             .waiting
             .list()
             .iter()
+            .filter(|w| self.handle.visible(w.pod()))
             .filter_map(|w| {
                 // A pod whose verdict is known is leaving: not waiting any more.
                 let pending_plugins = w.pending_plugins();
@@ -178,12 +246,12 @@ impl host::Host for HostState {
         v
     }
     fn allow_waiting_pod(&mut self, uid: String, plugin: Option<String>) -> bool {
-        let Some(w) = self.handle.waiting.get(&uid) else { return false };
+        let Some(w) = self.handle.waiting.get(&uid).filter(|w| self.handle.visible(w.pod())) else { return false };
         w.allow(plugin.as_deref().unwrap_or(&self.plugin));
         true
     }
     fn reject_waiting_pod(&mut self, uid: String, plugin: Option<String>, reason: String) -> bool {
-        let Some(w) = self.handle.waiting.get(&uid) else { return false };
+        let Some(w) = self.handle.waiting.get(&uid).filter(|w| self.handle.visible(w.pod())) else { return false };
         w.reject(plugin.as_deref().unwrap_or(&self.plugin), &reason);
         true
     }

@@ -808,10 +808,14 @@ impl WasmPlugin {
         if delta.reset {
             changes.push(wit::PodChange::Reset);
         }
+        // A tenant's guest sees other namespaces' pods only as anonymous usage (`TenantScope`).
+        let scope = self.handle.scope.as_deref();
         for c in &delta.changes {
-            changes.push(match c {
-                PodChange::Upsert(k) => wit::PodChange::Upsert(convert::known_pod(k)),
-                PodChange::Remove(uid) => wit::PodChange::Remove(uid.clone()),
+            changes.push(match (c, scope) {
+                (PodChange::Upsert(k), Some(s)) if !s.owns(&k.pod) => wit::PodChange::Upsert(s.anonymous(k)),
+                (PodChange::Upsert(k), _) => wit::PodChange::Upsert(convert::known_pod(k)),
+                (PodChange::Remove(k), Some(s)) if !s.owns(&k.pod) => wit::PodChange::Remove(s.uid(&k.pod.uid)),
+                (PodChange::Remove(k), _) => wit::PodChange::Remove(k.pod.uid.clone()),
             });
         }
         let guest = cached_guest!(loaded, inst, pods).clone();

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use thiserror::Error;
 use wasmtime::component::Component;
 
-pub use args::{CircuitBreakerArgs, FailurePolicy, WasmArgs};
+pub use args::{CircuitBreakerArgs, FailurePolicy, WasmArgs, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use plugin::{loaded_plugins, observe_refusals, RefusalObserver, RefusedVersion, WasmPlugin, WasmStats};
 pub use source::{PullArgs, PullPolicy, Source};
 

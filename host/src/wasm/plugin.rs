@@ -137,6 +137,22 @@ impl WasmPlugin {
         Self::load_with(name, args, ctx.seed, GuestHandle::of(ctx))
     }
 
+    /// `load_in` for a tenant's policy: with `namespace`, its guest sees other namespaces' pods only anonymously and
+    /// can act only on its own namespace's waiting pods (`host::TenantScope`).
+    pub fn load_for_tenant(
+        name: &str,
+        args: WasmArgs,
+        ctx: &PluginContext,
+        namespace: Option<&str>,
+    ) -> Result<Arc<WasmPlugin>, WasmError> {
+        let handle = GuestHandle::of(ctx);
+        let handle = match namespace {
+            Some(ns) => handle.scoped(ns),
+            None => handle,
+        };
+        Self::load_with(name, args, ctx.seed, handle)
+    }
+
     fn load_with(name: &str, args: WasmArgs, seed: u64, handle: GuestHandle) -> Result<Arc<WasmPlugin>, WasmError> {
         let p = Self::load_unvalidated(name, args, seed, handle)?;
         p.validate_config(&p.current())?;

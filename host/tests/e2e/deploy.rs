@@ -100,6 +100,12 @@ const MAY: &[&str] = &[
     "create tokenreviews.authentication.k8s.io",
     "create subjectaccessreviews.authorization.k8s.io",
     "get configmaps/extension-apiserver-authentication -n kube-system",
+    "list schedulingpolicies.scheduling.kube-wasm-scheduler.io --all-namespaces",
+    "watch schedulingpolicies.scheduling.kube-wasm-scheduler.io --all-namespaces",
+    "list clusterschedulingpolicies.scheduling.kube-wasm-scheduler.io",
+    "watch clusterschedulingpolicies.scheduling.kube-wasm-scheduler.io",
+    "patch schedulingpolicies.scheduling.kube-wasm-scheduler.io --subresource=status -n default",
+    "update clusterschedulingpolicies.scheduling.kube-wasm-scheduler.io --subresource=status",
 ];
 
 /// What it is not given: another scheduler's Lease, its own Lease name elsewhere, pod writes beyond the cycle's.
@@ -109,6 +115,9 @@ const MAY_NOT: &[&str] = &[
     "create pods -n default",
     "update pods -n default",
     "get secrets -n kube-system",
+    // A tenant's policy is the tenant's to write; the scheduler only writes its status.
+    "update schedulingpolicies.scheduling.kube-wasm-scheduler.io -n default",
+    "create clusterschedulingpolicies.scheduling.kube-wasm-scheduler.io",
 ];
 
 /// The Role that lets the scheduler read and renew its Lease, with its one rule taken away: applied by the same
@@ -122,6 +131,77 @@ metadata:
     app.kubernetes.io/name: kube-wasm-scheduler
 rules: []
 ";
+
+/// Malformed tenant policies the API server refuses (the CRDs' schema and CEL rules), each with the field its
+/// error names: (what, spec lines after schedulerName, the error's words).
+const MALFORMED_POLICIES: &[(&str, &str, &str)] = &[
+    ("a file on the scheduler's disk", "component: /etc/passwd\n  points: [Filter]", "spec.component: Invalid value: must start with oci:// or https://"),
+    ("https without a digest", "component: https://policies.example/p.wasm\n  points: [Filter]", "spec.sha256: Required value"),
+    ("a digest that is not one", "component: oci://r.example/p:1\n  sha256: abc\n  points: [Filter]", "spec.sha256"),
+    ("a weight without Score", "component: oci://r.example/p:1\n  points: [Filter]\n  weight: 2", "spec.weight: Forbidden"),
+    ("a weight over 100", "component: oci://r.example/p:1\n  points: [Score]\n  weight: 101", "spec.weight"),
+    ("Bind in a namespace", "component: oci://r.example/p:1\n  points: [Bind]", "spec.points[0]: Unsupported value: \"Bind\""),
+    ("QueueSort in a namespace", "component: oci://r.example/p:1\n  points: [QueueSort]", "spec.points[0]: Unsupported value"),
+    ("no points", "component: oci://r.example/p:1\n  points: []", "spec.points"),
+    ("a point twice", "component: oci://r.example/p:1\n  points: [Filter, Filter]", "spec.points[1]: Duplicate value"),
+    ("8Gi of memory", "component: oci://r.example/p:1\n  points: [Filter]\n  memoryLimit: 8Gi", "spec.memoryLimit: Invalid value: must be a quantity between 1Mi and 4Gi"),
+    ("a timeout in words", "component: oci://r.example/p:1\n  points: [Filter]\n  timeout: 5 seconds", "spec.timeout"),
+    ("a failure policy of its own", "component: oci://r.example/p:1\n  points: [Filter]\n  failurePolicy: Retry", "spec.failurePolicy: Unsupported value"),
+    ("In with no values", "component: oci://r.example/p:1\n  points: [Filter]\n  podSelector: {matchExpressions: [{key: a, operator: In}]}", "spec.podSelector.matchExpressions[0]"),
+    ("a misspelt field", "component: oci://r.example/p:1\n  points: [Filter]\n  wieght: 3", "unknown field \"spec.wieght\""),
+];
+
+/// The tenant policy CRDs and roles of deploy/manifests on a real API server: established; a well-formed policy of
+/// each kind passes `kubectl apply --dry-run=server`, every malformed one is refused with its field named; the
+/// ServiceAccount reads both kinds and writes only their status (MAY, MAY_NOT); a user given the edit role's
+/// aggregated rules in one namespace owns that namespace's policies and no other's, and no cluster policy.
+fn tenant_policy_objects(sh: &Shell) {
+    sh.run("kubectl wait --for condition=established --timeout=60s crd/schedulingpolicies.scheduling.kube-wasm-scheduler.io crd/clusterschedulingpolicies.scheduling.kube-wasm-scheduler.io");
+    sh.run("kubectl create namespace team-a && kubectl create namespace team-b");
+    let policy = |kind: &str, ns: &str, spec: &str| {
+        let ns = if ns.is_empty() { String::new() } else { format!("\n  namespace: {ns}") };
+        format!("apiVersion: scheduling.kube-wasm-scheduler.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: p{ns}\nspec:\n  schedulerName: kube-wasm-scheduler\n  {spec}\n")
+    };
+    let dry_run = |yaml: &str| {
+        std::fs::write(sh.dir.join("policy.yaml"), yaml).unwrap();
+        sh.try_run("kubectl apply --dry-run=server -f policy.yaml")
+    };
+    let good = "component: oci://registry.example/policies/avoid-latency:1.0\n  points: [Filter, Score]\n  weight: 3\n  timeout: 50ms\n  memoryLimit: 32Mi\n  failurePolicy: Ignore\n  config: {label: tier, value: latency}\n  podSelector: {matchLabels: {team: a}}";
+    let (ok, out, err) = dry_run(&policy("SchedulingPolicy", "team-a", good));
+    assert!(ok && out.contains("created (server dry run)"), "a well-formed SchedulingPolicy refused: {out}{err}");
+    let cluster = format!("{good}\n  namespaceSelector: {{matchExpressions: [{{key: tier, operator: Exists}}]}}");
+    let (ok, out, err) = dry_run(&policy(
+        "ClusterSchedulingPolicy",
+        "",
+        &cluster.replace("[Filter, Score]", "[Filter, Score, PostFilter]"),
+    ));
+    assert!(ok, "a well-formed ClusterSchedulingPolicy refused: {out}{err}");
+    for (what, spec, words) in MALFORMED_POLICIES {
+        let (ok, out, err) = dry_run(&policy("SchedulingPolicy", "team-a", spec));
+        assert!(!ok, "{what}: accepted: {out}");
+        assert!(err.contains(words), "{what}: the error does not say {words:?}:\n{err}");
+    }
+    let (ok, _, err) =
+        dry_run(&policy("ClusterSchedulingPolicy", "", "component: oci://r.example/p:1\n  points: [QueueSort]"));
+    assert!(!ok && err.contains("spec.points[0]: Unsupported value"), "{err}");
+
+    // No controller manager runs here to aggregate roles, so the rules are bound as the edit role would carry them.
+    let labels =
+        sh.run("kubectl get clusterrole kube-wasm-scheduler-schedulingpolicies-edit -o jsonpath='{.metadata.labels}'");
+    assert!(labels.contains("aggregate-to-edit") && labels.contains("aggregate-to-admin"), "{labels}");
+    sh.run("kubectl create rolebinding alice-policies --clusterrole=kube-wasm-scheduler-schedulingpolicies-edit --user=alice -n team-a");
+    for (what, may) in [
+        ("create schedulingpolicies.scheduling.kube-wasm-scheduler.io -n team-a", true),
+        ("delete schedulingpolicies.scheduling.kube-wasm-scheduler.io -n team-a", true),
+        ("create schedulingpolicies.scheduling.kube-wasm-scheduler.io -n team-b", false),
+        ("patch schedulingpolicies.scheduling.kube-wasm-scheduler.io --subresource=status -n team-a", false),
+        ("create clusterschedulingpolicies.scheduling.kube-wasm-scheduler.io", false),
+    ] {
+        let (yes, _, _) = sh.try_run(&format!("kubectl auth can-i {what} --as alice"));
+        assert_eq!(yes, may, "alice (edit in team-a) `{what}`");
+    }
+    sh.run("kubectl delete namespace team-a team-b --wait=false");
+}
 
 /// helm's bin directory (scripts/build-helm.sh: built once, cached under ~/.cache/kube-wasm-scheduler), asked for
 /// once per process, as the tests here run side by side.
@@ -387,6 +467,7 @@ fn install_as_a_second_scheduler() {
     ] {
         sh.run(&format!("kubectl get {obj} -n kube-system -o name"));
     }
+    tenant_policy_objects(&sh);
 
     // A node the way `make cluster-up` says: schedulable as created (the API server's TaintNodesByCondition
     // admission is off there; nothing would lift its not-ready taint).

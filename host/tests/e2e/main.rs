@@ -21,10 +21,13 @@ mod extenders;
 mod faults;
 mod gang;
 mod lease;
+#[path = "../common/oci_registry.rs"]
+mod oci_registry;
 mod parity;
 mod serving;
 mod shadow;
 mod snapshot;
+mod tenancy;
 mod volumes;
 
 fn root() -> PathBuf {
@@ -264,7 +267,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 20] = [
+    let scenarios: [(&str, Scenario); 21] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -298,6 +301,7 @@ fn end_to_end_on_a_real_api_server() {
             dra::binding_conditions_hold_the_pod_until_the_device_is_attached,
         ),
         ("leader_election_hands_over", leader_election_hands_over),
+        ("tenant_policies_as_kubernetes_objects", tenancy::tenant_policies_as_kubernetes_objects),
         ("thousand_pods_on_a_hundred_nodes", thousand_pods_on_a_hundred_nodes),
         ("backlog_on_few_connections_within_the_rate_limit", backlog::backlog_on_few_connections_within_the_rate_limit),
         ("scheduler_killed_and_restarted_mid_backlog", faults::scheduler_killed_and_restarted_mid_backlog),

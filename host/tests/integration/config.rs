@@ -55,6 +55,8 @@ fn defaults_apply_where_the_file_is_silent() {
     assert_eq!(w("NodeResourcesFit"), Some(1));
     assert_eq!(w("NodeResourcesBalancedAllocation"), Some(1));
     assert_eq!(w("ImageLocality"), Some(1));
+    // StorageCapacityScoring (beta, on since v1.37) makes VolumeBinding a Score plugin; multiPoint gives it 1.
+    assert_eq!(w("VolumeBinding"), Some(1));
     assert_eq!(point(&l, "queueSort"), vec![("PrioritySort".to_string(), 1)]);
     assert_eq!(point(&l, "bind"), vec![("DefaultBinder".to_string(), 1)]);
     // Upstream puts DynamicResources before DefaultPreemption: deallocating an idle claim comes before evicting.
@@ -246,7 +248,7 @@ fn regression_plugin_args_are_checked_at_load_naming_the_field() {
     let pc = |name: &str, args: &str| format!("{HEAD}profiles:\n- pluginConfig:\n  - name: {name}\n    args: {args}\n");
     for (yaml, want) in [
         (pc("VolumeBinding", "{bindTimeoutSeconds: -1}"), "sched.yaml: profiles[0].pluginConfig[0].args.bindTimeoutSeconds: Invalid value: -1: "),
-        (pc("VolumeBinding", "{shape: [{utilization: 0, score: 0}]}"), "sched.yaml: profiles[0].pluginConfig[0].args.shape: "),
+        (pc("VolumeBinding", "{shape: [{utilization: 0, score: 11}]}"), "sched.yaml: profiles[0].pluginConfig[0].args.shape[0].score: Invalid value: 11: not in valid range [0, 10]"),
         (pc("VolumeBinding", "{bindTimeout: 5}"), "sched.yaml: profiles[0].pluginConfig[0].args.bindTimeout: unknown field"),
         (pc("InterPodAffinity", "{hardPodAffinityWeight: 101}"), "sched.yaml: profiles[0].pluginConfig[0].args.hardPodAffinityWeight: Invalid value: 101: not in valid range [0, 100]"),
         (pc("NodeResourcesFit", "{scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 1}, {name: memory, weight: 101}]}}"), "sched.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.resources[1].weight: Invalid value: 101: "),

@@ -6,17 +6,18 @@
 //! cache surviving a restart with no recompile.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube_wasm_scheduler::sim::{self, SimOptions, Simulation};
 use kube_wasm_scheduler::wasm::{self, engine::sha256_hex, source::OciRef, ComponentInfo, WasmPlugin};
 
+use crate::oci_registry::{push, Registry};
 use crate::util::*;
 use crate::wasm::{add_pod, guest, label_profile, node_yaml, registry_for};
 
@@ -40,86 +41,6 @@ pub(crate) fn free_port() -> u16 {
 pub(crate) fn unique_repo(name: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("kws-test/{name}-{}-{nanos}", std::process::id())
-}
-
-/// The registry binary, built on first use (`make test` builds it beforehand through the same script).
-fn registry_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = Command::new(root().join("scripts/build-registry.sh")).stderr(Stdio::inherit()).output().unwrap();
-        assert!(out.status.success(), "scripts/build-registry.sh failed");
-        let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().lines().last().unwrap().trim());
-        assert!(path.exists(), "{}", path.display());
-        path
-    })
-}
-
-/// The CNCF distribution registry on a free 127.0.0.1 port with its storage in a temporary directory; stopped and
-/// removed on drop.
-struct Registry {
-    child: Child,
-    host: String,
-    dir: PathBuf,
-}
-
-impl Registry {
-    fn start(name: &str) -> Registry {
-        Registry::start_with(name, "")
-    }
-
-    /// A registry with more configuration (YAML lines at the top level; `DIR` stands for its directory).
-    fn start_with(name: &str, extra: &str) -> Registry {
-        let dir = temp_dir(&format!("registry-{name}"));
-        let host = format!("127.0.0.1:{}", free_port());
-        let config = dir.join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: {host}}}\n{}",
-                dir.join("data").display(),
-                extra.replace("DIR", &dir.display().to_string()),
-            ),
-        )
-        .unwrap();
-        let child = Command::new(registry_bin())
-            .arg("serve")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("registry.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let r = Registry { child, host, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        // 401 when the registry asks for credentials: it answers.
-        while !matches!(http_status(&r.host, "/v2/"), Some(200 | 401)) {
-            assert!(Instant::now() < deadline, "the registry did not answer /v2/ on {}", r.host);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        r
-    }
-
-    /// `oci://127.0.0.1:PORT/kws-test/NAME-…:TAG`.
-    fn tag(&self, repo: &str, tag: &str) -> String {
-        format!("oci://{}/{repo}:{tag}", self.host)
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The status of a plain HTTP GET, or None while nothing answers.
-fn http_status(host: &str, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect(host).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").ok()?;
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).ok()?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// An HTTPS server on a free 127.0.0.1 port with a self-signed certificate for 127.0.0.1, serving fixed files and
@@ -228,15 +149,6 @@ pub(crate) fn assert_refused(out: &Output, what: &[&str]) {
     for w in what {
         assert!(last.contains(w), "{w:?} not in {last:?}");
     }
-}
-
-fn push(file: &Path, reference: &str) -> String {
-    let out = Command::new(bin()).args(["plugin", "push"]).arg(file).arg(reference).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "plugin push: {err}");
-    let digest = err.split("(manifest ").nth(1).unwrap().trim_end().trim_end_matches(')').to_string();
-    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{err}");
-    digest
 }
 
 pub(crate) fn sha(file: &Path) -> String {

@@ -1,5 +1,7 @@
 //! Integration tests in one binary, a module per area.
 
+#[path = "../common/oci_registry.rs"]
+mod oci_registry;
 mod util;
 
 mod author;
@@ -22,6 +24,7 @@ mod properties;
 mod queue;
 mod shadow;
 mod simulate;
+mod tenancy;
 mod tls_errors;
 mod volumes;
 mod wasm;

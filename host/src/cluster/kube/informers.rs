@@ -23,8 +23,9 @@ use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::policies::{policy_object, ClusterSchedulingPolicy, SchedulingPolicy};
 use crate::cluster::EventHandler;
-use crate::framework::{ClusterObjects, EventResource, PodInfo};
+use crate::framework::{ClusterObjects, EventResource, PodInfo, PolicyObject};
 
 /// The reflector stores of the objects other than pods and nodes.
 #[derive(Clone)]
@@ -45,6 +46,8 @@ struct ObjectStores {
     device_classes: Store<DeviceClass>,
     resource_slices: Store<ResourceSlice>,
     device_taint_rules: Store<DeviceTaintRule>,
+    /// Tenant policies, watched when some profile runs TenantPolicies.
+    policies: Option<(Store<SchedulingPolicy>, Store<ClusterSchedulingPolicy>)>,
 }
 
 impl ObjectStores {
@@ -75,8 +78,23 @@ impl ObjectStores {
             device_classes: by_key(&self.device_classes),
             resource_slices: self.resource_slices.state(),
             device_taint_rules: self.device_taint_rules.state(),
+            scheduling_policies: self.policies.as_ref().map(policy_objects).unwrap_or_default(),
         }
     }
+}
+
+/// Both kinds of tenant policies, in key order.
+fn policy_objects(
+    (namespaced, cluster): &(Store<SchedulingPolicy>, Store<ClusterSchedulingPolicy>),
+) -> Vec<Arc<PolicyObject>> {
+    let mut v: Vec<Arc<PolicyObject>> = namespaced
+        .state()
+        .iter()
+        .map(|p| Arc::new(policy_object(&p.metadata, &p.spec)))
+        .chain(cluster.state().iter().map(|p| Arc::new(policy_object(&p.metadata, &p.spec))))
+        .collect();
+    v.sort_by_key(|p| p.key());
+    v
 }
 
 fn key<K: Resource>(o: &K) -> String {
@@ -88,7 +106,7 @@ fn key<K: Resource>(o: &K) -> String {
 
 /// Starts every watch on the current tokio runtime; `synced` is set once every watch has handed over its initial
 /// list.
-pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicBool>) {
+pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicBool>, policies: bool) {
     let sync = Arc::new(CacheSync::new(synced));
     {
         let (h, sync, me) = (handler.clone(), sync.clone(), sync.watch());
@@ -162,6 +180,8 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     let (device_classes, device_classes_w) = reflector::store();
     let (resource_slices, resource_slices_w) = reflector::store();
     let (device_taint_rules, device_taint_rules_w) = reflector::store();
+    let (scheduling_policies, scheduling_policies_w) = reflector::store();
+    let (cluster_scheduling_policies, cluster_scheduling_policies_w) = reflector::store();
     let stores = ObjectStores {
         namespaces,
         pdbs,
@@ -179,6 +199,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         device_classes,
         resource_slices,
         device_taint_rules,
+        policies: policies.then_some((scheduling_policies, cluster_scheduling_policies)),
     };
     let publisher = Arc::new(Publisher::new(stores, handler.clone(), sync.clone()));
     macro_rules! object_watch {
@@ -209,6 +230,10 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
     // Upstream's slice tracker turns a rule's change into changes of the slices whose devices it taints.
     object_watch!(DeviceTaintRule, device_taint_rules_w, EventResource::ResourceSlice);
+    if policies {
+        object_watch!(SchedulingPolicy, scheduling_policies_w, EventResource::Other);
+        object_watch!(ClusterSchedulingPolicy, cluster_scheduling_policies_w, EventResource::Other);
+    }
     // Every watch is registered: none can have completed the sync before the last one was counted.
     sync.seal();
 }
@@ -478,6 +503,7 @@ mod tests {
             device_classes: reflector::store().0,
             resource_slices: reflector::store().0,
             device_taint_rules: reflector::store().0,
+            policies: None,
         }
     }
 

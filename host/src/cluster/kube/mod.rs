@@ -21,6 +21,7 @@ use crate::framework::types::PodInfo;
 pub mod client;
 pub mod events;
 pub mod informers;
+pub mod policies;
 pub mod snapshot;
 mod status;
 
@@ -246,6 +247,17 @@ impl ClusterClient for KubeCluster {
             let patch = serde_json::json!({"status": {"conditions": [condition]}});
             self.status.patch(&pod.namespace, &pod.name, &pod.uid, true, patch, "setting PodScheduled=False");
         }
+    }
+
+    fn policy_status(&self, status: &crate::framework::PolicyStatus) {
+        self.events.record(policies::status_event(status, &self.instance));
+        let (client, status) = (self.client.clone(), status.clone());
+        // Best effort, off the reconciling thread: the policy serves (or not) whatever the write does.
+        self.runtime.spawn(async move {
+            if let Err(e) = policies::write_status(client, &status).await {
+                tracing::warn!(policy = %status.key(), kind = status.kind, error = %e, "writing the policy's status");
+            }
+        });
     }
 
     fn update_pv(&self, pv: &PersistentVolume) -> Result<PersistentVolume, ClusterError> {

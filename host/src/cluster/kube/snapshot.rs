@@ -1,6 +1,6 @@
 //! `kube-wasm-scheduler snapshot`: a live cluster written as the simulator's cluster file — every object the
 //! scheduler reads (nodes, pods that have not finished, workloads, PodDisruptionBudgets, PriorityClasses, services,
-//! namespaces, storage and DRA objects), one YAML document each, so that "what would this profile do to my
+//! namespaces, storage and DRA objects, tenant policies), one YAML document each, so that "what would this profile do to my
 //! cluster's pending pods" is `snapshot` then `simulate`. Secrets and ConfigMaps are never read. A kind the API
 //! server does not serve or the caller may not list is left out with a note, not a failure.
 
@@ -18,6 +18,8 @@ use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, Stor
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+
+use super::policies::{ClusterSchedulingPolicy, SchedulingPolicy};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -137,6 +139,8 @@ pub async fn take(client: Client) -> Result<Snapshot, SnapshotError> {
     add!(DaemonSet, "DaemonSet", false);
     add!(Job, "Job", false);
     add!(ReplicationController, "ReplicationController", false);
+    add!(SchedulingPolicy, "SchedulingPolicy", false);
+    add!(ClusterSchedulingPolicy, "ClusterSchedulingPolicy", false);
     add!(Pod, "Pod", true, &running);
     Ok(s)
 }
