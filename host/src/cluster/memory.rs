@@ -5,7 +5,8 @@
 //! queue takes no action on a pod's status-only update.
 //!
 //! Volume updates are completed at once, as the PersistentVolume controller and a CSI external-provisioner would
-//! complete them a moment later (see `volumes.rs`).
+//! complete them a moment later (see `volumes.rs`). Likewise a DRA driver: a device allocated with binding
+//! conditions reports them met as soon as the allocation is written, so PreBind does not wait out its timeout.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -230,6 +231,7 @@ impl ClusterClient for MemoryCluster {
     }
 
     fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        // (A claim's spec and metadata; its status goes through `update_resource_claim_status`.)
         self.update_claims(|s| s.replace_resource_claim(claim, false))
     }
 
@@ -244,6 +246,7 @@ impl ClusterClient for MemoryCluster {
             let store = self.volumes.lock().expect("volumes lock");
             store.objects.resource_claims.get(&key).is_some_and(|c| allocated(c))
         };
+        let claim = &attach_devices(claim);
         let written = self.update_claims(|s| s.replace_resource_claim(claim, true))?;
         if !was_allocated && allocated(&written) {
             let results = written.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
@@ -257,4 +260,48 @@ impl ClusterClient for MemoryCluster {
         }
         Ok(written)
     }
+}
+
+/// The simulated DRA driver: every allocated device with binding conditions that the claim's status does not
+/// report yet gets them, true (its binding failure conditions are never set).
+fn attach_devices(claim: &ResourceClaim) -> ResourceClaim {
+    use k8s_openapi::api::resource::v1::AllocatedDeviceStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let mut claim = claim.clone();
+    let Some(status) = claim.status.as_mut() else { return claim };
+    let results = status.allocation.as_ref().and_then(|a| a.devices.as_ref()).and_then(|d| d.results.clone());
+    for r in results.unwrap_or_default() {
+        let conditions = r.binding_conditions.unwrap_or_default();
+        if conditions.is_empty() {
+            continue;
+        }
+        let devices = status.devices.get_or_insert_with(Vec::new);
+        let known = devices
+            .iter()
+            .any(|d| d.driver == r.driver && d.pool == r.pool && d.device == r.device && d.share_id == r.share_id);
+        if known {
+            continue;
+        }
+        devices.push(AllocatedDeviceStatus {
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+            share_id: r.share_id.clone(),
+            conditions: Some(
+                conditions
+                    .into_iter()
+                    .map(|type_| Condition {
+                        type_,
+                        status: "True".into(),
+                        reason: "SimulatedDriver".into(),
+                        message: String::new(),
+                        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+                        observed_generation: None,
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        });
+    }
+    claim
 }

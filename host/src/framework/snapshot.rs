@@ -7,7 +7,9 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use super::labels::Labels;
@@ -49,6 +51,8 @@ pub struct ClusterObjects {
     pub device_classes: HashMap<String, Arc<DeviceClass>>,
     /// ResourceSlices.
     pub resource_slices: Vec<Arc<ResourceSlice>>,
+    /// DeviceTaintRules (taints on the devices they select).
+    pub device_taint_rules: Vec<Arc<DeviceTaintRule>>,
     /// Tenant scheduling policies (SchedulingPolicy and ClusterSchedulingPolicy), in name order.
     pub scheduling_policies: Vec<Arc<PolicyObject>>,
 }

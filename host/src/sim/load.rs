@@ -1,7 +1,8 @@
 //! Reads a cluster from multi-document Kubernetes YAML (what a user would `kubectl apply`): Nodes, Pods,
 //! PriorityClasses, PodDisruptionBudgets, Namespaces, Services, ReplicaSets, StatefulSets,
 //! ReplicationControllers, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
-//! CSIStorageCapacities, ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, and `List`s of them.
+//! CSIStorageCapacities, ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, DeviceTaintRules,
+//! and `List`s of them.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -13,7 +14,9 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use serde::de::DeserializeOwned;
@@ -48,6 +51,7 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "ResourceClaimTemplate",
     "DeviceClass",
     "ResourceSlice",
+    "DeviceTaintRule",
     "SchedulingPolicy",
     "ClusterSchedulingPolicy",
     "Deployment",
@@ -68,6 +72,7 @@ const CLUSTER_SCOPED: &[&str] = &[
     "CSIDriver",
     "DeviceClass",
     "ResourceSlice",
+    "DeviceTaintRule",
     "ClusterSchedulingPolicy",
 ];
 
@@ -371,6 +376,9 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             }
             "ResourceSlice" => {
                 out.objects.resource_slices.push(Arc::new(decode!(ResourceSlice)));
+            }
+            "DeviceTaintRule" => {
+                out.objects.device_taint_rules.push(Arc::new(decode!(DeviceTaintRule)));
             }
             "SchedulingPolicy" | "ClusterSchedulingPolicy" => {
                 let p = policy(&v, namespaced.then_some(ns_eff)).map_err(|m| err(&d.index, label, m))?;

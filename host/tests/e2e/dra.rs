@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -26,6 +26,26 @@ where
     k.rt.block_on(api.create(&PostParams::default(), &o)).unwrap()
 }
 
+/// Starts a scheduler with one profile named SCHEDULER, its config and log named after `name`, and waits until it
+/// is ready.
+fn start_scheduler(cp: &ControlPlane, work: &Path, name: &str) -> Scheduler {
+    let profile = write_profile(work, &format!("{name}.yaml"), &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
+    let port = free_port();
+    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join(format!("{name}.log")));
+    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    s
+}
+
+/// Creates a DeviceClass selecting devices by one CEL expression.
+fn device_class(k: &Kube, name: &str, expression: String) {
+    let classes: Api<DeviceClass> = Api::all(k.client.clone());
+    create::<DeviceClass>(
+        k,
+        &classes,
+        json!({"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}),
+    );
+}
+
 pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node(
     cp: &ControlPlane,
     k: &Kube,
@@ -34,12 +54,10 @@ pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_it
     k.namespace(NS);
     k.node("dra-a", json!({"e2e": "dra"}));
     k.node("dra-b", json!({"e2e": "dra"}));
-    let classes: Api<DeviceClass> = Api::all(k.client.clone());
-    create(
+    device_class(
         k,
-        &classes,
-        json!({"metadata": {"name": "e2e-gpu"}, "spec": {"selectors": [{"cel": {"expression":
-            format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\"")}}]}}),
+        "e2e-gpu",
+        format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\""),
     );
     let slices: Api<ResourceSlice> = Api::all(k.client.clone());
     create(
@@ -59,10 +77,7 @@ pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_it
             {"name": "gpu", "exactly": {"deviceClassName": "e2e-gpu"}}]}}}),
     );
 
-    let profile = write_profile(work, "dra.yaml", &format!("profiles:\n- schedulerName: {SCHEDULER}\n"));
-    let port = free_port();
-    let s = Scheduler::start(&cp.kubeconfig(), &profile, port, &[], work.join("dra.log"));
-    wait_until("readyz", Duration::from_secs(60), || https_get(port, "/readyz", None).filter(|(c, _)| *c == 200));
+    let s = start_scheduler(cp, work, "dra");
 
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
     let pod = create(
@@ -90,4 +105,150 @@ pub(crate) fn a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_it
         claim.metadata.finalizers.unwrap_or_default().iter().any(|f| f == "resource.kubernetes.io/delete-protection"),
         "the allocated claim is protected from deletion"
     );
+}
+
+/// v1.37's defaults on a real API server: a DeviceTaintRule (resource.k8s.io/v1) taints dra-t1's device, so a claim
+/// that does not tolerate it gets dra-t2's; a claim that tolerates the taint then gets dra-t1's. A claim whose
+/// `firstAvailable` prefers an A100 then lands on the node that has one, though a T4 elsewhere would also do
+/// (Score ranks the sub-request taken).
+pub(crate) fn device_taint_rules_tolerations_and_first_available_ranking(cp: &ControlPlane, k: &Kube, work: &Path) {
+    const NS: &str = "e2e-dra-taints";
+    const DRIVER: &str = "taint.e2e.example";
+    k.namespace(NS);
+    for n in ["dra-t1", "dra-t2", "dra-s1", "dra-s2"] {
+        k.node(n, json!({"e2e": "dra-taints"}));
+    }
+    device_class(k, "e2e-taint-gpu", format!("device.driver == \"{DRIVER}\""));
+    device_class(
+        k,
+        "e2e-taint-a100",
+        format!("device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"A100\""),
+    );
+    let slices: Api<ResourceSlice> = Api::all(k.client.clone());
+    for (node, model) in [("dra-t1", "T4"), ("dra-t2", "T4"), ("dra-s1", "T4"), ("dra-s2", "A100")] {
+        create(
+            k,
+            &slices,
+            json!({"metadata": {"name": format!("{node}-gpus")}, "spec": {"driver": DRIVER, "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "attributes": {"model": {"string": model}}}]}}),
+        );
+    }
+    let rules: Api<DeviceTaintRule> = Api::all(k.client.clone());
+    create(
+        k,
+        &rules,
+        json!({"metadata": {"name": "dra-t1-maintenance"}, "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "dra-t1"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"}}}),
+    );
+    let claims: Api<ResourceClaim> = Api::namespaced(k.client.clone(), NS);
+    let request = |extra: serde_json::Value| {
+        let mut e = json!({"deviceClassName": "e2e-taint-gpu"});
+        e.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!([{"name": "gpu", "exactly": e}])
+    };
+    create(k, &claims, json!({"metadata": {"name": "plain"}, "spec": {"devices": {"requests": request(json!({}))}}}));
+    create(
+        k,
+        &claims,
+        json!({"metadata": {"name": "tolerant"}, "spec": {"devices": {"requests": request(json!({"tolerations":
+            [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]}))}}}),
+    );
+    create(
+        k,
+        &claims,
+        json!({"metadata": {"name": "ranked"}, "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+            {"name": "a100", "deviceClassName": "e2e-taint-a100"},
+            {"name": "any", "deviceClassName": "e2e-taint-gpu"}]}]}}}),
+    );
+
+    let s = start_scheduler(cp, work, "dra-taints");
+
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
+    let pod = |name: &str, claim: &str, nodes: &[&str]| {
+        // A field selector term names one node; terms are ORed.
+        let terms: Vec<serde_json::Value> = nodes
+            .iter()
+            .map(|n| json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]}))
+            .collect();
+        create::<Pod>(
+            k,
+            &pods,
+            json!({"metadata": {"name": name}, "spec": {"schedulerName": SCHEDULER,
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}},
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+                "containers": [{"name": "c", "image": "registry.invalid/pause",
+                    "resources": {"claims": [{"name": "gpu"}]}}]}}),
+        )
+    };
+    pod("plain", "plain", &["dra-t1", "dra-t2"]);
+    assert_eq!(k.wait_bound(NS, "plain"), "dra-t2", "the rule taints dra-t1's device:\n{}", s.log());
+    pod("tolerant", "tolerant", &["dra-t1", "dra-t2"]);
+    assert_eq!(k.wait_bound(NS, "tolerant"), "dra-t1", "the claim tolerates the rule's taint:\n{}", s.log());
+    pod("ranked", "ranked", &["dra-s1", "dra-s2"]);
+    assert_eq!(k.wait_bound(NS, "ranked"), "dra-s2", "the first choice scores higher:\n{}", s.log());
+    let claim = k.rt.block_on(claims.get("tolerant")).unwrap();
+    let results = claim.status.and_then(|s| s.allocation).and_then(|a| a.devices).and_then(|d| d.results);
+    let tolerations = results.unwrap_or_default().into_iter().next().and_then(|r| r.tolerations).unwrap_or_default();
+    assert_eq!(tolerations.len(), 1, "the allocation records the toleration");
+}
+
+/// DRADeviceBindingConditions (on since v1.36): the device the claim gets has a binding condition, so the
+/// scheduler writes the allocation and then waits in PreBind; the pod is bound only once the driver (this test)
+/// reports the condition true in the claim's device status.
+pub(crate) fn binding_conditions_hold_the_pod_until_the_device_is_attached(cp: &ControlPlane, k: &Kube, work: &Path) {
+    const NS: &str = "e2e-dra-binding";
+    const DRIVER: &str = "attach.e2e.example";
+    k.namespace(NS);
+    k.node("dra-c1", json!({"e2e": "dra-binding"}));
+    device_class(k, "e2e-attach-gpu", format!("device.driver == \"{DRIVER}\""));
+    let slices: Api<ResourceSlice> = Api::all(k.client.clone());
+    create(
+        k,
+        &slices,
+        json!({"metadata": {"name": "dra-c1-gpus"}, "spec": {"driver": DRIVER, "nodeName": "dra-c1",
+            "pool": {"name": "dra-c1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "bindsToNode": true,
+                "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}]}}),
+    );
+    let claims: Api<ResourceClaim> = Api::namespaced(k.client.clone(), NS);
+    create(
+        k,
+        &claims,
+        json!({"metadata": {"name": "gpu"}, "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "e2e-attach-gpu"}}]}}}),
+    );
+    let s = start_scheduler(cp, work, "dra-binding");
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
+    create::<Pod>(
+        k,
+        &pods,
+        json!({"metadata": {"name": "attached"}, "spec": {"schedulerName": SCHEDULER,
+            "nodeSelector": {"e2e": "dra-binding"},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+            "containers": [{"name": "c", "image": "registry.invalid/pause",
+                "resources": {"claims": [{"name": "gpu"}]}}]}}),
+    );
+    // The allocation is written (with the device's conditions and a timestamp), the pod not yet bound.
+    let claim = wait_until("the claim's allocation", Duration::from_secs(60), || {
+        let c = k.rt.block_on(claims.get("gpu")).ok()?;
+        c.status.as_ref()?.allocation.as_ref()?;
+        Some(c)
+    });
+    let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).unwrap();
+    assert!(allocation.allocation_timestamp.is_some(), "{allocation:?}");
+    let result = &allocation.devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!(result.binding_conditions.as_deref(), Some(&["Attached".to_string()][..]));
+    std::thread::sleep(Duration::from_secs(2));
+    let pending = k.rt.block_on(pods.get("attached")).unwrap();
+    assert_eq!(pending.spec.and_then(|s| s.node_name), None, "bound before the device was attached:\n{}", s.log());
+    // The driver's part: the device is attached.
+    let mut c = claim.clone();
+    c.status.as_mut().unwrap().devices = Some(vec![serde_json::from_value(json!({"driver": DRIVER, "pool": "dra-c1",
+        "device": "gpu-0", "conditions": [{"type": "Attached", "status": "True", "reason": "Attached",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+    .unwrap()]);
+    k.rt.block_on(claims.replace_status("gpu", &PostParams::default(), &c)).unwrap();
+    assert_eq!(k.wait_bound(NS, "attached"), "dra-c1", "bound once attached:\n{}", s.log());
 }

@@ -267,7 +267,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 20] = [
+    let scenarios: [(&str, Scenario); 22] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -292,6 +292,14 @@ fn end_to_end_on_a_real_api_server() {
         (
             "a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node",
             dra::a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node,
+        ),
+        (
+            "device_taint_rules_tolerations_and_first_available_ranking",
+            dra::device_taint_rules_tolerations_and_first_available_ranking,
+        ),
+        (
+            "binding_conditions_hold_the_pod_until_the_device_is_attached",
+            dra::binding_conditions_hold_the_pod_until_the_device_is_attached,
         ),
         ("leader_election_hands_over", leader_election_hands_over),
         ("tenant_policies_as_kubernetes_objects", tenancy::tenant_policies_as_kubernetes_objects),

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -45,6 +45,7 @@ struct ObjectStores {
     resource_claims: Store<ResourceClaim>,
     device_classes: Store<DeviceClass>,
     resource_slices: Store<ResourceSlice>,
+    device_taint_rules: Store<DeviceTaintRule>,
     /// Tenant policies, watched when some profile runs TenantPolicies.
     policies: Option<(Store<SchedulingPolicy>, Store<ClusterSchedulingPolicy>)>,
 }
@@ -76,6 +77,7 @@ impl ObjectStores {
             resource_claim_templates: HashMap::new(),
             device_classes: by_key(&self.device_classes),
             resource_slices: self.resource_slices.state(),
+            device_taint_rules: self.device_taint_rules.state(),
             scheduling_policies: self.policies.as_ref().map(policy_objects).unwrap_or_default(),
         }
     }
@@ -177,6 +179,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     let (resource_claims, resource_claims_w) = reflector::store();
     let (device_classes, device_classes_w) = reflector::store();
     let (resource_slices, resource_slices_w) = reflector::store();
+    let (device_taint_rules, device_taint_rules_w) = reflector::store();
     let (scheduling_policies, scheduling_policies_w) = reflector::store();
     let (cluster_scheduling_policies, cluster_scheduling_policies_w) = reflector::store();
     let stores = ObjectStores {
@@ -195,6 +198,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         resource_claims,
         device_classes,
         resource_slices,
+        device_taint_rules,
         policies: policies.then_some((scheduling_policies, cluster_scheduling_policies)),
     };
     let publisher = Arc::new(Publisher::new(stores, handler.clone(), sync.clone()));
@@ -224,6 +228,8 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(ResourceClaim, resource_claims_w, EventResource::ResourceClaim);
     object_watch!(DeviceClass, device_classes_w, EventResource::DeviceClass);
     object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
+    // Upstream's slice tracker turns a rule's change into changes of the slices whose devices it taints.
+    object_watch!(DeviceTaintRule, device_taint_rules_w, EventResource::ResourceSlice);
     if policies {
         object_watch!(SchedulingPolicy, scheduling_policies_w, EventResource::Other);
         object_watch!(ClusterSchedulingPolicy, cluster_scheduling_policies_w, EventResource::Other);
@@ -496,6 +502,7 @@ mod tests {
             resource_claims: reflector::store().0,
             device_classes: reflector::store().0,
             resource_slices: reflector::store().0,
+            device_taint_rules: reflector::store().0,
             policies: None,
         }
     }

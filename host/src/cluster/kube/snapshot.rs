@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::{Api, ListParams};
@@ -129,6 +129,7 @@ pub async fn take(client: Client) -> Result<Snapshot, SnapshotError> {
     add!(PersistentVolumeClaim, "PersistentVolumeClaim", false);
     add!(DeviceClass, "DeviceClass", false);
     add!(ResourceSlice, "ResourceSlice", false);
+    add!(DeviceTaintRule, "DeviceTaintRule", false);
     add!(ResourceClaim, "ResourceClaim", false);
     add!(Service, "Service", false);
     add!(PodDisruptionBudget, "PodDisruptionBudget", false);

@@ -1,15 +1,18 @@
 //! The structured-parameters allocator (upstream `k8s.io/dynamic-resource-allocation/structured`, the
-//! "incubating" implementation kube-scheduler v1.34 runs with its default feature gates: prioritized lists and
-//! admin access on; partitionable devices, device taints, binding conditions and consumable capacity off).
+//! "incubating" implementation kube-scheduler v1.37 runs with its default feature gates: prioritized lists, admin
+//! access, device taints, partitionable devices, binding conditions and consumable capacity).
 //!
 //! For one node it gathers the pools of ResourceSlices that reach the node (`nodeName`, `allNodes`,
 //! `nodeSelector`; only the newest generation of each pool), then searches, depth first with backtracking as
 //! upstream, for devices that satisfy every request of every claim: the DeviceClass's and the request's CEL
-//! selectors, `ExactCount` or `All`, `firstAvailable` sub-requests in order, `matchAttribute` constraints, and not
-//! already allocated (in a claim's status or in flight) unless the request asks for admin access.
-//!
-//! Differences from upstream, on purpose: pools are searched in (driver, pool) order; upstream walks a Go map, so
-//! which of several fitting pools it takes varies from run to run.
+//! selectors, `ExactCount` or `All`, `firstAvailable` sub-requests in order, `matchAttribute` constraints, not
+//! already allocated (in a claim's status or in flight) unless the request asks for admin access, no NoSchedule or
+//! NoExecute taint (the device's own or a DeviceTaintRule's) the request does not tolerate, and enough of the
+//! pool's shared counters left for a partitionable device, and enough capacity for what the request asks (a device
+//! that allows multiple allocations is shared by claims while its capacity lasts, each share with its own ID).
+//! `distinctAttribute` constraints want every device's value different. Pools are searched in (driver, pool) order, those with
+//! binding conditions last, slices in name order, as upstream's since v1.36; incomplete and invalid pools serve
+//! nothing.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -17,9 +20,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, Device, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute, DeviceClass,
-    DeviceRequestAllocationResult, DeviceSelector, ResourceClaim, ResourceSlice,
+    AllocationResult, CounterSet, Device, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute,
+    DeviceCapacity, DeviceClass, DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceTaintRule,
+    DeviceToleration, ResourceClaim, ResourceSlice,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use thiserror::Error;
 
 use super::cel::{CelCache, DeviceView};
@@ -29,6 +34,9 @@ use crate::framework::labels::{CompiledNodeSelector, Labels};
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
 const MODE_EXACT_COUNT: &str = "ExactCount";
 const MODE_ALL: &str = "All";
+/// The error when nothing fits on the node and some pool there is invalid (upstream `ErrFailedAllocationOnNode`):
+/// the node is unschedulable, the pod not in error.
+pub const INVALID_POOLS: &str = "invalid resource pools were encountered";
 
 /// A device, named as allocation results name it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,7 +70,12 @@ pub fn claim_ref(claim: &ResourceClaim) -> String {
 struct Pool<'a> {
     driver: &'a str,
     name: &'a str,
+    /// The slices with devices that reach the node, by name.
     slices: Vec<&'a ResourceSlice>,
+    /// The pool's other device slices (they reach other nodes): their allocated devices consume counters too.
+    elsewhere: Vec<&'a ResourceSlice>,
+    /// The pool's counter sets, by name (partitionable devices).
+    counter_sets: BTreeMap<&'a str, &'a CounterSet>,
     incomplete: bool,
     invalid: Option<String>,
 }
@@ -71,64 +84,170 @@ fn selector_matches(sel: &NodeSelector, node: &str, labels: &Labels) -> Result<b
     Ok(CompiledNodeSelector::new(sel)?.matches(node, labels))
 }
 
-/// Upstream `GatherPools`: the newest generation of every pool with slices for this node.
+/// Upstream `NodeMatches`: a node name, all nodes, or a node selector; none of them matches no node.
+fn node_matches(
+    name: Option<&str>,
+    all: Option<bool>,
+    sel: Option<&NodeSelector>,
+    node: &str,
+    labels: &Labels,
+) -> Result<bool, String> {
+    match (name.unwrap_or(""), all == Some(true), sel) {
+        (n, _, _) if !n.is_empty() => Ok(n == node),
+        (_, true, _) => Ok(true),
+        (_, _, Some(s)) => selector_matches(s, node, labels),
+        _ => Ok(false),
+    }
+}
+
+fn has_counters(slice: &ResourceSlice) -> bool {
+    slice.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty())
+}
+
+/// Upstream `GatherPools` (DRAPartitionableDevices on): the newest generation of every pool with slices for this
+/// node. A pool whose slices do not all reach the node is complete when the rest of its current generation exists
+/// (slices with counter sets, or devices for other nodes), and left out when a newer generation exists. Pools come
+/// in (driver, pool) order, those with devices that have binding conditions last, as upstream's since v1.36.
 fn gather_pools<'a>(
     slices: &'a [Arc<ResourceSlice>],
     node: &str,
     labels: &Labels,
 ) -> Result<Vec<Pool<'a>>, AllocatorError> {
-    let mut pools: BTreeMap<(&str, &str), Pool<'a>> = BTreeMap::new();
+    let mut pools: BTreeMap<(&str, &str), Vec<&'a ResourceSlice>> = BTreeMap::new();
     for slice in slices {
         let spec = &slice.spec;
-        // Per-device node selection belongs to partitionable devices, a feature off in v1.34.
-        if spec.per_device_node_selection.is_some() {
-            continue;
-        }
-        let name = spec.node_name.as_deref().unwrap_or("");
-        let matches = if !name.is_empty() {
-            name == node
-        } else if spec.all_nodes == Some(true) {
-            true
-        } else if let Some(sel) = &spec.node_selector {
-            selector_matches(sel, node, labels).map_err(|e| {
-                AllocatorError(format!(
-                    "gather pool information: failed to perform node selection for slice {}: {e}",
-                    slice.metadata.name.as_deref().unwrap_or("")
-                ))
-            })?
+        let failed = |what: String, e: String| {
+            AllocatorError(format!(
+                "gather pool information: failed to perform node selection for {what}slice {}: {e}",
+                slice.metadata.name.as_deref().unwrap_or("")
+            ))
+        };
+        let relevant = if spec.node_name.as_deref().is_some_and(|n| !n.is_empty())
+            || spec.all_nodes == Some(true)
+            || spec.node_selector.is_some()
+        {
+            node_matches(spec.node_name.as_deref(), spec.all_nodes, spec.node_selector.as_ref(), node, labels)
+                .map_err(|e| failed(String::new(), e))?
+        } else if spec.per_device_node_selection == Some(true) {
+            let mut any = false;
+            for d in spec.devices.iter().flatten() {
+                if node_matches(d.node_name.as_deref(), d.all_nodes, d.node_selector.as_ref(), node, labels)
+                    .map_err(|e| failed(format!("device {} in ", d.name), e))?
+                {
+                    any = true;
+                    break;
+                }
+            }
+            any
         } else {
             false
         };
-        if !matches {
+        if !relevant {
             continue;
         }
-        let key = (spec.driver.as_str(), spec.pool.name.as_str());
-        let pool = pools.entry(key).or_insert_with(|| Pool {
-            driver: &spec.driver,
-            name: &spec.pool.name,
-            slices: Vec::new(),
-            incomplete: false,
-            invalid: None,
-        });
-        match pool.slices.first().map(|s| s.spec.pool.generation) {
+        let pool = pools.entry((spec.driver.as_str(), spec.pool.name.as_str())).or_default();
+        match pool.first().map(|s| s.spec.pool.generation) {
             Some(g) if spec.pool.generation < g => continue,
-            Some(g) if spec.pool.generation > g => pool.slices.clear(),
+            Some(g) if spec.pool.generation > g => pool.clear(),
             _ => {}
         }
-        pool.slices.push(slice);
+        pool.push(slice);
     }
-    let mut result: Vec<Pool<'a>> = pools.into_values().collect();
-    for pool in &mut result {
-        pool.incomplete = pool.slices.len() as i64 != pool.slices[0].spec.pool.resource_slice_count;
-        let mut names = HashSet::new();
-        for d in pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
-            if !names.insert(d.name.as_str()) {
-                pool.invalid = Some(format!("duplicate device name {}", d.name));
-                break;
+    let mut result = Vec::new();
+    let mut with_binding_conditions = Vec::new();
+    for ((driver, name), mut here) in pools {
+        let generation = here[0].spec.pool.generation;
+        let count = here[0].spec.pool.resource_slice_count;
+        let mut elsewhere = Vec::new();
+        if here.len() as i64 != count {
+            let mut all = Vec::new();
+            let mut obsolete = false;
+            for s in slices.iter().filter(|s| s.spec.driver == driver && s.spec.pool.name == name) {
+                match s.spec.pool.generation.cmp(&generation) {
+                    std::cmp::Ordering::Equal => all.push(&**s),
+                    std::cmp::Ordering::Greater => obsolete = true,
+                    std::cmp::Ordering::Less => {}
+                }
+            }
+            if obsolete {
+                continue;
+            }
+            if all.len() as i64 != count {
+                result.push(Pool {
+                    driver,
+                    name,
+                    slices: Vec::new(),
+                    elsewhere: Vec::new(),
+                    counter_sets: BTreeMap::new(),
+                    incomplete: true,
+                    invalid: None,
+                });
+                continue;
+            }
+            elsewhere = all.into_iter().filter(|s| !here.iter().any(|h| std::ptr::eq(*h, *s))).collect();
+        }
+        here.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let (counter_slices, device_slices): (Vec<_>, Vec<_>) = here.into_iter().partition(|s| has_counters(s));
+        let (counter_elsewhere, elsewhere): (Vec<_>, Vec<_>) = elsewhere.into_iter().partition(|s| has_counters(s));
+        let mut pool = Pool {
+            driver,
+            name,
+            slices: device_slices,
+            elsewhere,
+            counter_sets: BTreeMap::new(),
+            incomplete: false,
+            invalid: None,
+        };
+        pool.invalid = validate_pool(&mut pool, counter_slices.iter().chain(&counter_elsewhere));
+        if pool.invalid.is_some() {
+            pool.slices.clear();
+            pool.elsewhere.clear();
+        }
+        let binding =
+            pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()).any(|d| d.binding_conditions.is_some());
+        if binding {
+            with_binding_conditions.push(pool);
+        } else {
+            result.push(pool);
+        }
+    }
+    result.extend(with_binding_conditions);
+    Ok(result)
+}
+
+/// Upstream `buildPool`'s checks: device names unique among the slices for the node, counter set names unique, and
+/// every counter a device consumes declared by the pool. Fills the pool's counter sets; the reason when invalid.
+fn validate_pool<'a, 's>(
+    pool: &mut Pool<'a>,
+    counter_slices: impl Iterator<Item = &'s &'a ResourceSlice>,
+) -> Option<String>
+where
+    'a: 's,
+{
+    let mut names = HashSet::new();
+    for d in pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
+        if !names.insert(d.name.as_str()) {
+            return Some(format!("duplicate device name {}", d.name));
+        }
+    }
+    for s in counter_slices {
+        for set in s.spec.shared_counters.iter().flatten() {
+            if pool.counter_sets.insert(set.name.as_str(), set).is_some() {
+                return Some(format!("duplicate counter set name {}", set.name));
             }
         }
     }
-    Ok(result)
+    for d in pool.slices.iter().chain(&pool.elsewhere).flat_map(|s| s.spec.devices.iter().flatten()) {
+        for c in d.consumes_counters.iter().flatten() {
+            let Some(set) = pool.counter_sets.get(c.counter_set.as_str()) else {
+                return Some(format!("counter set {} not found", c.counter_set));
+            };
+            if let Some(missing) = c.counters.keys().find(|k| !set.counters.contains_key(*k)) {
+                return Some(format!("counter {missing} not found in counter set {}", set.name));
+            }
+        }
+    }
+    None
 }
 
 /// A device of a gathered pool: (pool, slice, device) indices.
@@ -144,6 +263,9 @@ struct RequestData<'a> {
     selectors: &'a [DeviceSelector],
     all: bool,
     admin_access: bool,
+    tolerations: &'a [DeviceToleration],
+    /// The capacity the request asks of each device (DRAConsumableCapacity).
+    capacity: Option<&'a BTreeMap<String, ApiQuantity>>,
     num_devices: usize,
     all_devices: Vec<DeviceRef>,
 }
@@ -157,12 +279,31 @@ impl RequestData<'_> {
     }
 }
 
-/// A claim's `matchAttribute` constraint while devices are being picked.
+/// A claim's `matchAttribute` or `distinctAttribute` constraint while devices are being picked.
 struct MatchAttribute<'a> {
     requests: Vec<&'a str>,
     attribute: &'a str,
+    /// `distinctAttribute` (DRAConsumableCapacity): every device's value differs from the others'.
+    distinct: bool,
     value: Option<DeviceAttribute>,
     count: usize,
+    /// The values taken so far, for `distinctAttribute`.
+    seen: Vec<DeviceAttribute>,
+}
+
+/// Whether two attributes hold the same value, by the type of the first (false for an unknown type).
+fn same_value(a: &DeviceAttribute, b: &DeviceAttribute) -> bool {
+    if let Some(s) = &a.string {
+        b.string.as_ref() == Some(s)
+    } else if let Some(i) = a.int {
+        b.int == Some(i)
+    } else if let Some(x) = a.bool {
+        b.bool == Some(x)
+    } else if let Some(v) = &a.version {
+        b.version.as_ref() == Some(v)
+    } else {
+        false
+    }
 }
 
 impl MatchAttribute<'_> {
@@ -177,22 +318,21 @@ impl MatchAttribute<'_> {
             return true;
         }
         let Some(attr) = lookup_attribute(device, driver, self.attribute) else { return false };
+        if self.distinct {
+            // Upstream: a value of no known type is never distinct.
+            let known = attr.string.is_some() || attr.int.is_some() || attr.bool.is_some() || attr.version.is_some();
+            if !known || self.seen.iter().any(|s| same_value(attr, s)) {
+                return false;
+            }
+            self.seen.push(attr.clone());
+            return true;
+        }
         let Some(first) = &self.value else {
             self.value = Some(attr.clone());
             self.count = 1;
             return true;
         };
-        let same = if let Some(s) = &attr.string {
-            first.string.as_ref() == Some(s)
-        } else if let Some(i) = attr.int {
-            first.int == Some(i)
-        } else if let Some(b) = attr.bool {
-            first.bool == Some(b)
-        } else if let Some(v) = &attr.version {
-            first.version.as_ref() == Some(v)
-        } else {
-            false
-        };
+        let same = same_value(attr, first);
         if same {
             self.count += 1;
         }
@@ -201,6 +341,10 @@ impl MatchAttribute<'_> {
 
     fn remove(&mut self, request: &str, sub: Option<&str>) {
         if !self.applies(request, sub) {
+            return;
+        }
+        if self.distinct {
+            self.seen.pop();
             return;
         }
         self.count -= 1;
@@ -229,7 +373,15 @@ struct Picked<'a> {
     request: String,
     id: DeviceId,
     slice: &'a ResourceSlice,
+    device: &'a Device,
     admin_access: bool,
+    /// The request's tolerations (the result records them); empty mostly, so cloning costs nothing then.
+    tolerations: Vec<DeviceToleration>,
+    /// Whether the device's counters were taken for this pick (a further share of a device does not take them).
+    counters_taken: bool,
+    /// For a device that allows multiple allocations: the share's ID and the capacity it consumes, as written
+    /// and in milli-units.
+    share: Option<(String, BTreeMap<String, ApiQuantity>, ConsumedCapacity)>,
 }
 
 /// What the allocator reads: the devices already taken, the classes, the slices and the selectors' programs.
@@ -240,13 +392,213 @@ pub struct Allocator<'a> {
     pub classes: &'a HashMap<String, Arc<DeviceClass>>,
     /// Every ResourceSlice.
     pub slices: &'a [Arc<ResourceSlice>],
+    /// Every DeviceTaintRule: their taints apply to the devices they select, besides the devices' own.
+    pub taint_rules: &'a [Arc<DeviceTaintRule>],
+    /// Devices that allow multiple allocations and are allocated (shared), with the capacity their shares
+    /// consume (DRAConsumableCapacity).
+    pub shared: &'a HashMap<DeviceId, ConsumedCapacity>,
     /// Compiled selectors.
     pub cel: &'a CelCache,
+}
+
+impl Allocator<'_> {
+    /// The device's taints: its own, then those of the DeviceTaintRules that select it (upstream's slice tracker
+    /// adds the rules' taints to the devices' before the allocator sees them).
+    fn taints<'t>(&'t self, id: &'t DeviceId, device: &'t Device) -> impl Iterator<Item = &'t DeviceTaint> + 't {
+        let rules = self.taint_rules.iter().filter(move |r| {
+            // A rule without a selector selects nothing; each field it sets must match.
+            r.spec.device_selector.as_ref().is_some_and(|s| {
+                s.driver.as_ref().is_none_or(|d| *d == id.driver)
+                    && s.pool.as_ref().is_none_or(|p| *p == id.pool)
+                    && s.device.as_ref().is_none_or(|d| *d == id.device)
+            })
+        });
+        device.taints.iter().flatten().chain(rules.map(|r| &r.spec.taint))
+    }
+}
+
+/// Upstream `taintPreventsAllocation`: a NoSchedule or NoExecute taint the request does not tolerate (other
+/// effects, `None` among them, never prevent allocation).
+pub fn taint_prevents<'t>(mut taints: impl Iterator<Item = &'t DeviceTaint>, tolerations: &[DeviceToleration]) -> bool {
+    taints.any(|t| {
+        matches!(t.effect.as_str(), "NoSchedule" | "NoExecute") && !tolerations.iter().any(|x| tolerates(x, t))
+    })
+}
+
+/// Upstream `resourceclaim.ToleratesTaint`: the effect (when set) and key (when set) match, and the operator is
+/// `Exists`, or `Equal` (the default) with the same value.
+pub fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
+    if toleration.effect.as_deref().is_some_and(|e| !e.is_empty() && e != taint.effect) {
+        return false;
+    }
+    if toleration.key.as_deref().is_some_and(|k| !k.is_empty() && k != taint.key) {
+        return false;
+    }
+    match toleration.operator.as_deref().unwrap_or("") {
+        "" | "Equal" => toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        "Exists" => true,
+        _ => false,
+    }
+}
+
+/// Capacity consumed of a device, per capacity name, in milli-units.
+pub type ConsumedCapacity = HashMap<String, i64>;
+
+fn milli(q: &ApiQuantity) -> Result<i64, String> {
+    crate::framework::quantity::parse_milli(&q.0).map_err(|e| e.to_string())
+}
+
+/// Upstream `calculateConsumedCapacity`: what one request (or its absence) takes of one capacity, in milli-units
+/// and as written: without a request, the policy's default or the whole capacity; with one, rounded up to the
+/// valid range's minimum or next step, or to the next valid value.
+fn consumed_of(requested: Option<&ApiQuantity>, cap: &DeviceCapacity) -> Result<(i64, ApiQuantity), String> {
+    let Some(req) = requested else {
+        let q = cap.request_policy.as_ref().and_then(|p| p.default.as_ref()).unwrap_or(&cap.value);
+        return Ok((milli(q)?, q.clone()));
+    };
+    let r = milli(req)?;
+    let Some(policy) = &cap.request_policy else { return Ok((r, req.clone())) };
+    if let Some(range) = &policy.valid_range {
+        let min = milli(&range.min)?;
+        if r < min {
+            return Ok((min, range.min.clone()));
+        }
+        let step = match &range.step {
+            Some(s) => milli(s)?,
+            None => return Ok((r, req.clone())),
+        };
+        if step <= 0 {
+            return Ok((r, req.clone()));
+        }
+        let n = (r - min + step - 1) / step;
+        let v = step
+            .checked_mul(n)
+            .and_then(|x| x.checked_add(min))
+            .ok_or("capacity request cannot be represented in the device's range arithmetic")?;
+        let written = if v % 1000 == 0 { format!("{}", v / 1000) } else { format!("{v}m") };
+        return Ok((v, ApiQuantity(written)));
+    }
+    for v in policy.valid_values.iter().flatten() {
+        if r <= milli(v)? {
+            return Ok((milli(v)?, v.clone()));
+        }
+    }
+    Ok((r, req.clone()))
+}
+
+/// Upstream `violatesPolicy`: the amount is not the default, and is above the range's maximum, off its steps, or
+/// not one of the valid values.
+fn violates_policy(v: i64, cap: &DeviceCapacity) -> Result<bool, String> {
+    let Some(p) = &cap.request_policy else { return Ok(false) };
+    if let Some(d) = &p.default {
+        if milli(d)? == v {
+            return Ok(false);
+        }
+    }
+    if let Some(range) = &p.valid_range {
+        if let Some(max) = &range.max {
+            if v > milli(max)? {
+                return Ok(true);
+            }
+        }
+        if let Some(step) = &range.step {
+            let step = milli(step)?;
+            return Ok(step > 0 && (v - milli(&range.min)?) % step != 0);
+        }
+        return Ok(false);
+    }
+    match p.valid_values.as_deref() {
+        Some(values) if !values.is_empty() => {
+            for x in values {
+                if milli(x)? == v {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Upstream `CmpRequestOverCapacity`: the request names only capacities the device has, each amount it takes
+/// obeys the capacity's policy, and with what allocated and being-allocated shares consume stays within it.
+fn fits_capacity(
+    current: Option<&ConsumedCapacity>,
+    requests: Option<&BTreeMap<String, ApiQuantity>>,
+    device: &Device,
+    allocating: Option<&ConsumedCapacity>,
+) -> Result<bool, String> {
+    let empty = BTreeMap::new();
+    let caps = device.capacity.as_ref().unwrap_or(&empty);
+    if requests.is_some_and(|r| r.keys().any(|k| !caps.contains_key(k))) {
+        return Ok(false);
+    }
+    let mut consumed = Vec::with_capacity(caps.len());
+    for (name, cap) in caps {
+        let (v, _) =
+            consumed_of(requests.and_then(|r| r.get(name)), cap).map_err(|e| format!("capacity {name:?}: {e}"))?;
+        if v < 0 {
+            return Err(format!("capacity {name:?}: capacity value is negative"));
+        }
+        consumed.push((name, cap, v));
+    }
+    for (name, cap, v) in consumed {
+        if violates_policy(v, cap)? {
+            return Ok(false);
+        }
+        let used = |c: Option<&ConsumedCapacity>| c.and_then(|c| c.get(name)).copied().unwrap_or(0);
+        if v.saturating_add(used(current)).saturating_add(used(allocating)) > milli(&cap.value)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// What a share of a device that allows multiple allocations consumes of each of its capacities (upstream
+/// `GetConsumedCapacityFromRequest`): as written, and in milli-units.
+fn consumed_capacity(
+    requests: Option<&BTreeMap<String, ApiQuantity>>,
+    device: &Device,
+) -> Result<(BTreeMap<String, ApiQuantity>, ConsumedCapacity), String> {
+    let mut written = BTreeMap::new();
+    let mut amounts = HashMap::new();
+    for (name, cap) in device.capacity.iter().flatten() {
+        let (v, q) =
+            consumed_of(requests.and_then(|r| r.get(name)), cap).map_err(|e| format!("capacity {name:?}: {e}"))?;
+        written.insert(name.clone(), q);
+        amounts.insert(name.clone(), v);
+    }
+    Ok((written, amounts))
+}
+
+/// A new share ID: a random (version 4) UUID, as the API validates `shareID`.
+fn new_share_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let word = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish()
+    };
+    let (a, b) = (word(), word());
+    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0x0fff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// The search for one node (upstream's internal `allocator`).
 struct Search<'a, 'b> {
     alloc: &'b Allocator<'a>,
+    node: &'b str,
+    labels: &'b Labels,
     claims: &'b [Arc<ResourceClaim>],
     pools: Vec<Pool<'a>>,
     /// Per claim, per request: the request itself, or its sub-requests in order.
@@ -259,6 +611,13 @@ struct Search<'a, 'b> {
     results: Vec<Vec<Picked<'a>>>,
     /// Whether a device satisfies a request's selectors, by (device, claim, request, sub-request).
     matches: RefCell<HashMap<(DeviceRef, usize, usize, usize), bool>>,
+    /// Per pool, what its counters hold less what allocated devices consume (milli-units), computed when first
+    /// needed: (counter set, counter) → amount.
+    available: HashMap<usize, HashMap<(&'a str, &'a str), i64>>,
+    /// What the devices being allocated consume, per (pool, counter set, counter).
+    consumed: HashMap<(usize, &'a str, &'a str), i64>,
+    /// Devices that allow multiple allocations being allocated: how many shares, and the capacity they consume.
+    allocating_capacity: HashMap<DeviceId, (usize, ConsumedCapacity)>,
 }
 
 /// A search position (upstream `deviceIndices`).
@@ -294,6 +653,8 @@ impl<'a> Allocator<'a> {
         let pools = gather_pools(self.slices, node, labels)?;
         let mut search = Search {
             alloc: self,
+            node,
+            labels,
             claims,
             pools,
             requests: Vec::with_capacity(claims.len()),
@@ -302,6 +663,9 @@ impl<'a> Allocator<'a> {
             allocating: HashMap::new(),
             results: vec![Vec::new(); claims.len()],
             matches: RefCell::default(),
+            available: HashMap::new(),
+            consumed: HashMap::new(),
+            allocating_capacity: HashMap::new(),
         };
         for (ci, claim) in claims.iter().enumerate() {
             let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
@@ -324,6 +688,8 @@ impl<'a> Allocator<'a> {
                                 mode: sub.allocation_mode.as_deref(),
                                 count: sub.count,
                                 admin_access: None,
+                                tolerations: sub.tolerations.as_deref().unwrap_or(&[]),
+                                capacity: sub.capacity.as_ref().and_then(|c| c.requests.as_ref()),
                             },
                         )?;
                         min = min.min(d.num_devices);
@@ -332,15 +698,17 @@ impl<'a> Allocator<'a> {
                     min_devices += min;
                     per_request.push(data);
                 } else {
-                    let (class, selectors, mode, count, admin) = match &request.exactly {
+                    let (class, selectors, mode, count, admin, tolerations, capacity) = match &request.exactly {
                         Some(e) => (
                             e.device_class_name.as_str(),
                             e.selectors.as_deref().unwrap_or(&[]),
                             e.allocation_mode.as_deref(),
                             e.count,
                             e.admin_access,
+                            e.tolerations.as_deref().unwrap_or(&[]),
+                            e.capacity.as_ref().and_then(|c| c.requests.as_ref()),
                         ),
-                        None => ("", &[][..], None, None, None),
+                        None => ("", &[][..], None, None, None, &[][..], None),
                     };
                     let d = search.check_request(
                         ci,
@@ -353,6 +721,8 @@ impl<'a> Allocator<'a> {
                             mode,
                             count,
                             admin_access: admin,
+                            tolerations,
+                            capacity,
                         },
                     )?;
                     min_devices += d.num_devices;
@@ -369,12 +739,19 @@ impl<'a> Allocator<'a> {
             search.requests.push(per_request);
             let mut constraints = Vec::new();
             for (i, c) in devices.and_then(|d| d.constraints.as_deref()).unwrap_or(&[]).iter().enumerate() {
-                match &c.match_attribute {
+                let (attribute, distinct) = match (&c.match_attribute, &c.distinct_attribute) {
+                    (Some(a), _) => (Some(a), false),
+                    (None, Some(a)) => (Some(a), true),
+                    (None, None) => (None, false),
+                };
+                match attribute {
                     Some(attribute) => constraints.push(MatchAttribute {
                         requests: c.requests.iter().flatten().map(String::as_str).collect(),
                         attribute,
+                        distinct,
                         value: None,
                         count: 0,
+                        seen: Vec::new(),
                     }),
                     None => {
                         return Err(AllocatorError(format!(
@@ -388,6 +765,10 @@ impl<'a> Allocator<'a> {
         }
         match search.allocate_one(At::default(), false) {
             Ok(true) => {}
+            // Upstream skips invalid pools while searching, and names them only when nothing else fitted.
+            Ok(false) | Err(Stop::MaxSize) if search.pools.iter().any(|p| p.invalid.is_some()) => {
+                return Err(AllocatorError(INVALID_POOLS.into()))
+            }
             Ok(false) | Err(Stop::MaxSize) => return Ok(None),
             Err(Stop::Error(e)) => return Err(e),
         }
@@ -408,6 +789,8 @@ struct RequestSpec<'b> {
     mode: Option<&'b str>,
     count: Option<i64>,
     admin_access: Option<bool>,
+    tolerations: &'b [DeviceToleration],
+    capacity: Option<&'b BTreeMap<String, ApiQuantity>>,
 }
 
 impl<'a, 'b> Search<'a, 'b> {
@@ -448,6 +831,8 @@ impl<'a, 'b> Search<'a, 'b> {
             selectors: spec.selectors,
             all: false,
             admin_access: spec.admin_access == Some(true),
+            tolerations: spec.tolerations,
+            capacity: spec.capacity,
             num_devices: 0,
             all_devices: Vec::new(),
         };
@@ -469,7 +854,19 @@ impl<'a, 'b> Search<'a, 'b> {
                     }
                     for (sl, slice) in pool.slices.iter().enumerate() {
                         for di in 0..slice.spec.devices.as_ref().map_or(0, Vec::len) {
-                            if self.selectable(ci, ri, si, &data, (pi, sl, di))? {
+                            // Static capacity only: what others consume is checked when the device is taken, so
+                            // that a device short of it fails the request rather than leaving it out.
+                            if self.selectable(ci, ri, si, &data, (pi, sl, di))?
+                                && fits_capacity(
+                                    None,
+                                    data.capacity,
+                                    &slice.spec.devices.as_ref().expect("indexed")[di],
+                                    None,
+                                )
+                                .map_err(|e| {
+                                    AllocatorError(format!("claim {claim}, request {name}: checking capacity: {e}"))
+                                })?
+                            {
                                 data.all_devices.push((pi, sl, di));
                             }
                         }
@@ -505,14 +902,6 @@ impl<'a, 'b> Search<'a, 'b> {
             return Ok(*m);
         }
         let (slice, device, _) = self.device(at);
-        // Devices that wait for binding conditions need the DRADeviceBindingConditions feature, off in v1.34. A
-        // tainted device can only come from a cluster with DRADeviceTaints on, which is not implemented here:
-        // never picking it is the placement that cannot be wrong.
-        if device.binding_conditions.as_ref().is_some_and(|c| !c.is_empty())
-            || device.taints.as_ref().is_some_and(|t| !t.is_empty())
-        {
-            return Ok(false);
-        }
         let view = DeviceView {
             driver: &slice.spec.driver,
             attributes: device.attributes.as_ref(),
@@ -541,8 +930,109 @@ impl<'a, 'b> Search<'a, 'b> {
                 }
             }
         }
-        self.matches.borrow_mut().insert((at, ci, ri, si), true);
-        Ok(true)
+        // A slice with per-device node selection says per device which nodes reach it.
+        let reaches = slice.spec.per_device_node_selection != Some(true)
+            || node_matches(
+                device.node_name.as_deref(),
+                device.all_nodes,
+                device.node_selector.as_ref(),
+                self.node,
+                self.labels,
+            )
+            .map_err(|e| AllocatorError(format!("device {}: {e}", device.name)))?;
+        self.matches.borrow_mut().insert((at, ci, ri, si), reaches);
+        Ok(reaches)
+    }
+
+    /// Upstream `checkAvailableCounters`: takes the counters the device consumes from its pool, unless that would
+    /// overdraw any counter of the pool (false, nothing taken). A pool's counters start as its counter sets hold
+    /// them less what its allocated devices (on any node) consume.
+    fn take_counters(&mut self, pi: usize, device: &'a Device) -> Result<bool, AllocatorError> {
+        let Some(consumes) = device.consumes_counters.as_deref().filter(|c| !c.is_empty()) else { return Ok(true) };
+        if !self.available.contains_key(&pi) {
+            let pool = &self.pools[pi];
+            let milli = |q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, what: &str| {
+                crate::framework::quantity::parse_milli(&q.0).map_err(|e| {
+                    AllocatorError(format!("resource pool {}/{}: counter {what}: {e}", pool.driver, pool.name))
+                })
+            };
+            let mut available = HashMap::new();
+            for (set, cs) in &pool.counter_sets {
+                for (name, c) in &cs.counters {
+                    available.insert((*set, name.as_str()), milli(&c.value, name)?);
+                }
+            }
+            for slice in pool.slices.iter().chain(&pool.elsewhere) {
+                for d in slice.spec.devices.iter().flatten() {
+                    let id = DeviceId { driver: pool.driver.into(), pool: pool.name.into(), device: d.name.clone() };
+                    if !self.alloc.allocated.contains(&id) {
+                        continue;
+                    }
+                    for c in d.consumes_counters.iter().flatten() {
+                        for (name, v) in &c.counters {
+                            if let Some(a) = available.get_mut(&(c.counter_set.as_str(), name.as_str())) {
+                                *a -= milli(&v.value, name)?;
+                            }
+                        }
+                    }
+                }
+            }
+            self.available.insert(pi, available);
+        }
+        let mut amounts = Vec::new();
+        for c in consumes {
+            for (name, v) in &c.counters {
+                let amount = crate::framework::quantity::parse_milli(&v.value.0)
+                    .map_err(|e| AllocatorError(format!("device {}: counter {name}: {e}", device.name)))?;
+                amounts.push(((pi, c.counter_set.as_str(), name.as_str()), amount));
+            }
+        }
+        for (key, amount) in &amounts {
+            *self.consumed.entry(*key).or_default() += amount;
+        }
+        let fits = self.available[&pi]
+            .iter()
+            .all(|((set, name), a)| *a >= self.consumed.get(&(pi, *set, *name)).copied().unwrap_or(0));
+        if !fits {
+            for (key, amount) in &amounts {
+                *self.consumed.entry(*key).or_default() -= amount;
+            }
+        }
+        Ok(fits)
+    }
+
+    /// Undoes `take_counters` for a device that was taken.
+    fn give_back_counters(&mut self, pi: usize, device: &'a Device) {
+        for c in device.consumes_counters.iter().flatten() {
+            for (name, v) in &c.counters {
+                if let (Some(used), Ok(amount)) = (
+                    self.consumed.get_mut(&(pi, c.counter_set.as_str(), name.as_str())),
+                    crate::framework::quantity::parse_milli(&v.value.0),
+                ) {
+                    *used -= amount;
+                }
+            }
+        }
+    }
+
+    /// Upstream `CmpRequestOverCapacity` for the request at `r` and a device: what it asks fits beside what
+    /// allocated and being-allocated shares of the device consume.
+    fn capacity_fits(&self, r: At, at: DeviceRef) -> Result<bool, AllocatorError> {
+        let (_, device, id) = self.device(at);
+        let data = &self.requests[r.claim][r.request][r.sub];
+        fits_capacity(
+            self.alloc.shared.get(&id),
+            data.capacity,
+            device,
+            self.allocating_capacity.get(&id).map(|e| &e.1),
+        )
+        .map_err(|e| {
+            AllocatorError(format!(
+                "claim {}, request {}: checking capacity for device {id}: {e}",
+                claim_ref(&self.claims[r.claim]),
+                data.name
+            ))
+        })
     }
 
     fn in_use(&self, id: &DeviceId) -> bool {
@@ -607,9 +1097,7 @@ impl<'a, 'b> Search<'a, 'b> {
             return done;
         }
         for pi in 0..self.pools.len() {
-            if let Some(reason) = &self.pools[pi].invalid {
-                return Err(Stop::Error(AllocatorError(format!("pool {} is invalid: {reason}", self.pools[pi].name))));
-            }
+            // Invalid and incomplete pools hold no devices (their slices were left out).
             for sl in 0..self.pools[pi].slices.len() {
                 let n = self.pools[pi].slices[sl].spec.devices.as_ref().map_or(0, Vec::len);
                 for di in 0..n {
@@ -619,7 +1107,7 @@ impl<'a, 'b> Search<'a, 'b> {
                         continue;
                     }
                     let data = &self.requests[r.claim][r.request][r.sub];
-                    if !self.selectable(r.claim, r.request, r.sub, data, at)? {
+                    if !self.selectable(r.claim, r.request, r.sub, data, at)? || !self.capacity_fits(r, at)? {
                         continue;
                     }
                     if !self.allocate_device(r, at, false)? {
@@ -644,22 +1132,51 @@ impl<'a, 'b> Search<'a, 'b> {
     fn allocate_device(&mut self, r: At, at: DeviceRef, must: bool) -> Result<bool, AllocatorError> {
         let (slice, device, id) = self.device(at);
         let data = &self.requests[r.claim][r.request][r.sub];
-        if data.admin_access && self.allocating_for(&id, r.claim) || !data.admin_access && self.in_use(&id) {
+        // A device that allows multiple allocations is never in use: its capacity decides.
+        let multiple = device.allow_multiple_allocations == Some(true);
+        if !multiple && data.admin_access && self.allocating_for(&id, r.claim) || !data.admin_access && self.in_use(&id)
+        {
             return Ok(false);
         }
-        // Devices that consume shared counters are partitionable devices, a feature off in v1.34.
-        if device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
-            return Ok(false);
-        }
+        let requested = data.capacity;
         let (base, sub) = match data.parent {
             Some(p) => (p, Some(data.name)),
             None => (data.name, None),
         };
         let (full_name, request_name, admin) = (data.full_name(), data.name.to_string(), data.admin_access);
+        let tolerations = data.tolerations;
+        // Partitionable devices: the counters the device consumes must still be there (a further share of a
+        // device already holds them).
+        let shared = multiple && (self.alloc.shared.contains_key(&id) || self.allocating_capacity.contains_key(&id));
+        let counters_taken = !shared && device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty());
+        if counters_taken && !self.take_counters(at.0, device)? {
+            return Ok(false);
+        }
+        let give_back = |me: &mut Self| {
+            if counters_taken {
+                me.give_back_counters(at.0, device);
+            }
+        };
+        if taint_prevents(self.alloc.taints(&id, device), tolerations) || !self.capacity_fits(r, at)? {
+            give_back(self);
+            return Ok(false);
+        }
+        let share = if multiple {
+            let consumed = consumed_capacity(requested, device).map_err(|e| {
+                AllocatorError(format!(
+                    "claim {}, request {request_name}: computing consumed capacity for device {id}: {e}",
+                    claim_ref(&self.claims[r.claim])
+                ))
+            })?;
+            Some(consumed)
+        } else {
+            None
+        };
         let constraints = &mut self.constraints[r.claim];
         for i in 0..constraints.len() {
             if !constraints[i].add(base, sub, device, &slice.spec.driver) {
                 if must {
+                    give_back(self);
                     return Err(AllocatorError(format!(
                         "claim {}, request {request_name}: cannot add device {id} because a claim constraint would not be satisfied",
                         claim_ref(&self.claims[r.claim])
@@ -668,17 +1185,54 @@ impl<'a, 'b> Search<'a, 'b> {
                 for c in &mut constraints[..i] {
                     c.remove(base, sub);
                 }
+                give_back(self);
                 return Ok(false);
             }
         }
-        self.allocating.entry(id.clone()).or_default().insert(r.claim);
-        self.results[r.claim].push(Picked { request: full_name, id, slice, admin_access: admin });
+        let share = share.map(|(written, milli)| {
+            let entry = self.allocating_capacity.entry(id.clone()).or_default();
+            entry.0 += 1;
+            for (name, v) in &milli {
+                *entry.1.entry(name.clone()).or_default() += v;
+            }
+            (new_share_id(), written, milli)
+        });
+        if !multiple {
+            self.allocating.entry(id.clone()).or_default().insert(r.claim);
+        }
+        let tolerations = tolerations.to_vec();
+        self.results[r.claim].push(Picked {
+            request: full_name,
+            id,
+            slice,
+            device,
+            admin_access: admin,
+            tolerations,
+            counters_taken,
+            share,
+        });
         Ok(true)
     }
 
     /// Undoes the last `allocate_device` of the request at `r`.
     fn deallocate(&mut self, r: At, at: DeviceRef) {
-        let (_, _, id) = self.device(at);
+        let (_, device, id) = self.device(at);
+        let picked = self.results[r.claim].last().expect("a device to deallocate");
+        let (counters_taken, share) = (picked.counters_taken, picked.share.as_ref().map(|s| s.2.clone()));
+        if counters_taken {
+            self.give_back_counters(at.0, device);
+        }
+        if let Some(milli) = share {
+            if let Some(entry) = self.allocating_capacity.get_mut(&id) {
+                entry.0 -= 1;
+                for (name, v) in &milli {
+                    *entry.1.entry(name.clone()).or_default() -= v;
+                }
+                if entry.0 == 0 {
+                    self.allocating_capacity.remove(&id);
+                }
+            }
+        }
         let data = &self.requests[r.claim][r.request][r.sub];
         let (base, sub) = match data.parent {
             Some(p) => (p, Some(data.name)),
@@ -705,6 +1259,11 @@ impl<'a, 'b> Search<'a, 'b> {
                 pool: p.id.pool.clone(),
                 device: p.id.device.clone(),
                 admin_access: p.admin_access.then_some(true),
+                tolerations: (!p.tolerations.is_empty()).then(|| p.tolerations.clone()),
+                binding_conditions: p.device.binding_conditions.clone(),
+                binding_failure_conditions: p.device.binding_failure_conditions.clone(),
+                share_id: p.share.as_ref().map(|s| s.0.clone()),
+                consumed_capacity: p.share.as_ref().map(|s| s.1.clone()).filter(|c| !c.is_empty()),
                 ..Default::default()
             })
             .collect();
@@ -754,7 +1313,7 @@ impl<'a, 'b> Search<'a, 'b> {
                 }
             }
         }
-        let node_selector = node_selector(picked).map_err(|e| {
+        let node_selector = node_selector(picked, self.node).map_err(|e| {
             AllocatorError(format!(
                 "create NodeSelector for claim {}: {e}",
                 claim.metadata.name.as_deref().unwrap_or("")
@@ -771,25 +1330,31 @@ impl<'a, 'b> Search<'a, 'b> {
     }
 }
 
-/// Upstream `createNodeSelector`: a node-local device pins the claim to its node; slices with a node selector add
-/// their requirements; devices of `allNodes` slices add nothing.
-fn node_selector(picked: &[Picked<'_>]) -> Result<Option<NodeSelector>, String> {
+/// Upstream `createNodeSelector`: a node-local device (or one that binds to its node) pins the claim to the node it
+/// is allocated on; slices with a node selector add their requirements (per device, with per-device node
+/// selection); devices for all nodes add nothing.
+fn node_selector(picked: &[Picked<'_>], node: &str) -> Result<Option<NodeSelector>, String> {
     let mut term = NodeSelectorTerm::default();
     for p in picked {
         let spec = &p.slice.spec;
-        if let Some(name) = &spec.node_name {
+        let (name, selector) = if spec.per_device_node_selection == Some(true) {
+            (&p.device.node_name, &p.device.node_selector)
+        } else {
+            (&spec.node_name, &spec.node_selector)
+        };
+        if name.is_some() || p.device.binds_to_node == Some(true) {
             return Ok(Some(NodeSelector {
                 node_selector_terms: vec![NodeSelectorTerm {
                     match_fields: Some(vec![NodeSelectorRequirement {
                         key: "metadata.name".into(),
                         operator: "In".into(),
-                        values: Some(vec![name.clone()]),
+                        values: Some(vec![node.to_string()]),
                     }]),
                     match_expressions: None,
                 }],
             }));
         }
-        if let Some(sel) = &spec.node_selector {
+        if let Some(sel) = selector {
             match sel.node_selector_terms.as_slice() {
                 [] => {}
                 [t] => {

@@ -1,22 +1,24 @@
 //! DynamicResources, as upstream's (`pkg/scheduler/framework/plugins/dynamicresources`) with structured
-//! parameters and v1.34's default feature gates: a pod's ResourceClaims (`spec.resourceClaims`, named directly or
+//! parameters and v1.37's default feature gates: a pod's ResourceClaims (`spec.resourceClaims`, named directly or
 //! made from a template by the resource claim controller and named in `status.resourceClaimStatuses`) must exist;
 //! a claim already allocated pins the pod to the nodes its allocation's node selector admits; the others are
 //! allocated per node by the structured allocator (`allocator.rs`) from the devices that ResourceSlices publish,
-//! less those other claims hold or that pods still in flight were given. Reserve remembers the allocation so the
-//! next pod's cycle sees the devices taken before the API shows it; PreBind writes `status.allocation` and
-//! `status.reservedFor` on each claim; Unreserve forgets the allocation and drops the pod from `reservedFor`.
-//! PostFilter deallocates a claim that keeps the pod off every node and is reserved for no other pod.
+//! less those other claims hold or that pods still in flight were given (device taints, DeviceTaintRules and
+//! partitionable devices' counters are the allocator's). Score ranks nodes by the `firstAvailable` sub-requests
+//! their allocations took (DRAPrioritizedList). Reserve remembers the allocation so the next pod's cycle sees the
+//! devices taken before the API shows it; PreBind writes `status.allocation` (with its timestamp) and
+//! `status.reservedFor` on each claim, then waits for the allocated devices' binding conditions
+//! (DRADeviceBindingConditions, within `bindingTimeout`); Unreserve forgets the allocation and drops the pod from
+//! `reservedFor`. PostFilter deallocates a claim that keeps the pod off every node (off its node selector, or its
+//! devices failed or timed out binding) and is reserved for no other pod.
 //!
 //! Differences from upstream, on purpose:
-//! - DRA-backed extended resources (DRAExtendedResource), device taints, partitionable devices, binding
-//!   conditions and consumable capacity are behind feature gates that are off in v1.34, and not implemented here.
-//!   The API server drops their fields while the gates are off, so a field present means a cluster with the gate
-//!   on: a claim asking for consumable capacity, tolerating device taints or with a `distinctAttribute`
-//!   constraint is UnschedulableAndUnresolvable, naming the field; a device with taints, counters to consume or
-//!   binding conditions is never picked (upstream with the gates off never picks the last two either).
-//! - The allocator searches pools in name order (upstream: Go map order, which varies), and CEL runs on cel-rust
-//!   (see `cel.rs` for what that environment lacks).
+//! - DRA-backed extended resources (DRAExtendedResource, GA in v1.37) are not implemented: a pod asking for an
+//!   extended resource that only a DeviceClass provides stays unschedulable (NodeResourcesFit finds no node that
+//!   has it).
+//! - Consumable capacity works in milli-units: a capacity rounded to a step is written as a plain or milli
+//!   quantity (upstream keeps the step's format, e.g. `1Gi`); amounts finer than a milli-unit round up.
+//! - CEL runs on cel-rust (see `cel.rs` for what that environment lacks).
 //! - Filter has no timeout (DRASchedulerFilterTimeout's 10s): the search has the same bounds as upstream's, and
 //!   the scheduler's cycle is not cancelled from outside.
 //! - PostFilter looks at the claims that kept the pod off a node in the pod's order (upstream: Go map order).
@@ -32,16 +34,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim, ResourceClaimConsumerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::config::parse_go_duration;
 use crate::framework::labels::CompiledNodeSelector;
 use crate::framework::{
     action, ClusterClient, ClusterError, ClusterEvent, ClusterObjects, Code, CycleState, EventObject, EventResource,
-    FilterPlugin, Listers, NodeInfo, NodeToStatus, Plugin, PluginContext, PodInfo, PostFilterHandle, PostFilterPlugin,
-    PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin,
-    Snapshot, Status,
+    FilterPlugin, Listers, NodeInfo, NodeScore, NodeToStatus, Plugin, PluginContext, PodInfo, PostFilterHandle,
+    PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
+    QueueingHint, ReservePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
-use crate::plugins::helper::{aggregate, decode, invalid, ArgsError, FieldError};
+use crate::plugins::helper::{aggregate, decode, default_normalize_score, invalid, ArgsError, FieldError};
 use allocator::{claim_ref, Allocator, DeviceId};
 
 /// The plugin's name in profiles (also its CycleState key).
@@ -52,9 +55,15 @@ pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 pub const ERR_REASON_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// Filter reason when an allocated claim's node selector does not admit the node.
 pub const ERR_REASON_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// Upstream `resourceapi.FirstAvailableDeviceRequestMaxSize`: the most sub-requests a request may list.
+const FIRST_AVAILABLE_MAX_SIZE: i64 = 8;
 /// How often PreBind tries a claim write that conflicts (client-go's `retry.DefaultRetry`).
 const WRITE_ATTEMPTS: u32 = 5;
 const WRITE_BACKOFF: Duration = Duration::from_millis(10);
+/// Upstream `DynamicResourcesBindingTimeoutDefault`.
+const DEFAULT_BINDING_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often PreBind looks at the binding conditions (upstream polls every 5s, the first time at once).
+const BINDING_POLL: Duration = Duration::from_secs(5);
 
 /// PreFilter data, shared by the cycle state's copies as upstream's `stateData` is.
 #[derive(Default)]
@@ -80,6 +89,8 @@ struct StateInner {
 struct AllocationInput {
     objects: Arc<ClusterObjects>,
     allocated: HashSet<DeviceId>,
+    /// Shared devices and the capacity their shares consume.
+    shared: HashMap<DeviceId, allocator::ConsumedCapacity>,
 }
 
 #[derive(Clone, Default)]
@@ -114,14 +125,26 @@ impl ClaimTracker {
     }
 
     /// Every device some claim holds, by its status or in flight (upstream `ListAllAllocatedDevices`); results
-    /// with admin access hold nothing.
-    fn allocated_devices(&self, objects: &ClusterObjects) -> HashSet<DeviceId> {
+    /// with admin access hold nothing. Results with a share ID are shares of a device that allows multiple
+    /// allocations: they hold the capacity they consumed (the second map), not the device.
+    fn allocated_devices(
+        &self,
+        objects: &ClusterObjects,
+    ) -> (HashSet<DeviceId>, HashMap<DeviceId, allocator::ConsumedCapacity>) {
         let mut out = HashSet::new();
+        let mut shared: HashMap<DeviceId, allocator::ConsumedCapacity> = HashMap::new();
         let mut add = |claim: &ResourceClaim| {
             let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
             for r in results.and_then(|d| d.results.as_deref()).unwrap_or(&[]) {
-                if r.admin_access != Some(true) {
-                    out.insert(DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() });
+                let id = DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() };
+                if r.share_id.is_some() {
+                    let consumed = shared.entry(id).or_default();
+                    for (name, q) in r.consumed_capacity.iter().flatten() {
+                        *consumed.entry(name.clone()).or_default() +=
+                            crate::framework::quantity::parse_milli(&q.0).unwrap_or(0);
+                    }
+                } else if r.admin_access != Some(true) {
+                    out.insert(id);
                 }
             }
         };
@@ -133,7 +156,7 @@ impl ClaimTracker {
         for c in self.in_flight.values() {
             add(c);
         }
-        out
+        (out, shared)
     }
 }
 
@@ -222,49 +245,14 @@ pub(crate) fn claim_requests(claim: &ResourceClaim) -> &[k8s_openapi::api::resou
     claim.spec.as_ref().and_then(|s| s.devices.as_ref()).and_then(|d| d.requests.as_deref()).unwrap_or(&[])
 }
 
-/// What a claim asks for that needs a DRA feature this scheduler does not implement (all are alpha in v1.34, off
-/// by default, and the API server drops these fields while they are off: a claim carrying one comes from a cluster
-/// that has the feature on). Allocating it as if the field were absent could place the pod wrongly, so it is
-/// refused, naming the field.
-fn unsupported(claim: &ResourceClaim) -> Option<String> {
-    let devices = claim.spec.as_ref()?.devices.as_ref()?;
-    let what = |field: &str, gate: &str| {
-        Some(format!(
-            "resource claim {}: {field} needs the {gate} feature, which this scheduler does not implement",
-            claim_ref(claim)
-        ))
-    };
-    for r in devices.requests.iter().flatten() {
-        let exact =
-            r.exactly.iter().map(|e| (e.capacity.is_some(), e.tolerations.as_ref().is_some_and(|t| !t.is_empty())));
-        let subs = r
-            .first_available
-            .iter()
-            .flatten()
-            .map(|s| (s.capacity.is_some(), s.tolerations.as_ref().is_some_and(|t| !t.is_empty())));
-        for (capacity, tolerations) in exact.chain(subs) {
-            if capacity {
-                return what(&format!("request {}: capacity", r.name), "DRAConsumableCapacity");
-            }
-            if tolerations {
-                return what(&format!("request {}: tolerations", r.name), "DRADeviceTaints");
-            }
-        }
-    }
-    for (i, c) in devices.constraints.iter().flatten().enumerate() {
-        if c.distinct_attribute.is_some() {
-            return what(&format!("constraint #{i}: distinctAttribute"), "DRAConsumableCapacity");
-        }
-    }
-    None
-}
-
 /// The DynamicResources plugin.
 pub struct DynamicResources {
     cluster: Arc<dyn ClusterClient>,
     listers: Arc<Listers>,
     cel: cel::CelCache,
     tracker: Mutex<ClaimTracker>,
+    /// How long PreBind waits for the devices' binding conditions (`bindingTimeout`, 600s by default).
+    binding_timeout: Duration,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -316,14 +304,72 @@ impl DynamicResourcesArgs {
 impl DynamicResources {
     /// Builds the plugin (it takes no args); it writes claims through the context's cluster and reads its listers.
     pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<DynamicResources, String> {
-        // Checked as upstream checks them; neither timeout has an effect here yet (see the module doc).
-        DynamicResourcesArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
+        // Checked as upstream checks them; the filter timeout has no effect here (see the module doc).
+        let a = DynamicResourcesArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
+        let binding_timeout =
+            a.binding_timeout.as_deref().and_then(|v| parse_go_duration(v).ok()).unwrap_or(DEFAULT_BINDING_TIMEOUT);
         Ok(DynamicResources {
             cluster: ctx.cluster.clone(),
             listers: ctx.listers.clone(),
             cel: cel::CelCache::default(),
             tracker: Mutex::default(),
+            binding_timeout,
         })
+    }
+
+    /// Upstream PreBind's wait (DRADeviceBindingConditions): when an allocated device has binding conditions, looks
+    /// at the claims as the informers show them, at once and then every 5s, until all are met (success), one of
+    /// a device's binding failure conditions is true, or a claim waited longer than the binding timeout (errors:
+    /// the next attempt's Filter finds the claim unavailable and PostFilter deallocates it).
+    fn wait_for_binding_conditions(&self, s: &StateInner) -> Status {
+        let written = s.written.lock().expect("dra state lock").clone();
+        let claims: Vec<Arc<ResourceClaim>> =
+            s.claims.iter().enumerate().map(|(i, c)| written.get(&i).cloned().unwrap_or_else(|| c.clone())).collect();
+        let waits = claims.iter().filter_map(|c| allocation(c)).any(|a| {
+            a.devices
+                .iter()
+                .flat_map(|d| d.results.iter().flatten())
+                .any(|r| r.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()))
+        });
+        if !waits {
+            return Status::success();
+        }
+        let deadline = std::time::Instant::now() + self.binding_timeout;
+        loop {
+            let objects = self.listers.objects();
+            let mut ready = true;
+            for claim in &claims {
+                let key = format!(
+                    "{}/{}",
+                    claim.metadata.namespace.as_deref().unwrap_or(""),
+                    claim.metadata.name.as_deref().unwrap_or("")
+                );
+                // The informers' copy once it caught up with the write, else the write's answer.
+                let latest = match self.tracker().claim(&objects, &key) {
+                    Some(c) if rv_number(&c) >= rv_number(claim) => c,
+                    _ => claim.clone(),
+                };
+                match claim_ready_for_binding(&latest) {
+                    Err(e) => return Status::error(e),
+                    Ok(true) => {}
+                    Ok(false) if claim_timed_out(&latest, self.binding_timeout) => {
+                        return Status::error(format!(
+                            "device binding timeout: claim={}",
+                            claim.metadata.name.as_deref().unwrap_or("")
+                        ))
+                    }
+                    Ok(false) => ready = false,
+                }
+            }
+            if ready {
+                return Status::success();
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Status::error("device binding timeout: context deadline exceeded");
+            }
+            std::thread::sleep(BINDING_POLL.min(deadline - now));
+        }
     }
 
     fn tracker(&self) -> std::sync::MutexGuard<'_, ClaimTracker> {
@@ -388,6 +434,14 @@ impl DynamicResources {
                     }
                 }
                 claim.status.get_or_insert_with(Default::default).allocation = Some(a.clone());
+            }
+            // The binding timeout counts from the allocation's timestamp (DRADeviceBindingConditions).
+            match claim.status.as_mut().and_then(|st| st.allocation.as_mut()) {
+                None => return Err(format!("claim {name} got deallocated elsewhere in the meantime")),
+                Some(a) if a.allocation_timestamp.is_none() => {
+                    a.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+                }
+                Some(_) => {}
             }
             claim.status.get_or_insert_with(Default::default).reserved_for.get_or_insert_with(Vec::new).push(
                 ResourceClaimConsumerReference {
@@ -456,7 +510,7 @@ impl Plugin for DynamicResources {
         }
     }
 
-    crate::serves!(pre_enqueue, pre_filter, filter, post_filter, reserve, pre_bind);
+    crate::serves!(pre_enqueue, pre_filter, filter, post_filter, score, reserve, pre_bind);
 }
 
 impl PreEnqueuePlugin for DynamicResources {
@@ -514,9 +568,6 @@ impl PreFilterPlugin for DynamicResources {
                     )),
                 );
             }
-            if let Some(missing) = unsupported(claim) {
-                return (None, Status::unresolvable(missing));
-            }
             // Every class must exist, however the claim is allocated.
             for request in claim_requests(claim) {
                 let subs = request.first_available.as_deref().unwrap_or(&[]);
@@ -553,8 +604,8 @@ impl PreFilterPlugin for DynamicResources {
             }
         }
         if !inner.to_allocate.is_empty() {
-            inner.allocation =
-                Some(AllocationInput { objects: objects.clone(), allocated: tracker.allocated_devices(objects) });
+            let (allocated, shared) = tracker.allocated_devices(objects);
+            inner.allocation = Some(AllocationInput { objects: objects.clone(), allocated, shared });
         }
         inner.claims = claims;
         state.write(NAME, State(Arc::new(inner)));
@@ -571,8 +622,17 @@ impl FilterPlugin for DynamicResources {
             return Status::success();
         }
         let labels = node.labels();
+        // An allocated claim is unavailable off its nodes, and (DRADeviceBindingConditions) when its devices failed
+        // to bind or timed out waiting: PostFilter may then deallocate it so that other devices are tried.
         let unavailable: Vec<usize> = (0..s.claims.len())
-            .filter(|&i| s.available_on[i].as_ref().is_some_and(|sel| !sel.matches(&node.name, labels)))
+            .filter(|&i| {
+                s.available_on[i].as_ref().is_some_and(|sel| !sel.matches(&node.name, labels))
+                    || allocation(&s.claims[i]).is_some()
+                        && match claim_ready_for_binding(&s.claims[i]) {
+                            Err(_) => true,
+                            Ok(ready) => !ready && claim_timed_out(&s.claims[i], self.binding_timeout),
+                        }
+            })
             .collect();
         let mut allocations = None;
         if let Some(input) = &s.allocation {
@@ -581,9 +641,13 @@ impl FilterPlugin for DynamicResources {
                 allocated: &input.allocated,
                 classes: &input.objects.device_classes,
                 slices: &input.objects.resource_slices,
+                taint_rules: &input.objects.device_taint_rules,
+                shared: &input.shared,
                 cel: &self.cel,
             };
             match allocator.allocate(&node.name, labels, &claims) {
+                // Not the pod's fault: other nodes may still do.
+                Err(e) if e.0 == allocator::INVALID_POOLS => return Status::unschedulable(e.0),
                 Err(e) => return Status::error(e.to_string()),
                 Ok(None) => return Status::unresolvable(ERR_REASON_CANNOT_ALLOCATE),
                 Ok(Some(a)) => allocations = Some(a),
@@ -598,6 +662,99 @@ impl FilterPlugin for DynamicResources {
         }
         Status::success()
     }
+}
+
+impl ScorePlugin for DynamicResources {
+    /// Upstream's (DRAPrioritizedList): for each `firstAvailable` request, the sub-request the allocation took
+    /// scores `8 - its index` (8 being the most sub-requests a request may list), summed over the pod's claims,
+    /// whether allocated before or by Filter on this node.
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(State(s)) = state.read::<State>(NAME) else { return Err(Status::error("not found")) };
+        if s.claims.is_empty() {
+            return Ok(0);
+        }
+        let by_node = s.by_node.lock().expect("dra state lock");
+        let Some(allocations) = by_node.get(&node.name) else { return Ok(0) };
+        let mut next = allocations.iter();
+        let mut score = 0;
+        for claim in &s.claims {
+            let a = match allocation(claim) {
+                Some(a) => a,
+                None => next.next().ok_or_else(|| {
+                    Status::error(format!(
+                        "number of allocations {} is smaller than number of claims needing allocation",
+                        allocations.len()
+                    ))
+                })?,
+            };
+            let results = a.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or(&[]);
+            for request in claim_requests(claim) {
+                if request.exactly.is_some() {
+                    continue;
+                }
+                for (i, sub) in request.first_available.iter().flatten().enumerate() {
+                    let name = format!("{}/{}", request.name, sub.name);
+                    if results.iter().any(|r| r.request == name) {
+                        score += FIRST_AVAILABLE_MAX_SIZE - i as i64;
+                    }
+                }
+            }
+        }
+        Ok(score)
+    }
+
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
+        default_normalize_score(MAX_NODE_SCORE, false, scores)
+    }
+
+    fn has_normalize(&self) -> bool {
+        true
+    }
+}
+
+/// Upstream `isClaimReadyForBinding`: true when every allocated device with binding conditions has them all true
+/// in the claim's device status; an error when one of its binding failure conditions is true.
+fn claim_ready_for_binding(claim: &ResourceClaim) -> Result<bool, String> {
+    let Some(a) = allocation(claim) else { return Ok(false) };
+    let statuses = claim.status.as_ref().and_then(|s| s.devices.as_deref()).unwrap_or(&[]);
+    for r in a.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or(&[]) {
+        let conditions = r.binding_conditions.as_deref().unwrap_or(&[]);
+        if conditions.is_empty() {
+            continue;
+        }
+        let Some(status) = statuses
+            .iter()
+            .find(|d| d.driver == r.driver && d.pool == r.pool && d.device == r.device && d.share_id == r.share_id)
+        else {
+            return Ok(false);
+        };
+        let found = |t: &str| status.conditions.iter().flatten().find(|c| c.type_ == t);
+        for f in r.binding_failure_conditions.iter().flatten() {
+            if let Some(c) = found(f).filter(|c| c.status == "True") {
+                return Err(format!(
+                    "claim {} failed to bind its devices: claim={}, reason={}, message={:?}",
+                    claim_ref(claim),
+                    claim.metadata.name.as_deref().unwrap_or(""),
+                    c.reason,
+                    c.message
+                ));
+            }
+        }
+        if !conditions.iter().all(|t| found(t).is_some_and(|c| c.status == "True")) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Upstream `isClaimTimeout`: the claim has a device with binding conditions and was allocated longer ago than
+/// the binding timeout.
+fn claim_timed_out(claim: &ResourceClaim, timeout: Duration) -> bool {
+    let Some(a) = allocation(claim) else { return false };
+    let Some(Time(at)) = &a.allocation_timestamp else { return false };
+    let waits = a.devices.iter().flat_map(|d| d.results.iter().flatten()).any(|r| r.binding_conditions.is_some());
+    let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(*at);
+    waits && elapsed.is_positive() && elapsed.unsigned_abs() > timeout
 }
 
 impl PostFilterPlugin for DynamicResources {
@@ -727,7 +884,7 @@ impl PreBindPlugin for DynamicResources {
                 Err(e) => return Status::error(e),
             }
         }
-        Status::success()
+        self.wait_for_binding_conditions(s)
     }
 }
 

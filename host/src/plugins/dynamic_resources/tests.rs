@@ -1,10 +1,10 @@
 //! Unit tests of DynamicResources, after upstream's `dynamicresources_test.go` and the structured allocator's
 //! shared test cases.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use serde_json::{json, Value};
 
 use super::allocator::{Allocator, DeviceId};
@@ -90,7 +90,14 @@ fn allocate(
         })
         .collect();
     let cel = CelCache::default();
-    let a = Allocator { allocated: &allocated, classes: &classes, slices, cel: &cel };
+    let a = Allocator {
+        allocated: &allocated,
+        classes: &classes,
+        slices,
+        taint_rules: &[],
+        shared: &HashMap::new(),
+        cel: &cel,
+    };
     a.allocate(node_name, &Labels::new(), claims).map(|r| r.map(|v| v.iter().map(ids).collect())).map_err(|e| e.0)
 }
 
@@ -189,11 +196,12 @@ fn allocator_counts_modes_selectors_and_pools() {
             Ok(None),
         ),
         (
-            "incomplete pool serves exact counts",
+            // Upstream's "no-allocation-from-incomplete-pools" (v1.37; v1.34 took the devices it saw).
+            "an incomplete pool serves nothing",
             vec![slice("n1", Some("n1"), 1, 2, gpus("n1", 1, "a100"))],
             vec![],
             vec![claim("c", exactly("gpu", json!({})))],
-            Ok(Some(vec![vec!["n1-gpu-0"]])),
+            Ok(None),
         ),
         (
             "incomplete pool refuses All",
@@ -247,13 +255,22 @@ fn allocator_counts_modes_selectors_and_pools() {
     }
 }
 
+/// The allocation results on n1 with class "gpu" (any device), no taint rules, and `shared` devices' capacity.
+fn results_on_n1(
+    slices: &[Arc<ResourceSlice>],
+    shared: &HashMap<DeviceId, allocator::ConsumedCapacity>,
+    claims: &[Arc<ResourceClaim>],
+) -> Result<Option<Vec<AllocationResult>>, String> {
+    let classes = [class("gpu", &[])].into_iter().collect();
+    let cel = CelCache::default();
+    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices, taint_rules: &[], shared, cel: &cel };
+    a.allocate("n1", &Labels::new(), claims).map_err(|e| e.0)
+}
+
 #[test]
 fn allocation_results_name_the_node_of_local_devices() {
-    let classes = [class("gpu", &[])].into_iter().collect();
     let slices = [slice("n1", Some("n1"), 1, 1, gpus("n1", 1, "a100"))];
-    let cel = CelCache::default();
-    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices: &slices, cel: &cel };
-    let r = a.allocate("n1", &Labels::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let r = results_on_n1(&slices, &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     let sel = r[0].node_selector.as_ref().unwrap();
     let field = &sel.node_selector_terms[0].match_fields.as_ref().unwrap()[0];
     assert_eq!((field.key.as_str(), field.values.as_deref()), ("metadata.name", Some(&["n1".to_string()][..])));
@@ -463,37 +480,372 @@ fn an_allocated_claim_keeps_the_pod_on_its_node() {
     assert!(pl.reserve(&mut state, &p, "n1").is_success());
 }
 
-#[test]
-fn claims_needing_unimplemented_features_are_refused_naming_the_field() {
-    let cases = [
-        (
-            exactly("gpu", json!({"tolerations": [{"key": "k", "operator": "Exists"}]})),
-            "resource claim default/c: request req-0: tolerations needs the DRADeviceTaints feature, which this scheduler does not implement",
-        ),
-        (
-            exactly("gpu", json!({"capacity": {"requests": {"memory": "1Gi"}}})),
-            "resource claim default/c: request req-0: capacity needs the DRAConsumableCapacity feature, which this scheduler does not implement",
-        ),
-        (
-            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}],
-                "constraints": [{"distinctAttribute": "gpu.example.com/index"}]}),
-            "resource claim default/c: constraint #0: distinctAttribute needs the DRAConsumableCapacity feature, which this scheduler does not implement",
-        ),
-    ];
-    for (devices, want) in cases {
-        let (pl, _) = plugin();
-        let snap = snapshot(objects(vec![claim("c", devices)]));
-        let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
-        let (_, st) = pl.pre_filter(&mut CycleState::new(), &p, &snap);
-        assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, want.to_string()));
-    }
+/// Allocates on n1 with `shared` devices already holding capacity: per claim, (device, share ID set, consumed).
+/// Per claim, per device: (device, has a share ID, memory consumed as written).
+type SharedPicks = Option<Vec<Vec<(String, bool, Option<String>)>>>;
+
+fn allocate_shared(
+    devices: Value,
+    shared: &[(&str, &str, &str)],
+    claims: &[Arc<ResourceClaim>],
+) -> Result<SharedPicks, String> {
+    let slices = [slice("n1", Some("n1"), 1, 1, devices)];
+    let shared: HashMap<DeviceId, allocator::ConsumedCapacity> = shared
+        .iter()
+        .map(|(d, name, q)| {
+            let id = DeviceId { driver: DRIVER.into(), pool: "n1".into(), device: d.to_string() };
+            (id, [(name.to_string(), crate::framework::quantity::parse_milli(q).unwrap())].into_iter().collect())
+        })
+        .collect();
+    let results = results_on_n1(&slices, &shared, claims)?;
+    Ok(results.map(|v| {
+        v.iter()
+            .map(|r| {
+                r.devices
+                    .as_ref()
+                    .unwrap()
+                    .results
+                    .as_ref()
+                    .unwrap()
+                    .iter()
+                    .map(|d| {
+                        let memory = d.consumed_capacity.as_ref().and_then(|c| c.get("memory")).map(|q| q.0.clone());
+                        (d.device.clone(), d.share_id.is_some(), memory)
+                    })
+                    .collect()
+            })
+            .collect()
+    }))
 }
 
 #[test]
-fn tainted_devices_are_never_picked() {
-    let devices = json!([{"name": "tainted", "taints": [{"key": "bad", "effect": "NoSchedule"}]}, {"name": "clean"}]);
-    let got = allocate(&[slice("n1", Some("n1"), 1, 1, devices)], &[], &[claim("c", exactly("gpu", json!({})))], "n1");
-    assert_eq!(got, Ok(Some(vec![vec!["clean".to_string()]])));
+fn consumable_capacity_shares_devices_and_rounds_requests_by_policy() {
+    let shareable = |policy: Value| {
+        json!([{"name": "big", "allowMultipleAllocations": true,
+            "capacity": {"memory": {"value": "40Gi", "requestPolicy": policy}}}])
+    };
+    let asks = |name: &str, q: &str| claim(name, exactly("gpu", json!({"capacity": {"requests": {"memory": q}}})));
+    let share = |q: &str| ("big".to_string(), true, Some(q.to_string()));
+    // Two claims share the device, each with its own share ID and the capacity it asked for.
+    let got = allocate_shared(shareable(json!(null)), &[], &[asks("a", "16Gi"), asks("b", "16Gi")]).unwrap().unwrap();
+    assert_eq!(got, vec![vec![share("16Gi")], vec![share("16Gi")]]);
+    // A third share would take 48Gi of 40Gi.
+    let three = [asks("a", "16Gi"), asks("b", "16Gi"), asks("c", "16Gi")];
+    assert_eq!(allocate_shared(shareable(json!(null)), &[], &three), Ok(None));
+    // Shares already allocated count: 30Gi taken leaves room for 8Gi, not for 16Gi.
+    assert_eq!(allocate_shared(shareable(json!(null)), &[("big", "memory", "30Gi")], &[asks("a", "16Gi")]), Ok(None));
+    let got = allocate_shared(shareable(json!(null)), &[("big", "memory", "30Gi")], &[asks("a", "8Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("8Gi")]]));
+    // Without a request a share takes the policy's default, else the whole capacity.
+    let plain = claim("p", exactly("gpu", json!({})));
+    let got = allocate_shared(shareable(json!({"default": "4Gi"})), &[], std::slice::from_ref(&plain)).unwrap();
+    assert_eq!(got, Some(vec![vec![share("4Gi")]]));
+    let got = allocate_shared(shareable(json!(null)), &[], std::slice::from_ref(&plain)).unwrap();
+    assert_eq!(got, Some(vec![vec![share("40Gi")]]));
+    // A valid range rounds up to its minimum and then its steps; the maximum caps it.
+    let range = json!({"validRange": {"min": "4Gi", "step": "4Gi", "max": "16Gi"}});
+    let got = allocate_shared(shareable(range.clone()), &[], &[asks("a", "1Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("4Gi")]]));
+    let got = allocate_shared(shareable(range.clone()), &[], &[asks("a", "5Gi")]).unwrap().unwrap();
+    let eight = crate::framework::quantity::parse_milli("8Gi").unwrap();
+    let written = got[0][0].2.clone().unwrap();
+    assert_eq!(
+        crate::framework::quantity::parse_milli(&written).unwrap(),
+        eight,
+        "5Gi rounds to the 8Gi step: {written}"
+    );
+    assert_eq!(allocate_shared(shareable(range), &[], &[asks("a", "17Gi")]), Ok(None), "above the maximum");
+    // Valid values: the next one up; none above the request means it is refused.
+    let values = json!({"validValues": ["10Gi", "20Gi"]});
+    let got = allocate_shared(shareable(values.clone()), &[], &[asks("a", "15Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![share("20Gi")]]));
+    assert_eq!(allocate_shared(shareable(values), &[], &[asks("a", "21Gi")]), Ok(None));
+    // A request for a capacity the device lacks never fits.
+    let other = claim("a", exactly("gpu", json!({"capacity": {"requests": {"cores": "1"}}})));
+    assert_eq!(allocate_shared(shareable(json!(null)), &[], &[other]), Ok(None));
+    // An exclusive device: the request must fit its capacity, and the result is no share.
+    let exclusive = json!([{"name": "solo", "capacity": {"memory": {"value": "40Gi"}}}]);
+    assert_eq!(allocate_shared(exclusive.clone(), &[], &[asks("a", "50Gi")]), Ok(None));
+    let got = allocate_shared(exclusive.clone(), &[], &[asks("a", "10Gi")]).unwrap();
+    assert_eq!(got, Some(vec![vec![("solo".to_string(), false, None)]]));
+    assert_eq!(allocate_shared(exclusive, &[], &[asks("a", "10Gi"), asks("b", "10Gi")]), Ok(None), "not shared");
+}
+
+#[test]
+fn distinct_attribute_wants_every_device_different() {
+    let devices = json!([{"name": "a", "attributes": {"numa": {"int": 0}}}, {"name": "b", "attributes": {"numa": {"int": 0}}},
+        {"name": "c", "attributes": {"numa": {"int": 1}}}]);
+    let c = claim(
+        "c",
+        json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "count": 2}}],
+        "constraints": [{"distinctAttribute": "gpu.example.com/numa"}]}),
+    );
+    assert_eq!(
+        allocate(&[slice("n1", Some("n1"), 1, 1, devices)], &[], std::slice::from_ref(&c), "n1"),
+        Ok(Some(vec![vec!["a".to_string(), "c".to_string()]])),
+        "b has a's value"
+    );
+    let same =
+        json!([{"name": "a", "attributes": {"numa": {"int": 0}}}, {"name": "b", "attributes": {"numa": {"int": 0}}}]);
+    assert_eq!(allocate(&[slice("n1", Some("n1"), 1, 1, same)], &[], &[c], "n1"), Ok(None));
+}
+
+/// Allocates on n1 with DeviceTaintRules; the device names picked, per claim.
+fn allocate_with_rules(
+    slices: &[Arc<ResourceSlice>],
+    rules: &[Value],
+    claims: &[Arc<ResourceClaim>],
+) -> Result<Option<Vec<Vec<String>>>, String> {
+    let classes = [class("gpu", &[&format!("device.driver == \"{DRIVER}\"")])].into_iter().collect();
+    let rules: Vec<Arc<DeviceTaintRule>> =
+        rules.iter().map(|r| Arc::new(serde_json::from_value(r.clone()).unwrap())).collect();
+    let cel = CelCache::default();
+    let a = Allocator {
+        allocated: &HashSet::new(),
+        classes: &classes,
+        slices,
+        taint_rules: &rules,
+        shared: &HashMap::new(),
+        cel: &cel,
+    };
+    a.allocate("n1", &Labels::new(), claims).map(|r| r.map(|v| v.iter().map(ids).collect())).map_err(|e| e.0)
+}
+
+#[test]
+fn device_taints_keep_devices_from_requests_that_do_not_tolerate_them() {
+    let tainted = |effect: &str| json!([{"name": "tainted", "taints": [{"key": "bad", "value": "yes", "effect": effect}]}, {"name": "clean"}]);
+    let only_tainted = json!([{"name": "tainted", "taints": [{"key": "bad", "value": "yes", "effect": "NoExecute"}]}]);
+    let rule = |selector: Value, effect: &str| json!({"metadata": {"name": "r"}, "spec": {"deviceSelector": selector, "taint": {"key": "bad", "value": "yes", "effect": effect}}});
+    let tolerating = |t: Value| claim("c", exactly("gpu", json!({"tolerations": [t]})));
+    let plain = claim("c", exactly("gpu", json!({})));
+    let one = |d: &str| Ok(Some(vec![vec![d.to_string()]]));
+    type Case = (&'static str, Value, Vec<Value>, Arc<ResourceClaim>, Result<Option<Vec<Vec<String>>>, String>);
+    let cases: Vec<Case> = vec![
+        ("NoSchedule skips the device", tainted("NoSchedule"), vec![], plain.clone(), one("clean")),
+        ("NoExecute skips the device", only_tainted.clone(), vec![], plain.clone(), Ok(None)),
+        (
+            "effect None does not",
+            json!([{"name": "tainted", "taints": [{"key": "bad", "effect": "None"}]}]),
+            vec![],
+            plain.clone(),
+            one("tainted"),
+        ),
+        (
+            "Exists tolerates any value",
+            only_tainted.clone(),
+            vec![],
+            tolerating(json!({"key": "bad", "operator": "Exists"})),
+            one("tainted"),
+        ),
+        (
+            "Equal needs the value",
+            only_tainted.clone(),
+            vec![],
+            tolerating(json!({"key": "bad", "value": "no"})),
+            Ok(None),
+        ),
+        (
+            "Equal with the value",
+            only_tainted.clone(),
+            vec![],
+            tolerating(json!({"key": "bad", "value": "yes"})),
+            one("tainted"),
+        ),
+        (
+            "an empty key with Exists tolerates all",
+            only_tainted.clone(),
+            vec![],
+            tolerating(json!({"operator": "Exists"})),
+            one("tainted"),
+        ),
+        (
+            "another effect does not tolerate",
+            only_tainted.clone(),
+            vec![],
+            tolerating(json!({"key": "bad", "operator": "Exists", "effect": "NoSchedule"})),
+            Ok(None),
+        ),
+        (
+            "a rule taints the device it names",
+            json!([{"name": "a"}, {"name": "b"}]),
+            vec![rule(json!({"device": "a"}), "NoSchedule")],
+            plain.clone(),
+            one("b"),
+        ),
+        (
+            "a rule for another pool does not",
+            json!([{"name": "a"}]),
+            vec![rule(json!({"pool": "elsewhere"}), "NoSchedule")],
+            plain.clone(),
+            one("a"),
+        ),
+        (
+            "a rule for the driver taints every device",
+            json!([{"name": "a"}, {"name": "b"}]),
+            vec![rule(json!({"driver": DRIVER}), "NoExecute")],
+            plain.clone(),
+            Ok(None),
+        ),
+        (
+            "a rule without a selector selects nothing",
+            json!([{"name": "a"}]),
+            vec![json!({"metadata": {"name": "r"}, "spec": {"taint": {"key": "bad", "effect": "NoSchedule"}}})],
+            plain.clone(),
+            one("a"),
+        ),
+        (
+            "a rule's taint is tolerated as a device's",
+            json!([{"name": "a"}]),
+            vec![rule(json!({}), "NoSchedule")],
+            tolerating(json!({"key": "bad", "operator": "Exists"})),
+            one("a"),
+        ),
+    ];
+    for (name, devices, rules, claim, want) in cases {
+        let got = allocate_with_rules(&[slice("n1", Some("n1"), 1, 1, devices)], &rules, &[claim]);
+        assert_eq!(got, want, "{name}");
+    }
+    // The result records the request's tolerations, as upstream's.
+    let slices = [slice("n1", Some("n1"), 1, 1, only_tainted)];
+    let tolerant = tolerating(json!({"key": "bad", "operator": "Exists"}));
+    let got = results_on_n1(&slices, &HashMap::new(), &[tolerant]).unwrap().unwrap();
+    let r = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!(r.tolerations.as_ref().unwrap()[0].operator.as_deref(), Some("Exists"));
+}
+
+#[test]
+fn partitionable_devices_share_their_pool_s_counters() {
+    // Two partitions of one GPU, each consuming 30 of the 40Gi the counter set holds: one fits, not both.
+    let counters = Arc::new(
+        serde_json::from_value::<ResourceSlice>(json!({"metadata": {"name": "n1-counters"}, "spec": {"driver": DRIVER,
+            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 2}, "nodeName": "n1",
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]}}))
+        .unwrap(),
+    );
+    let part = |name: &str| json!({"name": name, "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "30Gi"}}}]});
+    let devices = slice("n1", Some("n1"), 1, 2, json!([part("p0"), part("p1")]));
+    let one = claim("c", exactly("gpu", json!({})));
+    let two = claim("c", exactly("gpu", json!({"count": 2})));
+    let slices = [counters.clone(), devices.clone()];
+    assert_eq!(allocate(&slices, &[], std::slice::from_ref(&one), "n1"), Ok(Some(vec![vec!["p0".to_string()]])));
+    assert_eq!(allocate(&slices, &[], &[two], "n1"), Ok(None), "both partitions overdraw the counter");
+    // An allocated partition consumes its counters too: the other one no longer fits.
+    assert_eq!(allocate(&slices, &["n1/p0"], std::slice::from_ref(&one), "n1"), Ok(None));
+    // A pool whose counter slice is missing is incomplete: nothing from it.
+    assert_eq!(allocate(&[devices], &[], std::slice::from_ref(&one), "n1"), Ok(None));
+    // A device consuming a counter set the pool lacks makes the pool invalid, which fails the node.
+    let bad = slice(
+        "n1",
+        Some("n1"),
+        1,
+        2,
+        json!([{"name": "x", "consumesCounters": [{"counterSet": "nope", "counters": {}}]}]),
+    );
+    assert_eq!(allocate(&[counters, bad], &[], &[one], "n1"), Err(allocator::INVALID_POOLS.to_string()));
+}
+
+#[test]
+fn score_ranks_the_first_available_sub_request_taken() {
+    // n1 has only the second choice (b), n2 the first (a): n2 scores 8, n1 7, normalized 100 and 87.
+    let objects = {
+        let mut o = objects(vec![claim(
+            "c",
+            json!({"requests": [{"name": "r", "firstAvailable": [
+                {"name": "first", "deviceClassName": "a100"},
+                {"name": "second", "deviceClassName": "gpu"}]}]}),
+        )]);
+        o.device_classes.extend([class("a100", &[r#"device.attributes["gpu.example.com"].model == "a100""#])]);
+        o.resource_slices = vec![
+            slice("n1", Some("n1"), 1, 1, gpus("n1", 1, "h100")),
+            slice("n2", Some("n2"), 1, 1, gpus("n2", 1, "a100")),
+        ];
+        o
+    };
+    let (pl, _) = plugin();
+    let snap = snapshot(objects);
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
+    let mut state = CycleState::new();
+    let (_, st) = pl.pre_filter(&mut state, &p, &snap);
+    assert!(st.is_success(), "{}", st.message());
+    let (n1, n2) = (n("n1"), n("n2"));
+    assert!(pl.filter(&state, &p, &n1).is_success());
+    assert!(pl.filter(&state, &p, &n2).is_success());
+    let raw = [pl.score(&state, &p, &n1).unwrap(), pl.score(&state, &p, &n2).unwrap()];
+    assert_eq!(raw, [7, 8]);
+    let mut scores =
+        vec![NodeScore { name: "n1", id: 0, score: raw[0] }, NodeScore { name: "n2", id: 1, score: raw[1] }];
+    assert!(pl.normalize_score(&state, &p, &mut scores).is_success());
+    assert_eq!((scores[0].score, scores[1].score), (87, 100));
+    // A node Filter did not allocate on scores nothing.
+    assert_eq!(pl.score(&state, &p, &n("n3")).unwrap(), 0);
+}
+
+#[test]
+fn binding_conditions_are_met_failed_or_timed_out() {
+    let claim = |statuses: Value, timestamp: &str| -> ResourceClaim {
+        serde_json::from_value(json!({"metadata": {"name": "c", "namespace": "default"}, "status": {
+            "allocation": {"allocationTimestamp": timestamp, "devices": {"results": [{"request": "r", "driver": DRIVER,
+                "pool": "n1", "device": "d", "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}]}},
+            "devices": statuses}}))
+        .unwrap()
+    };
+    let status = |conds: Value| json!([{"driver": DRIVER, "pool": "n1", "device": "d", "conditions": conds}]);
+    let cond = |t: &str, s: &str| json!({"type": t, "status": s, "reason": "R", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    assert_eq!(claim_ready_for_binding(&claim(json!([]), &now)), Ok(false), "no device status yet");
+    assert_eq!(claim_ready_for_binding(&claim(status(json!([cond("Attached", "False")])), &now)), Ok(false));
+    assert_eq!(claim_ready_for_binding(&claim(status(json!([cond("Attached", "True")])), &now)), Ok(true));
+    let failed = claim(status(json!([cond("Attached", "True"), cond("Failed", "True")])), &now);
+    assert!(claim_ready_for_binding(&failed).is_err(), "a failure condition wins");
+    let day = Duration::from_secs(86400);
+    assert!(!claim_timed_out(&claim(json!([]), &now), day));
+    assert!(claim_timed_out(&claim(json!([]), "2020-01-01T00:00:00Z"), day));
+}
+
+#[test]
+fn pre_bind_fails_on_a_binding_failure_condition_and_waits_for_none_without_conditions() {
+    // PreBind writes the allocation, then looks at the claim: its device reports the failure condition.
+    let (pl, cluster) = plugin();
+    let o = {
+        let mut o = objects(vec![claim("c", exactly("gpu", json!({})))]);
+        o.resource_slices = vec![slice(
+            "n1",
+            Some("n1"),
+            1,
+            1,
+            json!([{"name": "d", "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}]),
+        )];
+        o
+    };
+    cluster.set_objects(o.clone());
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
+    let mut state = CycleState::new();
+    let snap = snapshot(o);
+    assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+    assert!(pl.filter(&state, &p, &n("n1")).is_success());
+    assert!(pl.reserve(&mut state, &p, "n1").is_success());
+    // The driver's answer, as the informers show it after the write: the device failed to attach.
+    let reported: ResourceClaim = serde_json::from_value(json!({
+        "metadata": {"name": "c", "namespace": "default", "uid": "uid-c", "resourceVersion": "999999"},
+        "status": {"allocation": {"devices": {"results": [{"request": "req-0", "driver": DRIVER, "pool": "n1",
+            "device": "d", "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}]}},
+        "devices": [{"driver": DRIVER, "pool": "n1", "device": "d", "conditions": [{"type": "Failed", "status": "True",
+            "reason": "R", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}}))
+    .unwrap();
+    let mut objects = (*snap.objects).clone();
+    objects.resource_claims.insert("default/c".into(), Arc::new(reported));
+    pl.listers.set(Arc::new(objects));
+    let st = pl.pre_bind(&mut state, &p, "n1");
+    assert_eq!(st.code(), Code::Error, "{}", st.message());
+    assert!(st.message().contains("reason=R"), "{}", st.message());
+    // The allocation PreBind wrote carries the device's conditions and the time it was made.
+    let State(s) = state.read::<State>(NAME).unwrap().clone();
+    let written = s.written.lock().unwrap()[&0].clone();
+    let a = written.status.as_ref().unwrap().allocation.as_ref().unwrap();
+    assert!(a.allocation_timestamp.is_some());
+    let r = &a.devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!(r.binding_conditions.as_deref(), Some(&["Attached".to_string()][..]));
+    // Without binding conditions nothing waits (the other PreBind test would time out otherwise).
 }
 
 #[test]
@@ -509,4 +861,41 @@ fn post_filter_deallocates_a_claim_allocated_elsewhere_that_no_other_pod_uses() 
     let (_, st) = pl.post_filter(&state, &p, &NodeToStatus::new(), &NoHandle);
     assert_eq!((st.code(), st.message()), (Code::Unschedulable, "deallocation of ResourceClaim completed".to_string()));
     assert!(cluster.writes().iter().all(|w| !matches!(w, crate::cluster::memory::Write::AllocateClaim { .. })));
+}
+
+#[test]
+fn the_simulated_driver_attaches_devices_so_pre_bind_does_not_wait() {
+    let (pl, cluster) = plugin();
+    let mut o = objects(vec![claim("c", exactly("gpu", json!({})))]);
+    o.resource_slices = vec![slice("n1", Some("n1"), 1, 1, json!([{"name": "d", "bindingConditions": ["Attached"]}]))];
+    cluster.set_objects(o.clone());
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "c"}]), json!([]));
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &p, &snapshot(o)).1.is_success());
+    assert!(pl.filter(&state, &p, &n("n1")).is_success());
+    assert!(pl.reserve(&mut state, &p, "n1").is_success());
+    let t0 = std::time::Instant::now();
+    let st = pl.pre_bind(&mut state, &p, "n1");
+    assert!(st.is_success(), "{st}");
+    assert!(t0.elapsed() < BINDING_POLL, "met at the first look");
+}
+
+#[test]
+fn per_device_node_selection_and_binds_to_node_pin_the_claim_to_the_node() {
+    let spec = json!({"driver": DRIVER, "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+        "perDeviceNodeSelection": true, "devices": [{"name": "on-n2", "nodeName": "n2"}, {"name": "on-n1", "nodeName": "n1"}]});
+    let s: Arc<ResourceSlice> =
+        Arc::new(serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap());
+    let r = results_on_n1(&[s], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    assert_eq!(ids(&r[0]), ["on-n1"], "the device for n2 does not reach n1");
+    let fields = r[0].node_selector.as_ref().unwrap().node_selector_terms[0].match_fields.clone().unwrap();
+    assert_eq!(fields[0].values.as_deref(), Some(&["n1".to_string()][..]));
+    // A network-attached device (all nodes) that binds to its node pins the claim to the node it was allocated on.
+    let binds = slice("net", None, 1, 1, json!([{"name": "d", "bindsToNode": true}]));
+    let r = results_on_n1(&[binds], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let fields = r[0].node_selector.as_ref().unwrap().node_selector_terms[0].match_fields.clone().unwrap();
+    assert_eq!(fields[0].values.as_deref(), Some(&["n1".to_string()][..]));
+    let free = slice("net", None, 1, 1, json!([{"name": "d"}]));
+    let r = results_on_n1(&[free], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    assert!(r[0].node_selector.is_none(), "available everywhere");
 }
