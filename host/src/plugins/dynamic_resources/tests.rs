@@ -835,7 +835,7 @@ fn pre_bind_fails_on_a_binding_failure_condition_and_waits_for_none_without_cond
     let mut objects = (*snap.objects).clone();
     objects.resource_claims.insert("default/c".into(), Arc::new(reported));
     pl.listers.set(Arc::new(objects));
-    let st = pl.pre_bind(&mut state, &p, "n1");
+    let st = pl.pre_bind(&state, &p, "n1");
     assert_eq!(st.code(), Code::Error, "{}", st.message());
     assert!(st.message().contains("reason=R"), "{}", st.message());
     // The allocation PreBind wrote carries the device's conditions and the time it was made.
@@ -875,7 +875,7 @@ fn the_simulated_driver_attaches_devices_so_pre_bind_does_not_wait() {
     assert!(pl.filter(&state, &p, &n("n1")).is_success());
     assert!(pl.reserve(&mut state, &p, "n1").is_success());
     let t0 = std::time::Instant::now();
-    let st = pl.pre_bind(&mut state, &p, "n1");
+    let st = pl.pre_bind(&state, &p, "n1");
     assert!(st.is_success(), "{st}");
     assert!(t0.elapsed() < BINDING_POLL, "met at the first look");
 }
