@@ -380,6 +380,15 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             tracing::info!(identity = %opts.identity, lease = %opts.leader_election.resource_name, "became leader");
         }
 
+        // One request on each client before requests go out in bursts (the informers' twenty lists and watches at
+        // once, then a backlog's bindings and events), so the bursts find the connection up and share it as HTTP/2
+        // streams. On a cold client each request of a burst would dial a connection of its own: the pool cannot
+        // know the server speaks HTTP/2 until ALPN says so (hyper-util locks a dial only for a pool known to be
+        // HTTP/2), and the extra connections linger (5 to 11 under a loaded backlog, where 2 are needed).
+        let (main_up, events_up) = tokio::join!(client.apiserver_version(), clients.events.apiserver_version());
+        if let Err(e) = main_up.and(events_up) {
+            tracing::warn!(error = %e, "asking the API server for its version before the informers start");
+        }
         informers::start(client.clone(), live.scheduler.clone(), live.synced.clone(), policies);
         let loop_live = live.clone();
         let loop_thread = std::thread::Builder::new()
