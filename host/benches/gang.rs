@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
-use kube_wasm_scheduler::config::{self, SchedulerConfig};
+use kube_wasm_scheduler::config::SchedulerConfig;
 use kube_wasm_scheduler::framework::pod_view::{PodChange, PodState, PodView};
 use kube_wasm_scheduler::framework::waiting_pods::WaitingPods;
 use kube_wasm_scheduler::framework::*;
@@ -209,7 +209,7 @@ fn guest_setup() -> (Registry, SchedulerConfig) {
         component.display()
     );
     let mut reg = in_tree_registry();
-    let cfg = config::parse("gang.yaml", &yaml, &|_| true).expect("profile");
+    let cfg = kube_wasm_scheduler::scheduler::parse_config("gang.yaml", &yaml, &|_| true).expect("profile");
     wasm::register_plugins(&mut reg, &cfg, std::path::Path::new("/"));
     (reg, cfg)
 }
@@ -228,7 +228,7 @@ fn native_setup() -> (Registry, SchedulerConfig) {
         }),
     )
     .unwrap();
-    let cfg = config::parse("gang.yaml", PROFILE, &|_| true).expect("profile");
+    let cfg = kube_wasm_scheduler::scheduler::parse_config("gang.yaml", PROFILE, &|_| true).expect("profile");
     (reg, cfg)
 }
 

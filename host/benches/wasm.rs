@@ -97,7 +97,7 @@ fn profile(wasm: bool) -> (Registry, config::SchedulerConfig) {
         reg.register("PriorityLabel", Arc::new(|_, _| Ok(Arc::new(NativePriorityLabel) as Arc<dyn Plugin>))).unwrap();
     }
     let known = |n: &str| n == "PriorityLabel" || reg.get(n).is_some();
-    let cfg = config::parse("bench.yaml", &yaml, &known).expect("bench profile");
+    let cfg = kube_wasm_scheduler::scheduler::parse_config("bench.yaml", &yaml, &known).expect("bench profile");
     wasm::register_plugins(&mut reg, &cfg, std::path::Path::new("/"));
     (reg, cfg)
 }

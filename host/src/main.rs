@@ -335,8 +335,8 @@ fn live_main(args: &[String]) -> anyhow::Result<()> {
 fn load_config(path: Option<&PathBuf>, registry: &mut Registry) -> anyhow::Result<SchedulerConfig> {
     let Some(path) = path else { return Ok(SchedulerConfig::default_config()) };
     let known = |n: &str| registry.get(n).is_some();
-    let cfg =
-        config::load(path, &known).map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
+    let cfg = kube_wasm_scheduler::scheduler::load_config(path, &known)
+        .map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
     for w in &cfg.warnings {
         tracing::warn!("{w}");
     }

@@ -9,7 +9,79 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{parse_go_duration, Extender, ProfileConfig};
-use crate::extender::client::{TlsMaterial, DEFAULT_TIMEOUT};
+use base64::Engine;
+
+/// The timeout of a call when `httpTimeout` is unset or 0 (upstream `DefaultExtenderTimeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An extender's TLS settings with the files and `*Data` fields read and decoded, kept from the configuration
+/// until the client is built (so a missing file is a configuration error, not a failed call).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsMaterial {
+    /// Do not verify the server's certificate.
+    pub insecure: bool,
+    /// The name to verify and send as SNI instead of the URL's host.
+    pub server_name: String,
+    /// CA bundle, PEM.
+    pub ca: Option<Vec<u8>>,
+    /// Client certificate chain, PEM.
+    pub cert: Option<Vec<u8>>,
+    /// Client key, PEM.
+    pub key: Option<Vec<u8>>,
+}
+
+impl TlsMaterial {
+    /// Reads the extender's TLS settings as client-go's `TLSConfigFor` does: `*Data` wins over the file, a CA and
+    /// `insecure` exclude each other, a certificate needs its key; `enableHTTPS` without a CA means no
+    /// verification. `None`: no TLS settings at all (an https URL then verifies against the system's roots).
+    /// Errors carry the field below the extender and the message. Whether the PEM data makes a TLS client is the
+    /// extender client's to say (`extender::check_tls`).
+    pub fn read(ext: &Extender) -> Result<Option<TlsMaterial>, (String, String)> {
+        let default = super::ExtenderTlsConfig::default();
+        let t = ext.tls_config.as_ref().unwrap_or(&default);
+        let pick = |data: &str, data_field: &str, file: &str, file_field: &str| -> Result<_, (String, String)> {
+            if !data.is_empty() {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data.trim())
+                    .map_err(|e| (format!("tlsConfig.{data_field}"), format!("not valid base64: {e}")))?;
+                return Ok(Some(bytes));
+            }
+            if file.is_empty() {
+                return Ok(None);
+            }
+            std::fs::read(file).map(Some).map_err(|e| (format!("tlsConfig.{file_field}"), format!("{file}: {e}")))
+        };
+        let ca = pick(&t.ca_data, "caData", &t.ca_file, "caFile")?;
+        let cert = pick(&t.cert_data, "certData", &t.cert_file, "certFile")?;
+        let key = pick(&t.key_data, "keyData", &t.key_file, "keyFile")?;
+        let insecure = t.insecure || (ext.enable_https && ca.is_none());
+        if ext.tls_config.is_none() && !ext.enable_https {
+            return Ok(None);
+        }
+        if t.insecure && ca.is_some() {
+            return Err((
+                "tlsConfig.insecure".into(),
+                "specifying a root certificates file with the insecure flag is not allowed".into(),
+            ));
+        }
+        match (&cert, &key) {
+            (Some(_), None) => {
+                return Err((
+                    "tlsConfig.keyFile".into(),
+                    "a client certificate needs its key (keyFile or keyData)".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err((
+                    "tlsConfig.certFile".into(),
+                    "a client key needs its certificate (certFile or certData)".into(),
+                ))
+            }
+            _ => {}
+        }
+        Ok(Some(TlsMaterial { insecure, server_name: t.server_name.clone(), ca, cert, key }))
+    }
+}
 
 /// One extender ready to build a client from: its settings, the timeout parsed and the TLS material read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,6 +96,9 @@ pub struct ExtenderConfig {
     /// The TLS material (never written out: it holds the client key).
     #[serde(skip)]
     pub tls: Option<TlsMaterial>,
+    /// Its place in the file's `extenders` (errors found later name it there; the list is reordered).
+    #[serde(skip)]
+    pub index: usize,
 }
 
 /// Checks every extender; errors carry the field (from `extenders`) and the message. Ignorable extenders go
@@ -45,10 +120,10 @@ pub fn check(extenders: Vec<Extender>) -> Result<Vec<ExtenderConfig>, (String, S
         }
         for (j, r) in e.managed_resources.iter().enumerate() {
             let f = at(&format!("managedResources[{j}].name"));
-            if let Some(m) = crate::sim::validate::qualified_name(&r.name) {
+            if let Some(m) = super::names::qualified_name(&r.name) {
                 return Err((f, format!("Invalid value: {:?}: {m}", r.name)));
             }
-            if !crate::plugins::node_resources::is_extended_resource_name(&r.name) {
+            if !super::names::is_extended_resource_name(&r.name) {
                 return Err((f, format!("Invalid value: {:?}: is an invalid extended resource name", r.name)));
             }
             if !managed.insert(r.name.clone()) {
@@ -64,7 +139,7 @@ pub fn check(extenders: Vec<Extender>) -> Result<Vec<ExtenderConfig>, (String, S
             },
         };
         let tls = TlsMaterial::read(&e).map_err(|(f, m)| (at(&f), m))?;
-        out.push(ExtenderConfig { spec: e, timeout, tls });
+        out.push(ExtenderConfig { spec: e, timeout, tls, index: i });
     }
     if binders > 1 {
         return Err((
@@ -87,6 +162,9 @@ fn check_url(prefix: &str) -> Result<(), String> {
     }
 }
 
+/// The plugin whose `ignoredResources` the extenders' ignored resources replace.
+const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
+
 /// Resources the extenders manage with `ignoredByScheduler`: NodeResourcesFit's `ignoredResources` in every
 /// profile become exactly these, as upstream's `buildExtenders` overwrites them.
 pub fn apply_ignored_resources(extenders: &[ExtenderConfig], profiles: &mut [ProfileConfig]) {
@@ -100,10 +178,7 @@ pub fn apply_ignored_resources(extenders: &[ExtenderConfig], profiles: &mut [Pro
         return;
     }
     for p in profiles {
-        let args = p
-            .plugin_args
-            .entry(crate::plugins::node_resources::fit::NAME.to_string())
-            .or_insert_with(|| serde_json::json!({}));
+        let args = p.plugin_args.entry(NODE_RESOURCES_FIT.to_string()).or_insert_with(|| serde_json::json!({}));
         if !args.is_object() {
             *args = serde_json::json!({});
         }

@@ -3,6 +3,8 @@
 mod defaults;
 mod duration;
 pub mod extenders;
+pub mod extension_point;
+pub mod names;
 pub mod types;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -12,9 +14,8 @@ use std::time::Duration;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::framework::ExtensionPoint;
-use crate::plugins;
 use crate::yaml::YamlError;
+use extension_point::ExtensionPoint;
 
 pub use defaults::{default_plugins, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
 pub use duration::{check_go_seconds, format_go_duration, parse_go_duration, serialize_go_duration, MAX_GO_DURATION};
@@ -82,8 +83,12 @@ pub struct ProfileConfig {
     pub percentage_of_nodes_to_score: Option<i32>,
     /// The merged plugin sets.
     pub plugins: Plugins,
-    /// Plugin name → args.
+    /// Plugin name → args, as the file wrote them until the plugins have checked and decoded them
+    /// (`scheduler::check_plugin_args`: a native plugin's `kind` and `apiVersion` are dropped then).
     pub plugin_args: BTreeMap<String, serde_json::Value>,
+    /// Plugin name → its entry's index in the file's `pluginConfig`, for errors found in the args later.
+    #[serde(skip)]
+    pub plugin_config_index: BTreeMap<String, usize>,
     /// The profile that decides beside this one and never acts (see [`KubeSchedulerProfile::shadow`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<String>,
@@ -198,13 +203,12 @@ fn complete(
     if raw.profiles.len() > MAX_PROFILES {
         return Err(too_many_profiles(file, raw.profiles.len()));
     }
-    // A pluginConfig entry whose args name a component declares a Wasm plugin: its name is known from then on.
+    // A pluginConfig entry whose args name a component declares a Wasm plugin: its name is known from then on (its
+    // args are the Wasm host's to check, as every plugin checks its own: `scheduler::check_plugin_args`).
     let mut wasm_names = HashSet::new();
-    for (i, p) in raw.profiles.iter().enumerate() {
-        for (j, pc) in p.plugin_config.iter().enumerate() {
-            if crate::wasm::WasmArgs::is_wasm(pc.args.as_ref()) {
-                crate::wasm::WasmArgs::parse(pc.args.as_ref().expect("checked"), Path::new("."))
-                    .map_err(|m| err(format!("profiles[{i}].pluginConfig[{j}].args"), m))?;
+    for p in &raw.profiles {
+        for pc in &p.plugin_config {
+            if declares_component(pc.args.as_ref()) {
                 wasm_names.insert(pc.name.clone());
             }
         }
@@ -294,6 +298,7 @@ fn complete(
             }
         }
         let mut plugin_args = BTreeMap::new();
+        let mut plugin_config_index = BTreeMap::new();
         for (j, pc) in p.plugin_config.into_iter().enumerate() {
             let f = at(&format!(".pluginConfig[{j}]"));
             if !known(&pc.name) {
@@ -302,14 +307,15 @@ fn complete(
             if plugin_args.contains_key(&pc.name) {
                 return Err(err(format!("{f}.name"), format!("duplicate pluginConfig for plugin {:?}", pc.name)));
             }
-            let args = native_args(&pc.name, pc.args).map_err(|(af, m)| err(format!("{f}.args{af}"), m))?;
-            plugin_args.insert(pc.name, args);
+            plugin_config_index.insert(pc.name.clone(), j);
+            plugin_args.insert(pc.name, pc.args.unwrap_or(serde_json::Value::Null));
         }
         profiles.push(ProfileConfig {
             scheduler_name: name,
             percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
             plugins: merge_plugins(&default_plugins(), &user),
             plugin_args,
+            plugin_config_index,
             shadow: p.shadow,
         });
     }
@@ -437,40 +443,19 @@ fn check_plugin_sets(user: &Plugins, known: &dyn Fn(&str) -> bool) -> Result<(),
     Ok(())
 }
 
-/// A pluginConfig entry's args, ready to store: a native plugin's are checked as upstream decodes and validates
-/// them (their `kind` and `apiVersion`, when given, must be the plugin's); both are then dropped, since the
-/// name already says which plugin the args are for. Errors carry the field below `args`.
-fn native_args(name: &str, args: Option<serde_json::Value>) -> Result<serde_json::Value, (String, String)> {
-    let mut args = args.unwrap_or(serde_json::Value::Null);
-    let check = plugins::args_check(name).filter(|_| !crate::wasm::WasmArgs::is_wasm(Some(&args)));
-    if let Some(o) = args.as_object_mut() {
-        let kind = o.remove("kind");
-        let api_version = o.remove("apiVersion");
-        if check.is_some() {
-            let want = format!("{name}Args");
-            match kind {
-                Some(serde_json::Value::String(k)) if k == want => {}
-                None => {}
-                Some(k) => {
-                    return Err((".kind".into(), format!("args for plugin {name} must be of kind {want}, got {k}")))
-                }
-            }
-            match api_version {
-                Some(serde_json::Value::String(v)) if v == API_VERSION => {}
-                None => {}
-                Some(v) => return Err((".apiVersion".into(), format!("expected {API_VERSION}, got {v}"))),
-            }
-        }
+/// True when a pluginConfig entry's args name a `component`: the entry declares a Wasm plugin.
+pub fn declares_component(args: Option<&serde_json::Value>) -> bool {
+    args.and_then(|a| a.get("component")).is_some()
+}
+
+/// Args with `kind` and `apiVersion` left out: what the plugin reads, whether or not the file named the type.
+fn without_type_meta(args: &serde_json::Value) -> serde_json::Value {
+    let mut a = args.clone();
+    if let Some(o) = a.as_object_mut() {
+        o.remove("kind");
+        o.remove("apiVersion");
     }
-    if let Some(check) = check {
-        // One line: the first error; upstream's aggregate lists them all, which a user fixes one by one anyway.
-        check(Some(&args)).map_err(|e| {
-            let first = e.0.into_iter().next().expect("an args error holds at least one");
-            let field = if first.field.is_empty() { String::new() } else { format!(".{}", first.field) };
-            (field, first.detail)
-        })?;
-    }
-    Ok(args)
+    a
 }
 
 /// Whether another profile names `name` as its shadow (such a profile serves no pods of its own).
@@ -502,7 +487,7 @@ fn check_shadows(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
 /// plugins and, for the first profile's, the same args (upstream's `validateCommonQueueSort`).
 fn check_common_queue_sort(profiles: &[ProfileConfig]) -> Result<(), (String, String)> {
     let qs0 = queue_sort_names(&profiles[0].plugins);
-    let args0 = qs0.first().and_then(|n| profiles[0].plugin_args.get(n));
+    let args0 = qs0.first().and_then(|n| profiles[0].plugin_args.get(n)).map(without_type_meta);
     for (i, p) in profiles.iter().enumerate().skip(1) {
         let qs = queue_sort_names(&p.plugins);
         if qs != qs0 {
@@ -512,7 +497,7 @@ fn check_common_queue_sort(profiles: &[ProfileConfig]) -> Result<(), (String, St
             ));
         }
         if let Some(name) = qs0.first() {
-            if let Some(args) = p.plugin_args.get(name).filter(|a| Some(*a) != args0) {
+            if let Some(args) = p.plugin_args.get(name).map(without_type_meta).filter(|a| Some(a) != args0.as_ref()) {
                 return Err((
                     format!("profiles[{i}].pluginConfig"),
                     format!("args of queue sort plugin {name:?} must be the same for all profiles, got {args}"),
@@ -664,13 +649,6 @@ mod tests {
             ("profiles: [{schedulerName: a, shadow: a}]\n", Some("profiles[0].shadow: a profile cannot be its own shadow")),
             ("profiles: [{schedulerName: a, shadow: b}, {schedulerName: b, shadow: c}, {schedulerName: c}]\n", Some("profiles[0].shadow: profile \"b\" has a shadow of its own")),
             ("profiles: [{schedulerName: a, shadow: 7}]\n", Some("profiles[0].shadow: invalid type: integer")),
-            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: VolumeBindingArgs, apiVersion: kubescheduler.config.k8s.io/v1, bindTimeoutSeconds: 0}}]}]\n", None),
-            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: NodeAffinityArgs}}]}]\n", Some("profiles[0].pluginConfig[0].args.kind: args for plugin VolumeBinding must be of kind VolumeBindingArgs")),
-            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {apiVersion: kubescheduler.config.k8s.io/v1beta3}}]}]\n", Some("profiles[0].pluginConfig[0].args.apiVersion: expected kubescheduler.config.k8s.io/v1")),
-            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 9223372037}}]}]\n", Some("args.bindTimeoutSeconds: Invalid value: 9223372037: must be at most")),
-            ("profiles: [{pluginConfig: [{name: NodeResourcesFit, args: []}]}]\n", Some("profiles[0].pluginConfig[0].args: invalid type: sequence")),
-            ("profiles: [{pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 0, ignorePreferredTermsOfExistingPods: true}}]}]\n", None),
-            ("profiles: [{pluginConfig: [{name: PodTopologySpread, args: {defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}}]}]\n", Some("args.defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty")),
         ];
         for (body, want) in cases {
             let got = parse("f.yaml", &format!("{HEAD}{body}"), &|_| true);

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::framework::ExtensionPoint;
+use super::extension_point::ExtensionPoint;
 
 /// The API group and version this scheduler reads.
 pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
@@ -19,10 +18,8 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde_json::Value;
 
 use super::ExtenderError;
-use crate::config::Extender;
 
-/// The timeout of a call when `httpTimeout` is unset or 0 (upstream `DefaultExtenderTimeout`).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+pub use crate::config::extenders::{TlsMaterial, DEFAULT_TIMEOUT};
 /// Idle connections kept per extender: the scheduler calls each one from a single thread, prioritize and
 /// filter overlap at most with binding and preemption.
 const MAX_IDLE_PER_HOST: usize = 8;
@@ -34,77 +31,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// is a few tens of MB.
 const MAX_ANSWER_BYTES: usize = 256 << 20;
 
-/// An extender's TLS settings with the files and `*Data` fields read and decoded, kept from the configuration
-/// until the client is built (so a missing file is a configuration error, not a failed call).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsMaterial {
-    /// Do not verify the server's certificate.
-    pub insecure: bool,
-    /// The name to verify and send as SNI instead of the URL's host.
-    pub server_name: String,
-    /// CA bundle, PEM.
-    pub ca: Option<Vec<u8>>,
-    /// Client certificate chain, PEM.
-    pub cert: Option<Vec<u8>>,
-    /// Client key, PEM.
-    pub key: Option<Vec<u8>>,
-}
-
 impl TlsMaterial {
-    /// Reads the extender's TLS settings as client-go's `TLSConfigFor` does: `*Data` wins over the file, a CA and
-    /// `insecure` exclude each other, a certificate needs its key; `enableHTTPS` without a CA means no
-    /// verification. `None`: no TLS settings at all (an https URL then verifies against the system's roots).
-    /// Errors carry the field below the extender and the message.
-    pub fn read(ext: &Extender) -> Result<Option<TlsMaterial>, (String, String)> {
-        let default = crate::config::ExtenderTlsConfig::default();
-        let t = ext.tls_config.as_ref().unwrap_or(&default);
-        let pick = |data: &str, data_field: &str, file: &str, file_field: &str| -> Result<_, (String, String)> {
-            if !data.is_empty() {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(data.trim())
-                    .map_err(|e| (format!("tlsConfig.{data_field}"), format!("not valid base64: {e}")))?;
-                return Ok(Some(bytes));
-            }
-            if file.is_empty() {
-                return Ok(None);
-            }
-            std::fs::read(file).map(Some).map_err(|e| (format!("tlsConfig.{file_field}"), format!("{file}: {e}")))
-        };
-        let ca = pick(&t.ca_data, "caData", &t.ca_file, "caFile")?;
-        let cert = pick(&t.cert_data, "certData", &t.cert_file, "certFile")?;
-        let key = pick(&t.key_data, "keyData", &t.key_file, "keyFile")?;
-        let insecure = t.insecure || (ext.enable_https && ca.is_none());
-        if ext.tls_config.is_none() && !ext.enable_https {
-            return Ok(None);
+    /// Checks that the material makes a TLS client and that `serverName` is a name, as building the client would;
+    /// errors carry the field below the extender and the message.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        self.client_config()?;
+        if !self.server_name.is_empty() {
+            ServerName::try_from(self.server_name.clone())
+                .map_err(|e| ("tlsConfig.serverName".to_string(), format!("{:?}: {e}", self.server_name)))?;
         }
-        if t.insecure && ca.is_some() {
-            return Err((
-                "tlsConfig.insecure".into(),
-                "specifying a root certificates file with the insecure flag is not allowed".into(),
-            ));
-        }
-        match (&cert, &key) {
-            (Some(_), None) => {
-                return Err((
-                    "tlsConfig.keyFile".into(),
-                    "a client certificate needs its key (keyFile or keyData)".into(),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err((
-                    "tlsConfig.certFile".into(),
-                    "a client key needs its certificate (certFile or certData)".into(),
-                ))
-            }
-            _ => {}
-        }
-        let m = TlsMaterial { insecure, server_name: t.server_name.clone(), ca, cert, key };
-        m.client_config()?;
-        if !m.server_name.is_empty() {
-            ServerName::try_from(m.server_name.clone())
-                .map_err(|e| ("tlsConfig.serverName".to_string(), format!("{:?}: {e}", m.server_name)))?;
-        }
-        Ok(Some(m))
+        Ok(())
     }
 
     /// The rustls configuration; errors carry the field below the extender and the message.

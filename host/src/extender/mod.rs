@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::config::ExtenderConfig;
+use crate::config::{ConfigError, ExtenderConfig, SchedulerConfig};
 use crate::framework::runtime::NodePluginScores;
 use crate::framework::{ExtenderTrace, NodeInfo, NodeToStatus, PodInfo, PreemptionCandidate, Snapshot, Status};
 use client::HttpClient;
@@ -293,6 +293,21 @@ impl Drop for CallRuntime {
             rt.shutdown_background();
         }
     }
+}
+
+/// Checks that each extender's TLS material makes a client, as building it would: one line naming the field
+/// (`extenders[i].tlsConfig.caFile`), before anything runs.
+pub fn check_tls(cfg: &SchedulerConfig) -> Result<(), ConfigError> {
+    for e in &cfg.extenders {
+        if let Some(t) = &e.tls {
+            t.check().map_err(|(f, m)| ConfigError {
+                file: cfg.source.clone(),
+                field: format!("extenders[{}].{f}", e.index),
+                message: m,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// The configured extenders, in call order (ignorable ones last), and the runtime their calls run on.
@@ -677,7 +692,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        Extenders::new(&[ExtenderConfig { spec, timeout: client::DEFAULT_TIMEOUT, tls: None }])
+        Extenders::new(&[ExtenderConfig { spec, timeout: client::DEFAULT_TIMEOUT, tls: None, index: 0 }])
     }
 
     fn pod(containers: serde_json::Value, init: serde_json::Value) -> PodInfo {

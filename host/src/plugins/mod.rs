@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::config::{ConfigError, SchedulerConfig, API_VERSION};
 use crate::framework::{Plugin, Registry};
 
 pub mod default_binder;
@@ -51,6 +52,60 @@ pub fn args_check(name: &str) -> Option<ArgsCheck> {
     ARGS_CHECKS.iter().find(|(n, _)| *n == name).map(|(_, check)| *check)
 }
 
+/// Checks the native plugins' args of every profile as upstream decodes and validates them (a plugin's `kind` and
+/// `apiVersion`, when given, must be its own), and drops `kind` and `apiVersion` from every entry's args, since the
+/// name already says which plugin they are for. Args that declare a Wasm component are left to the Wasm host.
+/// The error is one line naming the field: `profiles[0].pluginConfig[2].args.scoringStrategy.type`.
+pub fn check_config_args(cfg: &mut SchedulerConfig) -> Result<(), ConfigError> {
+    let file = cfg.source.clone();
+    for (i, p) in cfg.profiles.iter_mut().enumerate() {
+        for (name, args) in p.plugin_args.iter_mut() {
+            // Entries the configuration derived itself (NodeResourcesFit's ignoredResources from the extenders).
+            let Some(j) = p.plugin_config_index.get(name) else { continue };
+            native_args(name, args).map_err(|(af, m)| ConfigError {
+                file: file.clone(),
+                field: format!("profiles[{i}].pluginConfig[{j}].args{af}"),
+                message: m,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// One entry's args, checked and left ready to store (see `check_config_args`). Errors carry the field below
+/// `args`.
+fn native_args(name: &str, args: &mut serde_json::Value) -> Result<(), (String, String)> {
+    let check = args_check(name).filter(|_| !crate::config::declares_component(Some(args)));
+    if let Some(o) = args.as_object_mut() {
+        let kind = o.remove("kind");
+        let api_version = o.remove("apiVersion");
+        if check.is_some() {
+            let want = format!("{name}Args");
+            match kind {
+                Some(serde_json::Value::String(k)) if k == want => {}
+                None => {}
+                Some(k) => {
+                    return Err((".kind".into(), format!("args for plugin {name} must be of kind {want}, got {k}")))
+                }
+            }
+            match api_version {
+                Some(serde_json::Value::String(v)) if v == API_VERSION => {}
+                None => {}
+                Some(v) => return Err((".apiVersion".into(), format!("expected {API_VERSION}, got {v}"))),
+            }
+        }
+    }
+    if let Some(check) = check {
+        // One line: the first error; upstream's aggregate lists them all, which a user fixes one by one anyway.
+        check(Some(args)).map_err(|e| {
+            let first = e.0.into_iter().next().expect("an args error holds at least one");
+            let field = if first.field.is_empty() { String::new() } else { format!(".{}", first.field) };
+            (field, first.detail)
+        })?;
+    }
+    Ok(())
+}
+
 /// Decodes, defaults and validates a plugin's args, reporting every error at its path inside the args.
 pub type ArgsCheck = fn(Option<&serde_json::Value>) -> Result<(), helper::ArgsError>;
 
@@ -90,4 +145,39 @@ pub fn in_tree_registry() -> Registry {
     register!(r, volume_zone::NAME, volume_zone::VolumeZone::new);
     register!(r, node_volume_limits::NAME, node_volume_limits::NodeVolumeLimits::new);
     r
+}
+
+#[cfg(test)]
+mod config_args_tests {
+    use super::*;
+
+    const HEAD: &str = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    /// The native plugins' args in a configuration, checked as upstream decodes and validates them, each refusal
+    /// one line naming the field (None: accepted).
+    #[test]
+    fn plugin_args_are_checked_by_their_plugins() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: VolumeBindingArgs, apiVersion: kubescheduler.config.k8s.io/v1, bindTimeoutSeconds: 0}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {kind: NodeAffinityArgs}}]}]\n", Some("profiles[0].pluginConfig[0].args.kind: args for plugin VolumeBinding must be of kind VolumeBindingArgs")),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {apiVersion: kubescheduler.config.k8s.io/v1beta3}}]}]\n", Some("profiles[0].pluginConfig[0].args.apiVersion: expected kubescheduler.config.k8s.io/v1")),
+            ("profiles: [{pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 9223372037}}]}]\n", Some("args.bindTimeoutSeconds: Invalid value: 9223372037: must be at most")),
+            ("profiles: [{pluginConfig: [{name: NodeResourcesFit, args: []}]}]\n", Some("profiles[0].pluginConfig[0].args: invalid type: sequence")),
+            ("profiles: [{pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 0, ignorePreferredTermsOfExistingPods: true}}]}]\n", None),
+            ("profiles: [{pluginConfig: [{name: PodTopologySpread, args: {defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}}]}]\n", Some("args.defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty")),
+        ];
+        for (body, want) in cases {
+            let got = crate::config::parse("f.yaml", &format!("{HEAD}{body}"), &|_| true)
+                .and_then(|mut cfg| check_config_args(&mut cfg).map(|()| cfg));
+            match (got, want) {
+                (Ok(_), None) => {}
+                (Err(e), Some(w)) => {
+                    let e = e.to_string();
+                    assert!(e.starts_with("f.yaml: ") && e.contains(w), "{body}: got {e:?}, want {w:?}");
+                }
+                (Ok(_), Some(w)) => panic!("{body}: accepted, want {w:?}"),
+                (Err(e), None) => panic!("{body}: {e}"),
+            }
+        }
+    }
 }

@@ -134,7 +134,7 @@ mod tests {
         let cluster = Arc::new(MemoryCluster::default());
         let registry = crate::plugins::in_tree_registry();
         let yaml = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
-        let cfg = crate::config::parse("test", yaml, &|n| registry.names().contains(&n)).unwrap();
+        let cfg = crate::scheduler::parse_config("test", yaml, &|n| registry.names().contains(&n)).unwrap();
         let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
         let queue =
             SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);

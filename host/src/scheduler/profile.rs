@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{is_shadow, SchedulerConfig};
+use crate::config::{is_shadow, ConfigError, SchedulerConfig};
 use crate::framework::parallelize::Parallelizer;
 use crate::framework::pod_view::PodView;
 use crate::framework::{Framework, FrameworkError, Listers, PluginContext, Registry};
@@ -99,6 +99,29 @@ impl Profiles for ProfileMap {
     fn first(&self) -> &Framework {
         &self.first
     }
+}
+
+/// Reads a configuration file (`config::load`) and has the plugins check their args (`check_plugin_args`).
+pub fn load_config(path: &std::path::Path, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
+    let mut cfg = crate::config::load(path, known)?;
+    check_plugin_args(&mut cfg)?;
+    Ok(cfg)
+}
+
+/// Parses configuration text (`config::parse`) and has the plugins check their args (`check_plugin_args`).
+pub fn parse_config(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
+    let mut cfg = crate::config::parse(file, text, known)?;
+    check_plugin_args(&mut cfg)?;
+    Ok(cfg)
+}
+
+/// The checks the configuration leaves to what stands on it, each decoding what it owns: the extenders' TLS
+/// material makes a client, the Wasm plugins' args are a component's, the native plugins' args are theirs. Run
+/// before any profile is built, so a mistake is one line naming the field.
+pub fn check_plugin_args(cfg: &mut SchedulerConfig) -> Result<(), ConfigError> {
+    crate::extender::check_tls(cfg)?;
+    crate::wasm::check_config_args(cfg)?;
+    crate::plugins::check_config_args(cfg)
 }
 
 /// Builds the frameworks of every profile, sharing one parallelizer. A profile some other one names as its

@@ -920,7 +920,7 @@ mod tests {
             registry.register(name, Arc::new(move |_, _| Ok(plugin.clone()))).unwrap();
         }
         let yaml = format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{profiles}");
-        let cfg = crate::config::parse("test", &yaml, &|n| registry.names().contains(&n)).unwrap();
+        let cfg = crate::scheduler::parse_config("test", &yaml, &|n| registry.names().contains(&n)).unwrap();
         let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
         let queue =
             SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);

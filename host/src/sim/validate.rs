@@ -30,6 +30,9 @@ pub const HIGHEST_USER_DEFINABLE_PRIORITY: i32 = 1_000_000_000;
 pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i32)] =
     &[("system-cluster-critical", 2_000_000_000), ("system-node-critical", 2_000_001_000)];
 
+pub use crate::config::names::{dns1123_subdomain, qualified_name};
+use crate::config::names::{dns_label_chars, label_chars};
+
 fn invalid(path: &str, value: impl std::fmt::Display, detail: &str) -> String {
     format!("{path}: Invalid value: {value}: {detail}")
 }
@@ -50,16 +53,8 @@ fn fail(e: String) -> Result {
 // ---- names, labels (apimachinery pkg/util/validation) ----
 
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
-const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-fn dns_label_chars(s: &str) -> bool {
-    let b = s.as_bytes();
-    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty() && ok(&b[0]) && ok(&b[b.len() - 1]) && b.iter().all(|c| ok(c) || *c == b'-')
-}
 
 /// Upstream `IsDNS1123Label`: the problem, if any.
 pub fn dns1123_label(s: &str) -> Option<String> {
@@ -72,54 +67,11 @@ pub fn dns1123_label(s: &str) -> Option<String> {
     }
 }
 
-/// Upstream `IsDNS1123Subdomain`: the problem, if any.
-pub fn dns1123_subdomain(s: &str) -> Option<String> {
-    if s.len() > 253 {
-        Some("must be no more than 253 characters".into())
-    } else if !s.split('.').all(dns_label_chars) {
-        Some(DNS1123_SUBDOMAIN_MSG.into())
-    } else {
-        None
-    }
-}
-
 fn dns1035_label(s: &str) -> Option<String> {
     if s.len() > 63 {
         Some("must be no more than 63 characters".into())
     } else if !dns_label_chars(s) || !s.as_bytes()[0].is_ascii_lowercase() {
         Some(DNS1035_LABEL_MSG.into())
-    } else {
-        None
-    }
-}
-
-fn label_chars(s: &str) -> bool {
-    let b = s.as_bytes();
-    let ok = |c: &u8| c.is_ascii_alphanumeric();
-    !b.is_empty() && ok(&b[0]) && ok(&b[b.len() - 1]) && b.iter().all(|c| ok(c) || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// Upstream `IsQualifiedName` (label keys, taint and toleration keys, topology keys): the problem, if any.
-pub fn qualified_name(s: &str) -> Option<String> {
-    let (prefix, name) = match s.split('/').collect::<Vec<_>>()[..] {
-        [name] => (None, name),
-        [prefix, name] => (Some(prefix), name),
-        _ => return Some(("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')").into()),
-    };
-    if let Some(p) = prefix {
-        if p.is_empty() {
-            return Some("prefix part must be non-empty".into());
-        }
-        if let Some(m) = dns1123_subdomain(p) {
-            return Some(format!("prefix part {m}"));
-        }
-    }
-    if name.is_empty() {
-        Some("name part must be non-empty".into())
-    } else if name.len() > 63 {
-        Some("name part must be no more than 63 characters".into())
-    } else if !label_chars(name) {
-        Some(QUALIFIED_NAME_MSG.into())
     } else {
         None
     }

@@ -134,7 +134,7 @@ pub struct WasmArgs {
 impl WasmArgs {
     /// True when a plugin's args declare a Wasm component.
     pub fn is_wasm(args: Option<&serde_json::Value>) -> bool {
-        args.and_then(|a| a.get("component")).is_some()
+        crate::config::declares_component(args)
     }
 
     /// The defaults for a component file (any path, UTF-8 or not: `plugin check` names files, not JSON).

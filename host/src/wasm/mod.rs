@@ -446,6 +446,22 @@ pub fn pull_file(
     Ok((info, fetched.digest))
 }
 
+/// Checks the args of every plugin a profile declares as Wasm (a `component` in its args) as loading it would,
+/// before anything is fetched: one line naming the entry (`profiles[0].pluginConfig[1].args`) and the field.
+pub fn check_config_args(cfg: &crate::config::SchedulerConfig) -> Result<(), crate::config::ConfigError> {
+    for (i, p) in cfg.profiles.iter().enumerate() {
+        for (name, args) in &p.plugin_args {
+            let Some(j) = p.plugin_config_index.get(name).filter(|_| WasmArgs::is_wasm(Some(args))) else { continue };
+            WasmArgs::parse(args, Path::new(".")).map_err(|message| crate::config::ConfigError {
+                file: cfg.source.clone(),
+                field: format!("profiles[{i}].pluginConfig[{j}].args"),
+                message,
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Registers a factory for every plugin that a profile declares as Wasm (a `pluginConfig` entry whose args name
 /// a `component`). Relative component paths resolve against `base` (the configuration file's directory).
 ///

@@ -14,7 +14,7 @@ const HEAD: &str = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedu
 
 fn parse(yaml: &str) -> Result<config::SchedulerConfig, String> {
     let r = in_tree_registry();
-    config::parse("sched.yaml", yaml, &|n| r.get(n).is_some())
+    kube_wasm_scheduler::scheduler::parse_config("sched.yaml", yaml, &|n| r.get(n).is_some())
         .map_err(|e| config::with_known_names(e, &r.names()).to_string())
 }
 

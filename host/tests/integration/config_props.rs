@@ -212,7 +212,7 @@ fn apply(v: &mut Value, m: &Mutation) {
 /// only: a Wasm component is compiled elsewhere) and serialize for `--write-config-to`.
 fn check(text: &str) -> Result<(), TestCaseError> {
     let r = in_tree_registry();
-    match config::parse("sched.yaml", text, &|n| r.get(n).is_some()) {
+    match kube_wasm_scheduler::scheduler::parse_config("sched.yaml", text, &|n| r.get(n).is_some()) {
         Err(e) => {
             let line = config::with_known_names(e, &r.names()).to_string();
             prop_assert!(line.starts_with("sched.yaml: "), "{line}");

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube_wasm_scheduler::config::{self, SchedulerConfig};
+use kube_wasm_scheduler::config::SchedulerConfig;
 use kube_wasm_scheduler::framework::Registry;
 use kube_wasm_scheduler::framework::Snapshot;
 use kube_wasm_scheduler::framework::*;
@@ -208,7 +208,8 @@ pub fn registry_with(plugins: Vec<TestPlugin>) -> Registry {
 
 /// Parses a configuration against a registry; panics on errors (tests of errors call `config::parse`).
 pub fn config(registry: &Registry, yaml: &str) -> SchedulerConfig {
-    config::parse("test.yaml", yaml, &|n| registry.get(n).is_some()).unwrap_or_else(|e| panic!("{e}"))
+    kube_wasm_scheduler::scheduler::parse_config("test.yaml", yaml, &|n| registry.get(n).is_some())
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A profile that uses only the given plugins at the given points (multiPoint off), PrioritySort and
