@@ -295,6 +295,28 @@ func startScheduler(name, bin, dir, kubeconfig, schedulerName string, extra ...s
 	return p, nil
 }
 
+// startBoth starts kube-scheduler and ours with their configs and logs under dir and waits until both are ready;
+// the function it returns stops them.
+func startBoth(ctx context.Context, o options, dir string) (func(), error) {
+	kube, err := startScheduler("kube-scheduler", o.kubeScheduler, dir, o.kubeconfig, kubeName, strings.Fields(o.kubeFlags)...)
+	if err != nil {
+		return nil, err
+	}
+	ours, err := startScheduler("kube-wasm-scheduler", o.ours, dir, o.kubeconfig, oursName, strings.Fields(o.oursFlags)...)
+	if err != nil {
+		kube.stop()
+		return nil, err
+	}
+	stop := func() { ours.stop(); kube.stop() }
+	for _, p := range []*process{kube, ours} {
+		if err := p.waitReady(ctx, 2*time.Minute); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
+}
+
 // waitReady polls /readyz until it answers 200 (the scheduler has synced its informers).
 func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}

@@ -412,21 +412,11 @@ func runSeed(ctx context.Context, client kubernetes.Interface, o options, seed i
 	defer close(w.stop)
 
 	// Started after the cluster is in place: each lists it whole, in the API server's order, as its first view.
-	kube, err := startScheduler("kube-scheduler", o.kubeScheduler, dir, o.kubeconfig, kubeName, strings.Fields(o.kubeFlags)...)
+	stop, err := startBoth(ctx, o, dir)
 	if err != nil {
 		return nil, err
 	}
-	defer kube.stop()
-	ours, err := startScheduler("kube-wasm-scheduler", o.ours, dir, o.kubeconfig, oursName, strings.Fields(o.oursFlags)...)
-	if err != nil {
-		return nil, err
-	}
-	defer ours.stop()
-	for _, p := range []*process{kube, ours} {
-		if err := p.waitReady(ctx, 2*time.Minute); err != nil {
-			return nil, err
-		}
-	}
+	defer stop()
 	fmt.Printf("parity: seed %d: %d nodes, %d background pods, %d probes (schedulers ready in %s)\n",
 		seed, len(cl.nodes), len(cl.background), len(probes), time.Since(start).Round(time.Millisecond))
 

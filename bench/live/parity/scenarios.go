@@ -16,7 +16,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -137,21 +136,11 @@ func runAllScenarios(ctx context.Context, env *scenarioEnv, o options) ([]scenar
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	kube, err := startScheduler("kube-scheduler", o.kubeScheduler, dir, o.kubeconfig, kubeName, strings.Fields(o.kubeFlags)...)
+	stop, err := startBoth(ctx, o, dir)
 	if err != nil {
 		return nil, err
 	}
-	defer kube.stop()
-	ours, err := startScheduler("kube-wasm-scheduler", o.ours, dir, o.kubeconfig, oursName, strings.Fields(o.oursFlags)...)
-	if err != nil {
-		return nil, err
-	}
-	defer ours.stop()
-	for _, p := range []*process{kube, ours} {
-		if err := p.waitReady(ctx, 2*time.Minute); err != nil {
-			return nil, err
-		}
-	}
+	defer stop()
 	return runScenarios(ctx, env, o, o.scenarios)
 }
 
@@ -379,16 +368,7 @@ func writeScenarioFile(src, dst, run string) error {
 	}
 	ns := scenarioNamespace(src, run)
 	var buf bytes.Buffer
-	doc := func(m map[string]interface{}) error {
-		b, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		buf.WriteString("---\n")
-		buf.Write(b)
-		buf.WriteString("\n")
-		return nil
-	}
+	doc := func(m map[string]interface{}) error { return writeDoc(&buf, m) }
 	if err := doc(map[string]interface{}{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]interface{}{"name": ns}}); err != nil {
 		return err
 	}

@@ -34,6 +34,18 @@ func clean(obj interface{}) (map[string]interface{}, error) {
 	return m, nil
 }
 
+// writeDoc appends m to buf as one document of a YAML stream (JSON is YAML).
+func writeDoc(buf *bytes.Buffer, m map[string]interface{}) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	buf.WriteString("---\n")
+	buf.Write(b)
+	buf.WriteString("\n")
+	return nil
+}
+
 // clusterFile renders the seed's cluster: namespace, nodes (in the order the API server lists them, so the first
 // node to report an image is the same one), services, background pods; the probe is appended per run.
 func clusterFile(cl *cluster) ([]byte, error) {
@@ -43,14 +55,7 @@ func clusterFile(cl *cluster) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		b, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		buf.WriteString("---\n")
-		buf.Write(b)
-		buf.WriteString("\n")
-		return nil
+		return writeDoc(&buf, m)
 	}
 	for _, ns := range cl.namespaces() {
 		if err := write(ns); err != nil {

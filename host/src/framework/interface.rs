@@ -498,8 +498,8 @@ pub trait ScorePlugin: Plugin {
     }
 
     /// For `--explain`: the parts this cycle's scores were made of, shown under the plugin's own row (TenantPolicies
-    /// shows each tenant policy's scores). Asked only for a traced cycle, after Score.
-    fn explain_scores(&self, _state: &CycleState) -> Vec<super::trace::PluginScoreTrace> {
+    /// shows each tenant policy's scores). Asked only for a traced cycle, after Score, with the nodes scored.
+    fn explain_scores(&self, _state: &CycleState, _nodes: &[Arc<NodeInfo>]) -> Vec<super::trace::PluginScoreTrace> {
         Vec::new()
     }
 }

@@ -719,7 +719,7 @@ impl Framework {
                         .map(|(i, ns)| (ns.name.to_string(), raw[p][i], ns.score, ns.score * e.weight))
                         .collect(),
                 });
-                traces.extend(sp.explain_scores(state));
+                traces.extend(sp.explain_scores(state, nodes));
             }
         }
         if let Some(t) = trace {

@@ -52,10 +52,19 @@ struct CyclePolicies {
     selected: Vec<Arc<Served>>,
     /// Selected policies whose Filter runs this cycle (their PreFilter, if any, did not answer Skip).
     filters: Vec<Arc<Served>>,
-    /// The combined score of each node, by name (computed at PreScore: a policy normalizes over all nodes).
-    scores: Arc<HashMap<String, i64>>,
-    /// Each scoring policy's part (`--explain`): node → raw, normalized, and what it added before the division.
-    parts: Arc<Vec<PluginScoreTrace>>,
+    /// The combined score of each node, by its id in the cycle's snapshot (computed at PreScore: a policy
+    /// normalizes over all nodes).
+    scores: Arc<HashMap<u32, i64>>,
+    /// Each scoring policy's raw and normalized scores, in PreScore's node order (for `--explain`).
+    parts: Arc<Vec<ScorePart>>,
+}
+
+/// One policy's part of a cycle's scores.
+#[derive(Clone)]
+struct ScorePart {
+    policy: Arc<Served>,
+    raw: Vec<i64>,
+    normalized: Vec<i64>,
 }
 
 /// The plugin.
@@ -124,7 +133,7 @@ impl TenantPolicies {
         let mut changed = false;
         let mut per_namespace: HashMap<String, usize> = HashMap::new();
         let mut seen = self.seen.lock().expect("seen lock").clone();
-        let mut alive = Vec::new();
+        let mut alive = std::collections::HashSet::new();
         for obj in &policies {
             let key = obj.key();
             let previous = current.iter().find(|s| s.admitted.key == key).cloned();
@@ -136,7 +145,7 @@ impl TenantPolicies {
                     }
                     next.push(p);
                 }
-                alive.push(key);
+                alive.insert(key);
                 continue;
             }
             seen.insert(key.clone(), (obj.uid.clone(), obj.generation));
@@ -152,7 +161,7 @@ impl TenantPolicies {
                     }
                     self.record(obj, Ok(&served));
                     next.push(Arc::new(served));
-                    alive.push(key);
+                    alive.insert(key);
                 }
                 Err(e) => {
                     // The version serving (if any) goes on serving.
@@ -163,7 +172,7 @@ impl TenantPolicies {
                         }
                         next.push(p);
                     }
-                    alive.push(key);
+                    alive.insert(key);
                 }
             }
         }
@@ -177,7 +186,7 @@ impl TenantPolicies {
             }
         }
         let gone: Vec<String> =
-            self.states.lock().expect("states lock").keys().filter(|k| !alive.contains(k)).cloned().collect();
+            self.states.lock().expect("states lock").keys().filter(|k| !alive.contains(*k)).cloned().collect();
         for k in gone {
             self.forget(&k);
         }
@@ -484,24 +493,11 @@ impl PreScorePlugin for TenantPolicies {
             for (t, ns) in total.iter_mut().zip(&list) {
                 *t += ns.score.clamp(0, MAX_NODE_SCORE) * s.admitted.weight;
             }
-            let w = s.admitted.weight;
-            parts.push(PluginScoreTrace {
-                plugin: format!(
-                    "  {} {}",
-                    if s.admitted.namespace.is_some() { "SchedulingPolicy" } else { "ClusterSchedulingPolicy" },
-                    s.admitted.key
-                ),
-                weight: w,
-                nodes: list
-                    .iter()
-                    .zip(&raw)
-                    .map(|(ns, &r)| (ns.name.to_string(), r, ns.score, ns.score.clamp(0, MAX_NODE_SCORE) * w))
-                    .collect(),
-            });
+            parts.push(ScorePart { policy: s.clone(), raw, normalized: list.iter().map(|ns| ns.score).collect() });
         }
         let divisor = self.divisor();
-        let scores: HashMap<String, i64> =
-            nodes.iter().zip(total).map(|(n, t)| (n.name.clone(), (t / divisor).min(MAX_NODE_SCORE))).collect();
+        let scores: HashMap<u32, i64> =
+            nodes.iter().zip(total).map(|(n, t)| (n.id, (t / divisor).min(MAX_NODE_SCORE))).collect();
         if let Some(c) = state.read_mut::<CyclePolicies>(STATE_KEY) {
             c.scores = Arc::new(scores);
             c.parts = Arc::new(parts);
@@ -512,10 +508,26 @@ impl PreScorePlugin for TenantPolicies {
 
 impl ScorePlugin for TenantPolicies {
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        Ok(state.read::<CyclePolicies>(STATE_KEY).and_then(|c| c.scores.get(&node.name).copied()).unwrap_or(0))
+        Ok(state.read::<CyclePolicies>(STATE_KEY).and_then(|c| c.scores.get(&node.id).copied()).unwrap_or(0))
     }
 
-    fn explain_scores(&self, state: &CycleState) -> Vec<PluginScoreTrace> {
-        state.read::<CyclePolicies>(STATE_KEY).map(|c| c.parts.to_vec()).unwrap_or_default()
+    fn explain_scores(&self, state: &CycleState, nodes: &[Arc<NodeInfo>]) -> Vec<PluginScoreTrace> {
+        let Some(c) = state.read::<CyclePolicies>(STATE_KEY) else { return Vec::new() };
+        c.parts
+            .iter()
+            .map(|p| {
+                let a = &p.policy.admitted;
+                let kind = if a.namespace.is_some() { "SchedulingPolicy" } else { "ClusterSchedulingPolicy" };
+                PluginScoreTrace {
+                    plugin: format!("  {kind} {}", a.key),
+                    weight: a.weight,
+                    nodes: nodes
+                        .iter()
+                        .zip(p.raw.iter().zip(&p.normalized))
+                        .map(|(n, (&raw, &norm))| (n.name.clone(), raw, norm, norm.clamp(0, MAX_NODE_SCORE) * a.weight))
+                        .collect(),
+                }
+            })
+            .collect()
     }
 }

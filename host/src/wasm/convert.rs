@@ -46,12 +46,6 @@ fn term(t: &NodeSelectorTerm) -> wit::NodeSelectorTerm {
 /// A pod as the contract describes it.
 pub fn pod(p: &PodInfo) -> wit::Pod {
     let spec = p.pod.spec.as_ref();
-    let mut limits = Resource::default();
-    for c in spec.map(|s| s.containers.as_slice()).unwrap_or(&[]) {
-        if let Ok(l) = Resource::from_list(c.resources.as_ref().and_then(|r| r.limits.as_ref())) {
-            limits.add(&l);
-        }
-    }
     let na = spec.and_then(|s| s.affinity.as_ref()).and_then(|a| a.node_affinity.as_ref());
     wit::Pod {
         uid: p.uid.clone(),
@@ -59,10 +53,6 @@ pub fn pod(p: &PodInfo) -> wit::Pod {
         name: p.name.clone(),
         labels: labels(p.pod.metadata.labels.as_ref()),
         annotations: labels(p.pod.metadata.annotations.as_ref()),
-        priority: p.priority,
-        qos_class: qos_class(p.qos),
-        requests: resources(&p.requests),
-        limits: resources(&limits),
         tolerations: p
             .tolerations()
             .iter()
@@ -85,6 +75,34 @@ pub fn pod(p: &PodInfo) -> wit::Pod {
             .map(|p| wit::PreferredTerm { weight: p.weight, term: term(&p.preference) })
             .collect(),
         scheduler_name: p.scheduler_name().to_string(),
+        ..pod_usage(p)
+    }
+}
+
+/// Only what a pod uses on its node (requests, limits, QoS, priority, the node): what a tenant's guest sees of
+/// another namespace's pod. Identity, labels, annotations, tolerations, selectors and affinity are left empty.
+pub fn pod_usage(p: &PodInfo) -> wit::Pod {
+    let mut limits = Resource::default();
+    for c in p.pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[]) {
+        if let Ok(l) = Resource::from_list(c.resources.as_ref().and_then(|r| r.limits.as_ref())) {
+            limits.add(&l);
+        }
+    }
+    wit::Pod {
+        uid: String::new(),
+        namespace: String::new(),
+        name: String::new(),
+        labels: Vec::new(),
+        annotations: Vec::new(),
+        priority: p.priority,
+        qos_class: qos_class(p.qos),
+        requests: resources(&p.requests),
+        limits: resources(&limits),
+        tolerations: Vec::new(),
+        node_selector: Vec::new(),
+        required_node_affinity: Vec::new(),
+        preferred_node_affinity: Vec::new(),
+        scheduler_name: String::new(),
         node_name: p.node_name().map(str::to_string),
     }
 }
@@ -235,8 +253,13 @@ pub fn status_to_wit(s: &Status) -> wit::Status {
 
 /// A pod of the pod view.
 pub fn known_pod(k: &KnownPod) -> wit::KnownPod {
+    known_pod_as(k, pod(&k.pod))
+}
+
+/// A pod of the pod view, described by `pod` (whole, or only its usage).
+pub fn known_pod_as(k: &KnownPod, pod: wit::Pod) -> wit::KnownPod {
     wit::KnownPod {
-        pod: pod(&k.pod),
+        pod,
         state: match k.state {
             PodState::Pending => wit::PodState::Pending,
             PodState::Assumed => wit::PodState::Assumed,

@@ -97,19 +97,8 @@ impl TenantScope {
 
     /// Another namespace's pod as the tenant sees it.
     pub(super) fn anonymous(&self, k: &KnownPod) -> wit::KnownPod {
-        let mut known = super::convert::known_pod(k);
-        let p = &mut known.pod;
-        p.uid = self.uid(&k.pod.uid);
-        p.name = String::new();
-        p.namespace = String::new();
-        p.labels = Vec::new();
-        p.annotations = Vec::new();
-        p.tolerations = Vec::new();
-        p.node_selector = Vec::new();
-        p.required_node_affinity = Vec::new();
-        p.preferred_node_affinity = Vec::new();
-        p.scheduler_name = String::new();
-        known
+        let pod = wit::Pod { uid: self.uid(&k.pod.uid), ..super::convert::pod_usage(&k.pod) };
+        super::convert::known_pod_as(k, pod)
     }
 }
 
