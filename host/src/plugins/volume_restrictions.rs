@@ -35,7 +35,7 @@ pub const PRE_FILTER_STATE_KEY: &str = "PreFilterVolumeRestrictions";
 pub const ERR_REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
 /// Filter reason when a ReadWriteOncePod claim of the pod is already in use, upstream's wording.
 pub const ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT: &str =
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod";
 /// The access mode that allows a single pod in the cluster to use a volume.
 pub const READ_WRITE_ONCE_POD: &str = "ReadWriteOncePod";
 /// The RBD pool the API server defaults an unset `pool` to.

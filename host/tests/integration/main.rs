@@ -22,6 +22,7 @@ mod pod_ref;
 mod points;
 mod properties;
 mod queue;
+mod reasons;
 mod shadow;
 mod simulate;
 mod tenancy;

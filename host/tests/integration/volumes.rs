@@ -96,8 +96,9 @@ fn a_read_write_once_pod_claim_serves_one_pod_and_preemption_can_take_it_over() 
     let r = simulate(&reg, &cfg, &cluster, 1, &[]);
     assert_eq!(node_of(&r, "default/another"), None);
     let msg = message_of(&r, "default/another");
-    let want = "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and \
-                ReadWriteOncePod access mode.";
+    // Upstream's words (volumerestrictions.ErrReasonReadWriteOncePodConflict).
+    let want = "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod \
+                access mode already in-use by another pod.";
     assert!(msg.starts_with(want), "{msg}");
     assert!(r.evictions.is_empty());
 
