@@ -3,9 +3,11 @@
 //! external-provisioner do a moment later on a real cluster. A claim whose PersistentVolume names it in
 //! `claimRef` is bound to it; a claim the scheduler gave a `volume.kubernetes.io/selected-node` gets a new volume
 //! from its StorageClass's provisioner, restricted to the selected node's topology segment (the values of the
-//! driver's CSINode `topologyKeys` on that node), and is bound to it.
+//! driver's CSINode `topologyKeys` on that node), and is bound to it. A claim that already carried the annotation
+//! when the cluster was read is left as it is: its provisioning was under way outside what is simulated, so its pod
+//! goes to the selected node only, as the live scheduler decides on that cluster.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
@@ -51,6 +53,8 @@ pub struct VolumeStore {
     version: u64,
     /// Node name → labels, for a provisioned volume's topology.
     pub node_labels: HashMap<String, BTreeMap<String, String>>,
+    /// Claims (`ns/name`) given a selected node through an update here: the ones the provisioner acts on.
+    selected_here: HashSet<String>,
 }
 
 impl VolumeStore {
@@ -81,6 +85,10 @@ impl VolumeStore {
         let object = format!("persistentvolumeclaim {key}");
         let stored = self.objects.pvcs.get(&key).ok_or_else(|| not_found(&object))?;
         check_version(&object, pvc.metadata.resource_version.as_deref(), stored.metadata.resource_version.as_deref())?;
+        let selected = |c: &PersistentVolumeClaim| c.metadata.annotations.as_ref()?.get(ANN_SELECTED_NODE).cloned();
+        if selected(pvc).is_some() && selected(pvc) != selected(stored) {
+            self.selected_here.insert(key.clone());
+        }
         let mut new = pvc.clone();
         new.metadata.resource_version = self.next_version();
         self.objects.pvcs.insert(key, Arc::new(new.clone()));
@@ -117,8 +125,8 @@ impl VolumeStore {
         Ok(new)
     }
 
-    /// Runs the simulated controllers until nothing is left for them: provisions volumes for claims with a
-    /// selected node, then binds every claim a volume names. Answers what it bound, in claim order.
+    /// Runs the simulated controllers until nothing is left for them: provisions volumes for claims given a
+    /// selected node here, then binds every claim a volume names. Answers what it bound, in claim order.
     pub fn settle(&mut self) -> Vec<ClaimBound> {
         let mut bound = Vec::new();
         let mut keys: Vec<String> = self.objects.pvcs.keys().cloned().collect();
@@ -130,6 +138,7 @@ impl VolumeStore {
             }
             let (volume, provisioned_for) = match self.volume_naming(&key) {
                 Some(pv) => (pv, None),
+                None if !self.selected_here.contains(&key) => continue,
                 None => match self.provision(&claim) {
                     Some((pv, node)) => (pv, Some(node)),
                     None => continue,

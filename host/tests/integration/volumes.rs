@@ -111,3 +111,42 @@ fn a_read_write_once_pod_claim_serves_one_pod_and_preemption_can_take_it_over() 
     assert_eq!(evicted, ["default/holder"]);
     assert_eq!(node_of(&r, "default/urgent").as_deref(), Some("n0"));
 }
+
+/// A StorageClass of the driver that waits for the first consumer, and a CSINode whose driver reports the zone as
+/// its topology.
+fn provisioning_class_and_csi_nodes(nodes: &[&str]) -> String {
+    let mut out = format!(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: wffc}}\nprovisioner: {DRIVER}\nvolumeBindingMode: WaitForFirstConsumer\n---\n"
+    );
+    for n in nodes {
+        out += &format!("apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {{name: {n}}}\nspec:\n  drivers: [{{name: {DRIVER}, nodeID: {n}, topologyKeys: [topology.kubernetes.io/zone]}}]\n---\n");
+    }
+    out
+}
+
+/// An unbound claim of the waiting class, with `annotations` (a YAML flow map's contents).
+fn unbound_claim(name: &str, annotations: &str) -> String {
+    format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: default, annotations: {{{annotations}}}}}\nspec:\n  accessModes: [ReadWriteOnce]\n  storageClassName: wffc\n  resources: {{requests: {{storage: 1Gi}}}}\n---\n")
+}
+
+#[test]
+fn a_claim_whose_provisioning_is_under_way_keeps_its_pod_on_the_selected_node() {
+    // `pending` already names n1 (provisioning for n1 is under way when the cluster is read): live, the scheduler
+    // places its pod on n1 only. Another pod, scheduled first, selects a node for its own claim, which makes the
+    // simulated provisioner run; it must not provision `pending` as if it were done, or the pod could go to n0, the
+    // other (emptier) node of n1's zone.
+    let (reg, cfg) = default_profile();
+    let cluster = node("n0", "zone-a")
+        + &node("n1", "zone-a")
+        + &provisioning_class_and_csi_nodes(&["n0", "n1"])
+        + "apiVersion: v1\nkind: Pod\nmetadata: {name: busy, namespace: default}\nspec:\n  nodeName: n1\n  containers: [{name: c, resources: {requests: {cpu: '3'}}}]\n---\n"
+        + &unbound_claim("fresh", "")
+        + &unbound_claim("pending", "volume.kubernetes.io/selected-node: n1")
+        + &pod_with_claim("first", "fresh", "  priority: 1000\n")
+        + &pod_with_claim("second", "pending", "");
+    for seed in 0..4 {
+        let r = simulate(&reg, &cfg, &cluster, seed, &[]);
+        assert!(node_of(&r, "default/first").is_some(), "seed {seed}");
+        assert_eq!(node_of(&r, "default/second").as_deref(), Some("n1"), "seed {seed}");
+    }
+}
