@@ -65,6 +65,113 @@ pub fn documents(file: &str, text: &str) -> Result<Vec<serde_yaml::Value>, YamlE
         .collect()
 }
 
+/// `value` as block YAML that every reader takes the same way: YAML 1.1 readers (kubectl's sigs.k8s.io/yaml,
+/// PyYAML) as well as YAML 1.2 ones. A string is written plain only when no reader could take it for anything
+/// else (a letter first, then letters, digits and `._/-`, and not one of YAML 1.1's words for booleans and null,
+/// such as `yes`, `on`, `n` or `Off`); every other string is double-quoted, so a taint value `yes` stays a string.
+pub fn to_portable_yaml(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    match value {
+        serde_json::Value::Object(m) if !m.is_empty() => write_map(&mut out, m, 0),
+        serde_json::Value::Array(a) if !a.is_empty() => write_seq(&mut out, a, 0),
+        v => {
+            out.push_str(&scalar(v));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// YAML 1.1's plain words for booleans and null (all spellings its resolver accepts).
+const YAML11_WORDS: &[&str] = &[
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE", "on",
+    "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL",
+];
+
+fn plain_is_string(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'))
+        && !YAML11_WORDS.contains(&s)
+}
+
+fn string(s: &str) -> String {
+    if plain_is_string(s) {
+        s.to_string()
+    } else {
+        // A JSON string is a YAML double-quoted scalar with the same meaning.
+        serde_json::Value::String(s.to_string()).to_string()
+    }
+}
+
+/// A scalar, or an empty collection in flow style.
+fn scalar(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => string(s),
+        serde_json::Value::Object(_) => "{}".into(),
+        serde_json::Value::Array(_) => "[]".into(),
+        v => v.to_string(),
+    }
+}
+
+fn is_block(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Object(m) => !m.is_empty(),
+        serde_json::Value::Array(a) => !a.is_empty(),
+        _ => false,
+    }
+}
+
+fn write_map(out: &mut String, m: &serde_json::Map<String, serde_json::Value>, indent: usize) {
+    for (i, (k, v)) in m.iter().enumerate() {
+        // The first entry of a map that is a sequence item follows its `- ` on the same line.
+        if i > 0 || out.ends_with('\n') || out.is_empty() {
+            out.push_str(&" ".repeat(indent));
+        }
+        out.push_str(&string(k));
+        out.push(':');
+        write_value(out, v, indent, false);
+    }
+}
+
+fn write_seq(out: &mut String, a: &[serde_json::Value], indent: usize) {
+    for (i, v) in a.iter().enumerate() {
+        if i > 0 || out.ends_with('\n') || out.is_empty() {
+            out.push_str(&" ".repeat(indent));
+        }
+        out.push('-');
+        write_value(out, v, indent, true);
+    }
+}
+
+/// Writes `v` after a `key:` (or a `-`, `in_seq`), whose line is at `indent`.
+fn write_value(out: &mut String, v: &serde_json::Value, indent: usize, in_seq: bool) {
+    match v {
+        serde_json::Value::Object(m) if is_block(v) && in_seq => {
+            out.push(' ');
+            write_map(out, m, indent + 2);
+        }
+        serde_json::Value::Object(m) if is_block(v) => {
+            out.push('\n');
+            write_map(out, m, indent + 2);
+        }
+        // A sequence under a key sits at the key's indentation, as kubectl writes it.
+        serde_json::Value::Array(a) if is_block(v) && !in_seq => {
+            out.push('\n');
+            write_seq(out, a, indent);
+        }
+        serde_json::Value::Array(a) if is_block(v) => {
+            out.push(' ');
+            write_seq(out, a, indent + 2);
+        }
+        v => {
+            out.push(' ');
+            out.push_str(&scalar(v));
+            out.push('\n');
+        }
+    }
+}
+
 /// One pass over the text that over-estimates how deep collections nest: open flow brackets, plus block
 /// indentation levels, plus `- `/`? ` entries that open a collection on the same line. Quoted scalars, block
 /// scalars and comments are skipped only where YAML itself starts them (at a node's start, after whitespace),
@@ -293,6 +400,28 @@ impl Scan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn portable_yaml_reads_back_the_same_and_quotes_what_yaml_1_1_would_retype() {
+        let v = serde_json::json!({
+            "metadata": {"name": "node-a", "labels": {"on": "off", "zone": "yes", "n": "N", "empty": "", "num": "16Gi"}},
+            "spec": {"taints": [{"key": "dedicated", "value": "yes", "effect": "NoSchedule"}, {"key": "k"}],
+                     "nested": [[1, "two"], [], {}], "none": null, "flag": true, "ratio": 1.5,
+                     "text": "line one\nline \"two\": #x", "path": "/var/lib/x_y-z.1"},
+            "list": ["a", {"b": [{"c": "d"}]}],
+        });
+        let text = to_portable_yaml(&v);
+        let back: serde_json::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, v, "{text}");
+        for word in ["\"yes\"", "\"off\"", "\"N\"", "\"on\":", "\"16Gi\"", "\"\""] {
+            assert!(text.contains(word), "{word} not quoted in:\n{text}");
+        }
+        assert!(text.contains("name: node-a\n") && text.contains("path: \"/var/lib/x_y-z.1\"\n"), "{text}");
+        for w in YAML11_WORDS {
+            assert!(!plain_is_string(w), "{w}");
+        }
+        assert_eq!(to_portable_yaml(&serde_json::json!({})), "{}\n");
+    }
 
     fn depth_error(text: &str) -> Option<String> {
         match documents("f.yaml", text) {

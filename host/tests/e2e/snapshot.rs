@@ -1,12 +1,13 @@
 //! `snapshot` of the real control plane, then `simulate` of what it wrote: the cluster as the scenarios before
 //! this one left it (hundreds of nodes and pods), plus a namespace with a Deployment whose pods no controller
-//! manager created (the simulator creates them) and a pending pod; the Secret beside them is never read.
+//! manager created (the simulator creates them) and a pending pod; the Secret beside them is never read. kubectl
+//! reads the namespace's part of the snapshot back (YAML 1.1: a value `yes` must have been written quoted).
 
 use std::path::Path;
 use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -28,6 +29,15 @@ pub(crate) fn snapshot_then_simulate(cp: &ControlPlane, k: &Kube, work: &Path) {
             "image": "registry.invalid/pause", "resources": {"requests": {"cpu": "10m"}}}]}}}}))
     .unwrap();
     k.rt.block_on(deployments.create(&PostParams::default(), &d)).unwrap();
+    // Values a YAML 1.1 reader takes for booleans unless they are quoted.
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
+    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "words",
+        "labels": {"answer": "yes", "switch": "on", "n": "n", "flag": "Off"}},
+        "spec": {"schedulerName": "nobody", "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "yes",
+            "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "registry.invalid/pause"}]}}))
+    .unwrap();
+    k.rt.block_on(pods.create(&PostParams::default(), &p)).unwrap();
 
     let out = Command::new(bin()).arg("snapshot").arg("--kubeconfig").arg(cp.kubeconfig()).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -37,6 +47,24 @@ pub(crate) fn snapshot_then_simulate(cp: &ControlPlane, k: &Kube, work: &Path) {
     assert!(yaml.contains("kind: Deployment") && yaml.contains("kind: Node"), "{stderr}");
     let file = work.join("snapshot.yaml");
     std::fs::write(&file, &yaml).unwrap();
+
+    // What kubectl makes of the namespace's objects as written: the same objects, so applying them changes nothing.
+    let ours: Vec<&str> = yaml.split("---\n").filter(|d| d.contains(&format!("namespace: {NS}\n"))).collect();
+    assert!(ours.iter().any(|d| d.contains("name: words\n")), "the pod with YAML 1.1 words is in the snapshot");
+    let ns_file = work.join("snapshot-ns.yaml");
+    std::fs::write(&ns_file, ours.join("---\n")).unwrap();
+    let out = Command::new("kubectl")
+        .args(["apply", "--dry-run=server", "-o", "json", "-f"])
+        .arg(&ns_file)
+        .env("KUBECONFIG", cp.kubeconfig())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kubectl cannot read the snapshot: {stderr}");
+    let applied: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let words = applied["items"].as_array().unwrap().iter().find(|o| o["metadata"]["name"] == "words").unwrap();
+    assert_eq!(words["metadata"]["labels"]["answer"], "yes", "{words}");
+    assert_eq!(words["spec"]["tolerations"][0]["value"], "yes", "{words}");
 
     let out = Command::new(bin()).args(["simulate", "--output", "json", "--cluster"]).arg(&file).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -35,14 +35,14 @@ pub enum SnapshotError {
         #[source]
         source: kube::Error,
     },
-    /// An object could not be written as YAML.
-    #[error("writing {kind} as YAML: {source}")]
-    Yaml {
+    /// An object could not be encoded.
+    #[error("encoding {kind}: {source}")]
+    Encode {
         /// The kind.
         kind: &'static str,
         /// The serializer's error.
         #[source]
-        source: serde_yaml::Error,
+        source: serde_json::Error,
     },
 }
 
@@ -82,15 +82,15 @@ impl Snapshot {
         for mut o in list.items {
             // Nothing reads them, and they are most of an object's size.
             o.meta_mut().managed_fields = None;
-            let mut v = serde_json::to_value(&o)
-                .map_err(|e| SnapshotError::Yaml { kind, source: serde::ser::Error::custom(e) })?;
+            let mut v = serde_json::to_value(&o).map_err(|source| SnapshotError::Encode { kind, source })?;
             // The list's items carry no type; the simulator needs it.
             if let Some(m) = v.as_object_mut() {
                 m.insert("apiVersion".into(), K::api_version(&Default::default()).into());
                 m.insert("kind".into(), K::kind(&Default::default()).into());
             }
             self.yaml.push_str("---\n");
-            self.yaml.push_str(&serde_yaml::to_string(&v).map_err(|source| SnapshotError::Yaml { kind, source })?);
+            // kubectl reads YAML 1.1: a label or taint value `yes` must come out quoted.
+            self.yaml.push_str(&crate::yaml::to_portable_yaml(&v));
             self.objects += 1;
         }
         Ok(())
