@@ -96,23 +96,28 @@ build_rust() { # name crate [features]
   setup rust || return 1
   local args=(build --quiet --profile guest --target wasm32-unknown-unknown -p "$crate")
   [ -n "$features" ] && args+=(--features "$features")
-  local target_dir
+  local target_dir cargo_env=() cargo_bin=cargo
   if command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
     target_dir="$CACHE/guest-target-rustup"
-    (cd "$ROOT" && CARGO_TARGET_DIR="$target_dir" cargo "${args[@]}") || return 1
   else
     # Debian's rustc-web knows wasm32 but ships no prebuilt standard library for it: build it from rust-web-src.
     target_dir="$CACHE/guest-target"
-    (cd "$ROOT" && CARGO_TARGET_DIR="$target_dir" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
-      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld \
-      /usr/bin/cargo "${args[@]}" -Zbuild-std=std,panic_abort) || return 1
+    cargo_env=(RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld)
+    args+=(-Zbuild-std=std,panic_abort)
+    cargo_bin=/usr/bin/cargo
   fi
   local core="$target_dir/wasm32-unknown-unknown/guest/${crate//-/_}.wasm"
-  mkdir -p "$OUT" || return 1
+  mkdir -p "$OUT/core" "$(dirname "$target_dir")" || return 1
+  # The guest cache is shared by every clone on the machine, and one crate is built with different features under
+  # one output name: build and copy under a lock, or a run beside this one can swap its variant in between.
   # The core module is kept beside the component (build/core/), for the test of `plugin componentize`.
-  mkdir -p "$OUT/core" && cp -f "$core" "$OUT/core/$name.wasm" || return 1
+  (
+    flock 8 || exit 1
+    cd "$ROOT" && env CARGO_TARGET_DIR="$target_dir" "${cargo_env[@]}" "$cargo_bin" "${args[@]}" &&
+      cp -f "$core" "$OUT/core/$name.wasm"
+  ) 8>"$target_dir.lock" || return 1
   scheduler_bin || return 1
-  "$KWS_BIN" plugin componentize "$core" -o "$out" >/dev/null || return 1
+  "$KWS_BIN" plugin componentize "$OUT/core/$name.wasm" -o "$out" >/dev/null || return 1
   echo "$name: built $out ($(size_of "$out") bytes)"
 }
 
