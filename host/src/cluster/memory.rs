@@ -4,6 +4,9 @@
 //! adds, pods bound, pods deleted. Status patches (nominations, conditions) are recorded but not reported, as the
 //! queue takes no action on a pod's status-only update.
 //!
+//! ResourceClaims the scheduler creates (a pod's claim for its DRA extended resources) are stored and reported
+//! as a user's would be; a pod's `extendedResourceClaimStatus` is recorded like its other status patches.
+//!
 //! Volume updates are completed at once, as the PersistentVolume controller and a CSI external-provisioner would
 //! complete them a moment later (see `volumes.rs`). Likewise a DRA driver: a device allocated with binding
 //! conditions reports them met as soon as the allocation is written, so PreBind does not wait out its timeout.
@@ -64,6 +67,25 @@ pub enum Write {
         claim: String,
         /// The devices, `driver/pool/device`, in result order.
         devices: Vec<String>,
+    },
+    /// A ResourceClaim created (DynamicResources' claim for a pod's DRA extended resources).
+    CreateClaim {
+        /// `ns/name` of the claim.
+        claim: String,
+    },
+    /// A ResourceClaim deleted.
+    DeleteClaim {
+        /// `ns/name` of the claim.
+        claim: String,
+    },
+    /// A pod's `status.extendedResourceClaimStatus` set.
+    ExtendedResourceClaimStatus {
+        /// `ns/name` of the pod.
+        pod: String,
+        /// The claim's name.
+        claim: String,
+        /// `container/resource → request`, in the status's order.
+        mappings: Vec<String>,
     },
 }
 
@@ -233,6 +255,49 @@ impl ClusterClient for MemoryCluster {
     fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
         // (A claim's spec and metadata; its status goes through `update_resource_claim_status`.)
         self.update_claims(|s| s.replace_resource_claim(claim, false))
+    }
+
+    fn create_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        let created = self.update_claims(|s| s.create_resource_claim(claim))?;
+        let key = format!(
+            "{}/{}",
+            created.metadata.namespace.as_deref().unwrap_or(""),
+            created.metadata.name.as_deref().unwrap_or("")
+        );
+        self.push(Write::CreateClaim { claim: key });
+        Ok(created)
+    }
+
+    fn delete_resource_claim(&self, claim: &ResourceClaim) -> Result<(), ClusterError> {
+        self.update_claims(|s| {
+            s.delete_resource_claim(claim);
+            Ok(())
+        })?;
+        let key = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or("default"),
+            claim.metadata.name.as_deref().unwrap_or("")
+        );
+        self.push(Write::DeleteClaim { claim: key });
+        Ok(())
+    }
+
+    fn set_extended_resource_claim_status(
+        &self,
+        pod: &PodInfo,
+        status: &k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus,
+    ) -> Result<(), ClusterError> {
+        let mappings = status
+            .request_mappings
+            .iter()
+            .map(|m| format!("{}/{} → {}", m.container_name, m.resource_name, m.request_name))
+            .collect();
+        self.push(Write::ExtendedResourceClaimStatus {
+            pod: pod.key(),
+            claim: status.resource_claim_name.clone(),
+            mappings,
+        });
+        Ok(())
     }
 
     fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {

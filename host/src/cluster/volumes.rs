@@ -125,6 +125,51 @@ impl VolumeStore {
         Ok(new)
     }
 
+    /// Stores a new ResourceClaim, naming it from its `generateName` when it has no name (the suffix is drawn
+    /// from the API server's alphabet, in order rather than at random, so a run repeats); it gets a UID, a
+    /// resourceVersion and a creation time, as the API server gives them.
+    pub fn create_resource_claim(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut new = claim.clone();
+        let ns = new.metadata.namespace.get_or_insert_with(|| "default".into()).clone();
+        if new.metadata.name.as_deref().unwrap_or("").is_empty() {
+            let mut n = self.version as usize + 1;
+            let suffix: String = (0..5)
+                .map(|_| {
+                    let c = ALPHABET[n % ALPHABET.len()] as char;
+                    n /= ALPHABET.len();
+                    c
+                })
+                .collect();
+            new.metadata.name = Some(format!("{}{suffix}", new.metadata.generate_name.as_deref().unwrap_or("")));
+        }
+        let key = format!("{ns}/{}", new.metadata.name.as_deref().unwrap_or(""));
+        if self.objects.resource_claims.contains_key(&key) {
+            return Err(ClusterError::Conflict {
+                object: format!("resourceclaim {key}"),
+                message: "already exists".into(),
+            });
+        }
+        new.metadata.resource_version = self.next_version();
+        new.metadata.uid = Some(format!("simulated-claim-{}", self.version));
+        new.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+        new.status = None;
+        self.objects.resource_claims.insert(key, Arc::new(new.clone()));
+        Ok(new)
+    }
+
+    /// Deletes a ResourceClaim (one already gone is no error). Its finalizers are not honoured: nothing here
+    /// would ever clear them, and only the scheduler deletes claims in a simulation.
+    pub fn delete_resource_claim(&mut self, claim: &ResourceClaim) {
+        let key = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or("default"),
+            claim.metadata.name.as_deref().unwrap_or("")
+        );
+        self.objects.resource_claims.remove(&key);
+    }
+
     /// Runs the simulated controllers until nothing is left for them: provisions volumes for claims given a
     /// selected node here, then binds every claim a volume names. Answers what it bound, in claim order.
     pub fn settle(&mut self) -> Vec<ClaimBound> {

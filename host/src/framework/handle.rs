@@ -5,7 +5,7 @@
 use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, PodExtendedResourceClaimStatus};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use thiserror::Error;
@@ -123,6 +123,24 @@ pub trait ClusterClient: Send + Sync {
     /// Replaces a ResourceClaim's status (`resourceclaims/status`: allocation and `reservedFor`), as `update_pv`.
     fn update_resource_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
         Err(unsupported(resource_claim_object(claim)))
+    }
+    /// Creates a ResourceClaim (DynamicResources creates a pod's claim for its DRA extended resources so, named
+    /// by the claim's `generateName`); answers the object as stored.
+    fn create_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        Err(unsupported(resource_claim_object(claim)))
+    }
+    /// Deletes a ResourceClaim; one already gone is no error.
+    fn delete_resource_claim(&self, claim: &ResourceClaim) -> Result<(), ClusterError> {
+        Err(unsupported(resource_claim_object(claim)))
+    }
+    /// Sets the pod's `status.extendedResourceClaimStatus` (a strategic merge patch of the pod's status, as
+    /// upstream's `PatchPodStatus`) and answers once it is written.
+    fn set_extended_resource_claim_status(
+        &self,
+        pod: &PodInfo,
+        _status: &PodExtendedResourceClaimStatus,
+    ) -> Result<(), ClusterError> {
+        Err(unsupported(format!("pod {}", pod.key())))
     }
     /// Writes a tenant policy's status (and, for a refusal, a Warning Event in its namespace). Best effort: the
     /// policy serves or not whatever the write does. The default keeps nothing.

@@ -252,3 +252,116 @@ pub(crate) fn binding_conditions_hold_the_pod_until_the_device_is_attached(cp: &
     k.rt.block_on(claims.replace_status("gpu", &PostParams::default(), &c)).unwrap();
     assert_eq!(k.wait_bound(NS, "attached"), "dra-c1", "bound once attached:\n{}", s.log());
 }
+
+/// DRAExtendedResource (GA and locked on in v1.37): a pod asks for `example.com/xgpu: 1`, an extended resource no
+/// node lists in its allocatable but that a DeviceClass provides (`spec.extendedResourceName`). The scheduler
+/// binds it to the node whose ResourceSlice has a matching device, through a ResourceClaim it creates as
+/// kube-scheduler v1.37.2 does (generated name, owned by the pod, annotated, allocated and reserved), and names
+/// that claim in the pod's `status.extendedResourceClaimStatus`. A second such pod finds no free device: it stays
+/// pending with kube-scheduler's message.
+pub(crate) fn an_extended_resource_a_device_class_provides_binds_through_a_claim_the_scheduler_creates(
+    cp: &ControlPlane,
+    k: &Kube,
+    work: &Path,
+) {
+    const NS: &str = "e2e-dra-extended";
+    const DRIVER: &str = "xgpu.e2e.example";
+    const RESOURCE: &str = "example.com/xgpu";
+    k.namespace(NS);
+    k.node("dra-x1", json!({"e2e": "dra-extended"}));
+    k.node("dra-x2", json!({"e2e": "dra-extended"}));
+    let classes: Api<DeviceClass> = Api::all(k.client.clone());
+    create::<DeviceClass>(
+        k,
+        &classes,
+        json!({"metadata": {"name": "e2e-xgpu"}, "spec": {"extendedResourceName": RESOURCE,
+            "selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
+    );
+    let slices: Api<ResourceSlice> = Api::all(k.client.clone());
+    create(
+        k,
+        &slices,
+        json!({"metadata": {"name": "dra-x2-xgpus"}, "spec": {"driver": DRIVER, "nodeName": "dra-x2",
+            "pool": {"name": "dra-x2", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "xgpu-0"}]}}),
+    );
+    let s = start_scheduler(cp, work, "dra-extended");
+
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), NS);
+    let pod = |name: &str| {
+        create::<Pod>(
+            k,
+            &pods,
+            json!({"metadata": {"name": name}, "spec": {"schedulerName": SCHEDULER,
+                "nodeSelector": {"e2e": "dra-extended"},
+                "containers": [{"name": "c", "image": "registry.invalid/pause",
+                    "resources": {"requests": {RESOURCE: "1"}, "limits": {RESOURCE: "1"}}}]}}),
+        )
+    };
+    let first = pod("xgpu-1");
+    assert_eq!(k.wait_bound(NS, "xgpu-1"), "dra-x2", "only dra-x2 has an xgpu device:\n{}", s.log());
+
+    // The claim, as kube-scheduler writes it.
+    let claims: Api<ResourceClaim> = Api::namespaced(k.client.clone(), NS);
+    let list = k.rt.block_on(claims.list(&Default::default())).unwrap().items;
+    assert_eq!(list.len(), 1, "one claim, made by the scheduler: {list:?}");
+    let claim = serde_json::to_value(&list[0]).unwrap();
+    let name = claim["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("xgpu-1-extended-resources-") && name.len() == "xgpu-1-extended-resources-".len() + 5);
+    assert_eq!(claim["metadata"]["generateName"], "xgpu-1-extended-resources-");
+    assert_eq!(claim["metadata"]["annotations"], json!({"resource.kubernetes.io/extended-resource-claim": "true"}));
+    let uid = first.metadata.uid.clone().unwrap();
+    assert_eq!(
+        claim["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Pod", "name": "xgpu-1", "uid": uid, "controller": true}])
+    );
+    assert_eq!(claim["metadata"]["finalizers"], json!(["resource.kubernetes.io/delete-protection"]));
+    assert_eq!(
+        claim["spec"],
+        json!({"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+            "deviceClassName": "e2e-xgpu", "allocationMode": "ExactCount", "count": 1}}]}})
+    );
+    let allocation = &claim["status"]["allocation"];
+    assert!(allocation["allocationTimestamp"].is_string(), "{allocation}");
+    assert_eq!(
+        allocation["devices"],
+        json!({"results": [{"request": "container-0-request-0", "driver": DRIVER, "pool": "dra-x2", "device": "xgpu-0"}]})
+    );
+    assert_eq!(
+        allocation["nodeSelector"],
+        json!({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["dra-x2"]}]}]})
+    );
+    assert_eq!(claim["status"]["reservedFor"], json!([{"resource": "pods", "name": "xgpu-1", "uid": uid}]));
+    // The pod names it, and which container's resource its request serves.
+    let bound = serde_json::to_value(k.rt.block_on(pods.get("xgpu-1")).unwrap()).unwrap();
+    assert_eq!(
+        bound["status"]["extendedResourceClaimStatus"],
+        json!({"resourceClaimName": name, "requestMappings": [
+            {"containerName": "c", "resourceName": RESOURCE, "requestName": "container-0-request-0"}]})
+    );
+
+    // No device left: the second pod waits, with kube-scheduler's words. The nodes of other scenarios fail the
+    // node selector.
+    pod("xgpu-2");
+    let cond = wait_until("PodScheduled=False", Duration::from_secs(30), || {
+        let p = k.rt.block_on(pods.get("xgpu-2")).ok()?;
+        p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")
+    });
+    let nodes = k.rt.block_on(Api::<k8s_openapi::api::core::v1::Node>::all(k.client.clone()).list(&Default::default()));
+    let n = nodes.unwrap().items.len();
+    let mut reasons = vec!["2 cannot allocate all claims".to_string()];
+    if n > 2 {
+        reasons.push(format!("{} node(s) didn't match Pod's node affinity/selector", n - 2));
+    }
+    reasons.sort();
+    let want = format!(
+        "0/{n} nodes are available: {}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for \
+         scheduling.",
+        reasons.join(", ")
+    );
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    assert_eq!(cond.message.as_deref(), Some(want.as_str()), "{}", s.log());
+    let list = k.rt.block_on(claims.list(&Default::default())).unwrap().items;
+    assert_eq!(list.len(), 1, "no claim is made for a pod that found no device");
+    assert_eq!(k.node_of(NS, "xgpu-2"), None);
+}

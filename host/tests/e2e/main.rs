@@ -267,7 +267,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 22] = [
+    let scenarios: [(&str, Scenario); 23] = [
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -300,6 +300,10 @@ fn end_to_end_on_a_real_api_server() {
         (
             "binding_conditions_hold_the_pod_until_the_device_is_attached",
             dra::binding_conditions_hold_the_pod_until_the_device_is_attached,
+        ),
+        (
+            "an_extended_resource_a_device_class_provides_binds_through_a_claim_the_scheduler_creates",
+            dra::an_extended_resource_a_device_class_provides_binds_through_a_claim_the_scheduler_creates,
         ),
         ("leader_election_hands_over", leader_election_hands_over),
         ("tenant_policies_as_kubernetes_objects", tenancy::tenant_policies_as_kubernetes_objects),

@@ -8,7 +8,9 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, PodExtendedResourceClaimStatus,
+};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -308,6 +310,44 @@ impl ClusterClient for KubeCluster {
         self.runtime
             .block_on(api.replace_status(&name, &PostParams::default(), claim))
             .map_err(|e| classify(format!("resourceclaim {ns}/{name}"), e))
+    }
+
+    fn create_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
+        let ns = claim.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
+        let name = claim.metadata.name.clone().or_else(|| claim.metadata.generate_name.clone()).unwrap_or_default();
+        self.runtime
+            .block_on(api.create(&PostParams::default(), claim))
+            .map_err(|e| classify(format!("resourceclaim {ns}/{name}"), e))
+    }
+
+    fn delete_resource_claim(&self, claim: &ResourceClaim) -> Result<(), ClusterError> {
+        let (ns, name) =
+            (claim.metadata.namespace.clone().unwrap_or_default(), claim.metadata.name.clone().unwrap_or_default());
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
+        match self.runtime.block_on(api.delete(&name, &DeleteParams::default())) {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(classify(format!("resourceclaim {ns}/{name}"), e)),
+        }
+    }
+
+    /// Queued behind the pod's earlier status patches (a strategic merge patch, as upstream's `PatchPodStatus`),
+    /// then waited for.
+    fn set_extended_resource_claim_status(
+        &self,
+        pod: &PodInfo,
+        status: &PodExtendedResourceClaimStatus,
+    ) -> Result<(), ClusterError> {
+        let patch = serde_json::json!({"status": {"extendedResourceClaimStatus": status}});
+        let what = "setting extendedResourceClaimStatus";
+        let done = self.status.patch(&pod.namespace, &pod.name, &pod.uid, true, patch, what);
+        let object = format!("pod {}", pod.key());
+        match self.runtime.block_on(done) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(ClusterError::Other { object, message }),
+            Err(_) => Err(ClusterError::Other { object, message: "the status patcher stopped".into() }),
+        }
     }
 }
 

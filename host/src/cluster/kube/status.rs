@@ -1,6 +1,7 @@
-//! Pod status patches (`status.nominatedNodeName`, the PodScheduled=False condition) sent off the caller's
-//! thread: the scheduling loop queues them and goes on to the next pod. Patches to one pod are sent in the order
-//! they were queued (a nomination and its clearing must not cross); patches to different pods go concurrently.
+//! Pod status patches (`status.nominatedNodeName`, the PodScheduled=False condition, DRA's
+//! `extendedResourceClaimStatus`) sent off the caller's thread: the scheduling loop queues them and goes on to the
+//! next pod. Patches to one pod are sent in the order they were queued (a nomination and its clearing must not
+//! cross); patches to different pods go concurrently.
 
 use std::collections::HashMap;
 

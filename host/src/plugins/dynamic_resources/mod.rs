@@ -12,10 +12,21 @@
 //! `reservedFor`. PostFilter deallocates a claim that keeps the pod off every node (off its node selector, or its
 //! devices failed or timed out binding) and is reserved for no other pod.
 //!
+//! Extended resources backed by DRA (DRAExtendedResource, GA in v1.37; `extended.rs`): a pod asking for an
+//! extended resource that a DeviceClass provides gets one more claim, in memory until PreBind. Filter gives it, per
+//! node, the requests for what the node does not list in its allocatable (a node's device plugin serves what it
+//! lists); Reserve and the allocator treat it as any claim; PreBind creates it (`<pod>-extended-resources-…`,
+//! owned by the pod, annotated `resource.kubernetes.io/extended-resource-claim`), writes its allocation and
+//! reservation, and sets the pod's `status.extendedResourceClaimStatus`. Unreserve deletes a claim PreBind created;
+//! a claim an earlier attempt left is refused by Filter and deleted by PostFilter.
+//!
 //! Differences from upstream, on purpose:
-//! - DRA-backed extended resources (DRAExtendedResource, GA in v1.37) are not implemented: a pod asking for an
-//!   extended resource that only a DeviceClass provides stays unschedulable (NodeResourcesFit finds no node that
-//!   has it).
+//! - A claim PreBind created counts as written until the informers show it (at most 120s), so PreBind returns at
+//!   once; upstream polls its assume cache once a second, up to 120s, before it returns.
+//! - The DeviceClass of an extended resource name is looked up in the cycle's objects: a name two classes share
+//!   maps to the newest (then the first by name), as upstream's cache settles; upstream's cache also depends on
+//!   the order classes arrived in (a losing class that arrives after the winner does not get its implicit
+//!   `deviceclass.resource.kubernetes.io/<class>` name, and deleting either class drops the shared name).
 //! - Consumable capacity works in milli-units: a capacity rounded to a step is written as a plain or milli
 //!   quantity (upstream keeps the step's format, e.g. `1Gi`); amounts finer than a milli-unit round up.
 //! - CEL runs on cel-rust (see `cel.rs` for what that environment lacks).
@@ -28,12 +39,17 @@
 
 pub mod allocator;
 pub mod cel;
+pub mod extended;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim, ResourceClaimConsumerReference};
+use k8s_openapi::api::core::v1::{ContainerExtendedResourceRequest, PodExtendedResourceClaimStatus};
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceClaim, DeviceClass, ResourceClaim, ResourceClaimConsumerReference,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::config::parse_go_duration;
@@ -64,12 +80,24 @@ const WRITE_BACKOFF: Duration = Duration::from_millis(10);
 const DEFAULT_BINDING_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often PreBind looks at the binding conditions (upstream polls every 5s, the first time at once).
 const BINDING_POLL: Duration = Duration::from_secs(5);
+/// How long a claim PreBind created counts as written before the informers show it (upstream
+/// `AssumeExtendedResourceTimeoutDefaultSeconds`).
+const CREATED_CLAIM_TIMEOUT: Duration = Duration::from_secs(120);
+/// Filter reason when the pod's extended resource claim comes from an earlier attempt (PostFilter deletes it).
+pub const ERR_REASON_STALE_EXTENDED_CLAIM: &str = "cannot schedule extended resource claim";
+/// Filter reason when an extended resource is neither on the node nor provided by a DeviceClass.
+pub const ERR_REASON_CANNOT_FIT_RESOURCE: &str = "cannot fit resource";
 
 /// PreFilter data, shared by the cycle state's copies as upstream's `stateData` is.
 #[derive(Default)]
 struct StateInner {
-    /// The pod's claims, in `spec.resourceClaims` order.
+    /// The pod's claims, in `spec.resourceClaims` order, then its extended resource claim if it needs one.
     claims: Vec<Arc<ResourceClaim>>,
+    /// Where the extended resource claim is in `claims` (the last).
+    extended: Option<usize>,
+    /// With an extended resource claim: the pod's DRA extended resource requests, each with the class that
+    /// provides it, if any (upstream `draExtendedResource.podScalarResources`).
+    extended_resources: BTreeMap<String, (i64, Option<Arc<DeviceClass>>)>,
     /// Per claim: the node selector of its allocation, when it is allocated and has one.
     available_on: Vec<Option<CompiledNodeSelector>>,
     /// Indices of the claims the scheduler allocates.
@@ -77,12 +105,35 @@ struct StateInner {
     /// What the allocator reads (only when some claim needs allocating).
     allocation: Option<AllocationInput>,
     /// Filter's allocations per feasible node, in `to_allocate` order.
-    by_node: Mutex<HashMap<String, Vec<AllocationResult>>>,
+    by_node: Mutex<HashMap<String, NodeAllocation>>,
     /// Claims whose allocation kept the pod off some node (PostFilter may deallocate them).
     unavailable: Mutex<BTreeSet<usize>>,
     /// Per claim: the allocation Reserve took; and the claim as PreBind wrote it.
     reserved: Mutex<HashMap<usize, AllocationResult>>,
     written: Mutex<HashMap<usize, Arc<ResourceClaim>>>,
+}
+
+/// What Filter found for one node (upstream `nodeAllocation`).
+#[derive(Clone, Default)]
+struct NodeAllocation {
+    /// The allocations, in `to_allocate` order.
+    results: Vec<AllocationResult>,
+    /// The node's variant of the extended resource claim: the requests this node must serve through DRA.
+    extended_claim: Option<Arc<ResourceClaim>>,
+    /// Which container's extended resource each of its requests serves.
+    mappings: Vec<ContainerExtendedResourceRequest>,
+}
+
+impl StateInner {
+    /// Whether the pod names no claim of its own (upstream `noUserClaim`).
+    fn no_user_claims(&self) -> bool {
+        self.claims.len() == usize::from(self.extended.is_some())
+    }
+
+    /// The extended resource claim, when the pod has one.
+    fn extended_claim(&self) -> Option<&Arc<ResourceClaim>> {
+        self.extended.map(|i| &self.claims[i])
+    }
 }
 
 /// The inputs of the allocator, gathered once per pod.
@@ -101,6 +152,10 @@ struct State(Arc<StateInner>);
 struct ClaimTracker {
     /// Claims as PreBind wrote them, by `namespace/name`, until the informers deliver that version or a newer one.
     assumed: HashMap<String, Arc<ResourceClaim>>,
+    /// Claims PreBind created (extended resource claims), by `namespace/name`, until the informers show them or
+    /// the deadline passes: until then their entry in `assumed` stands although the API's list lacks them (upstream
+    /// PreBind waits for its assume cache to see such a claim instead).
+    created: HashMap<String, Instant>,
     /// Claims with the allocation Reserve gave them, by UID, until PreBind wrote it or Unreserve dropped it.
     in_flight: HashMap<String, Arc<ResourceClaim>>,
 }
@@ -112,16 +167,31 @@ fn rv_number(claim: &ResourceClaim) -> Option<u64> {
 impl ClaimTracker {
     /// Forgets written claims the informers have caught up with, or that are gone.
     fn prune(&mut self, objects: &ClusterObjects) {
-        self.assumed.retain(|key, a| objects.resource_claims.get(key).is_some_and(|api| rv_number(a) > rv_number(api)));
+        let now = Instant::now();
+        let ClaimTracker { assumed, created, .. } = self;
+        created.retain(|key, deadline| {
+            *deadline > now && !objects.resource_claims.contains_key(key) && assumed.contains_key(key)
+        });
+        assumed.retain(|key, a| match objects.resource_claims.get(key) {
+            Some(api) => rv_number(a) > rv_number(api),
+            None => created.contains_key(key),
+        });
     }
 
-    /// The claim as this scheduler knows it: the API's copy, unless PreBind wrote a newer one.
+    /// The claim as this scheduler knows it: the API's copy, unless PreBind wrote a newer one (or created it).
     fn claim(&self, objects: &ClusterObjects, key: &str) -> Option<Arc<ResourceClaim>> {
-        let api = objects.resource_claims.get(key)?;
+        let Some(api) = objects.resource_claims.get(key) else {
+            return self.assumed.get(key).filter(|_| self.created.contains_key(key)).cloned();
+        };
         match self.assumed.get(key) {
             Some(a) if rv_number(a) > rv_number(api) => Some(a.clone()),
             _ => Some(api.clone()),
         }
+    }
+
+    /// Every claim's key as this scheduler knows them: the API's and those PreBind created.
+    fn keys<'a>(&'a self, objects: &'a ClusterObjects) -> impl Iterator<Item = &'a String> + 'a {
+        objects.resource_claims.keys().chain(self.created.keys().filter(|k| !objects.resource_claims.contains_key(*k)))
     }
 
     /// Every device some claim holds, by its status or in flight (upstream `ListAllAllocatedDevices`); results
@@ -148,7 +218,7 @@ impl ClaimTracker {
                 }
             }
         };
-        for key in objects.resource_claims.keys() {
+        for key in self.keys(objects) {
             if let Some(c) = self.claim(objects, key) {
                 add(&c);
             }
@@ -181,6 +251,11 @@ fn allocation(claim: &ResourceClaim) -> Option<&AllocationResult> {
 fn reserved_for_pod(pod: &PodInfo, claim: &ResourceClaim) -> bool {
     let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
     reserved.iter().any(|r| r.uid == pod.uid)
+}
+
+/// `namespace/name` of a claim.
+fn key_of(claim: &ResourceClaim) -> String {
+    format!("{}/{}", claim.metadata.namespace.as_deref().unwrap_or(""), claim.metadata.name.as_deref().unwrap_or(""))
 }
 
 /// Whether the pod names any ResourceClaim (the fast path of every extension point).
@@ -253,6 +328,8 @@ pub struct DynamicResources {
     tracker: Mutex<ClaimTracker>,
     /// How long PreBind waits for the devices' binding conditions (`bindingTimeout`, 600s by default).
     binding_timeout: Duration,
+    /// Numbers the temporary UIDs of in-memory extended resource claims (upstream draws a random UUID).
+    special_claims: AtomicU64,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -314,6 +391,7 @@ impl DynamicResources {
             cel: cel::CelCache::default(),
             tracker: Mutex::default(),
             binding_timeout,
+            special_claims: AtomicU64::new(0),
         })
     }
 
@@ -378,26 +456,118 @@ impl DynamicResources {
 
     /// Upstream `bindClaim`: writes the allocation (when the scheduler made it) and the pod's reservation on one
     /// claim, reading it again after a conflict.
+    /// `in_flight` is the UID its allocation is in flight under (that of the in-memory claim, for a claim PreBind
+    /// just created).
     fn bind_claim(
         &self,
         pod: &PodInfo,
         claim: &Arc<ResourceClaim>,
         allocation: Option<&AllocationResult>,
+        in_flight: &str,
     ) -> Result<Arc<ResourceClaim>, String> {
-        let key = format!(
-            "{}/{}",
-            claim.metadata.namespace.as_deref().unwrap_or(""),
-            claim.metadata.name.as_deref().unwrap_or("")
-        );
+        let key = key_of(claim);
         let result = self.write_claim(pod, claim, &key, allocation);
         if allocation.is_some() {
             let mut tracker = self.tracker();
-            tracker.in_flight.remove(&uid(claim));
+            tracker.in_flight.remove(in_flight);
             if let Ok(written) = &result {
                 tracker.assumed.insert(key, written.clone());
             }
         }
         result
+    }
+
+    /// Upstream `bindClaim` for the extended resource claim: creates it from the node's variant Filter made
+    /// (`generateName`, owned by the pod; the name, UID and status left to the API server), writes its allocation
+    /// and the pod's reservation, then sets the pod's `status.extendedResourceClaimStatus` to name the claim and
+    /// which container's resource each request serves.
+    fn bind_extended_resource_claim(
+        &self,
+        s: &StateInner,
+        index: usize,
+        pod: &PodInfo,
+        node: &str,
+        allocation: Option<&AllocationResult>,
+    ) -> Result<Arc<ResourceClaim>, String> {
+        let in_memory = &s.claims[index];
+        let node_allocation = s.by_node.lock().expect("dra state lock").get(node).cloned().unwrap_or_default();
+        let mut claim = in_memory.clone();
+        if extended::is_special(in_memory) {
+            let Some(node_claim) = &node_allocation.extended_claim else {
+                return Err(format!("extended resource claim not found for node {node}"));
+            };
+            let mut new = (**node_claim).clone();
+            new.metadata.name = None;
+            new.metadata.uid = None;
+            new.status = None;
+            let created = self
+                .cluster
+                .create_resource_claim(&new)
+                .map_err(|e| format!("create claim for extended resources {}: {e}", claim_ref(&new)))?;
+            claim = Arc::new(created);
+            // From now on the claim is the created one: Unreserve deletes it, and a conflict reads it again.
+            s.written.lock().expect("dra state lock").insert(index, claim.clone());
+            let mut tracker = self.tracker();
+            tracker.assumed.insert(key_of(&claim), claim.clone());
+            tracker.created.insert(key_of(&claim), Instant::now() + CREATED_CLAIM_TIMEOUT);
+        }
+        let written = self.bind_claim(pod, &claim, allocation, &uid(in_memory))?;
+        if node_allocation.mappings.is_empty() {
+            return Err(format!(
+                "nil or empty request mappings, no update of pod {}/{} ExtendedResourceClaimStatus",
+                pod.namespace, pod.name
+            ));
+        }
+        let status = PodExtendedResourceClaimStatus {
+            request_mappings: node_allocation.mappings.clone(),
+            resource_claim_name: written.metadata.name.clone().unwrap_or_default(),
+        };
+        self.cluster
+            .set_extended_resource_claim_status(pod, &status)
+            .map_err(|e| format!("update pod {}/{} ExtendedResourceClaimStatus: {e}", pod.namespace, pod.name))?;
+        Ok(written)
+    }
+
+    /// Upstream `unreserveExtendedResourceClaim`: forgets the in-memory claim's allocation in flight and deletes
+    /// the claim from the API when PreBind (or an earlier attempt) created it.
+    fn unreserve_extended_resource_claim(&self, in_memory: &Arc<ResourceClaim>, written: Option<&Arc<ResourceClaim>>) {
+        self.tracker().in_flight.remove(&uid(in_memory));
+        let claim = written.unwrap_or(in_memory);
+        if extended::is_special(claim) {
+            return;
+        }
+        if let Err(e) = self.delete_claim(claim) {
+            tracing::warn!(claim = %claim_ref(claim), error = %e, "delete extended resource claim");
+        }
+    }
+
+    /// Upstream `deleteClaim`: drops the scheduler's finalizer (reading the claim again after a conflict), then
+    /// deletes the claim; one already gone is no error.
+    fn delete_claim(&self, claim: &Arc<ResourceClaim>) -> Result<(), String> {
+        let key = key_of(claim);
+        let name = claim_ref(claim);
+        let mut c = (**claim).clone();
+        for attempt in 0..WRITE_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(WRITE_BACKOFF);
+                let latest = self.listers.objects();
+                let Some(fresh) = self.tracker().claim(&latest, &key) else { break };
+                c = (*fresh).clone();
+            }
+            let Some(at) = c.metadata.finalizers.iter().flatten().position(|f| f == FINALIZER) else { break };
+            c.metadata.finalizers.as_mut().expect("finalizers").remove(at);
+            match self.cluster.update_resource_claim(&c) {
+                Ok(_) => break,
+                Err(ClusterError::Conflict { .. }) if attempt + 1 < WRITE_ATTEMPTS => continue,
+                Err(e) => return Err(format!("update resourceclaim {name}: {e}")),
+            }
+        }
+        {
+            let mut tracker = self.tracker();
+            tracker.assumed.remove(&key);
+            tracker.created.remove(&key);
+        }
+        self.cluster.delete_resource_claim(&c).map_err(|e| e.to_string())
     }
 
     fn write_claim(
@@ -530,20 +700,43 @@ impl PreEnqueuePlugin for DynamicResources {
 impl PreFilterPlugin for DynamicResources {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status) {
         state.write(NAME, State::default());
-        if !has_claims(pod) {
+        let objects = &snapshot.objects;
+        // DRAExtendedResource: a pod asking for an extended resource that some DeviceClass provides gets one more
+        // claim (upstream `preFilterExtendedResources`).
+        let extended_resources = extended::pod_extended_resources(pod, objects);
+        if !has_claims(pod) && extended_resources.is_empty() {
             return (None, Status::skip());
         }
-        let objects = &snapshot.objects;
         let mut tracker = self.tracker();
         tracker.prune(objects);
-        let claims = match pod_claims(pod, |k| tracker.claim(objects, k)) {
-            Ok(c) => c,
-            Err(reason) => return (None, Status::unresolvable(reason)),
+        let mut claims = if has_claims(pod) {
+            match pod_claims(pod, |k| tracker.claim(objects, k)) {
+                Ok(c) => c,
+                Err(reason) => return (None, Status::unresolvable(reason)),
+            }
+        } else {
+            Vec::new()
         };
+        let mut inner = StateInner::default();
+        if !extended_resources.is_empty() {
+            // The claim an earlier attempt created (Filter refuses it, PostFilter deletes it), else a new one in
+            // memory.
+            let earlier = tracker
+                .keys(objects)
+                .filter_map(|k| tracker.claim(objects, k))
+                .find(|c| extended::is_pods_extended_resource_claim(pod, c));
+            let claim = earlier.unwrap_or_else(|| {
+                let n = self.special_claims.fetch_add(1, Ordering::Relaxed);
+                Arc::new(extended::special_claim(pod, format!("{}-extended-resources-{n}", pod.uid)))
+            });
+            inner.extended = Some(claims.len());
+            inner.extended_resources = extended_resources;
+            claims.push(claim);
+        }
         if claims.is_empty() {
             return (None, Status::skip());
         }
-        let mut inner = StateInner { available_on: Vec::with_capacity(claims.len()), ..Default::default() };
+        inner.available_on = Vec::with_capacity(claims.len());
         for (index, claim) in claims.iter().enumerate() {
             // Upstream's "resourceclaim in use" check cannot fire: any claim may be reserved for another pod.
             if let Some(a) = allocation(claim) {
@@ -567,6 +760,10 @@ impl PreFilterPlugin for DynamicResources {
                         claim_ref(claim)
                     )),
                 );
+            }
+            // The extended resource claim has no requests yet (a new one) or is left to Filter (an earlier one).
+            if inner.extended == Some(index) {
+                continue;
             }
             // Every class must exist, however the claim is allocated.
             for request in claim_requests(claim) {
@@ -614,11 +811,19 @@ impl PreFilterPlugin for DynamicResources {
 }
 
 impl FilterPlugin for DynamicResources {
-    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(State(s)) = state.read::<State>(NAME) else {
             return Status::error("not found");
         };
         if s.claims.is_empty() {
+            return Status::success();
+        }
+        let extended = match self.filter_extended_resources(s, pod, node) {
+            Ok(e) => e,
+            Err(status) => return status,
+        };
+        // Extended resources all served by the node's device plugin, and no claim of the pod's own: nothing to do.
+        if extended.is_none() && s.no_user_claims() {
             return Status::success();
         }
         let labels = node.labels();
@@ -636,7 +841,15 @@ impl FilterPlugin for DynamicResources {
             .collect();
         let mut allocations = None;
         if let Some(input) = &s.allocation {
-            let claims: Vec<Arc<ResourceClaim>> = s.to_allocate.iter().map(|&i| s.claims[i].clone()).collect();
+            // The node's variant of the extended resource claim stands in for the pod's.
+            let claims: Vec<Arc<ResourceClaim>> = s
+                .to_allocate
+                .iter()
+                .map(|&i| match &extended {
+                    Some((c, _)) if s.extended == Some(i) => c.clone(),
+                    _ => s.claims[i].clone(),
+                })
+                .collect();
             let allocator = Allocator {
                 allocated: &input.allocated,
                 classes: &input.objects.device_classes,
@@ -657,10 +870,46 @@ impl FilterPlugin for DynamicResources {
             s.unavailable.lock().expect("dra state lock").extend(unavailable);
             return Status::unresolvable(ERR_REASON_NOT_AVAILABLE);
         }
-        if let Some(a) = allocations {
+        if let Some(results) = allocations {
+            let (extended_claim, mappings) = extended.map_or((None, Vec::new()), |(c, m)| (Some(c), m));
+            let a = NodeAllocation { results, extended_claim, mappings };
             s.by_node.lock().expect("dra state lock").insert(node.name.clone(), a);
         }
         Status::success()
+    }
+}
+
+impl DynamicResources {
+    /// Upstream `filterExtendedResources`: the node's variant of the pod's extended resource claim, asking for
+    /// what the node must provide through DRA (the extended resources a DeviceClass backs and the node does not
+    /// list in its allocatable), with the containers each request serves; `None` when there is no such claim, or
+    /// nothing is left for DRA to do on this node. A claim made by an earlier attempt cannot be used again.
+    #[allow(clippy::type_complexity)]
+    fn filter_extended_resources(
+        &self,
+        s: &StateInner,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Result<Option<(Arc<ResourceClaim>, Vec<ContainerExtendedResourceRequest>)>, Status> {
+        let Some(claim) = s.extended_claim() else { return Ok(None) };
+        if extended::has_requests(claim) {
+            return Err(Status::unresolvable(ERR_REASON_STALE_EXTENDED_CLAIM));
+        }
+        let dra = extended::node_dra_resources(&s.extended_resources, &node.allocatable.scalar)
+            .map_err(|_| Status::unresolvable(ERR_REASON_CANNOT_FIT_RESOURCE))?;
+        if s.no_user_claims() && dra.is_empty() {
+            // The device plugin serves them all; NodeResourcesFit checked that it has room.
+            return Ok(None);
+        }
+        if allocation(claim).is_some() {
+            return Ok(None);
+        }
+        let (requests, mappings) = extended::requests_and_mappings(pod, &dra);
+        let mut node_claim = (**claim).clone();
+        let spec = node_claim.spec.get_or_insert_with(Default::default);
+        let devices = spec.devices.get_or_insert_with(DeviceClaim::default);
+        devices.requests = (!requests.is_empty()).then_some(requests);
+        Ok(Some((Arc::new(node_claim), mappings)))
     }
 }
 
@@ -674,7 +923,7 @@ impl ScorePlugin for DynamicResources {
             return Ok(0);
         }
         let by_node = s.by_node.lock().expect("dra state lock");
-        let Some(allocations) = by_node.get(&node.name) else { return Ok(0) };
+        let Some(allocations) = by_node.get(&node.name).map(|a| &a.results) else { return Ok(0) };
         let mut next = allocations.iter();
         let mut score = 0;
         for claim in &s.claims {
@@ -776,7 +1025,15 @@ impl PostFilterPlugin for DynamicResources {
             return (None, Status::code_only(Code::Unschedulable));
         }
         let unavailable = s.unavailable.lock().expect("dra state lock").clone();
+        // An extended resource claim from an earlier attempt is deleted rather than deallocated.
+        let stale_extended = s.extended_claim().filter(|c| !extended::is_special(c));
         for index in unavailable {
+            if s.extended == Some(index) {
+                if stale_extended.is_some() {
+                    break;
+                }
+                continue;
+            }
             let claim = &s.claims[index];
             let reserved = claim.status.as_ref().and_then(|st| st.reserved_for.as_deref()).unwrap_or(&[]);
             if reserved.is_empty() || reserved.len() == 1 && reserved[0].uid == pod.uid {
@@ -792,6 +1049,12 @@ impl PostFilterPlugin for DynamicResources {
                 return (None, Status::unschedulable("deallocation of ResourceClaim completed"));
             }
         }
+        if let Some(claim) = stale_extended {
+            if let Err(e) = self.delete_claim(claim) {
+                return (None, Status::error(e));
+            }
+            return (None, Status::unschedulable("deletion of ResourceClaim completed"));
+        }
         (None, Status::code_only(Code::Unschedulable))
     }
 }
@@ -803,7 +1066,14 @@ impl ReservePlugin for DynamicResources {
             // Allocated claims are reserved for real in PreBind; a conflict there means another pod was faster.
             return Status::success();
         }
-        let Some(allocations) = s.by_node.lock().expect("dra state lock").get(node).cloned() else {
+        let node_allocation = s.by_node.lock().expect("dra state lock").get(node).cloned();
+        let Some(NodeAllocation { results: allocations, extended_claim, .. }) =
+            node_allocation.filter(|a| !a.results.is_empty())
+        else {
+            // Only the extended resource claim, and the node's device plugin serves it all: nothing to allocate.
+            if s.to_allocate.iter().all(|&i| s.extended == Some(i)) {
+                return Status::success();
+            }
             return Status::error("claim allocation not found for node");
         };
         if allocations.len() != s.to_allocate.len() {
@@ -817,7 +1087,11 @@ impl ReservePlugin for DynamicResources {
         let mut tracker = self.tracker();
         let mut reserved = s.reserved.lock().expect("dra state lock");
         for (&index, allocation) in s.to_allocate.iter().zip(allocations) {
-            let mut claim = (*s.claims[index]).clone();
+            // The node's variant of the extended resource claim replaces the pod's.
+            let mut claim = match &extended_claim {
+                Some(c) if s.extended == Some(index) => (**c).clone(),
+                _ => (*s.claims[index]).clone(),
+            };
             if !claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
                 claim.metadata.finalizers.get_or_insert_with(Vec::new).push(FINALIZER.into());
             }
@@ -832,6 +1106,10 @@ impl ReservePlugin for DynamicResources {
         let Some(State(s)) = state.read::<State>(NAME) else { return };
         let written = s.written.lock().expect("dra state lock").clone();
         for (index, original) in s.claims.iter().enumerate() {
+            if s.extended == Some(index) {
+                self.unreserve_extended_resource_claim(original, written.get(&index));
+                continue;
+            }
             let claim = written.get(&index).unwrap_or(original);
             {
                 let mut tracker = self.tracker();
@@ -870,14 +1148,23 @@ impl PreBindPlugin for DynamicResources {
         true
     }
 
-    fn pre_bind(&self, state: &CycleState, pod: &PodInfo, _node: &str) -> Status {
+    fn pre_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status {
         let Some(State(s)) = state.read::<State>(NAME) else { return Status::error("not found") };
         let reserved = s.reserved.lock().expect("dra state lock").clone();
         for (index, claim) in s.claims.iter().enumerate() {
             if reserved_for_pod(pod, claim) {
                 continue;
             }
-            match self.bind_claim(pod, claim, reserved.get(&index)) {
+            let result = if s.extended == Some(index) {
+                // Nothing for DRA when the node's device plugin serves every extended resource.
+                if !reserved.contains_key(&index) && !extended::has_requests(claim) {
+                    continue;
+                }
+                self.bind_extended_resource_claim(s, index, pod, node, reserved.get(&index))
+            } else {
+                self.bind_claim(pod, claim, reserved.get(&index), &uid(claim))
+            };
+            match result {
                 Ok(written) => {
                     s.written.lock().expect("dra state lock").insert(index, written);
                 }

@@ -899,3 +899,161 @@ fn per_device_node_selection_and_binds_to_node_pin_the_claim_to_the_node() {
     let r = results_on_n1(&[free], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     assert!(r[0].node_selector.is_none(), "available everywhere");
 }
+
+/// The cluster of the extended resource tests: class `gpu` provides `example.com/gpu`; n1 has two of its
+/// devices, n2 none, n3 lists the resource in its allocatable (a device plugin).
+fn extended_objects() -> ClusterObjects {
+    let mut o = objects(vec![]);
+    o.device_classes.insert(
+        "gpu".into(),
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "gpu"},
+                "spec": {"extendedResourceName": "example.com/gpu",
+                    "selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}))
+            .unwrap(),
+        ),
+    );
+    o.resource_slices = vec![slice("n1", Some("n1"), 1, 1, gpus("n1", 2, "a100"))];
+    o
+}
+
+fn gpu_pod(name: &str, count: &str) -> PodInfo {
+    let r = json!({"example.com/gpu": count});
+    pod(json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": r, "limits": r}}]}}))
+}
+
+fn n3_with_device_plugin() -> NodeInfo {
+    node(json!({"metadata": {"name": "n3"}, "status": {"allocatable": {"example.com/gpu": "4"}}}))
+}
+
+#[test]
+fn an_extended_resource_a_class_provides_is_allocated_through_a_claim_pre_bind_creates() {
+    use crate::cluster::memory::Write;
+    let (pl, cluster) = plugin();
+    let o = extended_objects();
+    cluster.set_objects(o.clone());
+    let snap = snapshot(o);
+    let p = gpu_pod("p", "2");
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+    assert!(pl.filter(&state, &p, &n("n1")).is_success());
+    assert_eq!(pl.filter(&state, &p, &n("n2")).message(), ERR_REASON_CANNOT_ALLOCATE);
+    assert!(pl.filter(&state, &p, &n3_with_device_plugin()).is_success(), "the device plugin serves it");
+    assert!(pl.reserve(&mut state, &p, "n1").is_success());
+    assert!(pl.pre_bind_pre_flight(&state, &p, "n1").is_success());
+    let st = pl.pre_bind(&state, &p, "n1");
+    assert!(st.is_success(), "{st}");
+
+    let writes = cluster.writes();
+    let created = writes
+        .iter()
+        .find_map(|w| match w {
+            Write::CreateClaim { claim } => Some(claim.clone()),
+            _ => None,
+        })
+        .expect("a claim was created");
+    assert!(created.starts_with("default/p-extended-resources-"), "{created}");
+    // The claim as the status write answered it: the object as stored.
+    let State(st) = state.read::<State>(NAME).unwrap().clone();
+    let stored = (*st.written.lock().unwrap()[&0]).clone();
+    assert_eq!(format!("default/{}", stored.metadata.name.as_deref().unwrap()), created);
+    let meta = &stored.metadata;
+    assert_eq!(meta.generate_name.as_deref(), Some("p-extended-resources-"));
+    assert_eq!(
+        meta.annotations.as_ref().unwrap().get(extended::EXTENDED_RESOURCE_CLAIM_ANNOTATION).map(String::as_str),
+        Some("true")
+    );
+    let owner = &meta.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()), ("Pod", "p", "uid-p"));
+    assert_eq!((owner.api_version.as_str(), owner.controller), ("v1", Some(true)));
+    assert!(meta.finalizers.as_ref().unwrap().contains(&FINALIZER.to_string()));
+    let request = &claim_requests(&stored)[0];
+    let e = request.exactly.as_ref().unwrap();
+    assert_eq!(
+        (request.name.as_str(), e.device_class_name.as_str(), e.allocation_mode.as_deref(), e.count),
+        ("container-0-request-0", "gpu", Some("ExactCount"), Some(2))
+    );
+    let status = stored.status.as_ref().unwrap();
+    assert_eq!(ids(status.allocation.as_ref().unwrap()), ["n1-gpu-0", "n1-gpu-1"]);
+    assert_eq!(status.reserved_for.as_ref().unwrap()[0].uid, "uid-p");
+    let claim_name = created.strip_prefix("default/").unwrap().to_string();
+    assert!(writes.contains(&Write::ExtendedResourceClaimStatus {
+        pod: "default/p".into(),
+        claim: claim_name,
+        mappings: vec!["c/example.com/gpu → container-0-request-0".into()],
+    }));
+    assert!(pl.tracker().in_flight.is_empty());
+
+    // The next pod sees n1's devices taken before the informers show the new claim; n3's device plugin still
+    // serves it, and there nothing is written.
+    let q = gpu_pod("q", "1");
+    let mut s2 = CycleState::new();
+    assert!(pl.pre_filter(&mut s2, &q, &snap).1.is_success());
+    assert_eq!(pl.filter(&s2, &q, &n("n1")).message(), ERR_REASON_CANNOT_ALLOCATE);
+    assert!(pl.filter(&s2, &q, &n3_with_device_plugin()).is_success());
+    assert!(pl.reserve(&mut s2, &q, "n3").is_success());
+    let before = cluster.writes().len();
+    assert!(pl.pre_bind(&s2, &q, "n3").is_success());
+    assert_eq!(cluster.writes().len(), before, "nothing for DRA to write");
+}
+
+#[test]
+fn unreserve_deletes_the_created_claim_and_an_earlier_attempt_s_claim_is_deleted_in_post_filter() {
+    use crate::cluster::memory::Write;
+    let (pl, cluster) = plugin();
+    let o = extended_objects();
+    cluster.set_objects(o.clone());
+    let snap = snapshot(o.clone());
+    let p = gpu_pod("p", "1");
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+    assert!(pl.filter(&state, &p, &n("n1")).is_success());
+    assert!(pl.reserve(&mut state, &p, "n1").is_success());
+    assert!(pl.pre_bind(&state, &p, "n1").is_success());
+    let created = cluster.writes().iter().find_map(|w| match w {
+        Write::CreateClaim { claim } => Some(claim.clone()),
+        _ => None,
+    });
+    let created = created.unwrap();
+    // Binding failed after PreBind: the claim goes.
+    pl.unreserve(&mut state, &p, "n1");
+    assert!(cluster.writes().contains(&Write::DeleteClaim { claim: created.clone() }));
+    assert!(pl.tracker().in_flight.is_empty() && pl.tracker().assumed.is_empty());
+
+    // A claim an earlier attempt made (found by its annotation and owner) is refused and deleted.
+    let mut earlier = extended::special_claim(&p, "uid-earlier".into());
+    earlier.metadata.name = Some("p-extended-resources-abcde".into());
+    earlier.spec = Some(
+        serde_json::from_value(json!({"devices": {"requests": [{"name": "container-0-request-0",
+        "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}}))
+        .unwrap(),
+    );
+    let mut o2 = o;
+    o2.resource_claims.insert("default/p-extended-resources-abcde".into(), Arc::new(earlier));
+    cluster.set_objects(o2.clone());
+    let mut s2 = CycleState::new();
+    assert!(pl.pre_filter(&mut s2, &p, &snapshot(o2)).1.is_success());
+    assert_eq!(pl.filter(&s2, &p, &n("n1")).message(), ERR_REASON_STALE_EXTENDED_CLAIM);
+    let (_, st) = pl.post_filter(&s2, &p, &NodeToStatus::new(), &NoHandle);
+    assert_eq!((st.code(), st.message()), (Code::Unschedulable, "deletion of ResourceClaim completed".to_string()));
+    assert!(cluster.writes().contains(&Write::DeleteClaim { claim: "default/p-extended-resources-abcde".into() }));
+}
+
+#[test]
+fn an_extended_resource_neither_on_the_node_nor_from_a_class_does_not_fit() {
+    let (pl, _) = plugin();
+    let snap = snapshot(extended_objects());
+    // example.com/fpga: no class, and (NodeResourcesFit ignoring it) no node lists it.
+    let r = json!({"example.com/gpu": "1", "example.com/fpga": "1"});
+    let p = pod(json!({"metadata": {"name": "p", "namespace": "default", "uid": "uid-p"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": r, "limits": r}}]}}));
+    let mut state = CycleState::new();
+    assert!(pl.pre_filter(&mut state, &p, &snap).1.is_success());
+    let st = pl.filter(&state, &p, &n("n1"));
+    assert_eq!((st.code(), st.message()), (Code::UnschedulableAndUnresolvable, ERR_REASON_CANNOT_FIT_RESOURCE.into()));
+    // A pod whose extended resources no class provides is not this plugin's.
+    let other = pod(json!({"metadata": {"name": "o", "namespace": "default"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"example.com/fpga": "1"}, "limits": {"example.com/fpga": "1"}}}]}}));
+    assert!(pl.pre_filter(&mut CycleState::new(), &other, &snap).1.is_skip());
+}

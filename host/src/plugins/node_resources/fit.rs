@@ -2,6 +2,14 @@
 //! allocatable covers the pod's requests (and a pod slot is left); feasible nodes are scored by one of three
 //! strategies over a weighted list of resources (LeastAllocated, MostAllocated, RequestedToCapacityRatio), through
 //! the resource-allocation scorer it shares with NodeResourcesBalancedAllocation.
+//!
+//! DRAExtendedResource (GA in v1.37): an extended resource that a DeviceClass provides (its
+//! `extendedResourceName`, or the implicit `deviceclass.resource.kubernetes.io/<class>`) is not checked on a node
+//! that does not list it in its allocatable: DynamicResources allocates devices for it there. A node that lists it
+//! serves it with its device plugin, checked here as any extended resource. Differences from upstream: the
+//! DeviceClass event's queueing hint is not evaluated (events carry no DeviceClass: any class change retries the
+//! pods Fit rejected), and scoring an extended resource named in `scoringStrategy.resources` counts only what
+//! nodes list in their allocatable, not the devices a class matches on them (upstream's DRA-backed scoring).
 
 use std::sync::Arc;
 
@@ -12,12 +20,12 @@ use super::resource_allocation::{
     MAX_UTILIZATION,
 };
 use super::{is_extended_resource_name, qualified_name_error};
-use crate::framework::PluginContext;
-use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, Code, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE,
 };
+use crate::framework::{ClusterObjects, PluginContext, Snapshot};
+use crate::plugins::dynamic_resources::extended::{device_class_for, is_dra_extended_resource_name};
 use crate::plugins::helper::{aggregate, decode, invalid, ArgsError, FieldError};
 
 pub use super::resource_allocation::{default_resources, ResourceSpec};
@@ -122,8 +130,19 @@ struct PodRequests {
     milli_cpu: i64,
     memory: i64,
     ephemeral_storage: i64,
-    /// Scalar resources to check (non-zero, not ignored): name, quantity, rejection reason.
-    scalars: Vec<(String, i64, String)>,
+    /// Scalar resources to check (non-zero, not ignored).
+    scalars: Vec<ScalarRequest>,
+}
+
+/// One scalar resource the pod requests.
+#[derive(Debug)]
+struct ScalarRequest {
+    name: String,
+    quantity: i64,
+    /// `Insufficient <name>`.
+    reason: String,
+    /// A DeviceClass provides it (DRAExtendedResource): a node that does not list it leaves it to DynamicResources.
+    dra_backed: bool,
 }
 
 /// PreFilter data; cloning shares it (it never changes within a cycle).
@@ -281,14 +300,20 @@ impl NodeResourcesFit {
         self.ignored_resources.iter().any(|r| r == name) || self.ignored_resource_groups.iter().any(|g| g == group)
     }
 
-    /// The pod's requests Filter checks: scalar resources the pod does not request or the args ignore left out.
-    fn compute_requests(&self, pod: &PodInfo) -> PodRequests {
+    /// The pod's requests Filter checks: scalar resources the pod does not request or the args ignore left out;
+    /// those a DeviceClass provides are marked (upstream `shouldDelegateResourceToDRA`, its class half).
+    fn compute_requests(&self, pod: &PodInfo, objects: &ClusterObjects) -> PodRequests {
         let r = &pod.requests;
         let scalars = r
             .scalar
             .iter()
             .filter(|(name, &q)| q != 0 && !self.is_ignored(name))
-            .map(|(name, &q)| (name.clone(), q, format!("{REASON_INSUFFICIENT_PREFIX}{name}")))
+            .map(|(name, &q)| ScalarRequest {
+                name: name.clone(),
+                quantity: q,
+                reason: format!("{REASON_INSUFFICIENT_PREFIX}{name}"),
+                dra_backed: is_dra_extended_resource_name(name) && device_class_for(objects, name).is_some(),
+            })
             .collect();
         PodRequests { milli_cpu: r.milli_cpu, memory: r.memory, ephemeral_storage: r.ephemeral_storage, scalars }
     }
@@ -336,14 +361,16 @@ impl Plugin for NodeResourcesFit {
             // A deleted or scaled-down assigned pod frees resources.
             ClusterEvent::new(EventResource::AssignedPod, action::DELETE | action::UPDATE_RESOURCES),
             ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_RESOURCES),
+            // A pod may wait for a class that provides an extended resource it asks for.
+            ClusterEvent::new(EventResource::DeviceClass, action::ADD | action::UPDATE),
         ]
     }
     crate::serves!(pre_filter, filter, pre_score, score);
 }
 
 impl PreFilterPlugin for NodeResourcesFit {
-    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _snapshot: &Snapshot) -> (PreFilterResult, Status) {
-        state.write(PRE_FILTER_STATE_KEY, PreFilterState(Arc::new(self.compute_requests(pod))));
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status) {
+        state.write(PRE_FILTER_STATE_KEY, PreFilterState(Arc::new(self.compute_requests(pod, &snapshot.objects))));
         (None, Status::success())
     }
 }
@@ -387,10 +414,15 @@ fn filter_with(s: &PodRequests, node: &NodeInfo) -> Status {
     check(s.milli_cpu, alloc.milli_cpu, used.milli_cpu, REASON_INSUFFICIENT_CPU);
     check(s.memory, alloc.memory, used.memory, REASON_INSUFFICIENT_MEMORY);
     check(s.ephemeral_storage, alloc.ephemeral_storage, used.ephemeral_storage, REASON_INSUFFICIENT_EPHEMERAL_STORAGE);
-    for (name, q, reason) in &s.scalars {
-        let a = alloc.scalar.get(name.as_str()).copied().unwrap_or(0);
-        let u = used.scalar.get(name.as_str()).copied().unwrap_or(0);
-        check(*q, a, u, reason);
+    for r in &s.scalars {
+        let a = alloc.scalar.get(r.name.as_str()).copied().unwrap_or(0);
+        // A node without the resource gets it through DRA, if at all: DynamicResources' Filter decides. A node
+        // that lists it serves it with its device plugin, checked here.
+        if r.dra_backed && a <= 0 {
+            continue;
+        }
+        let u = used.scalar.get(r.name.as_str()).copied().unwrap_or(0);
+        check(r.quantity, a, u, &r.reason);
     }
     if reasons.is_empty() {
         return Status::success();
@@ -600,6 +632,67 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Upstream's `TestEnoughRequests` DRA-backed cases: an extended resource a DeviceClass provides is left to
+    /// DynamicResources on a node that does not list it; a node that lists it checks it as any other (its device
+    /// plugin wins); a resource no class provides stays insufficient; ignored resources stay ignored.
+    #[test]
+    fn extended_resources_a_device_class_provides_are_left_to_dra_where_the_node_lacks_them() {
+        use Code::*;
+        let mut objects = crate::framework::ClusterObjects::default();
+        for (name, extended) in [("gpu", Some("example.com/gpu")), ("tpu", None)] {
+            let mut v = json!({"metadata": {"name": name}, "spec": {}});
+            if let Some(e) = extended {
+                v["spec"]["extendedResourceName"] = json!(e);
+            }
+            objects.device_classes.insert(name.into(), Arc::new(serde_json::from_value(v).unwrap()));
+        }
+        let mut snap = Snapshot::default();
+        snap.objects = Arc::new(objects);
+        let filter = |args: Value, req: Value, alloc: Value, pods: Vec<PodInfo>| {
+            let pl = plugin(args);
+            let p = pod_req(req);
+            let mut st = CycleState::new();
+            assert!(pl.pre_filter(&mut st, &p, &snap).1.is_success());
+            let n = big_node("n", "4", "4Gi", alloc, pods);
+            let s = pl.filter(&st, &p, &n);
+            (s.code(), s.reasons().to_vec())
+        };
+        let ok = (Success, Vec::<String>::new());
+        let insufficient = |code, r: &str| (code, vec![format!("Insufficient {r}")]);
+        let gpu = "example.com/gpu";
+        let tpu = "deviceclass.resource.kubernetes.io/tpu";
+        assert_eq!(filter(json!({}), json!({gpu: "1"}), json!({}), vec![]), ok, "no allocatable: DRA's");
+        assert_eq!(filter(json!({}), json!({gpu: "1"}), json!({gpu: "0"}), vec![]), ok, "zero allocatable: DRA's");
+        assert_eq!(filter(json!({}), json!({tpu: "2"}), json!({}), vec![]), ok, "the implicit name too");
+        assert_eq!(
+            filter(json!({}), json!({gpu: "2"}), json!({gpu: "1"}), vec![]),
+            insufficient(UnschedulableAndUnresolvable, gpu),
+            "the node's device plugin wins"
+        );
+        let used = vec![pod_named("e", json!({gpu: "1"}))];
+        assert_eq!(
+            filter(json!({}), json!({gpu: "1"}), json!({gpu: "1"}), used),
+            insufficient(Unschedulable, gpu),
+            "the device plugin's devices are taken"
+        );
+        assert_eq!(
+            filter(json!({}), json!({"example.com/fpga": "1"}), json!({}), vec![]),
+            insufficient(UnschedulableAndUnresolvable, "example.com/fpga"),
+            "no class provides it"
+        );
+        assert_eq!(
+            filter(json!({"ignoredResources": [gpu]}), json!({gpu: "2"}), json!({gpu: "1"}), vec![]),
+            ok,
+            "ignored"
+        );
+        // Without the class, the node's lack of it is Fit's to report.
+        let pl = plugin(json!({}));
+        assert_eq!(
+            run_filter(&pl, &pod_req(json!({gpu: "1"})), &small_node(vec![])).reasons(),
+            [format!("Insufficient {gpu}")]
+        );
     }
 
     #[test]
@@ -854,5 +947,6 @@ mod tests {
         assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::UPDATE_RESOURCES))));
         assert!(!ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::UPDATE_LABEL))));
         assert!(!ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::UnscheduledPod, action::ALL))));
+        assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::DeviceClass, action::ADD))));
     }
 }
