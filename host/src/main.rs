@@ -333,9 +333,18 @@ fn live_main(args: &[String]) -> anyhow::Result<()> {
 
 /// Loads the configuration and registers the Wasm plugins it declares.
 fn load_config(path: Option<&PathBuf>, registry: &mut Registry) -> anyhow::Result<SchedulerConfig> {
-    let Some(path) = path else { return Ok(SchedulerConfig::default_config()) };
+    load_config_with(path, registry, config::Features::default())
+}
+
+/// `load_config` under the feature gates of `--feature-gates`.
+fn load_config_with(
+    path: Option<&PathBuf>,
+    registry: &mut Registry,
+    features: config::Features,
+) -> anyhow::Result<SchedulerConfig> {
+    let Some(path) = path else { return Ok(SchedulerConfig::default_config_with(features)) };
     let known = |n: &str| registry.get(n).is_some();
-    let cfg = kube_wasm_scheduler::scheduler::load_config(path, &known)
+    let cfg = kube_wasm_scheduler::scheduler::load_config_with(path, &known, features)
         .map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
     for w in &cfg.warnings {
         tracing::warn!("{w}");
@@ -628,7 +637,9 @@ fn plugin_build(project: &author::Project, output: Option<&Path>) -> anyhow::Res
 
 fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let mut registry = registry;
-    let mut cfg = load_config(opts.config.as_ref(), &mut registry)?;
+    // GenericWorkload (beta, off by default in v1.37; AllBeta=true turns it on too): the Workload/PodGroup API.
+    let features = config::Features { generic_workload: opts.beta_gate("GenericWorkload") == Some(true) };
+    let mut cfg = load_config_with(opts.config.as_ref(), &mut registry, features)?;
     for w in opts.apply_to(&mut cfg) {
         tracing::warn!("{w}");
     }

@@ -338,6 +338,9 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         if policies {
             crate::cluster::kube::policies::served(&client).await.map_err(LiveError::Profile)?;
         }
+        if cfg.features.generic_workload {
+            crate::cluster::kube::pod_groups::served(&client).await.map_err(LiveError::Profile)?;
+        }
         let metrics = Arc::new(metrics::Metrics::default());
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff)
             .with_observer(metrics.clone());
@@ -389,7 +392,8 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         if let Err(e) = main_up.and(events_up) {
             tracing::warn!(error = %e, "asking the API server for its version before the informers start");
         }
-        informers::start(client.clone(), live.scheduler.clone(), live.synced.clone(), policies);
+        let watched = informers::Watched { policies, pod_groups: cfg.features.generic_workload };
+        informers::start(client.clone(), live.scheduler.clone(), live.synced.clone(), watched);
         let loop_live = live.clone();
         let loop_thread = std::thread::Builder::new()
             .name("scheduling".into())

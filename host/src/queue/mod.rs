@@ -214,6 +214,43 @@ impl SchedulingQueue {
         Some(info)
     }
 
+    /// Takes the other members of pod group `key` (`namespace/name`) waiting in activeQ, backoffQ or unschedulable
+    /// (not gated ones), for the PodGroup cycle of the member just popped: upstream queues a group's members as one
+    /// entity, popped whole. Each counts an attempt, as a popped pod does; they are in flight until their attempt
+    /// ends. In no particular order (the cycle orders them).
+    pub fn take_pod_group_members(&mut self, key: &str) -> Vec<QueuedPodInfo> {
+        let mut uids: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.queue != QueueName::Gated)
+            .filter(|(_, e)| e.info.pod_info.pod_group().is_some() && e.info.pod_info.pod_group_key().as_deref() == Some(key))
+            .map(|(u, _)| u.clone())
+            .collect();
+        uids.sort();
+        let mut out = Vec::with_capacity(uids.len());
+        let mut heap_changed = false;
+        for uid in uids {
+            let Some(e) = self.take(&uid) else { continue };
+            match e.queue {
+                QueueName::Active => {
+                    self.active.retain(|u| *u != uid);
+                    heap_changed = true;
+                }
+                QueueName::Backoff => self.backoff.retain(|_, u| *u != uid),
+                _ => {}
+            }
+            self.in_flight.insert(uid);
+            let mut info = e.info;
+            info.attempts += 1;
+            info.initial_attempt_timestamp.get_or_insert(info.timestamp);
+            out.push(info);
+        }
+        if heap_changed {
+            self.rebuild_heap();
+        }
+        out
+    }
+
     /// The cycle number of the last pop (failures compare it with the last move request).
     pub fn scheduling_cycle(&self) -> u64 {
         self.scheduling_cycle

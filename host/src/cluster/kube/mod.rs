@@ -21,6 +21,7 @@ use crate::framework::types::PodInfo;
 pub mod client;
 pub mod events;
 pub mod informers;
+pub mod pod_groups;
 pub mod policies;
 pub mod snapshot;
 mod status;
@@ -271,6 +272,17 @@ impl ClusterClient for KubeCluster {
         self.runtime.spawn(async move {
             if let Err(e) = policies::write_status(client, &status).await {
                 tracing::warn!(policy = %status.key(), kind = status.kind, error = %e, "writing the policy's status");
+            }
+        });
+    }
+
+    fn pod_group_condition(&self, group: &k8s_openapi::api::scheduling::v1beta1::PodGroup, c: &crate::framework::PodGroupCondition) {
+        let (client, group, c) = (self.client.clone(), group.clone(), c.clone());
+        // Best effort, off the scheduling thread, as upstream's (it logs a failure and goes on).
+        self.runtime.spawn(async move {
+            if let Err(e) = pod_groups::write_condition(client, &group, &c).await {
+                let name = group.metadata.name.as_deref().unwrap_or_default();
+                tracing::warn!(pod_group = %name, error = %e, "failed to update PodGroup status");
             }
         });
     }
