@@ -48,6 +48,9 @@ pub struct PodEvent {
     pub message: String,
     /// The profile's schedulerName (the reporting controller).
     pub scheduler_name: String,
+    /// For a `FailedScheduling`: the attempt was rejected (PodScheduled's reason `Unschedulable`) rather than
+    /// failed with an error (`SchedulerError`), as upstream's `status.IsRejected()` decides.
+    pub rejected: bool,
 }
 
 /// What the scheduler made of a tenant policy object (its `status`): written by the profile's `TenantPolicies`

@@ -127,6 +127,13 @@ impl PodView {
         PodGroupMembers { all: members.len(), scheduled: assumed.len() + bound, assumed }
     }
 
+    /// A known pod that names a pod group, by UID.
+    pub fn pod_group_member(&self, uid: &str) -> Option<Arc<PodInfo>> {
+        let groups = self.groups.lock().expect("pod view lock");
+        let key = groups.group_of.get(uid)?;
+        groups.members.get(key)?.get(uid).map(|(p, _)| p.clone())
+    }
+
     /// Keeps the group index in step with a pod's new state (`None`: removed).
     fn group_member(&self, uid: &str, pod: Option<(&Arc<PodInfo>, PodState)>) {
         let key = pod.and_then(|(p, _)| p.pod_group_key());

@@ -428,6 +428,7 @@ impl Scheduler {
                     reason: "Preempted",
                     message: format!("Preempted by pod {} on node {}", pod.uid, node),
                     scheduler_name: pod.scheduler_name().to_string(),
+                    rejected: false,
                 },
             );
             self.observer.preempted(v, pod, &node);
@@ -732,6 +733,7 @@ impl Scheduler {
                 reason: "Scheduled",
                 message: format!("Successfully assigned {} to {}", pod.key(), host),
                 scheduler_name: a.fwk.profile_name().to_string(),
+                rejected: false,
             },
         );
         let since_queued =
@@ -792,6 +794,7 @@ impl Scheduler {
                 reason: "FailedScheduling",
                 message: message.clone(),
                 scheduler_name: fwk.profile_name().to_string(),
+                rejected: s.is_rejected(),
             },
         );
         let result = if error { AttemptResult::Error(message) } else { AttemptResult::Unschedulable(message) };

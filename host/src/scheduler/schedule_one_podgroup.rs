@@ -207,8 +207,31 @@ impl Scheduler {
             // Upstream: a success needs at least one pod scheduled.
             status = Status::code_only(Code::Unschedulable);
         }
+        if status.code() == Code::Unschedulable {
+            if let Some(said) = self.pod_group_preemption(&fwk, &attempts) {
+                let mut reasons = status.reasons().to_vec();
+                reasons.push(said);
+                status = Status::with_reasons(Code::Unschedulable, reasons);
+            }
+        }
         self.observer.pod_group_algorithm(start.elapsed());
         self.end_pod_group_cycle(&fwk, &group, attempts, tried, status, start);
+    }
+
+    /// What upstream's PodGroupPostFilter (DefaultPreemption's workload-aware preemption) adds to the message of a
+    /// group that cannot be placed, in the cases where it preempts nothing: the group may not preempt
+    /// (`preemptionPolicy: Never`), or no pod in the cluster has a lower priority than the group's, so there is no
+    /// victim to consider. Otherwise upstream would try to make room by evicting lower-priority pods, which this
+    /// scheduler does not do for a group: nothing is added.
+    fn pod_group_preemption(&self, fwk: &Framework, attempts: &[Attempt]) -> Option<String> {
+        fwk.plugin(crate::plugins::default_preemption::NAME)?;
+        let first = &attempts.first()?.qpi.pod_info;
+        if first.pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+            return Some("pod group preemption: not eligible due to preemptionPolicy=Never.".into());
+        }
+        let snapshot = self.snapshot.lock().expect("snapshot lock");
+        let lower = snapshot.nodes().iter().any(|n| n.pods.iter().any(|p| p.priority < first.priority));
+        (!lower).then(|| "pod group preemption: No preemption victims found for incoming preemptor".into())
     }
 
     /// Upstream's `submitPodGroupAlgorithmResult`: binding for the members that fit a feasible group, a failure for
@@ -231,9 +254,13 @@ impl Scheduler {
                     self.fail(a, s, plugins)
                 }
                 (_, Code::Error) => self.fail(a, status.clone(), Vec::new()),
-                // One that fit, or was not tried, in a group that cannot be placed: the group's reasons, and no
-                // rejecting plugin (any event may help, as upstream's errPodGroupUnschedulable).
-                _ => self.fail(a, Status::unschedulable(status.message()), Vec::new()),
+                // One that fit, or was not tried, in a group that cannot be placed: the group's reasons after
+                // upstream's errPodGroupUnschedulable, and no rejecting plugin (any event may help).
+                _ => {
+                    let mut reasons = vec!["pod group is unschedulable".to_string()];
+                    reasons.extend(status.reasons().iter().cloned());
+                    self.fail(a, Status::with_reasons(Code::Unschedulable, reasons), Vec::new())
+                }
             }
         }
         let (condition, result) = match status.code() {
@@ -400,7 +427,9 @@ mod tests {
         assert_eq!(binds(&c), Vec::<String>::new(), "all or nothing");
         let mut f = failures(&c);
         f.sort();
-        let group = "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining".to_string();
+        let group = "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, \
+                     pod group preemption: No preemption victims found for incoming preemptor"
+            .to_string();
         assert_eq!(
             f,
             [

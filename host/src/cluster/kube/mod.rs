@@ -239,13 +239,7 @@ impl ClusterClient for KubeCluster {
         // queue drops the event (the recorder logs and counts it).
         self.events.record(ev);
         if failed {
-            let reason = if event.message.starts_with("0/")
-                || event.message == crate::framework::diagnosis::NO_NODES_AVAILABLE
-            {
-                "Unschedulable"
-            } else {
-                "SchedulerError"
-            };
+            let reason = if event.rejected { "Unschedulable" } else { "SchedulerError" };
             // As upstream's updatePod: nothing is sent when the pod already carries this condition (so its
             // resourceVersion, and with it the FailedScheduling event's series, stays put).
             if pod_scheduled_condition_is(pod, reason, &event.message) {
