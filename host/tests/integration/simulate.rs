@@ -1,4 +1,5 @@
-//! Golden runs of `simulate` on every example in examples/: the printed placements must match
+//! Golden runs of `simulate` on every example in examples/ (with the flags its `args` file lists, if any): the
+//! printed placements must match
 //! tests/data/golden/<example>.txt (regenerate with `UPDATE_GOLDEN=1 cargo test`).
 
 use std::path::Path;
@@ -48,6 +49,10 @@ fn golden_runs_of_every_example() {
         ];
         if Path::new(&root().join(&dir).join("profile.yaml")).exists() {
             args.extend(["--config".into(), format!("{dir}/profile.yaml")]);
+        }
+        // More flags for `simulate` (the Workload API example's feature gate).
+        if let Ok(a) = std::fs::read_to_string(root().join(&dir).join("args")) {
+            args.extend(a.split_whitespace().map(str::to_string));
         }
         if let Ok(e) = std::fs::read_to_string(root().join(&dir).join("explain")) {
             for p in e.split_whitespace() {
