@@ -399,9 +399,16 @@ fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)
 fn sim_features(flags: &[String]) -> Result<config::Features, BadInput> {
     let mut generic_workload = None;
     let mut all_beta = None;
-    for (k, v) in flags.iter().flat_map(|f| f.split(',')).map(str::trim).filter(|p| !p.is_empty()).map(|p| {
-        p.split_once('=').ok_or_else(|| BadInput(format!("--feature-gates: {p:?} is not a Gate=true|false pair")))
-    }).collect::<Result<Vec<_>, _>>()? {
+    for (k, v) in flags
+        .iter()
+        .flat_map(|f| f.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            p.split_once('=').ok_or_else(|| BadInput(format!("--feature-gates: {p:?} is not a Gate=true|false pair")))
+        })
+        .collect::<Result<Vec<_>, _>>()?
+    {
         let on = match v.trim() {
             "true" => true,
             "false" => false,

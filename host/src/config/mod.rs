@@ -158,7 +158,11 @@ pub fn load(path: &Path, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig
 }
 
 /// `load` under these feature gates.
-pub fn load_with(path: &Path, known: &dyn Fn(&str) -> bool, features: Features) -> Result<SchedulerConfig, ConfigError> {
+pub fn load_with(
+    path: &Path,
+    known: &dyn Fn(&str) -> bool,
+    features: Features,
+) -> Result<SchedulerConfig, ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
         file: file.clone(),

@@ -257,11 +257,8 @@ mod tests {
 
     #[test]
     fn a_timeout_names_its_wait_as_go_prints_a_duration() {
-        let five_minutes = PermitWait {
-            deadline: Instant::now(),
-            timeout: Duration::from_secs(300),
-            reason: String::new(),
-        };
+        let five_minutes =
+            PermitWait { deadline: Instant::now(), timeout: Duration::from_secs(300), reason: String::new() };
         let s = timed_out("GangScheduling", &five_minutes);
         assert_eq!(s.message(), "rejected due to timeout after waiting 5m0s at plugin GangScheduling");
     }

@@ -278,7 +278,8 @@ mod tests {
         let pl = plugin(&[pod_group("g", Some(3))]);
         let (a, b, c) = (member("a", "g"), member("b", "g"), member("c", "g"));
         let mut state = CycleState::new();
-        let far = PermitWait { deadline: Instant::now() + PERMIT_TIMEOUT, timeout: PERMIT_TIMEOUT, reason: String::new() };
+        let far =
+            PermitWait { deadline: Instant::now() + PERMIT_TIMEOUT, timeout: PERMIT_TIMEOUT, reason: String::new() };
         for p in [&a, &b] {
             pl.pods.assumed(p, 0);
             let (s, wait) = pl.permit(&mut state, p, "n1");

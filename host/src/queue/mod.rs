@@ -223,7 +223,9 @@ impl SchedulingQueue {
             .entries
             .iter()
             .filter(|(_, e)| e.queue != QueueName::Gated)
-            .filter(|(_, e)| e.info.pod_info.pod_group().is_some() && e.info.pod_info.pod_group_key().as_deref() == Some(key))
+            .filter(|(_, e)| {
+                e.info.pod_info.pod_group().is_some() && e.info.pod_info.pod_group_key().as_deref() == Some(key)
+            })
             .map(|(u, _)| u.clone())
             .collect();
         uids.sort();

@@ -177,8 +177,10 @@ impl Scheduler {
                     };
                     if let Tried::Failed(s, _) = &tried[i] {
                         if s.code() == Code::Error {
-                            status =
-                                Status::error(format!("failed to schedule other pod from a pod group: {}", s.message()));
+                            status = Status::error(format!(
+                                "failed to schedule other pod from a pod group: {}",
+                                s.message()
+                            ));
                             break;
                         }
                     }
@@ -365,8 +367,11 @@ mod tests {
     }
 
     fn binds(c: &MemoryCluster) -> Vec<String> {
-        let mut v: Vec<String> =
-            c.writes().into_iter().filter_map(|w| if let Write::Bind { pod, .. } = w { Some(pod) } else { None }).collect();
+        let mut v: Vec<String> = c
+            .writes()
+            .into_iter()
+            .filter_map(|w| if let Write::Bind { pod, .. } = w { Some(pod) } else { None })
+            .collect();
         v.sort();
         v
     }
@@ -455,8 +460,11 @@ mod tests {
         c.apply_pod(pod("g-2", Some("g"), "1"));
         drain(&s);
         assert!(binds(&c).is_empty());
-        c.apply_pod_group(serde_json::from_value(json!({"metadata": {"name": "g", "namespace": "ns",
-            "resourceVersion": "2"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}})).unwrap());
+        c.apply_pod_group(
+            serde_json::from_value(json!({"metadata": {"name": "g", "namespace": "ns",
+            "resourceVersion": "2"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}))
+            .unwrap(),
+        );
         drain(&s);
         assert_eq!(binds(&c), ["ns/g-1", "ns/g-2"]);
     }
@@ -464,14 +472,15 @@ mod tests {
     fn q(name: &str, priority: i32, attempts: u32, timestamp: u64) -> QueuedPodInfo {
         let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "uid": name},
             "spec": {"priority": priority, "containers": []}});
-        let mut info = QueuedPodInfo::new(Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap()), timestamp);
+        let mut info =
+            QueuedPodInfo::new(Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap()), timestamp);
         info.attempts = attempts;
         info
     }
 
     #[test]
     fn members_are_ordered_as_upstream_orders_a_groups_queued_pods() {
-        let mut v = vec![q("d", 0, 1, 5), q("c", 0, 1, 1), q("b", 0, 2, 9), q("a", 10, 0, 9), q("e", 0, 1, 1)];
+        let mut v = [q("d", 0, 1, 5), q("c", 0, 1, 1), q("b", 0, 2, 9), q("a", 10, 0, 9), q("e", 0, 1, 1)];
         v.sort_by(member_order);
         let names: Vec<&str> = v.iter().map(|m| m.pod_info.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "c", "e", "d"]);

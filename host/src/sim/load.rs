@@ -29,8 +29,8 @@ use super::workloads::{self, Workloads};
 use crate::yaml::{self, YamlError};
 
 use crate::framework::PodInfo;
-use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use crate::framework::{ClusterObjects, PolicyObject};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
 /// The kinds the simulator reads.
 pub const SUPPORTED_KINDS: &[&str] = &[

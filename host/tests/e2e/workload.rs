@@ -158,7 +158,9 @@ pub(crate) fn a_pod_group_is_held_until_min_count_members_exist(cp: &ControlPlan
         let n = k
             .events(NS)
             .iter()
-            .filter(|e| e.reason.as_deref() == Some("Scheduled") && e.note.as_deref().is_some_and(|n| n.contains("/m-")))
+            .filter(|e| {
+                e.reason.as_deref() == Some("Scheduled") && e.note.as_deref().is_some_and(|n| n.contains("/m-"))
+            })
             .count();
         (n == 3).then_some(())
     });
@@ -208,7 +210,11 @@ pub(crate) fn a_pod_group_is_held_until_min_count_members_exist(cp: &ControlPlan
     assert!(!bound("b-1") && !bound("b-2"), "all or nothing:\n{refused}");
     if upstream.is_none() {
         let nodes = k.nodes_count();
-        let others = if nodes > 1 { format!(", {} node(s) didn't match Pod's node affinity/selector", nodes - 1) } else { String::new() };
+        let others = if nodes > 1 {
+            format!(", {} node(s) didn't match Pod's node affinity/selector", nodes - 1)
+        } else {
+            String::new()
+        };
         let own = format!("0/{nodes} nodes are available: 1 Insufficient cpu{others}.");
         let mut notes = notes.clone();
         notes.sort();
@@ -217,7 +223,12 @@ pub(crate) fn a_pod_group_is_held_until_min_count_members_exist(cp: &ControlPlan
         let group = "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: No \
                      preemption victims found for incoming preemptor";
         assert_eq!(notes, [own, format!("pod group is unschedulable, {group}")], "{refused}");
-        assert!(refused.contains(&format!("podgroup big: PodGroupInitiallyScheduled=False reason \"Unschedulable\" message {group:?}")), "{refused}");
+        assert!(
+            refused.contains(&format!(
+                "podgroup big: PodGroupInitiallyScheduled=False reason \"Unschedulable\" message {group:?}"
+            )),
+            "{refused}"
+        );
         let m = metrics();
         let attempts = |result| counter(&m, "scheduler_podgroup_schedule_attempts_total", &[("result", result)]);
         assert!(attempts("unschedulable") >= 1, "{m}");
@@ -225,11 +236,13 @@ pub(crate) fn a_pod_group_is_held_until_min_count_members_exist(cp: &ControlPlan
         assert!(s.term() == Some(0), "{s_log}");
     } else {
         let m = metrics();
-        let lines: Vec<&str> = m.lines().filter(|l| l.starts_with("scheduler_podgroup_schedule_attempts_total")).collect();
+        let lines: Vec<&str> =
+            m.lines().filter(|l| l.starts_with("scheduler_podgroup_schedule_attempts_total")).collect();
         eprintln!("e2e: podgroup: upstream metrics: {lines:?}");
         s.term();
         let log = s.log();
-        let cycles: Vec<&str> = log.lines().filter(|l| l.contains("pod group") || l.contains("PodGroup")).take(40).collect();
+        let cycles: Vec<&str> =
+            log.lines().filter(|l| l.contains("pod group") || l.contains("PodGroup")).take(40).collect();
         eprintln!("e2e: podgroup: upstream log:\n{}", cycles.join("\n"));
     }
 }

@@ -270,7 +270,11 @@ impl ClusterClient for KubeCluster {
         });
     }
 
-    fn pod_group_condition(&self, group: &k8s_openapi::api::scheduling::v1beta1::PodGroup, c: &crate::framework::PodGroupCondition) {
+    fn pod_group_condition(
+        &self,
+        group: &k8s_openapi::api::scheduling::v1beta1::PodGroup,
+        c: &crate::framework::PodGroupCondition,
+    ) {
         let (client, group, c) = (self.client.clone(), group.clone(), c.clone());
         // Best effort, off the scheduling thread, as upstream's (it logs a failure and goes on).
         self.runtime.spawn(async move {

@@ -21,7 +21,11 @@ pub async fn served(client: &Client) -> Result<(), String> {
 
 /// Sets `condition` on the group's status, as it stands in the group the informer last saw (upstream patches from
 /// its cached object too). Nothing is written when nothing would change.
-pub async fn write_condition(client: Client, group: &PodGroup, condition: &PodGroupCondition) -> Result<(), kube::Error> {
+pub async fn write_condition(
+    client: Client,
+    group: &PodGroup,
+    condition: &PodGroupCondition,
+) -> Result<(), kube::Error> {
     let (Some(ns), Some(name)) = (group.metadata.namespace.as_deref(), group.metadata.name.as_deref()) else {
         return Ok(());
     };
@@ -32,12 +36,14 @@ pub async fn write_condition(client: Client, group: &PodGroup, condition: &PodGr
         .map(|cs| cs.iter().filter_map(|c| serde_json::to_value(c).ok()).collect())
         .unwrap_or_default();
     // metav1.Time: whole seconds.
-    let now = k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second())
-        .unwrap_or_default();
-    let Some(conditions) = condition.apply(&current, group.metadata.generation.unwrap_or(0), &now.to_string())
-    else {
+    let now =
+        k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second()).unwrap_or_default();
+    let Some(conditions) = condition.apply(&current, group.metadata.generation.unwrap_or(0), &now.to_string()) else {
         return Ok(());
     };
     let patch = serde_json::json!({"status": {"conditions": conditions}});
-    Api::<PodGroup>::namespaced(client, ns).patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
+    Api::<PodGroup>::namespaced(client, ns)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
 }
