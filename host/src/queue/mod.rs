@@ -193,8 +193,10 @@ impl SchedulingQueue {
                 QueueName::Gated
             }
             _ => {
+                // The queue time stays the pod's arrival (a new pod's is now): upstream resets it only after a
+                // failed attempt, so a pod let in after waiting at PreEnqueue keeps its place by arrival (a gang's
+                // members are tried in the order they came).
                 info.gated_by = None;
-                info.timestamp = now;
                 self.put(uid.clone(), Entry { info, queue: QueueName::Active, backoff_until: now });
                 self.heap_push(uid);
                 QueueName::Active

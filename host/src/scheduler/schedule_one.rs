@@ -460,6 +460,7 @@ impl Scheduler {
         let s = a.fwk.run_reserve(&mut a.state, &assumed.pod, &assumed.host);
         self.observe_point(&a, ExtensionPoint::Reserve.metric_name(), s.code(), t0);
         if !s.is_success() {
+            let s = rejected_on(s, &assumed.host);
             self.unwind(a, &assumed, s);
             return;
         }
@@ -467,6 +468,7 @@ impl Scheduler {
         let s = a.fwk.run_permit(&mut a.state, &assumed.pod, &assumed.host);
         self.observe_point(&a, ExtensionPoint::Permit.metric_name(), s.code(), t0);
         if !s.is_success() && s.code() != Code::Wait {
+            let s = rejected_on(s, &assumed.host);
             self.unwind(a, &assumed, s);
             return;
         }
@@ -687,7 +689,8 @@ impl Scheduler {
 
     /// The binding cycle after WaitOnPermit answered `s`: PreBind (when PreBindPreFlight found work) → Bind →
     /// PostBind; any failure unwinds.
-    fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, mut s: Status, pre_bind_work: bool) {
+    fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, s: Status, pre_bind_work: bool) {
+        let mut s = rejected_on(s, &assumed.host);
         if s.is_success() && pre_bind_work {
             let t0 = Instant::now();
             s = a.fwk.run_pre_bind(&mut a.state, &assumed.pod, &assumed.host);
@@ -799,6 +802,22 @@ impl Scheduler {
         );
         let result = if error { AttemptResult::Error(message) } else { AttemptResult::Unschedulable(message) };
         self.observer.attempt(fwk.profile_name(), &pod, &result, start.elapsed(), trace);
+    }
+}
+
+/// A rejection at Reserve, Permit or WaitOnPermit as upstream reports it: a `FitError` over the one node the pod
+/// was assumed on (`0/1 nodes are available: 1 rejected due to timeout after waiting 5m0s at plugin
+/// GangScheduling.`), the rejecting plugin kept. Any other status is left as it is.
+pub(super) fn rejected_on(s: Status, node: &str) -> Status {
+    if !s.is_rejected() {
+        return s;
+    }
+    let mut d = Diagnosis::default();
+    d.node_to_status.insert(node.to_string(), s.clone());
+    let wrapped = Status::new(s.code(), fit_error_message(1, &d));
+    match s.plugin() {
+        Some(p) => wrapped.with_plugin(&Arc::from(p)),
+        None => wrapped,
     }
 }
 

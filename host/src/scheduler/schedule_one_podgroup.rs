@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
-use super::schedule_one::{Attempt, Decider, ScheduleError};
+use super::schedule_one::{rejected_on, Attempt, Decider, ScheduleError};
 use super::Scheduler;
 use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::{Code, CycleState, CycleTrace, Framework, PodGroupCondition, PodInfo, QueuedPodInfo, Status};
@@ -161,7 +161,7 @@ impl Scheduler {
                                         Tried::Fit(r.host)
                                     } else {
                                         let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
-                                        Tried::Failed(s, plugins)
+                                        Tried::Failed(rejected_on(s, &r.host), plugins)
                                     }
                                 }
                             }
@@ -476,6 +476,22 @@ mod tests {
             QueuedPodInfo::new(Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap()), timestamp);
         info.attempts = attempts;
         info
+    }
+
+    #[test]
+    fn a_rejection_at_permit_reads_as_upstreams_fit_error_over_its_node() {
+        let timeout = Status::unschedulable("rejected due to timeout after waiting 5m0s at plugin GangScheduling")
+            .with_plugin(&Arc::from("GangScheduling"));
+        let s = rejected_on(timeout, "n1");
+        assert_eq!(
+            (s.code(), s.message().as_str(), s.plugin()),
+            (
+                Code::Unschedulable,
+                "0/1 nodes are available: 1 rejected due to timeout after waiting 5m0s at plugin GangScheduling.",
+                Some("GangScheduling")
+            )
+        );
+        assert_eq!(rejected_on(Status::error("boom"), "n1").message(), "boom", "an error is left as it is");
     }
 
     #[test]

@@ -257,8 +257,14 @@ fn dynamic_resources_post_filter_messages_are_upstream_s() {
         "0/2 nodes are available: persistentvolumeclaim \"nope\" not found. not found"
     );
     // No template in the file: the claim is never made, and PreEnqueue keeps the pod out of the queue (never
-    // attempted, so not reported, as a gated pod).
-    assert!(r.placements.iter().all(|p| p.pod != "default/waits"), "{:?}", r.placements);
+    // attempted: listed pending with PreEnqueue's message, as a gated pod).
+    let waits = r.placements.iter().find(|p| p.pod == "default/waits").expect("listed");
+    assert_eq!(
+        (waits.node.as_deref(), waits.attempts, waits.message.as_str()),
+        (None, 0, "pod \"default/waits\": ResourceClaim not created yet"),
+        "{:?}",
+        r.placements
+    );
 }
 
 /// A `kubectl get nodes,pods -o yaml` dump of a v1.37 cluster: fields of v1.36+ (`status.declaredFeatures`,
