@@ -15,6 +15,9 @@
 # user `admin` in group system:masters), kubeconfig, ports, pids (and etcd.pid, kube-apiserver.pid), etcd.log,
 # kube-apiserver.log.
 # Every server binds to 127.0.0.1 on free ports; `up` again on a stopped DIR reuses its data (and ports when free).
+# KWS_APISERVER_FLAGS: more kube-apiserver flags, split on spaces, e.g. the Workload API's
+#   KWS_APISERVER_FLAGS="--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1beta1=true"
+# kept in DIR/apiserver-flags, so a later `up` of the same DIR (a restart) passes them again.
 # Nodes need no kubelet: Node objects created through the API are enough for scheduling. The API server runs with
 # the admission plugin TaintNodesByCondition off: it would taint every new Node node.kubernetes.io/not-ready:NoSchedule
 # until a kubelet reports Ready, and no kubelet or node-lifecycle controller runs here to lift it. Nor does it keep the
@@ -205,6 +208,14 @@ cmd_up() {
   ((i < 300)) || { stop_one etcd "$ETCD_PID" "$DIR/etcd"; die "etcd not healthy after 30 s; see $DIR/etcd.log"; }
   say "etcd healthy (pid $ETCD_PID)"
 
+  local -a extra=()
+  if [[ -n "${KWS_APISERVER_FLAGS:-}" ]]; then
+    echo "$KWS_APISERVER_FLAGS" >"$DIR/apiserver-flags"
+  fi
+  if [[ -s "$DIR/apiserver-flags" ]]; then
+    read -r -a extra <"$DIR/apiserver-flags"
+    say "extra kube-apiserver flags: ${extra[*]}"
+  fi
   say "starting kube-apiserver ($("$apiserver" --version 2>/dev/null)), log $DIR/kube-apiserver.log"
   APISERVER_PID="$(start_server kube-apiserver "$apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
@@ -220,7 +231,8 @@ cmd_up() {
     --token-auth-file "$DIR/token.csv" \
     --service-account-issuer "https://127.0.0.1:$api_port" \
     --service-account-key-file "$DIR/certs/service-account.pub" \
-    --service-account-signing-key-file "$DIR/certs/service-account.key")"
+    --service-account-signing-key-file "$DIR/certs/service-account.key" \
+    ${extra[@]+"${extra[@]}"})"
   echo "kube-apiserver $APISERVER_PID" >>"$DIR/pids"
 
   local deadline=$((SECONDS + READY_TIMEOUT))

@@ -64,6 +64,10 @@ enum Command {
         /// each pod's placement with its per-plugin explanation.
         #[arg(long, value_name = "FILE.html")]
         report: Option<PathBuf>,
+        /// Feature gates, as kube-scheduler's flag: GenericWorkload=true (or AllBeta=true) schedules the cluster
+        /// file's PodGroups' members as the live scheduler does with the gate (gang scheduling).
+        #[arg(long = "feature-gates", value_name = "GATE=BOOL,...")]
+        feature_gates: Vec<String>,
     },
     /// Write a live cluster as a cluster file for `simulate` (stdout): nodes, running and pending pods,
     /// workloads, PodDisruptionBudgets, PriorityClasses, storage and DRA objects. Secrets are never read.
@@ -333,9 +337,18 @@ fn live_main(args: &[String]) -> anyhow::Result<()> {
 
 /// Loads the configuration and registers the Wasm plugins it declares.
 fn load_config(path: Option<&PathBuf>, registry: &mut Registry) -> anyhow::Result<SchedulerConfig> {
-    let Some(path) = path else { return Ok(SchedulerConfig::default_config()) };
+    load_config_with(path, registry, config::Features::default())
+}
+
+/// `load_config` under the feature gates of `--feature-gates`.
+fn load_config_with(
+    path: Option<&PathBuf>,
+    registry: &mut Registry,
+    features: config::Features,
+) -> anyhow::Result<SchedulerConfig> {
+    let Some(path) = path else { return Ok(SchedulerConfig::default_config_with(features)) };
     let known = |n: &str| registry.get(n).is_some();
-    let cfg = kube_wasm_scheduler::scheduler::load_config(path, &known)
+    let cfg = kube_wasm_scheduler::scheduler::load_config_with(path, &known, features)
         .map_err(|e| BadInput(config::with_known_names(e, &registry.names()).to_string()))?;
     for w in &cfg.warnings {
         tracing::warn!("{w}");
@@ -381,11 +394,45 @@ fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)
 
 /// Runs each profile (`None`: upstream's default) on the cluster file with the same seed. With `html`, every
 /// pending pod is traced and the page is written; the reports keep only the explanations `opts` asked for.
+/// `simulate --feature-gates`: pairs as kube-scheduler's flag takes them; GenericWorkload (or AllBeta) is the one
+/// that changes a simulation, the others are refused by name so that a typo is not silently ignored.
+fn sim_features(flags: &[String]) -> Result<config::Features, BadInput> {
+    let mut generic_workload = None;
+    let mut all_beta = None;
+    for (k, v) in flags
+        .iter()
+        .flat_map(|f| f.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            p.split_once('=').ok_or_else(|| BadInput(format!("--feature-gates: {p:?} is not a Gate=true|false pair")))
+        })
+        .collect::<Result<Vec<_>, _>>()?
+    {
+        let on = match v.trim() {
+            "true" => true,
+            "false" => false,
+            other => return Err(BadInput(format!("--feature-gates: {k}={other}: want true or false"))),
+        };
+        match k.trim() {
+            "GenericWorkload" => generic_workload = Some(on),
+            "AllBeta" => all_beta = Some(on),
+            other => {
+                return Err(BadInput(format!(
+                    "--feature-gates: {other}: the simulator takes GenericWorkload and AllBeta only"
+                )))
+            }
+        }
+    }
+    Ok(config::Features { generic_workload: generic_workload.or(all_beta).unwrap_or(false) })
+}
+
 fn run_profiles(
     configs: &[Option<&PathBuf>],
     cluster: &Path,
     opts: &SimOptions,
     html: Option<&Path>,
+    features: config::Features,
 ) -> anyhow::Result<(Vec<String>, Vec<sim::Report>)> {
     let file = sim::load::load(cluster).map_err(|e| BadInput(e.to_string()))?;
     for line in &file.skipped {
@@ -398,7 +445,7 @@ fn run_profiles(
     let (mut names, mut reports) = (Vec::new(), Vec::new());
     for c in configs {
         let mut registry = in_tree_registry();
-        let cfg = load_config(*c, &mut registry)?;
+        let cfg = load_config_with(*c, &mut registry, features)?;
         let sim =
             Simulation::new(&cfg, &registry, &file, &run_opts).map_err(|e| BadInput(format!("{}: {e}", cfg.source)))?;
         names.push(c.map_or_else(|| "default profile".to_string(), |p| p.display().to_string()));
@@ -422,8 +469,9 @@ fn simulate_once(
     opts: &SimOptions,
     output: Output,
     html: Option<&Path>,
+    features: config::Features,
 ) -> anyhow::Result<()> {
-    let (_, reports) = run_profiles(&[config], cluster, opts, html)?;
+    let (_, reports) = run_profiles(&[config], cluster, opts, html, features)?;
     let report = &reports[0];
     match output {
         Output::Table => {
@@ -444,9 +492,10 @@ fn simulate_compare(
     opts: &SimOptions,
     output: Output,
     html: Option<&Path>,
+    features: config::Features,
 ) -> anyhow::Result<()> {
     let configs: Vec<Option<&PathBuf>> = configs.iter().map(Some).collect();
-    let (names, reports) = run_profiles(&configs, cluster, opts, html)?;
+    let (names, reports) = run_profiles(&configs, cluster, opts, html, features)?;
     match output {
         Output::Table => print!("{}", sim::render_compare(&names, &reports)),
         Output::Json => {
@@ -487,23 +536,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let registry = in_tree_registry();
     match cli.command {
         Command::Snapshot { kubeconfig } => snapshot(kubeconfig.as_deref()),
-        Command::Simulate { config, cluster, seed, output, explain, watch, report } => {
+        Command::Simulate { config, cluster, seed, output, explain, watch, report, feature_gates } => {
             let reload_period = watch.then_some(std::time::Duration::from_millis(500));
             let opts = SimOptions { seed, explain, reload_period };
+            let features = sim_features(&feature_gates)?;
             if config.len() > 1 {
                 if watch {
                     return Err(BadInput("--watch takes at most one --config".into()).into());
                 }
-                return simulate_compare(&config, &cluster, &opts, output, report.as_deref());
+                return simulate_compare(&config, &cluster, &opts, output, report.as_deref(), features);
             }
             let config = config.into_iter().next();
             if !watch {
-                return simulate_once(config.as_ref(), &cluster, &opts, output, report.as_deref());
+                return simulate_once(config.as_ref(), &cluster, &opts, output, report.as_deref(), features);
             }
             loop {
                 let files = watched_files(config.as_ref(), &cluster);
                 let before = stamps(&files);
-                if let Err(e) = simulate_once(config.as_ref(), &cluster, &opts, output, report.as_deref()) {
+                if let Err(e) = simulate_once(config.as_ref(), &cluster, &opts, output, report.as_deref(), features) {
                     // While watching, a broken input is reported and the next change is awaited.
                     eprintln!("error: {e}");
                 }
@@ -579,7 +629,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 explain
             };
             let opts = SimOptions { seed, explain, reload_period: None };
-            simulate_once(Some(&profile), &cluster, &opts, Output::Table, None)
+            simulate_once(Some(&profile), &cluster, &opts, Output::Table, None, config::Features::default())
         }
         Command::Plugin { command: PluginCommand::Setup { lang } } => {
             let language = author::Language::parse(&lang).map_err(bad)?;
@@ -628,7 +678,9 @@ fn plugin_build(project: &author::Project, output: Option<&Path>) -> anyhow::Res
 
 fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let mut registry = registry;
-    let mut cfg = load_config(opts.config.as_ref(), &mut registry)?;
+    // GenericWorkload (beta, off by default in v1.37; AllBeta=true turns it on too): the Workload/PodGroup API.
+    let features = config::Features { generic_workload: opts.beta_gate("GenericWorkload") == Some(true) };
+    let mut cfg = load_config_with(opts.config.as_ref(), &mut registry, features)?;
     for w in opts.apply_to(&mut cfg) {
         tracing::warn!("{w}");
     }

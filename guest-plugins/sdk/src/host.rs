@@ -112,6 +112,13 @@ pub fn reject_waiting_pod_for(uid: &str, plugin: &str, reason: &str) -> bool {
     imp::reject_waiting_pod(uid, Some(plugin), reason)
 }
 
+/// The pod group of the pod with this UID (`host.scheduling-group`): `spec.schedulingGroup.podGroupName`, a
+/// PodGroup of the Workload API in the pod's namespace; `None` when it names none or the scheduler does not know the
+/// pod. Needs a scheduler that offers it (this SDK's contract, 0.2.0 with `scheduling-group`).
+pub fn scheduling_group(pod_uid: &str) -> Option<String> {
+    imp::scheduling_group(pod_uid)
+}
+
 /// The pod of the cycle in progress (`host.cycle-pod`): `None` outside Filter, Score and NormalizeScore. Plugins
 /// get it as the [`CyclePod`](crate::CyclePod) their methods receive, which calls this once per cycle at most.
 pub(crate) fn cycle_pod() -> Option<crate::Pod> {
@@ -163,6 +170,9 @@ mod imp {
     }
     pub fn reject_waiting_pod(uid: &str, plugin: Option<&str>, reason: &str) -> bool {
         h::reject_waiting_pod(uid, plugin, reason)
+    }
+    pub fn scheduling_group(pod_uid: &str) -> Option<String> {
+        h::scheduling_group(pod_uid)
     }
 }
 
@@ -228,6 +238,8 @@ pub(crate) mod imp {
         pub waiting: Vec<WaitingPod>,
         /// Every allow and reject, in order.
         pub waiting_calls: Vec<WaitingPodCall>,
+        /// What `scheduling_group` answers, by pod UID.
+        pub scheduling_groups: HashMap<String, String>,
     }
 
     impl Default for FakeHost {
@@ -244,6 +256,7 @@ pub(crate) mod imp {
                 cycle_state_reads: 0,
                 waiting: Vec::new(),
                 waiting_calls: Vec::new(),
+                scheduling_groups: HashMap::new(),
             }
         }
     }
@@ -294,6 +307,9 @@ pub(crate) mod imp {
     }
     pub fn cycle_id() -> u64 {
         HOST.with(|h| h.borrow().cycle_id)
+    }
+    pub fn scheduling_group(pod_uid: &str) -> Option<String> {
+        HOST.with(|h| h.borrow().scheduling_groups.get(pod_uid).cloned())
     }
     pub fn waiting_pods() -> Vec<WaitingPod> {
         HOST.with(|h| h.borrow().waiting.clone())

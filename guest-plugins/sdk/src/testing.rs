@@ -94,6 +94,18 @@ pub fn begin<P: Plugin>(pod: Pod) {
     <Component<P> as exports::cycle::Guest>::begin()
 }
 
+/// Has the simulated host answer `host.scheduling-group` for the pod with this UID with `group` (`None`: the pod
+/// names no pod group).
+pub fn set_scheduling_group(pod_uid: &str, group: Option<&str>) {
+    HOST.with(|h| {
+        let mut h = h.borrow_mut();
+        match group {
+            Some(g) => h.scheduling_groups.insert(pod_uid.to_string(), g.to_string()),
+            None => h.scheduling_groups.remove(pod_uid),
+        };
+    });
+}
+
 /// How many times the plugin fetched the cycle's pod from the simulated host (`host.cycle-pod`) so far.
 pub fn pod_fetches() -> u32 {
     HOST.with(|h| h.borrow().pod_fetches)

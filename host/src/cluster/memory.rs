@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
 use super::{volumes, ClusterClient, ClusterError, EventHandler, PodEvent};
 use crate::framework::{ClusterObjects, EventResource, PodInfo, PolicyStatus};
@@ -60,6 +61,13 @@ pub enum Write {
         volume: String,
         /// The node the volume was provisioned for, when it was provisioned rather than found.
         provisioned_for: Option<String>,
+    },
+    /// A condition written on a PodGroup's status (the PodGroup cycle's `PodGroupInitiallyScheduled`).
+    PodGroupCondition {
+        /// `ns/name` of the PodGroup.
+        group: String,
+        /// The condition.
+        condition: crate::framework::PodGroupCondition,
     },
     /// A ResourceClaim's devices allocated (its status written with an allocation it did not have).
     AllocateClaim {
@@ -138,6 +146,31 @@ impl MemoryCluster {
         self.notify(|h| h.pod_applied(pod));
     }
 
+    /// Adds or changes a PodGroup, as a user (or the Workload controller) would through the API.
+    pub fn apply_pod_group(&self, group: PodGroup) {
+        let key = format!(
+            "{}/{}",
+            group.metadata.namespace.as_deref().unwrap_or("default"),
+            group.metadata.name.as_deref().unwrap_or_default()
+        );
+        let objects = {
+            let mut store = self.volumes.lock().expect("volumes lock");
+            store.objects.pod_groups.insert(key, Arc::new(group));
+            store.objects.clone()
+        };
+        self.notify(|h| h.objects_changed(objects, EventResource::PodGroup));
+    }
+
+    /// Deletes a PodGroup (`namespace/name`).
+    pub fn delete_pod_group(&self, key: &str) {
+        let objects = {
+            let mut store = self.volumes.lock().expect("volumes lock");
+            store.objects.pod_groups.remove(key);
+            store.objects.clone()
+        };
+        self.notify(|h| h.objects_changed(objects, EventResource::PodGroup));
+    }
+
     /// Replaces the objects other than pods and nodes.
     pub fn set_objects(&self, objects: ClusterObjects) {
         self.volumes.lock().expect("volumes lock").objects = objects.clone();
@@ -194,7 +227,7 @@ impl MemoryCluster {
     }
 
     fn push(&self, w: Write) {
-        if !matches!(w, Write::Event { .. }) {
+        if !matches!(w, Write::Event { .. } | Write::PodGroupCondition { .. }) {
             self.changes.fetch_add(1, Ordering::SeqCst);
         }
         self.writes.lock().expect("writes lock").push(w);
@@ -202,6 +235,12 @@ impl MemoryCluster {
 }
 
 impl ClusterClient for MemoryCluster {
+    fn pod_group_condition(&self, group: &PodGroup, condition: &crate::framework::PodGroupCondition) {
+        let (ns, name) = (group.metadata.namespace.as_deref(), group.metadata.name.as_deref());
+        let group = format!("{}/{}", ns.unwrap_or("default"), name.unwrap_or_default());
+        self.push(Write::PodGroupCondition { group, condition: condition.clone() });
+    }
+
     fn policy_status(&self, status: &PolicyStatus) {
         let key = (status.profile.clone(), status.key());
         self.policy_statuses.lock().expect("policy status lock").insert(key, status.clone());

@@ -1,23 +1,30 @@
-//! Upstream's default profile (v1.37 `getDefaultPlugins` with its default feature gates), narrowed to the plugins this scheduler implements.
+//! Upstream's default profile (v1.37 `getDefaultPlugins` with its default feature gates, and GangScheduling with
+//! `--feature-gates=GenericWorkload=true`), narrowed to the plugins this scheduler implements.
 
 use super::types::{PluginRef, PluginSet, Plugins};
+use super::Features;
 
 /// Upstream default plugins that are not implemented here. They may be named in `disabled` (so configurations
 /// written for kube-scheduler keep working) but not enabled.
-/// The v1.37 plugins of the Workload API's PodGroup cycle and of in-place resize preemption sit here until that
-/// cycle is implemented: upstream enables them only with feature gates that are off by default.
+/// The v1.37 placement plugins of the PodGroup cycle (TopologyAwareWorkloadScheduling, alpha) and in-place resize
+/// preemption's plugin sit here: upstream enables them only with feature gates that are off by default.
 pub const UPSTREAM_PLUGINS_NOT_IMPLEMENTED: &[&str] = &[
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",
-    "GangScheduling",
     "TopologyPlacementGenerator",
     "PodGroupPodsCount",
     "DeferredPodScheduling",
 ];
 
-/// The default plugins: all through multiPoint, with upstream's score weights.
+/// The default plugins with the default feature gates.
 pub fn default_plugins() -> Plugins {
+    default_plugins_for(Features::default())
+}
+
+/// The default plugins: all through multiPoint, with upstream's score weights, in upstream's order for the
+/// feature gates given (`applyFeatureGates`: GangScheduling is appended last with GenericWorkload).
+pub fn default_plugins_for(features: Features) -> Plugins {
     let p = |name: &str, weight: Option<i32>| PluginRef { name: name.to_string(), weight };
     Plugins {
         multi_point: Some(PluginSet {
@@ -45,7 +52,11 @@ pub fn default_plugins() -> Plugins {
                 p("DefaultBinder", None),
                 // Appended when the NodeDeclaredFeatures gate is on (beta and on in v1.36, GA in v1.37).
                 p("NodeDeclaredFeatures", None),
-            ],
+            ]
+            .into_iter()
+            // Upstream's applyGangScheduling, with the GenericWorkload gate (beta, off by default in v1.37).
+            .chain(features.generic_workload.then(|| p(crate::config::GANG_SCHEDULING, None)))
+            .collect(),
             disabled: vec![],
         }),
         ..Default::default()

@@ -17,7 +17,19 @@ use thiserror::Error;
 use crate::yaml::YamlError;
 use extension_point::ExtensionPoint;
 
-pub use defaults::{default_plugins, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
+pub use defaults::{default_plugins, default_plugins_for, UPSTREAM_PLUGINS_NOT_IMPLEMENTED};
+
+/// The name of the GangScheduling plugin (the default profile gains it with the GenericWorkload gate).
+pub const GANG_SCHEDULING: &str = "GangScheduling";
+
+/// The feature gates that change what a configuration means, as upstream's `--feature-gates` change
+/// `getDefaultPlugins` (the only ones here that do: the rest take effect elsewhere or not at all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Features {
+    /// GenericWorkload (beta, off by default in v1.37): the Workload/PodGroup API. The default profile gains
+    /// GangScheduling, PodGroups are watched, and a group's queued members are scheduled in one PodGroup cycle.
+    pub generic_workload: bool,
+}
 pub use duration::{check_go_seconds, format_go_duration, parse_go_duration, serialize_go_duration, MAX_GO_DURATION};
 pub use extenders::ExtenderConfig;
 pub use types::*;
@@ -121,30 +133,57 @@ pub struct SchedulerConfig {
     /// One line per accepted setting that has no effect here, naming the file and field (logged at start).
     #[serde(skip)]
     pub warnings: Vec<String>,
+    /// The feature gates the configuration was completed with (from `--feature-gates`).
+    #[serde(skip)]
+    pub features: Features,
 }
 
 impl SchedulerConfig {
     /// The configuration used when no file is given: one default profile, upstream's defaults.
     pub fn default_config() -> SchedulerConfig {
+        SchedulerConfig::default_config_with(Features::default())
+    }
+
+    /// `default_config` under these feature gates.
+    pub fn default_config_with(features: Features) -> SchedulerConfig {
         let raw =
             KubeSchedulerConfiguration { api_version: API_VERSION.into(), kind: KIND.into(), ..Default::default() };
-        complete("<default>", raw, &|_| true).expect("the default configuration is valid")
+        complete("<default>", raw, &|_| true, features).expect("the default configuration is valid")
     }
 }
 
 /// Reads, defaults and validates a configuration file. `known` says whether a plugin name is registered.
 pub fn load(path: &Path, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
+    load_with(path, known, Features::default())
+}
+
+/// `load` under these feature gates.
+pub fn load_with(
+    path: &Path,
+    known: &dyn Fn(&str) -> bool,
+    features: Features,
+) -> Result<SchedulerConfig, ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
         file: file.clone(),
         field: "(file)".into(),
         message: e.to_string(),
     })?;
-    parse(&file, &text, known)
+    parse_with(&file, &text, known, features)
 }
 
 /// Parses, defaults and validates configuration text; `file` is used in messages.
 pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
+    parse_with(file, text, known, Features::default())
+}
+
+/// `parse` under these feature gates.
+pub fn parse_with(
+    file: &str,
+    text: &str,
+    known: &dyn Fn(&str) -> bool,
+    features: Features,
+) -> Result<SchedulerConfig, ConfigError> {
     let err = |field: &str, message: String| ConfigError { file: file.to_string(), field: field.to_string(), message };
     // Bounded (size, nesting) before serde_yaml sees it; a leading byte order mark is skipped.
     let mut docs = crate::yaml::documents(file, text)
@@ -188,7 +227,7 @@ pub fn parse(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<Sch
         let field = if path.is_empty() || path == "." { "(document)".to_string() } else { path };
         err(&field, e.inner().to_string())
     })?;
-    complete(file, raw, known)
+    complete(file, raw, known, features)
 }
 
 /// Applies defaults and validates, as upstream's `SetDefaults_KubeSchedulerConfiguration` and
@@ -197,6 +236,7 @@ fn complete(
     file: &str,
     raw: KubeSchedulerConfiguration,
     known: &dyn Fn(&str) -> bool,
+    features: Features,
 ) -> Result<SchedulerConfig, ConfigError> {
     let err = |field: String, message: String| ConfigError { file: file.to_string(), field, message };
     // Everything below is linear in the profiles, and each profile becomes a whole framework: bound them first.
@@ -290,11 +330,14 @@ fn complete(
         check_plugin_sets(&user, known).map_err(|(f, m)| err(at(&f), m))?;
         for (point, set) in user.pod_group_sets() {
             if set.is_some_and(|s| !s.enabled.is_empty()) {
-                warnings.push(format!(
-                    "{file}: {}: accepted, no effect: the PodGroup scheduling cycle runs only with the \
-                     GenericWorkload feature gate (off by default in v1.37), which this scheduler does not implement",
-                    at(&format!(".plugins.{point}"))
-                ));
+                let why = if features.generic_workload {
+                    "this scheduler's PodGroup cycle runs no placement (TopologyAwareWorkloadScheduling, alpha) \
+                     or PodGroupPostFilter plugins"
+                } else {
+                    "the PodGroup scheduling cycle runs only with the GenericWorkload feature gate (off by default \
+                     in v1.37: --feature-gates=GenericWorkload=true)"
+                };
+                warnings.push(format!("{file}: {}: accepted, no effect: {why}", at(&format!(".plugins.{point}"))));
             }
         }
         let mut plugin_args = BTreeMap::new();
@@ -310,10 +353,18 @@ fn complete(
             plugin_config_index.insert(pc.name.clone(), j);
             plugin_args.insert(pc.name, pc.args.unwrap_or(serde_json::Value::Null));
         }
+        let plugins = merge_plugins(&default_plugins_for(features), &user);
+        if !features.generic_workload && enables(&plugins, GANG_SCHEDULING) {
+            warnings.push(format!(
+                "{file}: {}: GangScheduling without --feature-gates=GenericWorkload=true: no PodGroup is watched, \
+                 so a pod that names one waits at PreEnqueue",
+                at(".plugins")
+            ));
+        }
         profiles.push(ProfileConfig {
             scheduler_name: name,
             percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
-            plugins: merge_plugins(&default_plugins(), &user),
+            plugins,
             plugin_args,
             plugin_config_index,
             shadow: p.shadow,
@@ -353,7 +404,13 @@ fn complete(
         profiles,
         extenders,
         warnings,
+        features,
     })
+}
+
+/// Whether the merged plugin sets enable `name` at some point (through multiPoint or a point of its own).
+fn enables(plugins: &Plugins, name: &str) -> bool {
+    plugins.sets().into_iter().any(|(_, set)| set.is_some_and(|s| s.enabled.iter().any(|e| e.name == name)))
 }
 
 impl LeaderElection {

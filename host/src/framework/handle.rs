@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, PodExtendedResourceClaimStatus};
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
 use thiserror::Error;
 
@@ -47,6 +48,9 @@ pub struct PodEvent {
     pub message: String,
     /// The profile's schedulerName (the reporting controller).
     pub scheduler_name: String,
+    /// For a `FailedScheduling`: the attempt was rejected (PodScheduled's reason `Unschedulable`) rather than
+    /// failed with an error (`SchedulerError`), as upstream's `status.IsRejected()` decides.
+    pub rejected: bool,
 }
 
 /// What the scheduler made of a tenant policy object (its `status`): written by the profile's `TenantPolicies`
@@ -145,6 +149,66 @@ pub trait ClusterClient: Send + Sync {
     /// Writes a tenant policy's status (and, for a refusal, a Warning Event in its namespace). Best effort: the
     /// policy serves or not whatever the write does. The default keeps nothing.
     fn policy_status(&self, _status: &PolicyStatus) {}
+    /// Sets a condition on a PodGroup's status (the PodGroup cycle's `PodGroupInitiallyScheduled`), as upstream's
+    /// `updatePodGroupCondition`: not when the group already carries it, nor to take a True one back. Best effort,
+    /// in the background. The default keeps nothing.
+    fn pod_group_condition(&self, _group: &PodGroup, _condition: &PodGroupCondition) {}
+}
+
+/// A condition of a PodGroup's status, as the scheduler writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGroupCondition {
+    /// `PodGroupInitiallyScheduled`.
+    pub type_: &'static str,
+    /// True or False.
+    pub status: bool,
+    /// `Scheduled`, `Unschedulable` or `SchedulerError`.
+    pub reason: &'static str,
+    /// The cycle's message (empty for a success).
+    pub message: String,
+}
+
+impl PodGroupCondition {
+    /// Upstream's `apimeta.SetStatusCondition` on `conditions` (the group's `status.conditions` as JSON) with the
+    /// `observedGeneration` given: the new list, or `None` when nothing would change or when a True condition would
+    /// be taken back (upstream keeps a group it once scheduled marked so). `now` is the transition time (RFC 3339).
+    pub fn apply(
+        &self,
+        conditions: &[serde_json::Value],
+        observed_generation: i64,
+        now: &str,
+    ) -> Option<Vec<serde_json::Value>> {
+        let status = if self.status { "True" } else { "False" };
+        let mut out = conditions.to_vec();
+        let existing = out.iter_mut().find(|c| c.get("type").and_then(|t| t.as_str()) == Some(self.type_));
+        match existing {
+            Some(c) => {
+                let old_status = c.get("status").and_then(|s| s.as_str()).unwrap_or("").to_string();
+                if old_status == "True" && !self.status {
+                    return None;
+                }
+                let same = old_status == status
+                    && c.get("reason").and_then(|r| r.as_str()) == Some(self.reason)
+                    && c.get("message").and_then(|m| m.as_str()).unwrap_or("") == self.message
+                    && c.get("observedGeneration").and_then(|g| g.as_i64()).unwrap_or(0) == observed_generation;
+                if same {
+                    return None;
+                }
+                if old_status != status {
+                    c["lastTransitionTime"] = now.into();
+                }
+                c["status"] = status.into();
+                c["reason"] = self.reason.into();
+                c["message"] = self.message.clone().into();
+                c["observedGeneration"] = observed_generation.into();
+            }
+            None => out.push(serde_json::json!({
+                "type": self.type_, "status": status, "reason": self.reason, "message": self.message,
+                "observedGeneration": observed_generation, "lastTransitionTime": now,
+            })),
+        }
+        Some(out)
+    }
 }
 
 /// `resourceclaim ns/name`, for errors.

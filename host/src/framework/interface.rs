@@ -44,11 +44,13 @@ pub enum EventResource {
     ResourceSlice,
     /// A DeviceClass.
     DeviceClass,
+    /// A PodGroup (scheduling.k8s.io/v1beta1, GenericWorkload).
+    PodGroup,
 }
 
 impl EventResource {
     /// Every kind, in declaration order.
-    pub const ALL: [EventResource; 12] = {
+    pub const ALL: [EventResource; 13] = {
         use EventResource::*;
         [
             AssignedPod,
@@ -63,6 +65,7 @@ impl EventResource {
             ResourceClaim,
             ResourceSlice,
             DeviceClass,
+            PodGroup,
         ]
     };
 }
@@ -125,6 +128,7 @@ impl ClusterEvent {
             ["ResourceClaimAdd", "ResourceClaimDelete", "ResourceClaimUpdate", "ResourceClaimAll"],
             ["ResourceSliceAdd", "ResourceSliceDelete", "ResourceSliceUpdate", "ResourceSliceAll"],
             ["DeviceClassAdd", "DeviceClassDelete", "DeviceClassUpdate", "DeviceClassAll"],
+            ["PodGroupAdd", "PodGroupDelete", "PodGroupUpdate", "PodGroupAll"],
         ];
         let act = match self.actions {
             action::ADD => 0,
@@ -148,6 +152,8 @@ pub enum EventObject {
     Pod(Arc<PodInfo>),
     /// A node.
     Node(Arc<NodeInfo>),
+    /// A PodGroup (GenericWorkload).
+    PodGroup(Arc<k8s_openapi::api::scheduling::v1beta1::PodGroup>),
 }
 
 /// A plugin's verdict on whether a cluster event may make a pod it rejected schedulable (upstream's

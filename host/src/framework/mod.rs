@@ -24,7 +24,7 @@ pub mod waiting_pods;
 pub use cycle_state::{CycleState, StateData};
 pub use diagnosis::Diagnosis;
 pub use extension_point::{ExtensionPoint, NUM_EXTENSION_POINTS};
-pub use handle::{ClusterClient, ClusterError, Listers, PluginContext, PodEvent, PolicyStatus};
+pub use handle::{ClusterClient, ClusterError, Listers, PluginContext, PodEvent, PodGroupCondition, PolicyStatus};
 pub use interface::*;
 pub use registry::Registry;
 pub use runtime::{Framework, FrameworkError};

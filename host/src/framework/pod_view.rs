@@ -2,6 +2,10 @@
 //! pods of its profiles, pods assumed by a scheduling cycle, and bound pods. A guest instance keeps a cursor into the
 //! log and is sent only what changed since, so pods cross the boundary when they change rather than on every call
 //! (as the node table does). The scheduler's event handlers and its assume/forget steps feed it.
+//!
+//! It also keeps, whether or not a plugin follows it, the members of every pod group it knows (pods naming a
+//! PodGroup in `spec.schedulingGroup`), with where each stands: upstream's pod group state in the scheduler's cache,
+//! which GangScheduling counts (`PodGroupMembers`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,6 +73,28 @@ pub struct PodView {
     log: Mutex<Log>,
     /// Some plugin follows the view; until one does, nothing is recorded (the default profile pays nothing).
     followed: AtomicBool,
+    /// The members of each pod group, by `namespace/podGroupName` (upstream's `podGroupState`).
+    groups: Mutex<Groups>,
+}
+
+#[derive(Debug, Default)]
+struct Groups {
+    /// Group key → member UID → (the pod, where it stands).
+    members: HashMap<String, HashMap<String, (Arc<PodInfo>, PodState)>>,
+    /// Member UID → its group key (a removal names the UID only).
+    group_of: HashMap<String, String>,
+}
+
+/// The members of one pod group the scheduler knows (upstream's `PodGroupState`): pending pods of its profiles,
+/// pods it assumed, and bound pods (any scheduler's).
+#[derive(Debug, Clone, Default)]
+pub struct PodGroupMembers {
+    /// Every member (`AllPodsCount`).
+    pub all: usize,
+    /// Members assumed or bound (`ScheduledPodsCount`).
+    pub scheduled: usize,
+    /// UIDs of the members assumed on a node and not yet seen bound (`AssumedPods`), sorted.
+    pub assumed: Vec<String>,
 }
 
 /// Entries kept beyond twice the view's size before the log is compacted.
@@ -90,6 +116,46 @@ impl PodView {
         self.upsert(pod, PodState::Pending, now);
     }
 
+    /// The members of the pod group `namespace/name` as they stand (none known: all counts 0).
+    pub fn pod_group(&self, key: &str) -> PodGroupMembers {
+        let groups = self.groups.lock().expect("pod view lock");
+        let Some(members) = groups.members.get(key) else { return PodGroupMembers::default() };
+        let mut assumed: Vec<String> =
+            members.iter().filter(|(_, (_, s))| *s == PodState::Assumed).map(|(u, _)| u.clone()).collect();
+        assumed.sort();
+        let bound = members.values().filter(|(_, s)| *s == PodState::Bound).count();
+        PodGroupMembers { all: members.len(), scheduled: assumed.len() + bound, assumed }
+    }
+
+    /// A known pod that names a pod group, by UID.
+    pub fn pod_group_member(&self, uid: &str) -> Option<Arc<PodInfo>> {
+        let groups = self.groups.lock().expect("pod view lock");
+        let key = groups.group_of.get(uid)?;
+        groups.members.get(key)?.get(uid).map(|(p, _)| p.clone())
+    }
+
+    /// Keeps the group index in step with a pod's new state (`None`: removed).
+    fn group_member(&self, uid: &str, pod: Option<(&Arc<PodInfo>, PodState)>) {
+        let key = pod.and_then(|(p, _)| p.pod_group_key());
+        let mut groups = self.groups.lock().expect("pod view lock");
+        if key.is_none() && !groups.group_of.contains_key(uid) {
+            return;
+        }
+        // The group a pod names cannot change (the field is immutable), but a removal must find it.
+        if let Some(old) = groups.group_of.remove(uid) {
+            if let Some(m) = groups.members.get_mut(&old) {
+                m.remove(uid);
+                if m.is_empty() {
+                    groups.members.remove(&old);
+                }
+            }
+        }
+        if let (Some(key), Some((p, state))) = (key, pod) {
+            groups.group_of.insert(uid.to_string(), key.clone());
+            groups.members.entry(key).or_default().insert(uid.to_string(), (p.clone(), state));
+        }
+    }
+
     /// A scheduling cycle assumed the pod (its node name set) on a node.
     pub fn assumed(&self, pod: &Arc<PodInfo>, now: u64) {
         self.upsert(pod, PodState::Assumed, now);
@@ -102,6 +168,7 @@ impl PodView {
 
     /// The pod is gone (deleted or finished).
     pub fn removed(&self, uid: &str) {
+        self.group_member(uid, None);
         if !self.recording() {
             return;
         }
@@ -112,6 +179,7 @@ impl PodView {
     }
 
     fn upsert(&self, pod: &Arc<PodInfo>, state: PodState, now: u64) {
+        self.group_member(&pod.uid, Some((pod, state)));
         if !self.recording() {
             return;
         }
@@ -210,6 +278,34 @@ mod tests {
         assert_eq!(v.since(d2.cursor).changes.len(), 0);
         let first_seen = v.snapshot().iter().map(|k| k.first_seen).collect::<Vec<_>>();
         assert_eq!(first_seen, [1], "assuming keeps the time the pod was first seen");
+    }
+
+    #[test]
+    fn pod_group_members_are_counted_by_where_they_stand_whether_or_not_the_view_is_followed() {
+        let v = PodView::default();
+        let member = |uid: &str, group: &str| {
+            let p = serde_json::json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
+                "spec": {"containers": [], "schedulingGroup": {"podGroupName": group}}});
+            Arc::new(PodInfo::new(serde_json::from_value(p).unwrap()).unwrap())
+        };
+        let (a, b, c, other) = (member("a", "g"), member("b", "g"), member("c", "g"), member("x", "h"));
+        for p in [&a, &b, &c, &other] {
+            v.pending(p, 0);
+        }
+        v.pending(&pod("lone"), 0);
+        v.assumed(&a, 1);
+        v.bound(&b, 2);
+        let g = v.pod_group("ns/g");
+        assert_eq!((g.all, g.scheduled, g.assumed.clone()), (3, 2, vec!["a".to_string()]));
+        v.pending(&a, 3); // forgotten after a failed binding
+        v.removed("c");
+        let g = v.pod_group("ns/g");
+        assert_eq!((g.all, g.scheduled, g.assumed.len()), (2, 1, 0));
+        assert_eq!(v.pod_group("ns/h").all, 1);
+        assert_eq!(v.pod_group("other/g").all, 0, "a group is namespaced");
+        v.removed("x");
+        assert!(!v.groups.lock().unwrap().members.contains_key("ns/h"), "an empty group is dropped");
+        assert_eq!(v.head(), 0, "nothing went to the log: no plugin follows it");
     }
 
     #[test]

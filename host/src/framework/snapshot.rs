@@ -10,6 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use super::labels::Labels;
@@ -55,6 +56,8 @@ pub struct ClusterObjects {
     pub device_taint_rules: Vec<Arc<DeviceTaintRule>>,
     /// Tenant scheduling policies (SchedulingPolicy and ClusterSchedulingPolicy), in name order.
     pub scheduling_policies: Vec<Arc<PolicyObject>>,
+    /// PodGroups (scheduling.k8s.io/v1beta1) by `namespace/name`: watched only with the GenericWorkload gate.
+    pub pod_groups: HashMap<String, Arc<PodGroup>>,
 }
 
 /// A SchedulingPolicy (namespaced) or ClusterSchedulingPolicy as read from the cluster: its identity and its spec,

@@ -402,6 +402,17 @@ impl PodInfo {
         self.pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|s| !s.is_empty())
     }
 
+    /// `spec.schedulingGroup.podGroupName`: the PodGroup (in the pod's namespace) the pod is a member of
+    /// (Workload API, GenericWorkload).
+    pub fn pod_group(&self) -> Option<&str> {
+        self.pod.spec.as_ref()?.scheduling_group.as_ref()?.pod_group_name.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// `namespace/podGroupName` of the pod's PodGroup, when it names one (the key of `ClusterObjects::pod_groups`).
+    pub fn pod_group_key(&self) -> Option<String> {
+        self.pod_group().map(|g| format!("{}/{g}", self.namespace))
+    }
+
     /// `status.nominatedNodeName` when set.
     pub fn nominated_node_name(&self) -> Option<&str> {
         self.pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|s| !s.is_empty())

@@ -163,7 +163,9 @@ impl WaitingPod {
 
 /// A plugin's wait ran out: upstream's message, then the plugin's own reason for waiting (a gang names its group).
 fn timed_out(plugin: &str, wait: &PermitWait) -> Status {
-    let mut msg = format!("rejected due to timeout after waiting {:?} at plugin {plugin}", wait.timeout);
+    // Go's %v of a time.Duration: 5m0s, 30ms.
+    let waited = crate::config::format_go_duration(wait.timeout);
+    let mut msg = format!("rejected due to timeout after waiting {waited} at plugin {plugin}");
     if !wait.reason.is_empty() {
         msg = format!("{msg}: {}", wait.reason);
     }
@@ -251,6 +253,14 @@ mod tests {
             waiting.await.unwrap()
         });
         assert!(s.is_success(), "{s:?}");
+    }
+
+    #[test]
+    fn a_timeout_names_its_wait_as_go_prints_a_duration() {
+        let five_minutes =
+            PermitWait { deadline: Instant::now(), timeout: Duration::from_secs(300), reason: String::new() };
+        let s = timed_out("GangScheduling", &five_minutes);
+        assert_eq!(s.message(), "rejected due to timeout after waiting 5m0s at plugin GangScheduling");
     }
 
     #[test]

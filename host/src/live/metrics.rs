@@ -157,6 +157,18 @@ pub struct Metrics {
     /// (plugin, profile) pairs ever seen in `scheduler_unschedulable_pods`: upstream's gauge keeps a series at 0
     /// once its pods are gone, so this one does too.
     unschedulable_seen: Mutex<BTreeSet<(String, String)>>,
+    /// The PodGroup cycle's families, registered only with the GenericWorkload gate (as upstream's).
+    pod_groups: std::sync::OnceLock<PodGroupFamilies>,
+}
+
+/// `scheduler_podgroup_*`: what the PodGroup cycle reports.
+struct PodGroupFamilies {
+    /// `scheduler_podgroup_schedule_attempts_total{result,profile}`.
+    attempts: IntCounterVec,
+    /// `scheduler_podgroup_scheduling_attempt_duration_seconds{result,profile}`.
+    attempt_duration: HistogramVec,
+    /// `scheduler_podgroup_scheduling_algorithm_duration_seconds`.
+    algorithm_duration: Histogram,
 }
 
 impl Metrics {
@@ -234,8 +246,52 @@ impl Metrics {
                 "[ALPHA] Number of pods that were successfully scheduled after being flushed from unschedulableEntities due to timeout. This metric helps detect potential queueing hint misconfigurations or event handling issues.",
             )?,
             unschedulable_seen: Mutex::default(),
+            pod_groups: std::sync::OnceLock::new(),
             registry,
         })
+    }
+
+    /// Registers the PodGroup cycle's families (`--feature-gates=GenericWorkload=true`); once is enough.
+    pub fn enable_pod_groups(&self) -> Result<(), MetricsError> {
+        if self.pod_groups.get().is_some() {
+            return Ok(());
+        }
+        let f = Families(&self.registry);
+        let families = PodGroupFamilies {
+            attempts: f.counter_vec(
+                "scheduler_podgroup_schedule_attempts_total",
+                "[ALPHA] Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be scheduled, while 'error' means an internal scheduler problem.",
+                &["result", "profile"],
+            )?,
+            attempt_duration: f.histogram_vec(
+                "scheduler_podgroup_scheduling_attempt_duration_seconds",
+                "[ALPHA] Pod group scheduling attempt latency in seconds",
+                LATENCY_BUCKETS,
+                &["result", "profile"],
+            )?,
+            algorithm_duration: f.histogram(
+                "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+                "[ALPHA] Pod group scheduling algorithm latency in seconds",
+                LATENCY_BUCKETS,
+            )?,
+        };
+        let _ = self.pod_groups.set(families);
+        Ok(())
+    }
+
+    /// A PodGroup cycle ended.
+    pub fn pod_group_attempt(&self, profile: &str, result: &'static str, d: Duration) {
+        if let Some(f) = self.pod_groups.get() {
+            f.attempts.with_label_values(&[result, profile]).inc();
+            f.attempt_duration.with_label_values(&[result, profile]).observe(d.as_secs_f64());
+        }
+    }
+
+    /// A PodGroup cycle's algorithm ended.
+    pub fn pod_group_algorithm(&self, d: Duration) {
+        if let Some(f) = self.pod_groups.get() {
+            f.algorithm_duration.observe(d.as_secs_f64());
+        }
     }
 }
 
@@ -804,5 +860,28 @@ mod tests {
         let na = r#"extension_point="Score",plugin="NodeAffinity",status="Error""#;
         assert_eq!(series(na, "count").len(), 1);
         assert!(out.contains("# TYPE scheduler_plugin_execution_duration_seconds histogram"));
+    }
+
+    /// The PodGroup cycle's families exist only with the GenericWorkload gate, as upstream registers them.
+    #[test]
+    fn pod_group_families_only_with_the_gate() {
+        let (m, state) = fed();
+        m.pod_group_attempt("default-scheduler", "scheduled", Duration::from_millis(4));
+        assert!(!m.render_state(&state).contains("scheduler_podgroup_"), "gate off: no family");
+        m.enable_pod_groups().unwrap();
+        m.enable_pod_groups().unwrap();
+        m.pod_group_attempt("default-scheduler", "scheduled", Duration::from_millis(4));
+        m.pod_group_attempt("default-scheduler", "unschedulable", Duration::from_millis(1));
+        m.pod_group_algorithm(Duration::from_millis(3));
+        let out = m.render_state(&state);
+        for want in [
+            r#"scheduler_podgroup_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1"#,
+            r#"scheduler_podgroup_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1"#,
+            r#"scheduler_podgroup_scheduling_attempt_duration_seconds_count{profile="default-scheduler",result="scheduled"} 1"#,
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds_count 1",
+            "# HELP scheduler_podgroup_schedule_attempts_total [ALPHA] Number of attempts to schedule pod group",
+        ] {
+            assert!(out.contains(want), "{want}\n{out}");
+        }
     }
 }

@@ -285,6 +285,14 @@ impl Observer for LoggingObserver {
     fn pod_scheduled_after_flush(&self) {
         self.metrics.pod_scheduled_after_flush();
     }
+
+    fn pod_group_attempt(&self, profile: &str, result: &'static str, d: Duration) {
+        self.metrics.pod_group_attempt(profile, result, d);
+    }
+
+    fn pod_group_algorithm(&self, d: Duration) {
+        self.metrics.pod_group_algorithm(d);
+    }
 }
 
 /// Shared state of a running scheduler.
@@ -338,7 +346,13 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         if policies {
             crate::cluster::kube::policies::served(&client).await.map_err(LiveError::Profile)?;
         }
+        if cfg.features.generic_workload {
+            crate::cluster::kube::pod_groups::served(&client).await.map_err(LiveError::Profile)?;
+        }
         let metrics = Arc::new(metrics::Metrics::default());
+        if cfg.features.generic_workload {
+            metrics.enable_pod_groups().map_err(|e| LiveError::Profile(format!("metrics: {e}")))?;
+        }
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff)
             .with_observer(metrics.clone());
         let scheduler = Arc::new(
@@ -389,7 +403,8 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         if let Err(e) = main_up.and(events_up) {
             tracing::warn!(error = %e, "asking the API server for its version before the informers start");
         }
-        informers::start(client.clone(), live.scheduler.clone(), live.synced.clone(), policies);
+        let watched = informers::Watched { policies, pod_groups: cfg.features.generic_workload };
+        informers::start(client.clone(), live.scheduler.clone(), live.synced.clone(), watched);
         let loop_live = live.clone();
         let loop_thread = std::thread::Builder::new()
             .name("scheduling".into())

@@ -245,7 +245,8 @@ const FLAGS: &[Flag] = &[
     ignored(
         "feature-gates",
         Value,
-        "checked; only ComponentFlagz, ComponentStatusz and AllBeta take effect (=false turns /flagz, /statusz off)",
+        "checked; only GenericWorkload (the Workload/PodGroup API, gang scheduling), ComponentFlagz, \
+         ComponentStatusz and AllBeta take effect",
     ),
     ignored(
         "emulated-version",

@@ -9,6 +9,7 @@ use crate::framework::{Plugin, Registry};
 pub mod default_binder;
 pub mod default_preemption;
 pub mod dynamic_resources;
+pub mod gang_scheduling;
 pub mod helper;
 pub mod image_locality;
 pub mod inter_pod_affinity;
@@ -124,6 +125,7 @@ pub fn in_tree_registry() -> Registry {
     register!(r, node_name::NAME, node_name::NodeName::new);
     register!(r, priority_sort::NAME, priority_sort::PrioritySort::new);
     register!(r, scheduling_gates::NAME, scheduling_gates::SchedulingGates::new);
+    register!(r, gang_scheduling::NAME, gang_scheduling::GangScheduling::new);
     register!(r, node_unschedulable::NAME, node_unschedulable::NodeUnschedulable::new);
     register!(r, node_declared_features::NAME, node_declared_features::NodeDeclaredFeatures::new);
     register!(r, taint_toleration::NAME, taint_toleration::TaintToleration::new);

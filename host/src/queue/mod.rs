@@ -193,8 +193,10 @@ impl SchedulingQueue {
                 QueueName::Gated
             }
             _ => {
+                // The queue time stays the pod's arrival (a new pod's is now): upstream resets it only after a
+                // failed attempt, so a pod let in after waiting at PreEnqueue keeps its place by arrival (a gang's
+                // members are tried in the order they came).
                 info.gated_by = None;
-                info.timestamp = now;
                 self.put(uid.clone(), Entry { info, queue: QueueName::Active, backoff_until: now });
                 self.heap_push(uid);
                 QueueName::Active
@@ -212,6 +214,45 @@ impl SchedulingQueue {
         info.attempts += 1;
         info.initial_attempt_timestamp.get_or_insert(info.timestamp);
         Some(info)
+    }
+
+    /// Takes the other members of pod group `key` (`namespace/name`) waiting in activeQ, backoffQ or unschedulable
+    /// (not gated ones), for the PodGroup cycle of the member just popped: upstream queues a group's members as one
+    /// entity, popped whole. Each counts an attempt, as a popped pod does; they are in flight until their attempt
+    /// ends. In no particular order (the cycle orders them).
+    pub fn take_pod_group_members(&mut self, key: &str) -> Vec<QueuedPodInfo> {
+        let mut uids: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.queue != QueueName::Gated)
+            .filter(|(_, e)| {
+                e.info.pod_info.pod_group().is_some() && e.info.pod_info.pod_group_key().as_deref() == Some(key)
+            })
+            .map(|(u, _)| u.clone())
+            .collect();
+        uids.sort();
+        let mut out = Vec::with_capacity(uids.len());
+        let mut heap_changed = false;
+        for uid in uids {
+            let Some(e) = self.take(&uid) else { continue };
+            match e.queue {
+                QueueName::Active => {
+                    self.active.retain(|u| *u != uid);
+                    heap_changed = true;
+                }
+                QueueName::Backoff => self.backoff.retain(|_, u| *u != uid),
+                _ => {}
+            }
+            self.in_flight.insert(uid);
+            let mut info = e.info;
+            info.attempts += 1;
+            info.initial_attempt_timestamp.get_or_insert(info.timestamp);
+            out.push(info);
+        }
+        if heap_changed {
+            self.rebuild_heap();
+        }
+        out
     }
 
     /// The cycle number of the last pop (failures compare it with the last move request).

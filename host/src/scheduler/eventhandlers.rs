@@ -73,11 +73,45 @@ impl EventHandler for Scheduler {
 
     fn objects_changed(&self, objects: ClusterObjects, resource: EventResource) {
         let objects = Arc::new(objects);
+        let before = self.profiles.listers().objects();
         self.cache.lock().expect("cache lock").set_objects(objects.clone());
-        self.profiles.listers().set(objects);
+        self.profiles.listers().set(objects.clone());
         let now = self.clock.now();
+        if resource == EventResource::PodGroup {
+            // Upstream's addPodGroup/updatePodGroup/deletePodGroup: one event per group that changed, with the
+            // objects, so that GangScheduling's hints see which group and how its minCount moved.
+            let mut q = self.queue.lock().expect("queue lock");
+            for (event, old, new) in pod_group_changes(&before.pod_groups, &objects.pod_groups) {
+                q.on_event_with(event, old.as_ref(), new.as_ref(), now);
+            }
+            return;
+        }
         self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(resource, action::ALL), now);
     }
+}
+
+type PodGroups = std::collections::HashMap<String, Arc<k8s_openapi::api::scheduling::v1beta1::PodGroup>>;
+
+/// The PodGroups added, changed and deleted between two listings, in key order, as
+/// events with their objects before and after.
+fn pod_group_changes(
+    before: &PodGroups,
+    after: &PodGroups,
+) -> Vec<(ClusterEvent, Option<EventObject>, Option<EventObject>)> {
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let obj = |pg: &Arc<_>| Some(EventObject::PodGroup(Arc::clone(pg)));
+    keys.into_iter()
+        .filter_map(|k| match (before.get(k), after.get(k)) {
+            (None, Some(new)) => Some((ClusterEvent::new(EventResource::PodGroup, action::ADD), None, obj(new))),
+            (Some(old), None) => Some((ClusterEvent::new(EventResource::PodGroup, action::DELETE), obj(old), None)),
+            (Some(old), Some(new)) if !Arc::ptr_eq(old, new) && old != new => {
+                Some((ClusterEvent::new(EventResource::PodGroup, action::UPDATE), obj(old), obj(new)))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 impl Scheduler {

@@ -9,6 +9,7 @@ mod node_search;
 mod observer;
 mod profile;
 mod schedule_one;
+mod schedule_one_podgroup;
 mod shadow;
 mod tails;
 
@@ -19,7 +20,9 @@ use std::sync::{Arc, Mutex};
 pub use clock::{Clock, RealClock, VirtualClock};
 pub use node_search::{num_feasible_nodes_to_find, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, MIN_FEASIBLE_NODES_TO_FIND};
 pub use observer::{AttemptResult, NoopObserver, Observer};
-pub use profile::{build_profiles, check_plugin_args, load_config, parse_config, ProfileMap};
+pub use profile::{
+    build_profiles, check_plugin_args, load_config, load_config_with, parse_config, parse_config_with, ProfileMap,
+};
 pub use shadow::{Decision, Disagreement, ShadowBook, Tally, Verdict, RECENT_DISAGREEMENTS};
 
 use crate::cache::Cache;

@@ -59,6 +59,12 @@ pub trait Observer: PluginMetrics {
     /// A pod was bound whose last move out of unschedulable was the periodic flush
     /// (`scheduler_pod_scheduled_after_flush_total`).
     fn pod_scheduled_after_flush(&self) {}
+    /// A PodGroup cycle ended, `result` as `scheduler_podgroup_schedule_attempts_total` labels it (`scheduled`,
+    /// `unschedulable`, `error`), `duration` after it started (`scheduler_podgroup_scheduling_attempt_duration_seconds`).
+    fn pod_group_attempt(&self, _profile: &str, _result: &'static str, _duration: Duration) {}
+    /// A PodGroup cycle's algorithm (every member tried, the trials undone) took `duration`
+    /// (`scheduler_podgroup_scheduling_algorithm_duration_seconds`).
+    fn pod_group_algorithm(&self, _duration: Duration) {}
 }
 
 /// An observer that ignores everything.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{is_shadow, ConfigError, SchedulerConfig};
+use crate::config::{is_shadow, ConfigError, Features, SchedulerConfig};
 use crate::framework::parallelize::Parallelizer;
 use crate::framework::pod_view::PodView;
 use crate::framework::{Framework, FrameworkError, Listers, PluginContext, Registry};
@@ -20,6 +20,8 @@ pub struct ProfileMap {
     listers: Arc<Listers>,
     /// Serving profile name → the profile that decides beside it on every cycle and never acts.
     shadows: HashMap<String, Arc<Framework>>,
+    /// The feature gates the configuration was completed with.
+    features: Features,
 }
 
 impl ProfileMap {
@@ -33,7 +35,19 @@ impl ProfileMap {
             pods: Arc::default(),
             listers: Arc::default(),
             shadows: HashMap::new(),
+            features: Features::default(),
         }
+    }
+
+    /// The map run under these feature gates.
+    pub fn with_features(mut self, features: Features) -> ProfileMap {
+        self.features = features;
+        self
+    }
+
+    /// The feature gates the profiles run under (GenericWorkload: the PodGroup cycle).
+    pub fn features(&self) -> Features {
+        self.features
     }
 
     /// The map in which the profile named by each key has the value as its shadow.
@@ -103,14 +117,33 @@ impl Profiles for ProfileMap {
 
 /// Reads a configuration file (`config::load`) and has the plugins check their args (`check_plugin_args`).
 pub fn load_config(path: &std::path::Path, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
-    let mut cfg = crate::config::load(path, known)?;
+    load_config_with(path, known, crate::config::Features::default())
+}
+
+/// `load_config` under these feature gates (`--feature-gates`).
+pub fn load_config_with(
+    path: &std::path::Path,
+    known: &dyn Fn(&str) -> bool,
+    features: crate::config::Features,
+) -> Result<SchedulerConfig, ConfigError> {
+    let mut cfg = crate::config::load_with(path, known, features)?;
     check_plugin_args(&mut cfg)?;
     Ok(cfg)
 }
 
 /// Parses configuration text (`config::parse`) and has the plugins check their args (`check_plugin_args`).
 pub fn parse_config(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<SchedulerConfig, ConfigError> {
-    let mut cfg = crate::config::parse(file, text, known)?;
+    parse_config_with(file, text, known, crate::config::Features::default())
+}
+
+/// `parse_config` under these feature gates (`--feature-gates`).
+pub fn parse_config_with(
+    file: &str,
+    text: &str,
+    known: &dyn Fn(&str) -> bool,
+    features: crate::config::Features,
+) -> Result<SchedulerConfig, ConfigError> {
+    let mut cfg = crate::config::parse_with(file, text, known, features)?;
     check_plugin_args(&mut cfg)?;
     Ok(cfg)
 }
@@ -147,5 +180,9 @@ pub fn build_profiles(
         .iter()
         .filter_map(|p| Some((p.scheduler_name.clone(), shadow_fws.get(p.shadow.as_deref()?)?.clone())))
         .collect();
-    Ok(ProfileMap::new(serving).with_shadows(shadows).with_pod_view(ctx.pods.clone()).with_listers(ctx.listers.clone()))
+    Ok(ProfileMap::new(serving)
+        .with_shadows(shadows)
+        .with_pod_view(ctx.pods.clone())
+        .with_listers(ctx.listers.clone())
+        .with_features(config.features))
 }

@@ -50,22 +50,22 @@ fn sampled(n: u64, percent: u32) -> bool {
     (n * p) % 100 < p
 }
 
-enum ScheduleError {
+pub(super) enum ScheduleError {
     NoNodes,
     // Boxed: the diagnosis is large and the Ok path should not pay for moving it.
     Fit { diagnosis: Box<Diagnosis>, num_all_nodes: usize },
     Status(Status),
 }
 
-struct ScheduleResult {
-    host: String,
+pub(super) struct ScheduleResult {
+    pub(super) host: String,
     /// Every node that scored as high as `host` (filled for a shadow only: the serving cycle needs one node).
     best: Vec<String>,
 }
 
 /// Who runs the scheduling algorithm for a pod.
 #[derive(Debug, Clone, Copy)]
-enum Decider {
+pub(super) enum Decider {
     /// The pod's profile: its node search moves the shared start on, it asks the extenders, its extension points
     /// are timed for the metrics, and ties are broken by the scheduler's generator.
     Serving,
@@ -80,19 +80,19 @@ enum Decider {
 
 /// One pod's attempt from pop to its end: what the scheduling cycle hands the binding cycle, and what every way
 /// out of either (bound, unwound, failed) needs.
-struct Attempt {
+pub(super) struct Attempt {
     /// The pod's profile.
-    fwk: Arc<Framework>,
+    pub(super) fwk: Arc<Framework>,
     /// The cycle's state, kept through binding.
-    state: CycleState,
+    pub(super) state: CycleState,
     /// The pod as the queue handed it out.
-    qpi: QueuedPodInfo,
+    pub(super) qpi: QueuedPodInfo,
     /// The scheduling cycle it was popped in (a failure compares it with the queue's last move request).
-    cycle: u64,
+    pub(super) cycle: u64,
     /// When the attempt started (`scheduler_scheduling_attempt_duration_seconds`).
-    start: Instant,
+    pub(super) start: Instant,
     /// The explain trace, when this pod is traced.
-    trace: Option<CycleTrace>,
+    pub(super) trace: Option<CycleTrace>,
 }
 
 /// The pod placed in the cache on its node while the binding cycle runs.
@@ -131,6 +131,11 @@ impl Scheduler {
         if self.cache.lock().expect("cache lock").contains_pod(&pod.uid) {
             // Bound or assumed meanwhile: nothing to do (upstream skipPodSchedule).
             self.queue.lock().expect("queue lock").done(&pod.uid);
+            return true;
+        }
+        if let Some((key, group)) = self.pod_group_of(&pod) {
+            // GenericWorkload: the member's whole group, in one PodGroup cycle (schedule_one_podgroup.rs).
+            self.schedule_one_podgroup(fwk, qpi, cycle, key, group);
             return true;
         }
         let start = Instant::now();
@@ -215,11 +220,11 @@ impl Scheduler {
     }
 
     /// Whether this cycle's plugin calls are timed (see [`sampled`]).
-    fn sample_plugin_metrics(&self) -> bool {
+    pub(super) fn sample_plugin_metrics(&self) -> bool {
         sampled(self.cycles_started.fetch_add(1, Ordering::Relaxed), self.options.plugin_metrics_sample_percent)
     }
 
-    fn refresh_snapshot(&self, snapshot: &mut Snapshot) {
+    pub(super) fn refresh_snapshot(&self, snapshot: &mut Snapshot) {
         self.cache.lock().expect("cache lock").update_snapshot(snapshot);
         let q = self.queue.lock().expect("queue lock");
         let nominated = q.nominated();
@@ -277,7 +282,7 @@ impl Scheduler {
     }
 
     /// Upstream `schedulePod`: find feasible nodes, score them, pick one.
-    fn schedule_pod(
+    pub(super) fn schedule_pod(
         &self,
         fwk: &Framework,
         state: &mut CycleState,
@@ -423,6 +428,7 @@ impl Scheduler {
                     reason: "Preempted",
                     message: format!("Preempted by pod {} on node {}", pod.uid, node),
                     scheduler_name: pod.scheduler_name().to_string(),
+                    rejected: false,
                 },
             );
             self.observer.preempted(v, pod, &node);
@@ -442,7 +448,7 @@ impl Scheduler {
 
     /// Assumes the pod on its node, runs Reserve and Permit, then the binding cycle: on its own thread when
     /// binding is asynchronous or Permit asked the pod to wait, inline otherwise.
-    fn assume_and_bind(self: &Arc<Self>, mut a: Attempt, host: String) {
+    pub(super) fn assume_and_bind(self: &Arc<Self>, mut a: Attempt, host: String) {
         let pod = Arc::new(a.qpi.pod_info.with_node_name(&host));
         if let Err(e) = self.cache.lock().expect("cache lock").assume_pod(pod.clone(), &host) {
             self.fail(a, Status::error(e.to_string()), Vec::new());
@@ -454,6 +460,7 @@ impl Scheduler {
         let s = a.fwk.run_reserve(&mut a.state, &assumed.pod, &assumed.host);
         self.observe_point(&a, ExtensionPoint::Reserve.metric_name(), s.code(), t0);
         if !s.is_success() {
+            let s = rejected_on(s, &assumed.host);
             self.unwind(a, &assumed, s);
             return;
         }
@@ -461,6 +468,7 @@ impl Scheduler {
         let s = a.fwk.run_permit(&mut a.state, &assumed.pod, &assumed.host);
         self.observe_point(&a, ExtensionPoint::Permit.metric_name(), s.code(), t0);
         if !s.is_success() && s.code() != Code::Wait {
+            let s = rejected_on(s, &assumed.host);
             self.unwind(a, &assumed, s);
             return;
         }
@@ -660,7 +668,7 @@ impl Scheduler {
     }
 
     /// Reports the time spent in an extension point of this attempt's profile.
-    fn observe_point(&self, a: &Attempt, point: &'static str, code: Code, t0: Instant) {
+    pub(super) fn observe_point(&self, a: &Attempt, point: &'static str, code: Code, t0: Instant) {
         self.observer.extension_point(a.fwk.profile_name(), point, code, t0.elapsed());
     }
 
@@ -681,7 +689,8 @@ impl Scheduler {
 
     /// The binding cycle after WaitOnPermit answered `s`: PreBind (when PreBindPreFlight found work) → Bind →
     /// PostBind; any failure unwinds.
-    fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, mut s: Status, pre_bind_work: bool) {
+    fn bind_permitted(&self, mut a: Attempt, assumed: Assumed, s: Status, pre_bind_work: bool) {
+        let mut s = rejected_on(s, &assumed.host);
         if s.is_success() && pre_bind_work {
             let t0 = Instant::now();
             s = a.fwk.run_pre_bind(&mut a.state, &assumed.pod, &assumed.host);
@@ -727,6 +736,7 @@ impl Scheduler {
                 reason: "Scheduled",
                 message: format!("Successfully assigned {} to {}", pod.key(), host),
                 scheduler_name: a.fwk.profile_name().to_string(),
+                rejected: false,
             },
         );
         let since_queued =
@@ -772,7 +782,7 @@ impl Scheduler {
     }
 
     /// Upstream `handleSchedulingFailure`: event, condition, and back into the queue.
-    fn fail(&self, a: Attempt, s: Status, plugins: Vec<String>) {
+    pub(super) fn fail(&self, a: Attempt, s: Status, plugins: Vec<String>) {
         let Attempt { fwk, mut qpi, cycle, start, trace, .. } = a;
         let pod = qpi.pod_info.clone();
         let error = s.code() == Code::Error;
@@ -787,10 +797,27 @@ impl Scheduler {
                 reason: "FailedScheduling",
                 message: message.clone(),
                 scheduler_name: fwk.profile_name().to_string(),
+                rejected: s.is_rejected(),
             },
         );
         let result = if error { AttemptResult::Error(message) } else { AttemptResult::Unschedulable(message) };
         self.observer.attempt(fwk.profile_name(), &pod, &result, start.elapsed(), trace);
+    }
+}
+
+/// A rejection at Reserve, Permit or WaitOnPermit as upstream reports it: a `FitError` over the one node the pod
+/// was assumed on (`0/1 nodes are available: 1 rejected due to timeout after waiting 5m0s at plugin
+/// GangScheduling.`), the rejecting plugin kept. Any other status is left as it is.
+pub(super) fn rejected_on(s: Status, node: &str) -> Status {
+    if !s.is_rejected() {
+        return s;
+    }
+    let mut d = Diagnosis::default();
+    d.node_to_status.insert(node.to_string(), s.clone());
+    let wrapped = Status::new(s.code(), fit_error_message(1, &d));
+    match s.plugin() {
+        Some(p) => wrapped.with_plugin(&Arc::from(p)),
+        None => wrapped,
     }
 }
 

@@ -2,6 +2,7 @@
 //! PriorityClasses, PodDisruptionBudgets, Namespaces, Services, ReplicaSets, StatefulSets,
 //! ReplicationControllers, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
 //! CSIStorageCapacities, ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, DeviceTaintRules,
+//! PodGroups (scheduling.k8s.io/v1beta1: used with `simulate --feature-gates=GenericWorkload=true`),
 //! and `List`s of them.
 
 use std::collections::{HashMap, HashSet};
@@ -29,6 +30,7 @@ use crate::yaml::{self, YamlError};
 
 use crate::framework::PodInfo;
 use crate::framework::{ClusterObjects, PolicyObject};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
 /// The kinds the simulator reads.
 pub const SUPPORTED_KINDS: &[&str] = &[
@@ -54,6 +56,7 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "DeviceTaintRule",
     "SchedulingPolicy",
     "ClusterSchedulingPolicy",
+    "PodGroup",
     "Deployment",
     "DaemonSet",
     "Job",
@@ -379,6 +382,11 @@ pub fn parse(file: &str, text: &str) -> Result<ClusterFile, ClusterFileError> {
             }
             "DeviceTaintRule" => {
                 out.objects.device_taint_rules.push(Arc::new(decode!(DeviceTaintRule)));
+            }
+            "PodGroup" => {
+                let mut g: PodGroup = decode!(PodGroup);
+                g.metadata.namespace = Some(ns_eff.clone());
+                out.objects.pod_groups.insert(format!("{ns_eff}/{name}"), Arc::new(g));
             }
             "SchedulingPolicy" | "ClusterSchedulingPolicy" => {
                 let p = policy(&v, namespaced.then_some(ns_eff)).map_err(|m| err(&d.index, label, m))?;

@@ -395,12 +395,38 @@ impl Simulation {
             .collect()
     }
 
+    /// Pods a PreEnqueue plugin still keeps out of the queue at the end (never tried, so never reported by an
+    /// attempt), in queue order, each with the plugin's message (a gang short of members says so).
+    fn gated(&self, tried: &HashMap<String, Placement>) -> Vec<Placement> {
+        let mut gated: Vec<(u64, String, Arc<PodInfo>)> = self
+            .scheduler
+            .queue
+            .lock()
+            .expect("queue lock")
+            .pending_pods()
+            .into_iter()
+            .filter(|(_, q)| *q == crate::queue::QueueName::Gated)
+            .map(|(info, _)| (info.timestamp, info.pod_info.key(), info.pod_info))
+            .filter(|(_, key, _)| !tried.contains_key(key))
+            .collect();
+        gated.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        gated
+            .into_iter()
+            .map(|(_, key, pod)| {
+                let profile = pod.scheduler_name().to_string();
+                let message = self.scheduler.profiles.get(&profile).map(|f| f.run_pre_enqueue(&pod).message());
+                Placement { pod: key, node: None, message: message.unwrap_or_default(), profile, attempts: 0 }
+            })
+            .collect()
+    }
+
     fn report(&self) -> Report {
         let c = self.observer.0.lock().expect("collector lock");
         let mut order: Vec<(&u64, &String)> = c.order.iter().map(|(k, s)| (s, k)).collect();
         order.sort();
+        let gated = self.gated(&c.last);
         Report {
-            placements: order.into_iter().filter_map(|(_, k)| c.last.get(k).cloned()).collect(),
+            placements: order.into_iter().filter_map(|(_, k)| c.last.get(k).cloned()).chain(gated).collect(),
             evictions: c.evictions.clone(),
             claims: self
                 .cluster

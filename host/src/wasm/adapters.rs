@@ -38,7 +38,7 @@ impl Plugin for WasmPlugin {
             return QueueingHint::Queue;
         }
         let (p, e) = (convert::pod(pod), convert::cluster_event(event));
-        let (old, new) = (old.map(convert::event_object), new.map(convert::event_object));
+        let (old, new) = (old.and_then(convert::event_object), new.and_then(convert::event_object));
         let r = self.call(&self.ctx(None), Call::QueueingHint, |_, l, i| {
             let g = guest!(l, i, events);
             g.call_queueing_hint(&mut i.store, &p, e, old.as_ref(), new.as_ref()).map_err(trap)

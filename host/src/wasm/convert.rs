@@ -280,7 +280,7 @@ const ACTIONS: [(u8, wit::EventActions); 6] = [
 ];
 
 /// Host resources the contract has no name for are `other` to a guest (first match wins the way back).
-const RESOURCES: [(EventResource, wit::EventResource); 12] = [
+const RESOURCES: [(EventResource, wit::EventResource); 13] = [
     (EventResource::AssignedPod, wit::EventResource::AssignedPod),
     (EventResource::UnscheduledPod, wit::EventResource::UnscheduledPod),
     (EventResource::Node, wit::EventResource::Node),
@@ -293,6 +293,7 @@ const RESOURCES: [(EventResource, wit::EventResource); 12] = [
     (EventResource::ResourceClaim, wit::EventResource::Other),
     (EventResource::ResourceSlice, wit::EventResource::Other),
     (EventResource::DeviceClass, wit::EventResource::Other),
+    (EventResource::PodGroup, wit::EventResource::Other),
 ];
 
 /// A cluster event in contract form.
@@ -317,11 +318,13 @@ pub fn registered_events(e: &wit::ClusterEvent) -> impl Iterator<Item = ClusterE
         .map(move |(r, _)| ClusterEvent::new(*r, actions))
 }
 
-/// An event's object in contract form.
-pub fn event_object(o: &EventObject) -> wit::EventObject {
+/// An event's object in contract form; none for a kind the contract has no record for (a PodGroup reaches a
+/// guest as an `other` event without its object, as the other kinds the contract does not name).
+pub fn event_object(o: &EventObject) -> Option<wit::EventObject> {
     match o {
-        EventObject::Pod(p) => wit::EventObject::Pod(pod(p)),
-        EventObject::Node(n) => wit::EventObject::Node(node(n)),
+        EventObject::Pod(p) => Some(wit::EventObject::Pod(pod(p))),
+        EventObject::Node(n) => Some(wit::EventObject::Node(node(n))),
+        EventObject::PodGroup(_) => None,
     }
 }
 

@@ -244,6 +244,11 @@ impl host::Host for HostState {
         w.reject(plugin.as_deref().unwrap_or(&self.plugin), &reason);
         true
     }
+    fn scheduling_group(&mut self, pod_uid: String) -> Option<String> {
+        // A tenant's guest learns nothing of another namespace's pods (it never sees their UIDs anyway).
+        let pod = self.handle.pods.pod_group_member(&pod_uid).filter(|p| self.handle.visible(p))?;
+        pod.pod_group().map(str::to_string)
+    }
 }
 
 impl wit::Host for HostState {}

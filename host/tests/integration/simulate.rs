@@ -1,4 +1,5 @@
-//! Golden runs of `simulate` on every example in examples/: the printed placements must match
+//! Golden runs of `simulate` on every example in examples/ (with the flags its `args` file lists, if any): the
+//! printed placements must match
 //! tests/data/golden/<example>.txt (regenerate with `UPDATE_GOLDEN=1 cargo test`).
 
 use std::path::Path;
@@ -48,6 +49,10 @@ fn golden_runs_of_every_example() {
         ];
         if Path::new(&root().join(&dir).join("profile.yaml")).exists() {
             args.extend(["--config".into(), format!("{dir}/profile.yaml")]);
+        }
+        // More flags for `simulate` (the Workload API example's feature gate).
+        if let Ok(a) = std::fs::read_to_string(root().join(&dir).join("args")) {
+            args.extend(a.split_whitespace().map(str::to_string));
         }
         if let Ok(e) = std::fs::read_to_string(root().join(&dir).join("explain")) {
             for p in e.split_whitespace() {
@@ -252,8 +257,14 @@ fn dynamic_resources_post_filter_messages_are_upstream_s() {
         "0/2 nodes are available: persistentvolumeclaim \"nope\" not found. not found"
     );
     // No template in the file: the claim is never made, and PreEnqueue keeps the pod out of the queue (never
-    // attempted, so not reported, as a gated pod).
-    assert!(r.placements.iter().all(|p| p.pod != "default/waits"), "{:?}", r.placements);
+    // attempted: listed pending with PreEnqueue's message, as a gated pod).
+    let waits = r.placements.iter().find(|p| p.pod == "default/waits").expect("listed");
+    assert_eq!(
+        (waits.node.as_deref(), waits.attempts, waits.message.as_str()),
+        (None, 0, "pod \"default/waits\": ResourceClaim not created yet"),
+        "{:?}",
+        r.placements
+    );
 }
 
 /// A `kubectl get nodes,pods -o yaml` dump of a v1.37 cluster: fields of v1.36+ (`status.declaredFeatures`,

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -48,6 +49,8 @@ struct ObjectStores {
     device_taint_rules: Store<DeviceTaintRule>,
     /// Tenant policies, watched when some profile runs TenantPolicies.
     policies: Option<(Store<SchedulingPolicy>, Store<ClusterSchedulingPolicy>)>,
+    /// PodGroups, watched with the GenericWorkload gate (the API may not be served without it).
+    pod_groups: Option<Store<PodGroup>>,
 }
 
 impl ObjectStores {
@@ -79,6 +82,7 @@ impl ObjectStores {
             resource_slices: self.resource_slices.state(),
             device_taint_rules: self.device_taint_rules.state(),
             scheduling_policies: self.policies.as_ref().map(policy_objects).unwrap_or_default(),
+            pod_groups: self.pod_groups.as_ref().map(by_key).unwrap_or_default(),
         }
     }
 }
@@ -104,9 +108,19 @@ fn key<K: Resource>(o: &K) -> String {
     }
 }
 
+/// What is watched besides what every profile reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Watched {
+    /// Tenant policies (some profile runs TenantPolicies; their CRDs are installed).
+    pub policies: bool,
+    /// PodGroups (`--feature-gates=GenericWorkload=true`; scheduling.k8s.io/v1beta1 must be served).
+    pub pod_groups: bool,
+}
+
 /// Starts every watch on the current tokio runtime; `synced` is set once every watch has handed over its initial
 /// list.
-pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicBool>, policies: bool) {
+pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicBool>, watched: Watched) {
+    let Watched { policies, pod_groups: watch_pod_groups } = watched;
     let sync = Arc::new(CacheSync::new(synced));
     {
         let (h, sync, me) = (handler.clone(), sync.clone(), sync.watch());
@@ -182,6 +196,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     let (device_taint_rules, device_taint_rules_w) = reflector::store();
     let (scheduling_policies, scheduling_policies_w) = reflector::store();
     let (cluster_scheduling_policies, cluster_scheduling_policies_w) = reflector::store();
+    let (pod_groups, pod_groups_w) = reflector::store();
     let stores = ObjectStores {
         namespaces,
         pdbs,
@@ -200,6 +215,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         resource_slices,
         device_taint_rules,
         policies: policies.then_some((scheduling_policies, cluster_scheduling_policies)),
+        pod_groups: watch_pod_groups.then_some(pod_groups),
     };
     let publisher = Arc::new(Publisher::new(stores, handler.clone(), sync.clone()));
     macro_rules! object_watch {
@@ -233,6 +249,9 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     if policies {
         object_watch!(SchedulingPolicy, scheduling_policies_w, EventResource::Other);
         object_watch!(ClusterSchedulingPolicy, cluster_scheduling_policies_w, EventResource::Other);
+    }
+    if watch_pod_groups {
+        object_watch!(PodGroup, pod_groups_w, EventResource::PodGroup);
     }
     // Every watch is registered: none can have completed the sync before the last one was counted.
     sync.seal();
@@ -504,6 +523,7 @@ mod tests {
             resource_slices: reflector::store().0,
             device_taint_rules: reflector::store().0,
             policies: None,
+            pod_groups: None,
         }
     }
 

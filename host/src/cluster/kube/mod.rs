@@ -23,6 +23,7 @@ use crate::framework::types::PodInfo;
 pub mod client;
 pub mod events;
 pub mod informers;
+pub mod pod_groups;
 pub mod policies;
 pub mod snapshot;
 mod status;
@@ -240,13 +241,7 @@ impl ClusterClient for KubeCluster {
         // queue drops the event (the recorder logs and counts it).
         self.events.record(ev);
         if failed {
-            let reason = if event.message.starts_with("0/")
-                || event.message == crate::framework::diagnosis::NO_NODES_AVAILABLE
-            {
-                "Unschedulable"
-            } else {
-                "SchedulerError"
-            };
+            let reason = if event.rejected { "Unschedulable" } else { "SchedulerError" };
             // As upstream's updatePod: nothing is sent when the pod already carries this condition (so its
             // resourceVersion, and with it the FailedScheduling event's series, stays put).
             if pod_scheduled_condition_is(pod, reason, &event.message) {
@@ -273,6 +268,21 @@ impl ClusterClient for KubeCluster {
         self.runtime.spawn(async move {
             if let Err(e) = policies::write_status(client, &status).await {
                 tracing::warn!(policy = %status.key(), kind = status.kind, error = %e, "writing the policy's status");
+            }
+        });
+    }
+
+    fn pod_group_condition(
+        &self,
+        group: &k8s_openapi::api::scheduling::v1beta1::PodGroup,
+        c: &crate::framework::PodGroupCondition,
+    ) {
+        let (client, group, c) = (self.client.clone(), group.clone(), c.clone());
+        // Best effort, off the scheduling thread, as upstream's (it logs a failure and goes on).
+        self.runtime.spawn(async move {
+            if let Err(e) = pod_groups::write_condition(client, &group, &c).await {
+                let name = group.metadata.name.as_deref().unwrap_or_default();
+                tracing::warn!(pod_group = %name, error = %e, "failed to update PodGroup status");
             }
         });
     }

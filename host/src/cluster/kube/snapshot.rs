@@ -141,6 +141,8 @@ pub async fn take(client: Client) -> Result<Snapshot, SnapshotError> {
     add!(ReplicationController, "ReplicationController", false);
     add!(SchedulingPolicy, "SchedulingPolicy", false);
     add!(ClusterSchedulingPolicy, "ClusterSchedulingPolicy", false);
+    // The Workload API (GenericWorkload): served by v1.37 API servers with the gate and runtime-config only.
+    add!(k8s_openapi::api::scheduling::v1beta1::PodGroup, "PodGroup", false);
     add!(Pod, "Pod", true, &running);
     Ok(s)
 }

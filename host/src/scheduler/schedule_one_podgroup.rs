@@ -1,0 +1,504 @@
+//! The PodGroup scheduling cycle (upstream's `schedule_one_podgroup.go`, v1.37, GenericWorkload on; neither
+//! TopologyAwareWorkloadScheduling nor CompositePodGroup): with the gate on, a pod naming an existing PodGroup is
+//! scheduled together with every other member of its group waiting in the queue, in one cycle.
+//!
+//! 1. The members are ordered as upstream orders a group's queued pods: priority (highest first), attempts (most
+//!    first), queue time, name.
+//! 2. Each member in turn runs the scheduling algorithm (PreFilter → Score, no PostFilter) against the snapshot,
+//!    and a member that fits is assumed on its node and reserved, so the next member sees it there. After each,
+//!    GangScheduling's PlacementFeasible decides: the group is given up as soon as `minCount` can no longer be
+//!    reached (the rest are not tried), and is feasible once it is.
+//! 3. The trials are undone (Unreserve, forget), then:
+//!    - feasible: each member that fit is assumed and reserved for real and goes through Permit and binding, in
+//!      order (GangScheduling's Permit holds the first ones until `minCount` are assumed, and the last allows
+//!      them all); each member that did not fit fails with its own reasons;
+//!    - not feasible: every member fails — one that did not fit with its own reasons, one that fit (or was not
+//!      tried) with the group's (`minCount (3) cannot be satisfied: 2 scheduled, 0 remaining`).
+//! 4. The PodGroup's `PodGroupInitiallyScheduled` condition says how it went (True once, then never taken back).
+//!
+//! Not done here: the PodGroupPostFilter point (upstream's workload-aware preemption by DefaultPreemption and
+//! DynamicResources): a group that does not fit waits for an event, it preempts nothing. A shadow profile does not
+//! decide beside a PodGroup cycle.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
+
+use super::schedule_one::{rejected_on, Attempt, Decider, ScheduleError};
+use super::Scheduler;
+use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
+use crate::framework::{Code, CycleState, CycleTrace, Framework, PodGroupCondition, PodInfo, QueuedPodInfo, Status};
+use crate::plugins::gang_scheduling;
+
+/// How one member's try ended.
+enum Tried {
+    /// It fits on this node.
+    Fit(String),
+    /// It does not fit: its own status and the plugins that rejected it.
+    Failed(Status, Vec<String>),
+    /// The group was given up before its turn.
+    Untried,
+}
+
+/// The order upstream keeps a group's queued members in (`PodGroupMemberPodsOrderingFunc`).
+fn member_order(a: &QueuedPodInfo, b: &QueuedPodInfo) -> std::cmp::Ordering {
+    b.pod_info
+        .priority
+        .cmp(&a.pod_info.priority)
+        .then(b.attempts.cmp(&a.attempts))
+        .then(a.timestamp.cmp(&b.timestamp))
+        .then(a.pod_info.name.cmp(&b.pod_info.name))
+}
+
+/// Upstream's `validatePodGroup`: every member has the same schedulerName and the same priority (the group's
+/// priority is its first member's here: the PodGroup's own `priority` field is left to the API server).
+fn validate(members: &[QueuedPodInfo]) -> Result<(), String> {
+    let first = &members[0].pod_info;
+    for m in &members[1..] {
+        let p = &m.pod_info;
+        if p.scheduler_name() != first.scheduler_name() {
+            return Err(format!(
+                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
+                p.scheduler_name(),
+                first.scheduler_name()
+            ));
+        }
+        if p.priority != first.priority {
+            return Err(format!(
+                "all pods in a single pod group should have the same priority as the pod group's priority, got {} and {}",
+                p.priority, first.priority
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Scheduler {
+    /// The PodGroup a popped pod is scheduled with: the gate is on, the pod names a group, and the group exists.
+    pub(super) fn pod_group_of(&self, pod: &PodInfo) -> Option<(String, Arc<PodGroup>)> {
+        if !self.profiles.features().generic_workload {
+            return None;
+        }
+        let key = pod.pod_group_key()?;
+        let group = self.profiles.listers().objects().pod_groups.get(&key)?.clone();
+        Some((key, group))
+    }
+
+    /// One PodGroup cycle, starting from the member just popped (see the module's doc).
+    pub(super) fn schedule_one_podgroup(
+        self: &Arc<Self>,
+        fwk: Arc<Framework>,
+        first: QueuedPodInfo,
+        cycle: u64,
+        key: String,
+        group: Arc<PodGroup>,
+    ) {
+        let start = Instant::now();
+        let mut members = vec![first];
+        members.extend(self.queue.lock().expect("queue lock").take_pod_group_members(&key));
+        // Bound or assumed meanwhile: nothing to do for those (upstream's skipPodGroupPodSchedule).
+        members.retain(|m| {
+            let skip = self.cache.lock().expect("cache lock").contains_pod(&m.pod_info.uid);
+            if skip {
+                self.queue.lock().expect("queue lock").done(&m.pod_info.uid);
+            }
+            !skip
+        });
+        if members.is_empty() {
+            return;
+        }
+        members.sort_by(member_order);
+        let attempt = |qpi: QueuedPodInfo, fwk: Arc<Framework>| {
+            let mut state = CycleState::new();
+            if self.sample_plugin_metrics() {
+                state.plugin_timer = Some(self.observer.clone());
+            }
+            fwk.begin_cycle(&mut state, &qpi.pod_info);
+            let traced = self.options.trace_pods.iter().any(|k| *k == qpi.pod_info.key());
+            Attempt { fwk, state, qpi, cycle, start: Instant::now(), trace: traced.then(CycleTrace::default) }
+        };
+        let mut attempts: Vec<Attempt> = members.into_iter().map(|m| attempt(m, fwk.clone())).collect();
+
+        if let Err(msg) = validate(&attempts.iter().map(|a| a.qpi.clone()).collect::<Vec<_>>()) {
+            self.end_pod_group_cycle(&fwk, &group, attempts, Vec::new(), Status::error(msg), start);
+            return;
+        }
+        // Upstream's PlacementFeasible comes from GangScheduling alone; without it in the profile nothing limits.
+        let min_count = fwk.plugin(gang_scheduling::NAME).map(|_| gang_scheduling::min_count(&group));
+        let feasible = |scheduled: usize, remaining: usize| match min_count {
+            Some(min) => gang_scheduling::placement_feasible(min, scheduled, remaining),
+            None => Status::success(),
+        };
+
+        let mut tried: Vec<Tried> = attempts.iter().map(|_| Tried::Untried).collect();
+        let mut scheduled = self.profiles.pod_view().pod_group(&key).scheduled;
+        let mut remaining = attempts.len();
+        let mut any_fit = false;
+        let mut status = feasible(scheduled, remaining);
+        // The trials to undo: (member, the pod as assumed, its node).
+        let mut trials: Vec<(usize, Arc<PodInfo>, String)> = Vec::new();
+        {
+            let mut snapshot = self.snapshot.lock().expect("snapshot lock");
+            self.refresh_snapshot(&mut snapshot);
+            if status.code() != Code::Unschedulable {
+                for (i, a) in attempts.iter_mut().enumerate() {
+                    let pod = a.qpi.pod_info.clone();
+                    let result =
+                        self.schedule_pod(&a.fwk, &mut a.state, &pod, &snapshot, a.trace.as_mut(), Decider::Serving);
+                    self.observer.scheduling_algorithm(a.start.elapsed());
+                    tried[i] = match result {
+                        Ok(r) => {
+                            let assumed = Arc::new(pod.with_node_name(&r.host));
+                            let assume = self.cache.lock().expect("cache lock").assume_pod(assumed.clone(), &r.host);
+                            match assume {
+                                Err(e) => Tried::Failed(Status::error(e.to_string()), Vec::new()),
+                                Ok(()) => {
+                                    let s = a.fwk.run_reserve(&mut a.state, &assumed, &r.host);
+                                    trials.push((i, assumed, r.host.clone()));
+                                    if s.is_success() {
+                                        self.refresh_snapshot(&mut snapshot);
+                                        Tried::Fit(r.host)
+                                    } else {
+                                        let plugins = s.plugin().map(|p| vec![p.to_string()]).unwrap_or_default();
+                                        Tried::Failed(rejected_on(s, &r.host), plugins)
+                                    }
+                                }
+                            }
+                        }
+                        Err(ScheduleError::NoNodes) => {
+                            Tried::Failed(Status::unschedulable(NO_NODES_AVAILABLE), Vec::new())
+                        }
+                        Err(ScheduleError::Status(s)) => Tried::Failed(s, Vec::new()),
+                        Err(ScheduleError::Fit { diagnosis, num_all_nodes }) => Tried::Failed(
+                            Status::unschedulable(fit_error_message(num_all_nodes, &diagnosis)),
+                            diagnosis.unschedulable_plugins.into_iter().collect(),
+                        ),
+                    };
+                    if let Tried::Failed(s, _) = &tried[i] {
+                        if s.code() == Code::Error {
+                            status = Status::error(format!(
+                                "failed to schedule other pod from a pod group: {}",
+                                s.message()
+                            ));
+                            break;
+                        }
+                    }
+                    remaining -= 1;
+                    if matches!(tried[i], Tried::Fit(_)) {
+                        scheduled += 1;
+                        any_fit = true;
+                    }
+                    status = feasible(scheduled, remaining);
+                    if status.code() == Code::Unschedulable {
+                        break;
+                    }
+                }
+            }
+            // Undone in reverse, as upstream's revert functions; the real assume follows for a feasible group.
+            for (i, assumed, host) in trials.into_iter().rev() {
+                let a = &mut attempts[i];
+                a.fwk.clone().run_unreserve(&mut a.state, &assumed, &host);
+                let _ = self.cache.lock().expect("cache lock").forget_pod(&assumed.uid);
+            }
+        }
+        if status.code() == Code::Wait {
+            status = Status::unschedulable(status.message());
+        }
+        if status.is_success() && !any_fit {
+            // Upstream: a success needs at least one pod scheduled.
+            status = Status::code_only(Code::Unschedulable);
+        }
+        if status.code() == Code::Unschedulable {
+            if let Some(said) = self.pod_group_preemption(&fwk, &attempts) {
+                let mut reasons = status.reasons().to_vec();
+                reasons.push(said);
+                status = Status::with_reasons(Code::Unschedulable, reasons);
+            }
+        }
+        self.observer.pod_group_algorithm(start.elapsed());
+        self.end_pod_group_cycle(&fwk, &group, attempts, tried, status, start);
+    }
+
+    /// What upstream's PodGroupPostFilter (DefaultPreemption's workload-aware preemption) adds to the message of a
+    /// group that cannot be placed, in the cases where it preempts nothing: the group may not preempt
+    /// (`preemptionPolicy: Never`), or no pod in the cluster has a lower priority than the group's, so there is no
+    /// victim to consider. Otherwise upstream would try to make room by evicting lower-priority pods, which this
+    /// scheduler does not do for a group: nothing is added.
+    fn pod_group_preemption(&self, fwk: &Framework, attempts: &[Attempt]) -> Option<String> {
+        fwk.plugin(crate::plugins::default_preemption::NAME)?;
+        let first = &attempts.first()?.qpi.pod_info;
+        if first.pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+            return Some("pod group preemption: not eligible due to preemptionPolicy=Never.".into());
+        }
+        let snapshot = self.snapshot.lock().expect("snapshot lock");
+        let lower = snapshot.nodes().iter().any(|n| n.pods.iter().any(|p| p.priority < first.priority));
+        (!lower).then(|| "pod group preemption: No preemption victims found for incoming preemptor".into())
+    }
+
+    /// Upstream's `submitPodGroupAlgorithmResult`: binding for the members that fit a feasible group, a failure for
+    /// every other member; the group's condition and metrics.
+    fn end_pod_group_cycle(
+        self: &Arc<Self>,
+        fwk: &Framework,
+        group: &PodGroup,
+        attempts: Vec<Attempt>,
+        tried: Vec<Tried>,
+        status: Status,
+        start: Instant,
+    ) {
+        let mut tried = tried.into_iter();
+        for a in attempts {
+            match (tried.next().unwrap_or(Tried::Untried), status.code()) {
+                (Tried::Fit(host), Code::Success) => self.assume_and_bind(a, host),
+                // A member that did not fit fails with its own reasons (in an erring group, only its own error).
+                (Tried::Failed(s, plugins), c) if c != Code::Error || s.code() == Code::Error => {
+                    self.fail(a, s, plugins)
+                }
+                (_, Code::Error) => self.fail(a, status.clone(), Vec::new()),
+                // One that fit, or was not tried, in a group that cannot be placed: the group's reasons after
+                // upstream's errPodGroupUnschedulable, and no rejecting plugin (any event may help).
+                _ => {
+                    let mut reasons = vec!["pod group is unschedulable".to_string()];
+                    reasons.extend(status.reasons().iter().cloned());
+                    self.fail(a, Status::with_reasons(Code::Unschedulable, reasons), Vec::new())
+                }
+            }
+        }
+        let (condition, result) = match status.code() {
+            Code::Success => (
+                PodGroupCondition {
+                    type_: "PodGroupInitiallyScheduled",
+                    status: true,
+                    reason: "Scheduled",
+                    message: String::new(),
+                },
+                "scheduled",
+            ),
+            Code::Error => (
+                PodGroupCondition {
+                    type_: "PodGroupInitiallyScheduled",
+                    status: false,
+                    reason: "SchedulerError",
+                    message: status.message(),
+                },
+                "error",
+            ),
+            _ => (
+                PodGroupCondition {
+                    type_: "PodGroupInitiallyScheduled",
+                    status: false,
+                    reason: "Unschedulable",
+                    message: status.message(),
+                },
+                "unschedulable",
+            ),
+        };
+        let name = group.metadata.name.as_deref().unwrap_or_default();
+        match result {
+            "scheduled" => tracing::debug!(pod_group = %name, "successfully scheduled a pod group"),
+            _ => tracing::debug!(pod_group = %name, err = %status.message(), "unable to schedule a pod group"),
+        }
+        self.cluster.pod_group_condition(group, &condition);
+        self.observer.pod_group_attempt(fwk.profile_name(), result, start.elapsed());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Cache;
+    use crate::cluster::memory::{MemoryCluster, Write};
+    use crate::cluster::EventHandler;
+    use crate::config::Features;
+    use crate::framework::PluginContext;
+    use crate::queue::{QueueName, SchedulingQueue};
+    use crate::scheduler::{build_profiles, parse_config_with, NoopObserver, SchedulerOptions, VirtualClock};
+    use serde_json::json;
+
+    /// The default profile with `--feature-gates=GenericWorkload=true` over an in-memory cluster of `nodes` nodes
+    /// of 4 CPUs.
+    fn scheduler(nodes: usize) -> (Arc<MemoryCluster>, Arc<Scheduler>) {
+        let cluster = Arc::new(MemoryCluster::default());
+        let registry = crate::plugins::in_tree_registry();
+        let yaml = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+        let features = Features { generic_workload: true };
+        let cfg = parse_config_with("test", yaml, &|n| registry.names().contains(&n), features).unwrap();
+        let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
+        let queue =
+            SchedulingQueue::new(profiles.clone(), &profiles.names(), cfg.pod_initial_backoff, cfg.pod_max_backoff);
+        let s = Arc::new(Scheduler::new(
+            profiles,
+            queue,
+            Cache::new(),
+            cluster.clone(),
+            Arc::new(VirtualClock::default()),
+            Arc::new(NoopObserver),
+            SchedulerOptions::default(),
+        ));
+        let handler: Arc<dyn EventHandler> = s.clone();
+        cluster.connect(Arc::downgrade(&handler));
+        for i in 1..=nodes {
+            let node = json!({"metadata": {"name": format!("n{i}")},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
+            cluster.apply_node(serde_json::from_value(node).unwrap());
+        }
+        (cluster, s)
+    }
+
+    fn pod(name: &str, group: Option<&str>, cpu: &str) -> Arc<PodInfo> {
+        let mut spec = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]});
+        if let Some(g) = group {
+            spec["schedulingGroup"] = json!({"podGroupName": g});
+        }
+        let v = json!({"metadata": {"name": name, "namespace": "ns", "uid": name}, "spec": spec});
+        Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap())
+    }
+
+    fn gang(name: &str, min: i32) -> PodGroup {
+        let v = json!({"metadata": {"name": name, "namespace": "ns", "generation": 1},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}});
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Runs cycles (and the binding cycles parked at Permit that got a verdict) until nothing is left to do.
+    fn drain(s: &Arc<Scheduler>) {
+        while s.schedule_one() || s.finish_decided_waits() {}
+    }
+
+    fn binds(c: &MemoryCluster) -> Vec<String> {
+        let mut v: Vec<String> = c
+            .writes()
+            .into_iter()
+            .filter_map(|w| if let Write::Bind { pod, .. } = w { Some(pod) } else { None })
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn failures(c: &MemoryCluster) -> Vec<(String, String)> {
+        c.writes()
+            .into_iter()
+            .filter_map(|w| match w {
+                Write::Event { pod, event } if event.reason == "FailedScheduling" => Some((pod, event.message)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_gang_is_held_until_its_last_member_arrives_then_bound_in_one_cycle() {
+        let (c, s) = scheduler(2);
+        c.apply_pod_group(gang("g", 3));
+        c.apply_pod(pod("g-1", Some("g"), "1"));
+        c.apply_pod(pod("g-2", Some("g"), "1"));
+        c.apply_pod(pod("plain", None, "1"));
+        drain(&s);
+        assert_eq!(binds(&c), ["ns/plain"], "the gang waits, the plain pod binds");
+        assert_eq!(s.queue.lock().unwrap().pending().get(&QueueName::Gated), Some(&2));
+        assert!(failures(&c).is_empty(), "a held member is not reported: {:?}", failures(&c));
+
+        c.apply_pod(pod("g-3", Some("g"), "1"));
+        assert_eq!(s.queue.lock().unwrap().pending().get(&QueueName::Active), Some(&3), "all three let in");
+        assert!(s.schedule_one(), "one cycle");
+        assert!(s.queue.lock().unwrap().pending().values().all(|n| *n == 0), "the whole group was taken");
+        drain(&s);
+        assert_eq!(binds(&c), ["ns/g-1", "ns/g-2", "ns/g-3", "ns/plain"]);
+        let conditions: Vec<Write> =
+            c.writes().into_iter().filter(|w| matches!(w, Write::PodGroupCondition { .. })).collect();
+        assert_eq!(
+            conditions,
+            [Write::PodGroupCondition {
+                group: "ns/g".into(),
+                condition: PodGroupCondition {
+                    type_: "PodGroupInitiallyScheduled",
+                    status: true,
+                    reason: "Scheduled",
+                    message: String::new()
+                },
+            }]
+        );
+    }
+
+    #[test]
+    fn a_gang_that_cannot_all_fit_binds_nobody() {
+        // Two nodes of 4 CPUs; three members of 3 CPUs: two fit, the third does not, and minCount is 3.
+        let (c, s) = scheduler(2);
+        c.apply_pod_group(gang("big", 3));
+        for i in 1..=3 {
+            c.apply_pod(pod(&format!("b-{i}"), Some("big"), "3"));
+        }
+        drain(&s);
+        assert_eq!(binds(&c), Vec::<String>::new(), "all or nothing");
+        let mut f = failures(&c);
+        f.sort();
+        let group = "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, \
+                     pod group preemption: No preemption victims found for incoming preemptor"
+            .to_string();
+        assert_eq!(
+            f,
+            [
+                ("ns/b-1".to_string(), group.clone()),
+                ("ns/b-2".to_string(), group),
+                ("ns/b-3".to_string(), "0/2 nodes are available: 2 Insufficient cpu.".to_string()),
+            ]
+        );
+        assert!(s.cache.lock().unwrap().pod_count() == 0, "the trials were undone");
+        // A smaller gang then fits in the room the trials did not keep.
+        c.apply_pod_group(gang("small", 2));
+        c.apply_pod(pod("s-1", Some("small"), "2"));
+        c.apply_pod(pod("s-2", Some("small"), "2"));
+        drain(&s);
+        assert_eq!(binds(&c), ["ns/s-1", "ns/s-2"]);
+    }
+
+    #[test]
+    fn a_lower_min_count_lets_a_held_gang_in() {
+        let (c, s) = scheduler(1);
+        c.apply_pod_group(gang("g", 3));
+        c.apply_pod(pod("g-1", Some("g"), "1"));
+        c.apply_pod(pod("g-2", Some("g"), "1"));
+        drain(&s);
+        assert!(binds(&c).is_empty());
+        c.apply_pod_group(
+            serde_json::from_value(json!({"metadata": {"name": "g", "namespace": "ns",
+            "resourceVersion": "2"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}))
+            .unwrap(),
+        );
+        drain(&s);
+        assert_eq!(binds(&c), ["ns/g-1", "ns/g-2"]);
+    }
+
+    fn q(name: &str, priority: i32, attempts: u32, timestamp: u64) -> QueuedPodInfo {
+        let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"priority": priority, "containers": []}});
+        let mut info =
+            QueuedPodInfo::new(Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap()), timestamp);
+        info.attempts = attempts;
+        info
+    }
+
+    #[test]
+    fn a_rejection_at_permit_reads_as_upstreams_fit_error_over_its_node() {
+        let timeout = Status::unschedulable("rejected due to timeout after waiting 5m0s at plugin GangScheduling")
+            .with_plugin(&Arc::from("GangScheduling"));
+        let s = rejected_on(timeout, "n1");
+        assert_eq!(
+            (s.code(), s.message().as_str(), s.plugin()),
+            (
+                Code::Unschedulable,
+                "0/1 nodes are available: 1 rejected due to timeout after waiting 5m0s at plugin GangScheduling.",
+                Some("GangScheduling")
+            )
+        );
+        assert_eq!(rejected_on(Status::error("boom"), "n1").message(), "boom", "an error is left as it is");
+    }
+
+    #[test]
+    fn members_are_ordered_as_upstream_orders_a_groups_queued_pods() {
+        let mut v = [q("d", 0, 1, 5), q("c", 0, 1, 1), q("b", 0, 2, 9), q("a", 10, 0, 9), q("e", 0, 1, 1)];
+        v.sort_by(member_order);
+        let names: Vec<&str> = v.iter().map(|m| m.pod_info.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "e", "d"]);
+    }
+}
