@@ -225,7 +225,7 @@ sizes:
 		fmt.Fprintf(os.Stderr, "driver: %d nodes ready in %.1f s\n", nodes, time.Since(t).Seconds())
 		for _, shape := range o.shapes {
 			for rep := 1; rep <= o.reps; rep++ {
-				for _, c := range inTurn(o.contenders, rep) {
+				for _, c := range kit.InTurn(o.contenders, rep) {
 					run++
 					r := runOne(ctx, client, o, kubeconfig, apiPID, etcdPID, apiPort, run, stamp, nodes, pods, shape, rep, c)
 					results = append(results, r)
@@ -551,16 +551,4 @@ func writeMeta(o options, kubeconfig string) {
 	}
 	b, _ := json.MarshalIndent(meta, "", "  ")
 	_ = os.WriteFile(filepath.Join(o.out, "meta.json"), append(b, '\n'), 0o644)
-}
-
-// inTurn is the order the contenders run in at repetition rep (from 1): as given, reversed at every even one.
-func inTurn[T any](contenders []T, rep int) []T {
-	if rep%2 == 1 {
-		return contenders
-	}
-	out := make([]T, len(contenders))
-	for i, c := range contenders {
-		out[len(contenders)-1-i] = c
-	}
-	return out
 }

@@ -139,3 +139,15 @@ func Retry(ctx context.Context, f func() error) error {
 	}
 	return err
 }
+
+// InTurn is the order the contenders run in at repetition rep (from 1): as given, reversed at every even one.
+func InTurn[T any](contenders []T, rep int) []T {
+	if rep%2 == 1 {
+		return contenders
+	}
+	out := make([]T, len(contenders))
+	for i, c := range contenders {
+		out[len(contenders)-1-i] = c
+	}
+	return out
+}
