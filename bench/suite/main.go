@@ -40,6 +40,10 @@ type Result struct {
 	// NotApplicable says why this contender cannot run the workload (a feature gate it refuses).
 	NotApplicable string        `json:"notApplicable,omitempty"`
 	Measurements  []Measurement `json:"measurements"`
+	// Every pod the run made, at the end of its ops (before the cleanup): how many, bound, not bound.
+	Pods      int `json:"pods"`
+	Scheduled int `json:"scheduled"`
+	Pending   int `json:"pending"`
 	// Over the whole run, from the scheduler's start to its stop.
 	Seconds     float64 `json:"seconds"`
 	SchedCPUS   float64 `json:"schedCPUSeconds"`
@@ -217,7 +221,7 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 	cl := watchCluster(client, stop)
 	name := fmt.Sprintf("suite-%03d", run)
 	rn := &runner{client: client, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
-		createdNS: map[string]bool{}, createdPods: map[string]int{}}
+		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}}
 	defer func() {
 		if err := rn.cleanup(context.Background()); err != nil {
 			r.OK = false
@@ -241,6 +245,14 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 	}
 	err = rn.run(ctx, s.Ops)
 	r.Measurements = rn.measurements
+	var nss []string
+	for ns := range rn.createdNS {
+		nss = append(nss, ns)
+	}
+	if len(nss) > 0 {
+		r.Pods, r.Scheduled, _ = cl.count(nss, nil)
+		r.Pending = r.Pods - r.Scheduled
+	}
 	r.Seconds = time.Since(p.Started).Seconds()
 	r.SchedCPUS, _ = kit.CPUSeconds(p.PID)
 	if st, e := kit.StatusFields(p.PID, "VmHWM"); e == nil {
@@ -279,8 +291,8 @@ func write(out string, results []Result, unsupported []Unsupported) {
 
 func markdown(results []Result, unsupported []Unsupported) string {
 	var b strings.Builder
-	b.WriteString("| workload | contender | rep | measured op | pods/s avg | p50 | p90 | p95 | p99 | samples | measured pods | scheduled | pending | sched CPU s | sched peak RSS MiB | API server CPU s | outcome |\n")
-	b.WriteString("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("| workload | contender | rep | measured op | pods/s avg | p50 | p90 | p95 | p99 | samples | measured pods | scheduled | pending | all pods scheduled/pending | sched CPU s | sched peak RSS MiB | API server CPU s | outcome |\n")
+	b.WriteString("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, r := range results {
 		outcome := "ok"
 		if r.NotApplicable != "" {
@@ -290,13 +302,13 @@ func markdown(results []Result, unsupported []Unsupported) string {
 		}
 		outcome = strings.ReplaceAll(outcome, "|", "\\|")
 		if len(r.Measurements) == 0 {
-			fmt.Fprintf(&b, "| %s | %s | %d | – | | | | | | | | | | %.2f | %.0f | %.2f | %s |\n", r.Workload, r.Contender, r.Rep, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
+			fmt.Fprintf(&b, "| %s | %s | %d | – | | | | | | | | | | %d/%d | %.2f | %.0f | %.2f | %s |\n", r.Workload, r.Contender, r.Rep, r.Scheduled, r.Pending, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
 		}
 		for _, m := range r.Measurements {
 			t := m.Throughput
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %d | %d | %d | %.2f | %.0f | %.2f | %s |\n",
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %d | %d | %d | %d/%d | %.2f | %.0f | %.2f | %s |\n",
 				r.Workload, r.Contender, r.Rep, m.Name, t.Average, t.Perc50, t.Perc90, t.Perc95, t.Perc99, t.Samples,
-				m.Pods, m.Scheduled, m.Pending, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
+				m.Pods, m.Scheduled, m.Pending, r.Scheduled, r.Pending, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
 		}
 	}
 	if len(unsupported) > 0 {

@@ -12,6 +12,7 @@ import (
 	"kube-wasm-scheduler.local/bench-live/kit"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,6 +180,7 @@ type runner struct {
 	createdNodes []string
 	createdNS    map[string]bool
 	createdPods  map[string]int // per namespace, still there
+	createdPC    map[string]bool
 	measurements []Measurement
 	open         *collector // from startCollectingMetrics
 	openStart    time.Time
@@ -318,6 +320,28 @@ func (r *runner) createNodes(ctx context.Context, i int, op Op) error {
 
 var nodesMu sync.Mutex
 
+// priorityClass turns a pod template's spec.priority into a PriorityClass of that value: upstream's test API server
+// runs without the Priority admission plugin, which rejects a priority given in the pod spec; ours has it on. The
+// scheduler sees the same priority either way.
+func (r *runner) priorityClass(ctx context.Context, pod *v1.Pod) error {
+	if pod.Spec.Priority == nil || pod.Spec.PriorityClassName != "" {
+		return nil
+	}
+	name := fmt.Sprintf("suite-priority-%d", *pod.Spec.Priority)
+	nodesMu.Lock()
+	defer nodesMu.Unlock()
+	if !r.createdPC[name] {
+		_, err := r.client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: *pod.Spec.Priority}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating PriorityClass %s: %w", name, err)
+		}
+		r.createdPC[name] = true
+	}
+	pod.Spec.PriorityClassName, pod.Spec.Priority = name, nil
+	return nil
+}
+
 func (r *runner) addNode(name string) {
 	nodesMu.Lock()
 	r.createdNodes = append(r.createdNodes, name)
@@ -358,6 +382,9 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 			pod.Labels = map[string]string{}
 		}
 		pod.Labels["signature"] = fmt.Sprintf("signature-label-%d", j/op.SignatureBatchSize)
+		if err := r.priorityClass(ctx, pod); err != nil {
+			return err
+		}
 		// Only the contender of this run schedules the suite's pods (a stray default-scheduler would not).
 		if pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == v1.DefaultSchedulerName {
 			pod.Spec.SchedulerName = r.schedulerName
@@ -516,6 +543,11 @@ func (r *runner) cleanup(ctx context.Context) error {
 		return err
 	}); err != nil {
 		return fmt.Errorf("deleting nodes: %w", err)
+	}
+	for name := range r.createdPC {
+		if err := r.client.SchedulingV1().PriorityClasses().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting PriorityClass %s: %w", name, err)
+		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
