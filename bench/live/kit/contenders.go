@@ -125,7 +125,7 @@ type Process struct {
 	log      *os.File
 }
 
-// StartContender writes the run's configuration under dir and starts the Contender with its log in
+// StartContender writes the run's configuration under dir and starts the contender with its log in
 // dir/scheduler.log. The clock of the run starts here (just before the fork).
 func StartContender(c Contender, bins Binaries, dir, kubeconfig, schedulerName string, qps float64, burst int) (*Process, error) {
 	port, err := FreePort()
@@ -155,8 +155,13 @@ func StartContender(c Contender, bins Binaries, dir, kubeconfig, schedulerName s
 	default:
 		return nil, fmt.Errorf("unknown contender kind %q", c.Kind)
 	}
-	argv = append(argv, c.Args...)
-	logf, err := os.Create(filepath.Join(dir, "scheduler.log"))
+	return Start(append(argv, c.Args...), filepath.Join(dir, "scheduler.log"), readyURL)
+}
+
+// Start starts argv with its output in logPath (the command line its first line); readyURL is what WaitReady
+// polls. The Process's clock starts just before the fork.
+func Start(argv []string, logPath, readyURL string) (*Process, error) {
+	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +169,7 @@ func StartContender(c Contender, bins Binaries, dir, kubeconfig, schedulerName s
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	// Its own Process group (a Ctrl-C reaches the driver, which stops it in order), and SIGTERM should the driver die.
+	// Its own process group (a Ctrl-C reaches the driver, which stops it in order), and SIGTERM should the driver die.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	p := &Process{cmd: cmd, readyURL: readyURL, Exited: make(chan struct{}), log: logf}
 	p.Started = time.Now()
@@ -180,7 +185,7 @@ func StartContender(c Contender, bins Binaries, dir, kubeconfig, schedulerName s
 	return p, nil
 }
 
-// WaitReady polls the Contender's /readyz every 50 ms until it answers 200.
+// WaitReady polls the process's /readyz every 50 ms until it answers 200.
 func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 	client := &http.Client{
 		Timeout:   time.Second,
