@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"sync"
 	"text/template"
 
 	"sigs.k8s.io/yaml"
@@ -51,22 +52,36 @@ var templateFuncs = template.FuncMap{
 	},
 }
 
-// templates caches parsed template files.
-var templates = map[string]*template.Template{}
+// templates caches parsed template files; pods and nodes render on several goroutines.
+var (
+	templatesMu sync.Mutex
+	templates   = map[string]*template.Template{}
+)
+
+func parsed(path string) (*template.Template, error) {
+	templatesMu.Lock()
+	defer templatesMu.Unlock()
+	if t, ok := templates[path]; ok {
+		return t, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := template.New(path).Funcs(templateFuncs).Option("missingkey=zero").Parse(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	templates[path] = t
+	return t, nil
+}
 
 // render executes the template file at path with Index, Count and params and decodes the YAML into out (strictly,
 // as upstream: an unknown field is an error).
 func render(path string, index, count int, params map[string]any, out any) error {
-	t, ok := templates[path]
-	if !ok {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if t, err = template.New(path).Funcs(templateFuncs).Option("missingkey=zero").Parse(string(b)); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		templates[path] = t
+	t, err := parsed(path)
+	if err != nil {
+		return err
 	}
 	env := map[string]any{}
 	for k, v := range params {
