@@ -136,6 +136,8 @@ type collector struct {
 
 func (c *cluster) startCollector(name string, namespaces []string) *collector {
 	col := &collector{name: name, namespaces: namespaces, stopCh: make(chan struct{}), done: make(chan struct{})}
+	// As upstream's collector, count only the pods bound after it started: its clock starts at the first of them.
+	base := c.scheduledIn(namespaces)
 	go func() {
 		defer close(col.done)
 		t := time.NewTicker(time.Second)
@@ -145,7 +147,7 @@ func (c *cluster) startCollector(name string, namespaces []string) *collector {
 			case <-col.stopCh:
 				return
 			case now := <-t.C:
-				col.s.tick(now, c.scheduledIn(namespaces))
+				col.s.tick(now, c.scheduledIn(namespaces)-base)
 			}
 		}
 	}()
