@@ -34,9 +34,9 @@ type podState struct {
 // cluster follows every pod of the API server and counts, per namespace, the pods seen bound since the run began
 // (a pod counts once, when first seen with spec.nodeName; as upstream, an add already bound counts).
 type cluster struct {
-	mu        sync.Mutex
-	pods      map[string]*podState
-	scheduled map[string]int // per namespace, monotonic: feeds the throughput samplers
+	mu         sync.Mutex
+	pods       map[string]*podState
+	collectors map[*collector]bool // counting the pods bound from now on
 }
 
 func (c *cluster) on(obj any) {
@@ -55,7 +55,11 @@ func (c *cluster) on(obj any) {
 	st.labels = pod.Labels
 	if pod.Spec.NodeName != "" && !st.bound {
 		st.bound = true
-		c.scheduled[pod.Namespace]++
+		for col := range c.collectors {
+			if col.matches(pod.Namespace, pod.Labels) {
+				col.scheduled++
+			}
+		}
 	}
 	st.attempted = st.bound
 	for _, cond := range pod.Status.Conditions {
@@ -102,19 +106,9 @@ func (c *cluster) count(namespaces []string, sel map[string]string) (total, boun
 	return
 }
 
-func (c *cluster) scheduledIn(namespaces []string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, ns := range namespaces {
-		n += c.scheduled[ns]
-	}
-	return n
-}
-
 // watchCluster starts the pod informer of a run.
 func watchCluster(client kubernetes.Interface, stop <-chan struct{}) *cluster {
-	c := &cluster{pods: map[string]*podState{}, scheduled: map[string]int{}}
+	c := &cluster{pods: map[string]*podState{}, collectors: map[*collector]bool{}}
 	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "pods", "", fieldsEverything())
 	inf := cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, cache.Indexers{})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -125,19 +119,31 @@ func watchCluster(client kubernetes.Interface, stop <-chan struct{}) *cluster {
 	return c
 }
 
-// collector samples SchedulingThroughput of some namespaces every second until stopped.
+// collector samples SchedulingThroughput of the pods in some namespaces matching a label selector, every second
+// until stopped. As upstream's, it counts the pods that become bound after it started (under the cluster's lock).
 type collector struct {
 	name       string
 	namespaces []string
+	selector   map[string]string
+	scheduled  int
 	stopCh     chan struct{}
 	done       chan struct{}
 	s          sampler
 }
 
-func (c *cluster) startCollector(name string, namespaces []string) *collector {
-	col := &collector{name: name, namespaces: namespaces, stopCh: make(chan struct{}), done: make(chan struct{})}
-	// As upstream's collector, count only the pods bound after it started: its clock starts at the first of them.
-	base := c.scheduledIn(namespaces)
+func (col *collector) matches(ns string, lbls map[string]string) bool {
+	in := len(col.namespaces) == 0
+	for _, n := range col.namespaces {
+		in = in || n == ns
+	}
+	return in && labels.SelectorFromSet(col.selector).Matches(labels.Set(lbls))
+}
+
+func (c *cluster) startCollector(name string, namespaces []string, sel map[string]string) *collector {
+	col := &collector{name: name, namespaces: namespaces, selector: sel, stopCh: make(chan struct{}), done: make(chan struct{})}
+	c.mu.Lock()
+	c.collectors[col] = true
+	c.mu.Unlock()
 	go func() {
 		defer close(col.done)
 		t := time.NewTicker(time.Second)
@@ -145,9 +151,15 @@ func (c *cluster) startCollector(name string, namespaces []string) *collector {
 		for {
 			select {
 			case <-col.stopCh:
+				c.mu.Lock()
+				delete(c.collectors, col)
+				c.mu.Unlock()
 				return
 			case now := <-t.C:
-				col.s.tick(now, c.scheduledIn(namespaces)-base)
+				c.mu.Lock()
+				n := col.scheduled
+				c.mu.Unlock()
+				col.s.tick(now, n)
 			}
 		}
 	}()
@@ -162,13 +174,14 @@ func (col *collector) stop() Throughput {
 
 // Measurement is one measured op (a createPods with collectMetrics, or start/stopCollectingMetrics).
 type Measurement struct {
-	Name       string     `json:"name"`
-	Namespaces []string   `json:"namespaces"`
-	Throughput Throughput `json:"throughput"`
-	Pods       int        `json:"pods"`      // pods in the measured namespaces at the end of the measurement
-	Scheduled  int        `json:"scheduled"` // of them, bound
-	Pending    int        `json:"pending"`   // of them, not bound
-	Seconds    float64    `json:"seconds"`
+	Name       string            `json:"name"`
+	Namespaces []string          `json:"namespaces"`
+	Selector   map[string]string `json:"labelSelector,omitempty"`
+	Throughput Throughput        `json:"throughput"`
+	Pods       int               `json:"pods"`      // pods in the measured namespaces at the end of the measurement
+	Scheduled  int               `json:"scheduled"` // of them, bound
+	Pending    int               `json:"pending"`   // of them, not bound
+	Seconds    float64           `json:"seconds"`
 }
 
 // runner runs one workload's ops.
@@ -242,7 +255,7 @@ func (r *runner) op(ctx context.Context, i int, op Op) error {
 		if r.open != nil {
 			return fmt.Errorf("metrics are already being collected")
 		}
-		r.open, r.openStart = r.cl.startCollector(op.Name, op.Namespaces), time.Now()
+		r.open, r.openStart = r.cl.startCollector(op.Name, op.Namespaces, op.LabelSelector), time.Now()
 		r.mark(r.openStart)
 	case "stopCollectingMetrics":
 		if r.open == nil {
@@ -272,9 +285,9 @@ func (r *runner) stopCollecting() {
 
 func (r *runner) finish(col *collector, start time.Time) {
 	tp := col.stop()
-	total, bound, _ := r.cl.count(col.namespaces, nil)
+	total, bound, _ := r.cl.count(col.namespaces, col.selector)
 	r.mark(time.Now())
-	r.measurements = append(r.measurements, Measurement{Name: col.name, Namespaces: col.namespaces, Throughput: tp,
+	r.measurements = append(r.measurements, Measurement{Name: col.name, Namespaces: col.namespaces, Selector: col.selector, Throughput: tp,
 		Pods: total, Scheduled: bound, Pending: total - bound, Seconds: time.Since(start).Seconds()})
 }
 
@@ -369,7 +382,7 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 	var col *collector
 	start := time.Now()
 	if op.CollectMetrics {
-		col = r.cl.startCollector(fmt.Sprintf("op %d createPods", i), []string{ns})
+		col = r.cl.startCollector(fmt.Sprintf("op %d createPods", i), []string{ns}, nil)
 		r.mark(start)
 	}
 	err := kit.Parallel(ctx, op.Count, r.workers, func(j int) error {
