@@ -114,8 +114,11 @@ func main() {
 		usage("--perf-dir is required")
 	}
 	files, err := configFiles(o.perfDir)
-	if err != nil || len(files) == 0 {
-		usage("--perf-dir %s: no performance-config.yaml (%v)", o.perfDir, err)
+	if err != nil {
+		usage("--perf-dir: %v", err)
+	}
+	if len(files) == 0 {
+		usage("--perf-dir %s: no performance-config.yaml below it", o.perfDir)
 	}
 	var sel []Selected
 	for _, f := range files {
