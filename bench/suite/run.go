@@ -219,6 +219,10 @@ func (r *runner) nsCreated(ctx context.Context, ns string, lbls map[string]strin
 func (r *runner) run(ctx context.Context, ops []Op) error {
 	for i, op := range ops {
 		if err := r.op(ctx, i, op); err != nil {
+			// What was measured until the failure is reported, with the pods it left pending.
+			if r.open != nil {
+				r.stopCollecting()
+			}
 			return fmt.Errorf("op %d (%s): %w", i, op.Opcode, err)
 		}
 	}
