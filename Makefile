@@ -6,7 +6,7 @@ BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
 
-.PHONY: demo test test-versions registry fuzz campaign bench bench-tenancy bench-ratio bench-live parity lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test test-versions registry fuzz campaign bench bench-tenancy bench-ratio bench-live bench-suite parity lint setup build check guests cluster-up cluster-down image helm
 
 setup:
 	@scripts/setup.sh
@@ -87,6 +87,14 @@ bench-ratio: setup guests
 ## KWS_BIN: see bench/live/run.sh and docs/performance.md).
 bench-live: setup
 	bench/live/run.sh $(BENCH_ARGS)
+
+## bench-suite: kube-scheduler's own scheduler_perf workloads (read from the k8s.io/kubernetes module, not copied),
+## run on a throwaway kube-apiserver by kube-scheduler v1.37.2 and ours in turn; upstream's SchedulingThroughput, CPU,
+## peak RSS, scheduled/pending pods, as JSON and Markdown under ~/.cache/kube-wasm-scheduler/bench-suite/ (not part
+## of make test). SUITE=short|all|integration, FILTER (regexp on TestCase/Workload), BENCH_REPS, KWS_BIN,
+## BENCH_CONTENDERS: see bench/suite/run.sh and docs/performance.md.
+bench-suite: setup
+	bench/suite/run.sh $(BENCH_ARGS)
 
 ## parity: our decisions beside kube-scheduler v1.37.2's, live on a throwaway control plane, and the simulator's on
 ## the same cluster files: seeded random clusters and probe pods covering every default plugin's inputs; prints the

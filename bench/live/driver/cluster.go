@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"kube-wasm-scheduler.local/bench-live/kit"
 	"strconv"
 	"sync"
 	"time"
@@ -21,58 +22,9 @@ import (
 )
 
 const (
-	benchLabel    = "bench.kube-wasm-scheduler.io/live"
-	zoneLabel     = "topology.kubernetes.io/zone"
-	priorityLabel = "priority.example.com" // read by the PriorityLabel sample guest
+	benchLabel = "bench.kube-wasm-scheduler.io/live"
+	zoneLabel  = "topology.kubernetes.io/zone"
 )
-
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
-func parallel(ctx context.Context, n, workers int, f func(i int) error) error {
-	if workers < 1 {
-		workers = 1
-	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-feed:
-	for i := 0; i < n; i++ {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
-}
-
-// retry calls f up to three times while it fails with something other than AlreadyExists.
-func retry(ctx context.Context, f func() error) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = f(); err == nil || apierrors.IsAlreadyExists(err) || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return err
-}
 
 func nodeName(i int) string { return fmt.Sprintf("bench-node-%05d", i) }
 
@@ -92,7 +44,7 @@ func ensureNodes(ctx context.Context, c kubernetes.Interface, n, zones, workers 
 			extra = append(extra, node.Name)
 		}
 	}
-	if err := parallel(ctx, len(extra), workers, func(i int) error {
+	if err := kit.Parallel(ctx, len(extra), workers, func(i int) error {
 		err := c.CoreV1().Nodes().Delete(ctx, extra[i], metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -107,7 +59,7 @@ func ensureNodes(ctx context.Context, c kubernetes.Interface, n, zones, workers 
 		v1.ResourcePods:   resource.MustParse("110"),
 	}
 	now := metav1.Now()
-	return parallel(ctx, n, workers, func(i int) error {
+	return kit.Parallel(ctx, n, workers, func(i int) error {
 		name := nodeName(i)
 		if have[name] {
 			return nil
@@ -119,7 +71,7 @@ func ensureNodes(ctx context.Context, c kubernetes.Interface, n, zones, workers 
 				"kubernetes.io/os":       "linux",
 				"kubernetes.io/arch":     "amd64",
 				zoneLabel:                fmt.Sprintf("zone-%d", i%zones),
-				priorityLabel:            strconv.Itoa((i / zones) % 10),
+				kit.PriorityLabel:        strconv.Itoa((i / zones) % 10),
 			}},
 			Status: v1.NodeStatus{
 				Capacity:    resources,
@@ -131,7 +83,7 @@ func ensureNodes(ctx context.Context, c kubernetes.Interface, n, zones, workers 
 				}},
 			},
 		}
-		return retry(ctx, func() error {
+		return kit.Retry(ctx, func() error {
 			created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 			if err != nil {
 				return fmt.Errorf("creating node %s: %w", name, err)
@@ -174,9 +126,9 @@ func newPod(i int, schedulerName string) *v1.Pod {
 func createPods(ctx context.Context, c kubernetes.Interface, ns, schedulerName string, n, workers int) (first time.Time, created []time.Time, err error) {
 	created = make([]time.Time, n)
 	first = time.Now()
-	err = parallel(ctx, n, workers, func(i int) error {
+	err = kit.Parallel(ctx, n, workers, func(i int) error {
 		pod := newPod(i, schedulerName)
-		err := retry(ctx, func() error {
+		err := kit.Retry(ctx, func() error {
 			_, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			return err
 		})

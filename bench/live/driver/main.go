@@ -1,6 +1,6 @@
 // Command driver runs the live side-by-side benchmark (make bench-live) on a control plane started by
 // scripts/control-plane.sh: for each size (nodes x pods), shape (streaming, backlog) and repetition it runs every
-// contender in turn, interleaved (every other repetition in reverse order, so that the machine's drift over a
+// kit.Contender in turn, interleaved (every other repetition in reverse order, so that the machine's drift over a
 // pair of repetitions favours no one), each in a fresh namespace with its own schedulerName, and records pods/s,
 // creation-to-bound latency seen by its own watch, the scheduler's CPU, peak RSS, threads and connections to the API
 // server, and the API server's and etcd's CPU. Results go to OUT/runs.jsonl (one line per run as it ends),
@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"kube-wasm-scheduler.local/bench-live/kit"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,7 +37,7 @@ type result struct {
 	Nodes         int    `json:"nodes"`
 	Pods          int    `json:"pods"`
 	Shape         string `json:"shape"`
-	Contender     string `json:"contender"`
+	Contender     string `json:"kit.Contender"`
 	Rep           int    `json:"rep"`
 	Namespace     string `json:"namespace"`
 	SchedulerName string `json:"scheduler_name"`
@@ -86,9 +87,9 @@ type options struct {
 	cpDir, out                    string
 	sizes                         [][2]int
 	shapes                        []string
-	contenders                    []contender
+	contenders                    []kit.Contender
 	reps                          int
-	bins                          binaries
+	bins                          kit.Binaries
 	qps                           float64
 	burst                         int
 	createWorkers, nodeWorkers    int
@@ -128,14 +129,14 @@ func main() {
 	flag.StringVar(&sizes, "sizes", "500x2000,5000x5000", "sizes, NODESxPODS, comma-separated")
 	flag.StringVar(&shapes, "shapes", "streaming,backlog", "shapes: streaming (scheduler ready, then pods created), backlog (pods created, then scheduler started)")
 	flag.StringVar(&contenders, "contenders", "kube,ours,null,ours-guests", "contenders, in the order they take turns")
-	flag.IntVar(&o.reps, "reps", 2, "repetitions of each (size, shape, contender)")
-	flag.StringVar(&o.bins.kubeScheduler, "kube-scheduler", "", "kube-scheduler binary")
-	flag.StringVar(&o.bins.ours, "ours", "", "kube-wasm-scheduler binary")
-	flag.StringVar(&o.bins.nullBinder, "null-binder", "", "null binder binary")
-	flag.IntVar(&o.bins.nullWorkers, "null-workers", 90, "the null binder's --workers: Bindings and Events in flight (0: a goroutine per pod, as kube-scheduler)")
-	flag.StringVar(&o.bins.guestsDir, "guests", "", "directory holding qos-sort.wasm, priority-label.wasm, random-score.wasm")
-	flag.Float64Var(&o.qps, "qps", 5000, "clientConnection.qps of every contender")
-	flag.IntVar(&o.burst, "burst", 5000, "clientConnection.burst of every contender")
+	flag.IntVar(&o.reps, "reps", 2, "repetitions of each (size, shape, kit.Contender)")
+	flag.StringVar(&o.bins.KubeScheduler, "kube-scheduler", "", "kube-scheduler binary")
+	flag.StringVar(&o.bins.Ours, "ours", "", "kube-wasm-scheduler binary")
+	flag.StringVar(&o.bins.NullBinder, "null-binder", "", "null binder binary")
+	flag.IntVar(&o.bins.NullWorkers, "null-workers", 90, "the null binder's --workers: Bindings and Events in flight (0: a goroutine per pod, as kube-scheduler)")
+	flag.StringVar(&o.bins.GuestsDir, "guests", "", "directory holding qos-sort.wasm, priority-label.wasm, random-score.wasm")
+	flag.Float64Var(&o.qps, "qps", 5000, "clientConnection.qps of every kit.Contender")
+	flag.IntVar(&o.burst, "burst", 5000, "clientConnection.burst of every kit.Contender")
 	flag.IntVar(&o.createWorkers, "create-workers", 16, "concurrent pod create calls")
 	flag.IntVar(&o.nodeWorkers, "node-workers", 32, "concurrent node create calls")
 	flag.IntVar(&o.zones, "zones", 10, "zones the nodes are spread over")
@@ -155,21 +156,21 @@ func main() {
 		}
 	}
 	for _, name := range list(contenders) {
-		c, ok := allContenders[name]
+		c, ok := kit.Contenders[name]
 		if !ok {
-			die("contender %q: want kube, ours, null or ours-guests", name)
+			die("kit.Contender %q: want kube, ours, null or ours-guests", name)
 		}
 		o.contenders = append(o.contenders, c)
 	}
 	for _, c := range o.contenders {
-		need := map[string]string{"kube": o.bins.kubeScheduler, "ours": o.bins.ours, "null": o.bins.nullBinder}[c.kind]
+		need := map[string]string{"kube": o.bins.KubeScheduler, "ours": o.bins.Ours, "null": o.bins.NullBinder}[c.Kind]
 		if st, err := os.Stat(need); err != nil || st.IsDir() {
-			die("contender %s: binary %q not found (flags --kube-scheduler, --ours, --null-binder)", c.name, need)
+			die("kit.Contender %s: binary %q not found (flags --kube-scheduler, --ours, --null-binder)", c.Name, need)
 		}
-		if c.guests {
+		if c.Guests {
 			for _, g := range []string{"qos-sort", "priority-label", "random-score"} {
-				if _, err := os.Stat(filepath.Join(o.bins.guestsDir, g+".wasm")); err != nil {
-					die("contender %s: %v (scripts/build-guests.sh builds it)", c.name, err)
+				if _, err := os.Stat(filepath.Join(o.bins.GuestsDir, g+".wasm")); err != nil {
+					die("kit.Contender %s: %v (scripts/build-guests.sh builds it)", c.Name, err)
 				}
 			}
 		}
@@ -191,7 +192,10 @@ func main() {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = "bench-live-driver"
 	client := kubernetes.NewForConfigOrDie(cfg)
-	apiPID, etcdPID, apiPort := controlPlane(o.cpDir)
+	apiPID, etcdPID, apiPort, err := kit.ControlPlane(o.cpDir)
+	if err != nil {
+		die("%v", err)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -221,7 +225,7 @@ sizes:
 		fmt.Fprintf(os.Stderr, "driver: %d nodes ready in %.1f s\n", nodes, time.Since(t).Seconds())
 		for _, shape := range o.shapes {
 			for rep := 1; rep <= o.reps; rep++ {
-				for _, c := range inTurn(o.contenders, rep) {
+				for _, c := range kit.InTurn(o.contenders, rep) {
 					run++
 					r := runOne(ctx, client, o, kubeconfig, apiPID, etcdPID, apiPort, run, stamp, nodes, pods, shape, rep, c)
 					results = append(results, r)
@@ -235,7 +239,7 @@ sizes:
 					elapsed := time.Since(began)
 					eta := time.Duration(float64(elapsed) / float64(run) * float64(total-run)).Round(time.Second)
 					fmt.Fprintf(os.Stderr, "[%d/%d] %dx%d %-9s rep %d %-11s %5d bound %7.1f pods/s  p50 %7.0f ms  p99 %7.0f ms  cpu %6.2f s  rss %6.1f MiB  api cpu %6.2f s  conns %4d  threads %4d  events %d  %s  (eta %s)\n",
-						run, total, nodes, pods, shape, rep, c.name, r.Bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.SchedCPUS, r.SchedRSSMiB,
+						run, total, nodes, pods, shape, rep, c.Name, r.Bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.SchedCPUS, r.SchedRSSMiB,
 						r.APIServerCPUS, r.SchedPeakConns, r.SchedPeakThreads, r.Events, status, eta)
 					if ctx.Err() != nil {
 						break sizes
@@ -255,46 +259,12 @@ sizes:
 	}
 }
 
-// controlPlane reads the API server's and etcd's pids and the API server's port from scripts/control-plane.sh's DIR.
-func controlPlane(dir string) (apiPID, etcdPID, apiPort int) {
-	b, err := os.ReadFile(filepath.Join(dir, "pids"))
-	if err != nil {
-		die("%v (is the control plane up?)", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		pid, _ := strconv.Atoi(f[1])
-		switch f[0] {
-		case "kube-apiserver":
-			apiPID = pid
-		case "etcd":
-			etcdPID = pid
-		}
-	}
-	p, err := os.ReadFile(filepath.Join(dir, "ports"))
-	if err != nil {
-		die("%v", err)
-	}
-	f := strings.Fields(string(p))
-	if len(f) != 3 {
-		die("%s/ports: want three ports", dir)
-	}
-	apiPort, _ = strconv.Atoi(f[2])
-	if apiPID == 0 || etcdPID == 0 || apiPort == 0 {
-		die("%s: no kube-apiserver/etcd pid or port", dir)
-	}
-	return
-}
-
 func runOne(ctx context.Context, client kubernetes.Interface, o options, kubeconfig string, apiPID, etcdPID, apiPort, run int,
-	stamp string, nodes, pods int, shape string, rep int, c contender) (r result) {
-	ns := fmt.Sprintf("bl-%s-%03d-%s", stamp, run, c.name)
-	r = result{Run: run, Nodes: nodes, Pods: pods, Shape: shape, Contender: c.name, Rep: rep, Namespace: ns,
+	stamp string, nodes, pods int, shape string, rep int, c kit.Contender) (r result) {
+	ns := fmt.Sprintf("bl-%s-%03d-%s", stamp, run, c.Name)
+	r = result{Run: run, Nodes: nodes, Pods: pods, Shape: shape, Contender: c.Name, Rep: rep, Namespace: ns,
 		SchedulerName: ns, Started: time.Now().UTC().Format(time.RFC3339)}
-	dir := filepath.Join(o.out, "runs", fmt.Sprintf("%03d-%dx%d-%s-%s-%d", run, nodes, pods, shape, c.name, rep))
+	dir := filepath.Join(o.out, "runs", fmt.Sprintf("%03d-%dx%d-%s-%s-%d", run, nodes, pods, shape, c.Name, rep))
 	fail := func(format string, a ...interface{}) result {
 		r.Error = fmt.Sprintf(format, a...)
 		return r
@@ -340,28 +310,28 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 	}
 	sleep(ctx, o.settle)
 
-	api0, _ := cpuSeconds(apiPID)
-	etcd0, _ := cpuSeconds(etcdPID)
-	self0, _ := cpuSeconds(os.Getpid())
-	p, err := startContender(c, o.bins, dir, kubeconfig, ns, o.qps, o.burst)
+	api0, _ := kit.CPUSeconds(apiPID)
+	etcd0, _ := kit.CPUSeconds(etcdPID)
+	self0, _ := kit.CPUSeconds(os.Getpid())
+	p, err := kit.StartContender(c, o.bins, dir, kubeconfig, ns, o.qps, o.burst)
 	if err != nil {
 		return fail("%v", err)
 	}
-	smp := startSampler(p.pid, apiPort, o.sampleInterval)
+	smp := kit.StartSampler(p.PID, apiPort, o.sampleInterval)
 	stopped := false
 	defer func() {
 		if !stopped {
-			smp.finish(p.pid, apiPort)
-			p.stop()
+			smp.Finish(p.PID, apiPort)
+			p.Stop()
 		}
 	}()
 
 	var windowStart time.Time
 	if shape == "streaming" {
-		if err := p.waitReady(ctx, 2*time.Minute); err != nil {
-			return fail("%s: %v; see %s", c.name, err, filepath.Join(dir, "scheduler.log"))
+		if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
+			return fail("%s: %v; see %s", c.Name, err, filepath.Join(dir, "scheduler.log"))
 		}
-		r.ReadyS = time.Since(p.started).Seconds()
+		r.ReadyS = time.Since(p.Started).Seconds()
 		r.WindowFrom = "first pod creation"
 		r.LatencyFrom = "create returned"
 		var err error
@@ -372,7 +342,7 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 		}
 		r.CreateS = lastOf(created).Sub(firstCreate).Seconds()
 	} else {
-		windowStart = p.started
+		windowStart = p.Started
 		r.WindowFrom = "scheduler start"
 		r.LatencyFrom = "scheduler start"
 	}
@@ -380,8 +350,8 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 	timedOut := ""
 	select {
 	case <-w.allBound:
-	case <-p.exited:
-		timedOut = fmt.Sprintf("%s exited (%v) with %d of %d pods bound; see %s", c.name, p.waitErr, w.boundCount(), pods,
+	case <-p.Exited:
+		timedOut = fmt.Sprintf("%s exited (%v) with %d of %d pods bound; see %s", c.Name, p.WaitErr, w.boundCount(), pods,
 			filepath.Join(dir, "scheduler.log"))
 	case <-time.After(time.Until(windowStart.Add(limit))):
 		timedOut = fmt.Sprintf("%d of %d pods bound after %s", w.boundCount(), pods, limit)
@@ -392,20 +362,20 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 	// Let the scheduler finish what the last bindings started (Scheduled events, responses in flight) so its CPU
 	// and the API server's include them: wait until its CPU time stops growing.
 	if timedOut == "" {
-		r.DrainS = drain(ctx, p, o.drainMax)
+		r.DrainS = kit.Drain(ctx, p, o.drainMax)
 	}
 	// Read everything before stopping the scheduler.
-	r.SchedPeakConns, r.SchedPeakThreads, r.Samples = smp.finish(p.pid, apiPort)
-	r.SchedCPUS, _ = cpuSeconds(p.pid)
-	if st, err := statusFields(p.pid, "VmHWM"); err == nil {
+	r.SchedPeakConns, r.SchedPeakThreads, r.Samples = smp.Finish(p.PID, apiPort)
+	r.SchedCPUS, _ = kit.CPUSeconds(p.PID)
+	if st, err := kit.StatusFields(p.PID, "VmHWM"); err == nil {
 		r.SchedRSSMiB = float64(st["VmHWM"]) / 1024
 	}
-	api1, _ := cpuSeconds(apiPID)
-	etcd1, _ := cpuSeconds(etcdPID)
-	self1, _ := cpuSeconds(os.Getpid())
+	api1, _ := kit.CPUSeconds(apiPID)
+	etcd1, _ := kit.CPUSeconds(etcdPID)
+	self1, _ := kit.CPUSeconds(os.Getpid())
 	r.APIServerCPUS, r.EtcdCPUS, r.DriverCPUS = api1-api0, etcd1-etcd0, self1-self0
 	stopped = true
-	p.stop()
+	p.Stop()
 
 	r.Events = scheduledEvents(ctx, client, ns)
 
@@ -428,7 +398,7 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 			}
 			from := created[i]
 			if shape == "backlog" {
-				from = p.started
+				from = p.Started
 			}
 			lat = append(lat, ms(t.Sub(from)))
 			fromCreated = append(fromCreated, ms(t.Sub(created[i])))
@@ -436,39 +406,14 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 		r.FirstBindS = first.Sub(windowStart).Seconds()
 		sort.Float64s(lat)
 		sort.Float64s(fromCreated)
-		r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs = quantile(lat, .5), quantile(lat, .9), quantile(lat, .99), lat[len(lat)-1]
-		r.CreatedP50Ms, r.CreatedP99Ms = quantile(fromCreated, .5), quantile(fromCreated, .99)
+		r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs = kit.Quantile(lat, .5), kit.Quantile(lat, .9), kit.Quantile(lat, .99), lat[len(lat)-1]
+		r.CreatedP50Ms, r.CreatedP99Ms = kit.Quantile(fromCreated, .5), kit.Quantile(fromCreated, .99)
 	}
 	if timedOut != "" {
 		return fail("%s", timedOut)
 	}
 	r.OK = true
 	return r
-}
-
-// drain waits until the process's CPU time grows by less than one clock tick in 500 ms, or limit; it returns how
-// long that took.
-func drain(ctx context.Context, p *process, limit time.Duration) float64 {
-	start := time.Now()
-	prev, err := cpuSeconds(p.pid)
-	if err != nil {
-		return 0
-	}
-	for time.Since(start) < limit {
-		select {
-		case <-ctx.Done():
-			return time.Since(start).Seconds()
-		case <-p.exited:
-			return time.Since(start).Seconds()
-		case <-time.After(500 * time.Millisecond):
-		}
-		cur, err := cpuSeconds(p.pid)
-		if err != nil || cur-prev < 1.0/clockTicks {
-			break
-		}
-		prev = cur
-	}
-	return time.Since(start).Seconds()
 }
 
 // scheduledEvents counts the Scheduled events in ns (core/v1 and events.k8s.io/v1 are one resource).
@@ -487,21 +432,6 @@ func ms(d time.Duration) float64 {
 		return 0
 	}
 	return float64(d) / float64(time.Millisecond)
-}
-
-// quantile of sorted values, nearest rank.
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(sorted))+0.999999) - 1
-	if i < 0 {
-		i = 0
-	}
-	if i >= len(sorted) {
-		i = len(sorted) - 1
-	}
-	return sorted[i]
 }
 
 func lastOf(ts []time.Time) time.Time {
@@ -550,7 +480,7 @@ func writeResults(out string, results []result) {
 	cw.Flush()
 }
 
-// writeMeta records the machine, the binaries' versions and the parameters in OUT/meta.json.
+// writeMeta records the machine, the kit.Binaries' versions and the parameters in OUT/meta.json.
 func writeMeta(o options, kubeconfig string) {
 	version := func(bin string, args ...string) string {
 		if bin == "" {
@@ -582,7 +512,7 @@ func writeMeta(o options, kubeconfig string) {
 	}
 	var names []string
 	for _, c := range o.contenders {
-		names = append(names, c.name)
+		names = append(names, c.Name)
 	}
 	sha := func(path string) string {
 		out, err := exec.Command("sha256sum", path).Output()
@@ -606,11 +536,11 @@ func writeMeta(o options, kubeconfig string) {
 		"create_workers":   o.createWorkers,
 		"zones":            o.zones,
 		"sample_interval":  o.sampleInterval.String(),
-		"kube_scheduler":   map[string]string{"path": o.bins.kubeScheduler, "version": version(o.bins.kubeScheduler, "--version")},
-		"ours":             map[string]string{"path": o.bins.ours, "version": version(o.bins.ours, "--version"), "sha256": sha(o.bins.ours)},
-		"null_binder":      o.bins.nullBinder,
-		"null_workers":     o.bins.nullWorkers,
-		"guests":           o.bins.guestsDir,
+		"kube_scheduler":   map[string]string{"path": o.bins.KubeScheduler, "version": version(o.bins.KubeScheduler, "--version")},
+		"ours":             map[string]string{"path": o.bins.Ours, "version": version(o.bins.Ours, "--version"), "sha256": sha(o.bins.Ours)},
+		"null_binder":      o.bins.NullBinder,
+		"null_workers":     o.bins.NullWorkers,
+		"guests":           o.bins.GuestsDir,
 		"control_plane":    o.cpDir,
 		"kubeconfig":       kubeconfig,
 		"go":               runtime.Version(),
@@ -621,16 +551,4 @@ func writeMeta(o options, kubeconfig string) {
 	}
 	b, _ := json.MarshalIndent(meta, "", "  ")
 	_ = os.WriteFile(filepath.Join(o.out, "meta.json"), append(b, '\n'), 0o644)
-}
-
-// inTurn is the order the contenders run in at repetition rep (from 1): as given, reversed at every even one.
-func inTurn[T any](contenders []T, rep int) []T {
-	if rep%2 == 1 {
-		return contenders
-	}
-	out := make([]T, len(contenders))
-	for i, c := range contenders {
-		out[len(contenders)-1-i] = c
-	}
-	return out
 }

@@ -5,16 +5,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
-	"net/http"
+	"kube-wasm-scheduler.local/bench-live/kit"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -241,30 +237,17 @@ func schedulerConfig(path, kubeconfig, schedulerName string) error {
 	return os.WriteFile(path, []byte(body), 0o644)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // process is a running scheduler.
 type process struct {
+	*kit.Process
 	name    string
-	cmd     *exec.Cmd
-	ready   string
-	exited  chan struct{}
-	waitErr error
-	log     *os.File
 	logPath string
 }
 
 // startScheduler starts bin with its own config under dir, serving on a free loopback port, its log in
 // dir/<name>.log.
 func startScheduler(name, bin, dir, kubeconfig, schedulerName string, extra ...string) (*process, error) {
-	port, err := freePort()
+	port, err := kit.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -275,24 +258,11 @@ func startScheduler(name, bin, dir, kubeconfig, schedulerName string, extra ...s
 	argv := append([]string{bin, "--config", cfg, "--secure-port", fmt.Sprint(port), "--bind-address", "127.0.0.1",
 		"--cert-dir", filepath.Join(dir, name+"-certs")}, extra...)
 	logPath := filepath.Join(dir, name+".log")
-	logf, err := os.Create(logPath)
+	kp, err := kit.Start(argv, logPath, fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(logf, "# %s\n", strings.Join(argv, " "))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	p := &process{name: name, cmd: cmd, ready: fmt.Sprintf("https://127.0.0.1:%d/readyz", port), exited: make(chan struct{}), log: logf, logPath: logPath}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
-	return p, nil
+	return &process{Process: kp, name: name, logPath: logPath}, nil
 }
 
 // startBoth starts kube-scheduler and ours with their configs and logs under dir and waits until both are ready;
@@ -319,41 +289,11 @@ func startBoth(ctx context.Context, o options, dir string) (func(), error) {
 
 // waitReady polls /readyz until it answers 200 (the scheduler has synced its informers).
 func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
-	deadline := time.Now().Add(timeout)
-	for {
-		if resp, err := client.Get(p.ready); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %s; log %s", p.name, timeout, p.logPath)
-		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited before it was ready (%v); log %s", p.name, p.waitErr, p.logPath)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := p.WaitReady(ctx, timeout); err != nil {
+		return fmt.Errorf("%s: %w; log %s", p.name, err, p.logPath)
 	}
+	return nil
 }
 
 // stop sends SIGTERM and waits (SIGKILL after 30 s).
-func (p *process) stop() {
-	defer p.log.Close()
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
+func (p *process) stop() { p.Stop() }

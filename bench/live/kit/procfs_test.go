@@ -1,4 +1,4 @@
-package main
+package kit
 
 import (
 	"net"
@@ -31,7 +31,7 @@ func TestConnsToCountsEstablishedConnectionsToThePort(t *testing.T) {
 		defer c.Close()
 	}
 	pid := os.Getpid()
-	n, err := connsTo(pid, port)
+	n, err := ConnsTo(pid, port)
 	if err != nil || n != 3 {
 		t.Fatalf("connsTo = %d, %v; want 3 (the accepted ends have the listener's port as local port, not remote)", n, err)
 	}
@@ -54,10 +54,10 @@ func TestConnsToCountsEstablishedConnectionsToThePort(t *testing.T) {
 }
 
 func TestCPUSecondsAndStatusOfSelf(t *testing.T) {
-	if _, err := cpuSeconds(os.Getpid()); err != nil {
+	if _, err := CPUSeconds(os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := statusFields(os.Getpid(), "VmHWM", "Threads")
+	st, err := StatusFields(os.Getpid(), "VmHWM", "Threads")
 	if err != nil || st["VmHWM"] <= 0 || st["Threads"] <= 0 {
 		t.Fatalf("statusFields = %v, %v", st, err)
 	}

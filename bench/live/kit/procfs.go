@@ -1,6 +1,6 @@
-package main
+package kit
 
-// What the driver reads from /proc: a process's CPU time, peak RSS and threads, and how many TCP connections it
+// What the benchmarks read from /proc: a process's CPU time, peak RSS and threads, and how many TCP connections it
 // holds to the API server's port.
 
 import (
@@ -16,12 +16,12 @@ import (
 	"time"
 )
 
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100 on every Linux architecture the
+// ClockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100 on every Linux architecture the
 // project runs on (sysconf(_SC_CLK_TCK) would need cgo).
-const clockTicks = 100
+const ClockTicks = 100
 
-// cpuSeconds is utime+stime of a process (its own threads, not its children), in seconds.
-func cpuSeconds(pid int) (float64, error) {
+// CPUSeconds is utime+stime of a process (its own threads, not its children), in seconds.
+func CPUSeconds(pid int) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -41,11 +41,11 @@ func cpuSeconds(pid int) (float64, error) {
 	if err1 != nil || err2 != nil {
 		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
 	}
-	return float64(ut+st) / clockTicks, nil
+	return float64(ut+st) / ClockTicks, nil
 }
 
-// statusFields reads numeric fields of /proc/PID/status ("VmHWM", "Threads", ...), the unit dropped (kB for Vm*).
-func statusFields(pid int, names ...string) (map[string]int64, error) {
+// StatusFields reads numeric fields of /proc/PID/status ("VmHWM", "Threads", ...), the unit dropped (kB for Vm*).
+func StatusFields(pid int, names ...string) (map[string]int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return nil, err
@@ -74,11 +74,11 @@ func statusFields(pid int, names ...string) (map[string]int64, error) {
 	return out, sc.Err()
 }
 
-// connsTo counts the process's established TCP connections whose remote port is port: the sockets among its file
+// ConnsTo counts the process's established TCP connections whose remote port is port: the sockets among its file
 // descriptors that the kernel lists as ESTABLISHED to that port. The list comes from netlink (sock_diag), which
 // costs microseconds even with thousands of sockets; /proc/net/tcp, the fallback, costs tens of milliseconds there,
 // and the driver must stay light while the scheduler under test runs.
-func connsTo(pid, port int) (int, error) {
+func ConnsTo(pid, port int) (int, error) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	names, err := readDirNames(dir)
 	if err != nil {
@@ -209,20 +209,21 @@ func establishedToProc(pid, port int) (map[uint64]bool, error) {
 	return to, nil
 }
 
-// sampler records the peak of a process's connections to the API server and of its threads, every interval, or
+// Sampler records the peak of a process's connections to the API server and of its threads, every interval, or
 // less often when one sample costs more than a thirtieth of the interval: with thousands of sockets a sample takes
 // ~15 ms (a readlink per descriptor), and the driver must leave the cores to the scheduler it measures.
-type sampler struct {
+type Sampler struct {
 	mu          sync.Mutex
 	peakConns   int
 	peakThreads int64
 	samples     int
 	stop        chan struct{}
-	done        chan struct{}
+	// StartSampler samples pid every interval until Finish.
+	done chan struct{}
 }
 
-func startSampler(pid, apiPort int, interval time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+func StartSampler(pid, apiPort int, interval time.Duration) *Sampler {
+	s := &Sampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		for {
@@ -242,9 +243,9 @@ func startSampler(pid, apiPort int, interval time.Duration) *sampler {
 	return s
 }
 
-func (s *sampler) sample(pid, apiPort int) {
-	c, err := connsTo(pid, apiPort)
-	st, err2 := statusFields(pid, "Threads")
+func (s *Sampler) sample(pid, apiPort int) {
+	c, err := ConnsTo(pid, apiPort)
+	st, err2 := StatusFields(pid, "Threads")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && c > s.peakConns {
@@ -256,8 +257,8 @@ func (s *sampler) sample(pid, apiPort int) {
 	s.samples++
 }
 
-// finish takes a last sample and stops; it returns the peaks.
-func (s *sampler) finish(pid, apiPort int) (conns int, threads int64, samples int) {
+// Finish takes a last sample and stops; it returns the peaks.
+func (s *Sampler) Finish(pid, apiPort int) (conns int, threads int64, samples int) {
 	close(s.stop)
 	<-s.done
 	s.sample(pid, apiPort)

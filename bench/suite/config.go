@@ -1,0 +1,320 @@
+package main
+
+// Loading kube-scheduler's scheduler_perf configurations (test/integration/scheduler_perf/**/performance-config.yaml
+// in the k8s.io/kubernetes module, read where `go mod download` put it, never copied) and choosing workloads.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestCase is one entry of a performance-config.yaml.
+type TestCase struct {
+	Name                   string            `json:"name"`
+	FeatureGates           map[string]bool   `json:"featureGates"`
+	WorkloadTemplate       []json.RawMessage `json:"workloadTemplate"`
+	Workloads              []Workload        `json:"workloads"`
+	SchedulerConfigPath    string            `json:"schedulerConfigPath"`
+	DefaultPodTemplatePath *string           `json:"defaultPodTemplatePath"`
+	Labels                 []string          `json:"labels"`
+	// File is the configuration file the test case came from; template paths are relative to its directory.
+	File string `json:"-"`
+}
+
+// Workload is one parameterisation of a test case.
+type Workload struct {
+	Name         string          `json:"name"`
+	Params       map[string]any  `json:"params"`
+	Labels       []string        `json:"labels"`
+	Threshold    json.RawMessage `json:"threshold"`
+	FeatureGates map[string]bool `json:"featureGates"`
+}
+
+// Op is one step of a workload template, with the fields of the opcodes the suite runs; Raw keeps the whole op.
+type Op struct {
+	Opcode string `json:"opcode"`
+	Count  int    `json:"count"`
+	// CountParam is "$name": the count is that workload parameter.
+	CountParam               string            `json:"countParam"`
+	CountMultiplierParam     string            `json:"countMultiplierParam"`
+	NodeTemplatePath         *string           `json:"nodeTemplatePath"`
+	PodTemplatePath          *string           `json:"podTemplatePath"`
+	NamespaceTemplatePath    *string           `json:"namespaceTemplatePath"`
+	PVTemplatePath           *string           `json:"persistentVolumeTemplatePath"`
+	PVCTemplatePath          *string           `json:"persistentVolumeClaimTemplatePath"`
+	LabelNodePrepareStrategy *labelStrategy    `json:"labelNodePrepareStrategy"`
+	UniqueNodeLabelStrategy  *labelStrategy    `json:"uniqueNodeLabelStrategy"`
+	NodeAllocatableStrategy  json.RawMessage   `json:"nodeAllocatableStrategy"`
+	TemplateParams           map[string]any    `json:"templateParams"`
+	Prefix                   string            `json:"prefix"`
+	Namespace                *string           `json:"namespace"`
+	Namespaces               []string          `json:"namespaces"`
+	LabelSelector            map[string]string `json:"labelSelector"`
+	CollectMetrics           bool              `json:"collectMetrics"`
+	SkipWaitToCompletion     bool              `json:"skipWaitToCompletion"`
+	SteadyState              bool              `json:"steadyState"`
+	StageRequirement         string            `json:"stageRequirement"`
+	Duration                 string            `json:"duration"`
+	DurationParam            string            `json:"durationParam"`
+	SignatureBatchSize       int               `json:"signatureBatchSize"`
+	SignatureBatchSizeParam  string            `json:"signatureBatchSizeParam"`
+	DeletePodsPerSecond      int               `json:"deletePodsPerSecond"`
+	Name                     string            `json:"name"`
+	Raw                      json.RawMessage   `json:"-"`
+}
+
+type labelStrategy struct {
+	LabelKey    string   `json:"labelKey"`
+	LabelValues []string `json:"labelValues"`
+}
+
+// Selected is a workload chosen to run, its ops resolved against its parameters.
+type Selected struct {
+	TestCase, Workload string
+	File               string
+	FeatureGates       map[string]bool // the test case's, overridden by the workload's
+	Ops                []Op
+	// Unsupported says why the suite cannot run this workload ("" when it can).
+	Unsupported string
+}
+
+// Name is TestCase/Workload, as upstream names its sub-tests.
+func (s Selected) Name() string { return s.TestCase + "/" + s.Workload }
+
+// configFiles lists every performance-config.yaml below dir, sorted.
+func configFiles(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && d.Name() == "performance-config.yaml" {
+			out = append(out, p)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// loadFile reads the test cases of one configuration file.
+func loadFile(path string) ([]TestCase, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var tcs []TestCase
+	if err := yaml.Unmarshal(b, &tcs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range tcs {
+		tcs[i].File = path
+	}
+	return tcs, nil
+}
+
+// suiteLabels maps SUITE to the labels a workload must all carry (upstream's -perf-scheduling-label-filter).
+func suiteLabels(suite string) ([]string, error) {
+	switch suite {
+	case "", "short":
+		return []string{"performance", "short"}, nil
+	case "all":
+		return []string{"performance"}, nil
+	case "integration":
+		return []string{"integration-test", "short"}, nil
+	}
+	return nil, fmt.Errorf("SUITE=%q: want short, all or integration", suite)
+}
+
+// hasAll reports whether labels (a test case's and its workload's together, as upstream merges them) hold every
+// wanted label.
+func hasAll(labels []string, want []string) bool {
+	have := map[string]bool{}
+	for _, l := range labels {
+		have[l] = true
+	}
+	for _, w := range want {
+		if !have[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// selectWorkloads picks the workloads of tcs carrying every label of want whose TestCase/Workload matches filter
+// (nil: all), and resolves their ops.
+func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Selected {
+	var out []Selected
+	for _, tc := range tcs {
+		for _, w := range tc.Workloads {
+			if !hasAll(append(append([]string{}, tc.Labels...), w.Labels...), want) {
+				continue
+			}
+			s := Selected{TestCase: tc.Name, Workload: w.Name, File: tc.File, FeatureGates: map[string]bool{}}
+			if filter != nil && !filter.MatchString(s.Name()) {
+				continue
+			}
+			for k, v := range tc.FeatureGates {
+				s.FeatureGates[k] = v
+			}
+			for k, v := range w.FeatureGates {
+				s.FeatureGates[k] = v
+			}
+			ops, err := resolveOps(tc, w)
+			s.Ops = ops
+			if err != nil {
+				s.Unsupported = err.Error()
+			} else if tc.SchedulerConfigPath != "" {
+				s.Unsupported = "schedulerConfigPath (a custom profile) is not run yet"
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// supported are the opcodes the suite runs; the others make the workload unsupported, with the reason listed.
+var supported = map[string]bool{
+	"createNodes": true, "createNamespaces": true, "createPods": true, "barrier": true, "sleep": true,
+	"deletePods": true, "startCollectingMetrics": true, "stopCollectingMetrics": true,
+	// profiles are about the Go process of the integration test; there is nothing of ours to profile that way
+	"startCollectingProfile": true, "stopCollectingProfile": true,
+}
+
+// resolveOps decodes the test case's template ops for workload w: $params substituted, template paths made
+// absolute (relative to the configuration file, as upstream), the default pod template applied. An error names
+// what the suite cannot run.
+func resolveOps(tc TestCase, w Workload) ([]Op, error) {
+	dir := filepath.Dir(tc.File)
+	abs := func(p *string) *string {
+		if p == nil || filepath.IsAbs(*p) {
+			return p
+		}
+		a := filepath.Join(dir, *p)
+		return &a
+	}
+	var ops []Op
+	var why []string
+	for i, raw := range tc.WorkloadTemplate {
+		var op Op
+		if err := json.Unmarshal(raw, &op); err != nil {
+			return nil, fmt.Errorf("%s: %s op %d: %v", tc.File, tc.Name, i, err)
+		}
+		op.Raw = raw
+		if !supported[op.Opcode] {
+			why = append(why, "op "+op.Opcode)
+			continue
+		}
+		var err error
+		if op.CountParam != "" {
+			if op.Count, err = intParam(w.Params, op.CountParam); err != nil {
+				return nil, fmt.Errorf("%s: %s/%s op %d (%s): %v", tc.File, tc.Name, w.Name, i, op.Opcode, err)
+			}
+		}
+		if op.SignatureBatchSizeParam != "" {
+			if op.SignatureBatchSize, err = intParam(w.Params, op.SignatureBatchSizeParam); err != nil {
+				return nil, fmt.Errorf("%s: %s/%s op %d: %v", tc.File, tc.Name, w.Name, i, err)
+			}
+		}
+		if op.SignatureBatchSize == 0 {
+			op.SignatureBatchSize = 1
+		}
+		if op.DurationParam != "" {
+			v, ok := w.Params[strings.TrimPrefix(op.DurationParam, "$")].(string)
+			if !ok {
+				return nil, fmt.Errorf("%s: %s/%s op %d: durationParam %s: no string parameter", tc.File, tc.Name, w.Name, i, op.DurationParam)
+			}
+			op.Duration = v
+		}
+		if op.Opcode == "sleep" {
+			if _, err := time.ParseDuration(op.Duration); err != nil {
+				return nil, fmt.Errorf("%s: %s/%s op %d: duration %q: %v", tc.File, tc.Name, w.Name, i, op.Duration, err)
+			}
+		}
+		op.TemplateParams = resolveTemplateParams(op.TemplateParams, w.Params)
+		if op.Opcode == "createPods" && op.PodTemplatePath == nil {
+			op.PodTemplatePath = tc.DefaultPodTemplatePath
+		}
+		op.PodTemplatePath, op.NodeTemplatePath, op.NamespaceTemplatePath = abs(op.PodTemplatePath), abs(op.NodeTemplatePath), abs(op.NamespaceTemplatePath)
+		switch {
+		case op.CountMultiplierParam != "":
+			why = append(why, "createPods countMultiplierParam")
+		case op.SteadyState:
+			why = append(why, "createPods steadyState")
+		case op.PVCTemplatePath != nil || op.PVTemplatePath != nil:
+			why = append(why, "createPods with persistent volumes")
+		case op.NodeAllocatableStrategy != nil:
+			why = append(why, "createNodes nodeAllocatableStrategy")
+		case op.NamespaceTemplatePath != nil:
+			why = append(why, "createNamespaces namespaceTemplatePath")
+		case op.Opcode == "createPods" && op.PodTemplatePath == nil:
+			// upstream's makeBasePod: MakePodSpec's pause pod
+			op.PodTemplatePath = nil
+		}
+		ops = append(ops, op)
+	}
+	if len(why) > 0 {
+		return ops, fmt.Errorf("not supported yet: %s", strings.Join(dedupe(why), ", "))
+	}
+	return ops, nil
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// intParam is the workload parameter "$name" as an integer (YAML numbers decode as float64, as upstream's).
+func intParam(params map[string]any, ref string) (int, error) {
+	if !strings.HasPrefix(ref, "$") {
+		return 0, fmt.Errorf("parameter reference %q does not start with $", ref)
+	}
+	v, ok := params[ref[1:]]
+	if !ok {
+		return 0, fmt.Errorf("parameter %s is not set", ref)
+	}
+	f, ok := v.(float64)
+	if !ok {
+		return 0, fmt.Errorf("parameter %s is %T, want a number", ref, v)
+	}
+	return int(f), nil
+}
+
+// resolveTemplateParams replaces string values "$name" or "$name|default" with the workload parameter (or the
+// default when the workload does not set it), as upstream's resolveTemplateParams.
+func resolveTemplateParams(tp map[string]any, params map[string]any) map[string]any {
+	if len(tp) == 0 {
+		return tp
+	}
+	out := make(map[string]any, len(tp))
+	for k, v := range tp {
+		out[k] = v
+		s, ok := v.(string)
+		if !ok || !strings.HasPrefix(s, "$") {
+			continue
+		}
+		key, def, hasDef := strings.Cut(s[1:], "|")
+		if pv, found := params[key]; found {
+			out[k] = pv
+		} else if hasDef {
+			out[k] = def
+		}
+	}
+	return out
+}

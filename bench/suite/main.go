@@ -1,0 +1,324 @@
+// Command suite runs kube-scheduler's own benchmark workloads (test/integration/scheduler_perf in the
+// k8s.io/kubernetes module, read in place) against a real API server for each contender in turn — kube-scheduler,
+// kube-wasm-scheduler, and optionally ours with the sample guests or the null binder — and reports upstream's
+// SchedulingThroughput (average and percentiles of per-second samples over the measured ops) beside the
+// scheduler's CPU seconds, peak RSS, the API server's CPU and the measured pods scheduled and left pending.
+// bench/suite/run.sh (make bench-suite) starts the control plane and builds it; see docs/performance.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"kube-wasm-scheduler.local/bench-live/kit"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func fieldsEverything() fields.Selector { return fields.Everything() }
+
+// Result is one run: one workload, one contender, one repetition.
+type Result struct {
+	Workload     string          `json:"workload"`
+	Contender    string          `json:"contender"`
+	Rep          int             `json:"rep"`
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+	OK           bool            `json:"ok"`
+	Error        string          `json:"error,omitempty"`
+	// NotApplicable says why this contender cannot run the workload (a feature gate it refuses).
+	NotApplicable string        `json:"notApplicable,omitempty"`
+	Measurements  []Measurement `json:"measurements"`
+	// Every pod the run made, at the end of its ops (before the cleanup): how many, bound, not bound.
+	Pods      int `json:"pods"`
+	Scheduled int `json:"scheduled"`
+	Pending   int `json:"pending"`
+	// Over the whole run, from the scheduler's start to its stop.
+	Seconds     float64 `json:"seconds"`
+	SchedCPUS   float64 `json:"schedCPUSeconds"`
+	SchedRSSMiB float64 `json:"schedPeakRSSMiB"`
+	APICPUS     float64 `json:"apiServerCPUSeconds"`
+}
+
+// Unsupported is a selected workload the suite does not run, and why.
+type Unsupported struct {
+	Workload string `json:"workload"`
+	File     string `json:"file"`
+	Reason   string `json:"reason"`
+}
+
+type options struct {
+	cpDir, out, perfDir, suite, filter string
+	contenders                         []kit.Contender
+	reps, workers                      int
+	bins                               kit.Binaries
+	timeout                            time.Duration
+	list                               bool
+}
+
+// usage prints a one-line error and exits 2 (bad input).
+func usage(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "suite: "+format+"\n", a...)
+	os.Exit(2)
+}
+
+func main() {
+	var o options
+	var contenders string
+	flag.StringVar(&o.cpDir, "control-plane", "", "scripts/control-plane.sh's directory (kubeconfig, pids, ports)")
+	flag.StringVar(&o.out, "out", "", "output directory (results.json, summary.md, runs/)")
+	flag.StringVar(&o.perfDir, "perf-dir", "", "test/integration/scheduler_perf of the k8s.io/kubernetes module")
+	flag.StringVar(&o.suite, "suite", "short", "short (performance+short), all (performance) or integration (integration-test+short)")
+	flag.StringVar(&o.filter, "filter", "", "regexp on TestCase/Workload")
+	flag.StringVar(&contenders, "contenders", "kube ours", "contenders in the order they take turns: kube ours ours-guests null")
+	flag.IntVar(&o.reps, "reps", 1, "repetitions (contenders take turns within each workload, reversed every other one)")
+	flag.IntVar(&o.workers, "workers", 16, "concurrent create calls")
+	flag.StringVar(&o.bins.KubeScheduler, "kube-scheduler", "", "kube-scheduler binary")
+	flag.StringVar(&o.bins.Ours, "ours", "", "kube-wasm-scheduler binary")
+	flag.StringVar(&o.bins.NullBinder, "null-binder", "", "null binder binary")
+	flag.StringVar(&o.bins.GuestsDir, "guests", "", "directory of the sample guests (ours-guests)")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a createPods or barrier waits for its pods")
+	flag.BoolVar(&o.list, "list", false, "list the selected workloads and what is not supported, run nothing")
+	flag.Parse()
+	o.bins.NullWorkers = 90
+
+	want, err := suiteLabels(o.suite)
+	if err != nil {
+		usage("%v", err)
+	}
+	var filter *regexp.Regexp
+	if o.filter != "" {
+		if filter, err = regexp.Compile(o.filter); err != nil {
+			usage("--filter %q: %v", o.filter, err)
+		}
+	}
+	for _, name := range strings.Fields(contenders) {
+		c, ok := kit.Contenders[name]
+		if !ok || c.JSON {
+			usage("--contenders: %q: want kube, ours, ours-guests or null", name)
+		}
+		o.contenders = append(o.contenders, c)
+	}
+	if o.perfDir == "" {
+		usage("--perf-dir is required")
+	}
+	files, err := configFiles(o.perfDir)
+	if err != nil {
+		usage("--perf-dir: %v", err)
+	}
+	if len(files) == 0 {
+		usage("--perf-dir %s: no performance-config.yaml below it", o.perfDir)
+	}
+	var sel []Selected
+	for _, f := range files {
+		tcs, err := loadFile(f)
+		if err != nil {
+			usage("%v", err)
+		}
+		sel = append(sel, selectWorkloads(tcs, want, filter)...)
+	}
+	var runnable []Selected
+	var unsupported []Unsupported
+	for _, s := range sel {
+		if s.Unsupported != "" {
+			rel, _ := filepath.Rel(o.perfDir, s.File)
+			unsupported = append(unsupported, Unsupported{Workload: s.Name(), File: rel, Reason: s.Unsupported})
+		} else {
+			runnable = append(runnable, s)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "suite: %d workloads selected (SUITE=%s, FILTER=%q): %d to run, %d not supported\n", len(sel), o.suite, o.filter, len(runnable), len(unsupported))
+	for _, u := range unsupported {
+		fmt.Fprintf(os.Stderr, "suite: not run: %s (%s): %s\n", u.Workload, u.File, u.Reason)
+	}
+	if o.list {
+		for _, s := range runnable {
+			fmt.Println(s.Name())
+		}
+		return
+	}
+	if o.cpDir == "" || o.out == "" {
+		usage("--control-plane and --out are required")
+	}
+	_, _, apiPort, err := kit.ControlPlane(o.cpDir)
+	if err != nil {
+		usage("--control-plane: %v", err)
+	}
+	apiPID, _, _, _ := kit.ControlPlane(o.cpDir)
+	kubeconfig := filepath.Join(o.cpDir, "kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		usage("%s: %v", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 5000, 5000
+	client := kubernetes.NewForConfigOrDie(cfg)
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var results []Result
+	run := 0
+	for _, s := range runnable {
+		for rep := 1; rep <= o.reps; rep++ {
+			for _, c := range kit.InTurn(o.contenders, rep) {
+				run++
+				r := runOne(ctx, client, o, kubeconfig, apiPID, apiPort, run, s, c, rep)
+				results = append(results, r)
+				fmt.Fprintf(os.Stderr, "suite: %s %s rep %d: %s\n", s.Name(), c.Name, rep, brief(r))
+				write(o.out, results, unsupported)
+				if ctx.Err() != nil {
+					os.Exit(130)
+				}
+			}
+		}
+	}
+	write(o.out, results, unsupported)
+	for _, r := range results {
+		if !r.OK && r.NotApplicable == "" {
+			os.Exit(1)
+		}
+	}
+}
+
+func brief(r Result) string {
+	switch {
+	case r.NotApplicable != "":
+		return "not applicable: " + r.NotApplicable
+	case !r.OK:
+		return "error: " + r.Error
+	}
+	var parts []string
+	for _, m := range r.Measurements {
+		parts = append(parts, fmt.Sprintf("%d/%d scheduled, %.1f pods/s", m.Scheduled, m.Pods, m.Throughput.Average))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func runOne(ctx context.Context, client kubernetes.Interface, o options, kubeconfig string, apiPID, apiPort, run int, s Selected, c kit.Contender, rep int) (r Result) {
+	r = Result{Workload: s.Name(), Contender: c.Name, Rep: rep, FeatureGates: s.FeatureGates}
+	dir := filepath.Join(o.out, "runs", fmt.Sprintf("%03d-%s-%s-%d", run, strings.ReplaceAll(s.Name(), "/", "_"), c.Name, rep))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	if len(s.FeatureGates) > 0 && c.Kind != "null" {
+		var gates []string
+		for k, v := range s.FeatureGates {
+			gates = append(gates, fmt.Sprintf("%s=%t", k, v))
+		}
+		sort.Strings(gates)
+		c.Args = []string{"--feature-gates=" + strings.Join(gates, ",")}
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	cl := watchCluster(client, stop)
+	name := fmt.Sprintf("suite-%03d", run)
+	rn := &runner{client: client, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
+		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}}
+	defer func() {
+		if err := rn.cleanup(context.Background()); err != nil {
+			r.OK = false
+			r.Error = strings.TrimPrefix(r.Error+"; ", "; ") + err.Error()
+		}
+	}()
+	api0, _ := kit.CPUSeconds(apiPID)
+	p, err := kit.StartContender(c, o.bins, dir, kubeconfig, name, 5000, 5000)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
+		p.Stop()
+		if c.Kind == "ours" && len(c.Args) > 0 {
+			r.NotApplicable = fmt.Sprintf("%s (%s): %s", strings.Join(c.Args, " "), err, lastLine(filepath.Join(dir, "scheduler.log")))
+		} else {
+			r.Error = fmt.Sprintf("%v; see %s", err, filepath.Join(dir, "scheduler.log"))
+		}
+		return r
+	}
+	err = rn.run(ctx, s.Ops)
+	r.Measurements = rn.measurements
+	var nss []string
+	for ns := range rn.createdNS {
+		nss = append(nss, ns)
+	}
+	if len(nss) > 0 {
+		r.Pods, r.Scheduled, _ = cl.count(nss, nil)
+		r.Pending = r.Pods - r.Scheduled
+	}
+	r.Seconds = time.Since(p.Started).Seconds()
+	r.SchedCPUS, _ = kit.CPUSeconds(p.PID)
+	if st, e := kit.StatusFields(p.PID, "VmHWM"); e == nil {
+		r.SchedRSSMiB = float64(st["VmHWM"]) / 1024
+	}
+	api1, _ := kit.CPUSeconds(apiPID)
+	r.APICPUS = api1 - api0
+	if p.Stop() {
+		err = fmt.Errorf("%s exited during the run (%v); see %s", c.Name, p.WaitErr, filepath.Join(dir, "scheduler.log"))
+	}
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.OK = true
+	return r
+}
+
+// lastLine is the last non-empty line of a file (a scheduler's reason for exiting).
+func lastLine(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// write stores results.json and summary.md in out.
+func write(out string, results []Result, unsupported []Unsupported) {
+	b, _ := json.MarshalIndent(map[string]any{"results": results, "notRun": unsupported}, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(markdown(results, unsupported)), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
+	}
+}
+
+func markdown(results []Result, unsupported []Unsupported) string {
+	var b strings.Builder
+	b.WriteString("| workload | contender | rep | measured op | pods/s avg | p50 | p90 | p95 | p99 | samples | measured pods | scheduled | pending | all pods scheduled/pending | sched CPU s | sched peak RSS MiB | API server CPU s | outcome |\n")
+	b.WriteString("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, r := range results {
+		outcome := "ok"
+		if r.NotApplicable != "" {
+			outcome = "not applicable: " + r.NotApplicable
+		} else if !r.OK {
+			outcome = "error: " + r.Error
+		}
+		outcome = strings.ReplaceAll(outcome, "|", "\\|")
+		if len(r.Measurements) == 0 {
+			fmt.Fprintf(&b, "| %s | %s | %d | – | | | | | | | | | | %d/%d | %.2f | %.0f | %.2f | %s |\n", r.Workload, r.Contender, r.Rep, r.Scheduled, r.Pending, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
+		}
+		for _, m := range r.Measurements {
+			t := m.Throughput
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %d | %d | %d | %d/%d | %.2f | %.0f | %.2f | %s |\n",
+				r.Workload, r.Contender, r.Rep, m.Name, t.Average, t.Perc50, t.Perc90, t.Perc95, t.Perc99, t.Samples,
+				m.Pods, m.Scheduled, m.Pending, r.Scheduled, r.Pending, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
+		}
+	}
+	if len(unsupported) > 0 {
+		b.WriteString("\nNot run (selected, but the suite cannot run them yet):\n\n| workload | file | reason |\n|---|---|---|\n")
+		for _, u := range unsupported {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", u.Workload, u.File, u.Reason)
+		}
+	}
+	return b.String()
+}

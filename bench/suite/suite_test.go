@@ -1,0 +1,186 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testConfig = `
+- name: Basic
+  defaultPodTemplatePath: ../templates/pod.yaml
+  featureGates:
+    A: true
+  labels: [performance]
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $initNodes
+  - opcode: createPods
+    countParam: $measurePods
+    collectMetrics: true
+    templateParams:
+      size: $size|7
+      fixed: 3
+  workloads:
+  - name: small
+    labels: [integration-test, short]
+    featureGates:
+      A: false
+    params: {initNodes: 5, measurePods: 10}
+  - name: big
+    labels: [short]
+    params: {initNodes: 500, measurePods: 1000, size: 9}
+- name: Churny
+  workloadTemplate:
+  - opcode: churn
+  - opcode: createPods
+    count: 1
+  workloads:
+  - name: any
+    labels: [performance, short]
+`
+
+func writeConfig(t *testing.T) string {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "case", "performance-config.yaml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(testConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func load(t *testing.T, suite, filter string) []Selected {
+	dir := writeConfig(t)
+	files, err := configFiles(dir)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("configFiles = %v, %v", files, err)
+	}
+	tcs, err := loadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := suiteLabels(suite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *regexp.Regexp
+	if filter != "" {
+		re = regexp.MustCompile(filter)
+	}
+	return selectWorkloads(tcs, want, re)
+}
+
+func names(s []Selected) string {
+	var n []string
+	for _, x := range s {
+		n = append(n, x.Name())
+	}
+	return strings.Join(n, " ")
+}
+
+// Labels are the test case's and the workload's together; every wanted label must be there.
+func TestSelectionByLabelsAndFilter(t *testing.T) {
+	for _, c := range []struct{ suite, filter, want string }{
+		{"short", "", "Basic/small Basic/big Churny/any"},
+		{"integration", "", "Basic/small"},
+		{"all", "big", "Basic/big"},
+		{"short", "^Churny/", "Churny/any"},
+	} {
+		if got := names(load(t, c.suite, c.filter)); got != c.want {
+			t.Errorf("SUITE=%s FILTER=%q: %q, want %q", c.suite, c.filter, got, c.want)
+		}
+	}
+	if _, err := suiteLabels("nightly"); err == nil {
+		t.Error("SUITE=nightly accepted")
+	}
+}
+
+// $params become counts, template params resolve with their defaults, the default pod template applies relative
+// to the configuration file, and the workload's feature gates override the test case's.
+func TestParamsAndTemplatesResolve(t *testing.T) {
+	sel := load(t, "short", "^Basic/")
+	small, big := sel[0], sel[1]
+	if small.Unsupported != "" || big.Unsupported != "" {
+		t.Fatalf("unsupported: %q %q", small.Unsupported, big.Unsupported)
+	}
+	if small.Ops[0].Count != 5 || small.Ops[1].Count != 10 || big.Ops[0].Count != 500 || big.Ops[1].Count != 1000 {
+		t.Errorf("counts: small %d,%d big %d,%d", small.Ops[0].Count, small.Ops[1].Count, big.Ops[0].Count, big.Ops[1].Count)
+	}
+	if small.Ops[1].TemplateParams["size"] != "7" || big.Ops[1].TemplateParams["size"] != 9.0 || big.Ops[1].TemplateParams["fixed"] != 3.0 {
+		t.Errorf("template params: small %v big %v", small.Ops[1].TemplateParams, big.Ops[1].TemplateParams)
+	}
+	if p := small.Ops[1].PodTemplatePath; p == nil || !strings.HasSuffix(*p, filepath.Join("templates", "pod.yaml")) || strings.Contains(*p, "case") {
+		t.Errorf("pod template %v: want <dir>/templates/pod.yaml", p)
+	}
+	if small.FeatureGates["A"] || !big.FeatureGates["A"] {
+		t.Errorf("feature gates: small %v big %v", small.FeatureGates, big.FeatureGates)
+	}
+	churny := load(t, "short", "Churny")[0]
+	if !strings.Contains(churny.Unsupported, "op churn") {
+		t.Errorf("Churny/any: unsupported %q, want it to name op churn", churny.Unsupported)
+	}
+}
+
+func TestMissingParamIsAnError(t *testing.T) {
+	if _, err := intParam(map[string]any{"a": 1.0}, "$b"); err == nil {
+		t.Error("$b accepted")
+	}
+	if n, err := intParam(map[string]any{"a": 4.0}, "$a"); n != 4 || err != nil {
+		t.Errorf("$a = %d, %v", n, err)
+	}
+}
+
+// As upstream: the first tick with a scheduled pod starts the clock; ticks with nothing new are skipped and the
+// next rate is repeated for them; percentiles are at ceil(n*p/100)-1.
+func TestThroughputSamplesAsUpstream(t *testing.T) {
+	var s sampler
+	t0 := time.Unix(1000, 0)
+	s.tick(t0, 0)                     // nothing yet
+	s.tick(t0.Add(1*time.Second), 5)  // starts the clock
+	s.tick(t0.Add(2*time.Second), 15) // 10/s
+	s.tick(t0.Add(3*time.Second), 15) // skipped
+	s.tick(t0.Add(4*time.Second), 55) // 40 over 2 s: 20/s, twice
+	want := []float64{10, 20, 20}
+	if len(s.samples) != len(want) {
+		t.Fatalf("samples %v, want %v", s.samples, want)
+	}
+	for i := range want {
+		if s.samples[i] != want[i] {
+			t.Fatalf("samples %v, want %v", s.samples, want)
+		}
+	}
+	tp := summarize([]float64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10})
+	if tp.Average != 5.5 || tp.Perc50 != 5 || tp.Perc90 != 9 || tp.Perc95 != 10 || tp.Perc99 != 10 || tp.Samples != 10 {
+		t.Errorf("summary %+v", tp)
+	}
+	if summarize(nil).Samples != 0 {
+		t.Error("empty summary")
+	}
+}
+
+// Templates render with Index, Count, params and upstream's arithmetic functions.
+func TestRenderTemplate(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pod.yaml")
+	tmpl := "metadata:\n  name: pod-{{.Index}}-of-{{.Count}}\n  labels:\n    zone: z{{Mod .Index 3}}\n    size: \"{{AddInt .size 1}}\"\n"
+	if err := os.WriteFile(p, []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := render(p, 4, 9, map[string]any{"size": 2.0}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Metadata.Name != "pod-4-of-9" || out.Metadata.Labels["zone"] != "z1" || out.Metadata.Labels["size"] != "3" {
+		t.Errorf("rendered %+v", out.Metadata)
+	}
+}
