@@ -4,8 +4,8 @@
 //! `claimRef` is bound to it; a claim the scheduler gave a `volume.kubernetes.io/selected-node` gets a new volume
 //! from its StorageClass's provisioner, restricted to the selected node's topology segment (the values of the
 //! driver's CSINode `topologyKeys` on that node), and is bound to it. A claim that already carried the annotation
-//! when the cluster was read is left as it is: its provisioning was under way outside what is simulated, so its pod
-//! goes to the selected node only, as the live scheduler decides on that cluster.
+//! when the cluster was read is left as it is until the scheduler writes it (its pod's PreBind): its provisioning was
+//! under way outside what is simulated, so its pod goes to the selected node only, as the live scheduler decides.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -53,7 +53,7 @@ pub struct VolumeStore {
     version: u64,
     /// Node name → labels, for a provisioned volume's topology.
     pub node_labels: HashMap<String, BTreeMap<String, String>>,
-    /// Claims (`ns/name`) given a selected node through an update here: the ones the provisioner acts on.
+    /// Claims (`ns/name`) written with a selected node through an update here: the ones the provisioner acts on.
     selected_here: HashSet<String>,
 }
 
@@ -85,8 +85,9 @@ impl VolumeStore {
         let object = format!("persistentvolumeclaim {key}");
         let stored = self.objects.pvcs.get(&key).ok_or_else(|| not_found(&object))?;
         check_version(&object, pvc.metadata.resource_version.as_deref(), stored.metadata.resource_version.as_deref())?;
-        let selected = |c: &PersistentVolumeClaim| c.metadata.annotations.as_ref()?.get(ANN_SELECTED_NODE).cloned();
-        if selected(pvc).is_some() && selected(pvc) != selected(stored) {
+        // Written with a selected node (by the scheduler's PreBind, also when the node was already there): the
+        // provisioner acts on it now.
+        if pvc.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANN_SELECTED_NODE)) {
             self.selected_here.insert(key.clone());
         }
         let mut new = pvc.clone();
