@@ -283,7 +283,7 @@ fn end_to_end_on_a_real_api_server() {
     let work = cp.dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     type Scenario = fn(&ControlPlane, &Kube, &Path);
-    let scenarios: [(&str, Scenario); 23] = [
+    let scenarios: &[(&str, Scenario)] = &[
         ("second_scheduler", second_scheduler),
         ("failed_scheduling_is_one_series", events::failed_scheduling_is_one_series),
         ("secure_serving_and_flags", serving::secure_serving_and_flags),
@@ -337,7 +337,7 @@ fn end_to_end_on_a_real_api_server() {
     // KWS_E2E_ONLY=name,name runs only those scenarios (in the list's order), for working on one of them.
     let only = std::env::var("KWS_E2E_ONLY").ok();
     let mut outcomes = Vec::new();
-    for (name, run) in scenarios {
+    for &(name, run) in scenarios {
         if only.as_deref().is_none_or(|o| o.split(',').any(|n| n.trim() == name)) {
             eprintln!("e2e: {name}");
             outcomes.push(run_scenario(name, || run(&cp, &k, &work)));
