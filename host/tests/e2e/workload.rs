@@ -217,7 +217,8 @@ pub(crate) fn a_pod_group_is_held_until_min_count_members_exist(cp: &ControlPlan
         let group = "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: No \
                      preemption victims found for incoming preemptor";
         assert_eq!(notes[0], format!("pod group is unschedulable, {group}"), "{refused}");
-        let condition = format!("podgroup big: PodGroupInitiallyScheduled=False reason \"Unschedulable\" message {group:?}");
+        let condition =
+            format!("podgroup big: PodGroupInitiallyScheduled=False reason \"Unschedulable\" message {group:?}");
         assert!(refused.contains(&condition), "{refused}");
         let m = metrics();
         let attempts = |result| counter(&m, "scheduler_podgroup_schedule_attempts_total", &[("result", result)]);
