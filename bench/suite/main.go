@@ -38,8 +38,10 @@ type Result struct {
 	OK           bool            `json:"ok"`
 	Error        string          `json:"error,omitempty"`
 	// NotApplicable says why this contender cannot run the workload (a feature gate it refuses).
-	NotApplicable string        `json:"notApplicable,omitempty"`
-	Measurements  []Measurement `json:"measurements"`
+	NotApplicable string `json:"notApplicable,omitempty"`
+	// Placement counts the bound pods per node and namespace when at most 8 nodes hold pods.
+	Placement    string        `json:"placement,omitempty"`
+	Measurements []Measurement `json:"measurements"`
 	// Every pod the run made, at the end of its ops (before the cleanup): how many, bound, not bound.
 	Pods      int `json:"pods"`
 	Scheduled int `json:"scheduled"`
@@ -191,17 +193,21 @@ func main() {
 }
 
 func brief(r Result) string {
+	where := ""
+	if r.Placement != "" {
+		where = " [placed: " + r.Placement + "]"
+	}
 	switch {
 	case r.NotApplicable != "":
 		return "not applicable: " + r.NotApplicable
 	case !r.OK:
-		return "error: " + r.Error
+		return "error: " + r.Error + where
 	}
 	var parts []string
 	for _, m := range r.Measurements {
 		parts = append(parts, fmt.Sprintf("%d/%d scheduled, %.1f pods/s", m.Scheduled, m.Pods, m.Throughput.Average))
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, "; ") + where
 }
 
 func runOne(ctx context.Context, client kubernetes.Interface, o options, kubeconfig string, apiPID, apiPort, run int, s Selected, c kit.Contender, rep int) (r Result) {
@@ -226,6 +232,7 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 	rn := &runner{client: client, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
 		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}}
 	defer func() {
+		r.Placement = cl.placement(8)
 		if err := rn.cleanup(context.Background()); err != nil {
 			r.OK = false
 			r.Error = strings.TrimPrefix(r.Error+"; ", "; ") + err.Error()

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,9 @@ type podState struct {
 	ns        string
 	labels    map[string]string
 	bound     bool
-	attempted bool // bound, or marked PodScheduled=False by a scheduler
+	attempted bool   // bound, or marked PodScheduled=False by a scheduler
+	why       string // the last PodScheduled=False condition's reason and message
+	node      string
 }
 
 // cluster follows every pod of the API server and counts, per namespace, the pods seen bound since the run began
@@ -53,6 +56,7 @@ func (c *cluster) on(obj any) {
 		c.pods[key] = st
 	}
 	st.labels = pod.Labels
+	st.node = pod.Spec.NodeName
 	if pod.Spec.NodeName != "" && !st.bound {
 		st.bound = true
 		for col := range c.collectors {
@@ -65,6 +69,7 @@ func (c *cluster) on(obj any) {
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionFalse {
 			st.attempted = true
+			st.why = cond.Reason + ": " + cond.Message
 		}
 	}
 }
@@ -104,6 +109,64 @@ func (c *cluster) count(namespaces []string, sel map[string]string) (total, boun
 		}
 	}
 	return
+}
+
+// pending names up to max pods in namespaces matching sel that are not bound, each with why it was last
+// refused (or "never attempted"), so a wait that times out says which pods it waited for.
+func (c *cluster) pending(namespaces []string, sel map[string]string, max int) string {
+	in := map[string]bool{}
+	for _, ns := range namespaces {
+		in[ns] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for key, st := range c.pods {
+		if st.bound || (len(in) > 0 && !in[st.ns]) || !labels.SelectorFromSet(sel).Matches(labels.Set(st.labels)) {
+			continue
+		}
+		why := st.why
+		if why == "" {
+			why = "never attempted"
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", key, why))
+	}
+	sort.Strings(out)
+	if len(out) > max {
+		out = append(out[:max], fmt.Sprintf("and %d more", len(out)-max))
+	}
+	return strings.Join(out, "; ")
+}
+
+// placement counts the bound pods per node and namespace ("node: ns=n ns=n; ..."), when at most max nodes hold
+// pods: how a small workload's pods were spread, to compare contenders whose placements differ.
+func (c *cluster) placement(max int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	per := map[string]map[string]int{}
+	for _, st := range c.pods {
+		if st.node == "" {
+			continue
+		}
+		if per[st.node] == nil {
+			per[st.node] = map[string]int{}
+		}
+		per[st.node][st.ns]++
+	}
+	if len(per) == 0 || len(per) > max {
+		return ""
+	}
+	var out []string
+	for node, byNS := range per {
+		var parts []string
+		for ns, n := range byNS {
+			parts = append(parts, fmt.Sprintf("%s=%d", ns, n))
+		}
+		sort.Strings(parts)
+		out = append(out, node+": "+strings.Join(parts, " "))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
 }
 
 // watchCluster starts the pod informer of a run.
@@ -449,7 +512,8 @@ func (r *runner) waitScheduled(ctx context.Context, namespaces []string, sel map
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d pods in %s scheduled after %s", bound, want, strings.Join(namespaces, ","), r.timeout)
+			return fmt.Errorf("%d of %d pods in %s scheduled after %s; pending: %s", bound, want,
+				strings.Join(namespaces, ","), r.timeout, r.cl.pending(namespaces, sel, 5))
 		}
 		select {
 		case <-ctx.Done():
