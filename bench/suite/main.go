@@ -67,6 +67,7 @@ type options struct {
 	bins                               kit.Binaries
 	timeout                            time.Duration
 	list                               bool
+	record, expect                     string
 }
 
 // usage prints a one-line error and exits 2 (bad input).
@@ -91,6 +92,8 @@ func main() {
 	flag.StringVar(&o.bins.NullBinder, "null-binder", "", "null binder binary")
 	flag.StringVar(&o.bins.GuestsDir, "guests", "", "directory of the sample guests (ours-guests)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a createPods or barrier waits for its pods")
+	flag.StringVar(&o.record, "record", "", "write kube-scheduler's (the first contender's) scheduled/pending counts per workload to this JSON file")
+	flag.StringVar(&o.expect, "expect", "", "compare every run's scheduled/pending counts with this JSON file (written by --record); exit 3 on a difference")
 	flag.BoolVar(&o.list, "list", false, "list the selected workloads and what is not supported, run nothing")
 	flag.Parse()
 	o.bins.NullWorkers = 90
@@ -168,6 +171,12 @@ func main() {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	var expect *Expectations
+	if o.expect != "" {
+		if expect, err = loadExpectations(o.expect); err != nil {
+			usage("%v", err)
+		}
+	}
 	var results []Result
 	run := 0
 	for _, s := range runnable {
@@ -185,6 +194,27 @@ func main() {
 		}
 	}
 	write(o.out, results, unsupported)
+	if o.record != "" {
+		// The module directory (k8s.io/kubernetes@vX.Y.Z) names the version the workloads came from.
+		module := filepath.Dir(filepath.Dir(filepath.Dir(o.perfDir)))
+		rel, _ := filepath.Rel(module, o.perfDir)
+		if err := record(o.record, o.contenders[0].Name, filepath.Base(module)+"/"+rel, results); err != nil {
+			fmt.Fprintf(os.Stderr, "suite: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "suite: recorded %s's outcomes in %s\n", o.contenders[0].Name, o.record)
+	}
+	if expect != nil {
+		bad := expect.check(results)
+		for _, b := range bad {
+			fmt.Fprintf(os.Stderr, "suite: unexpected: %s\n", b)
+		}
+		if len(bad) > 0 {
+			os.Exit(3)
+		}
+		fmt.Fprintf(os.Stderr, "suite: all %d runs ended as recorded (%s)\n", len(results), expect.RecordedFrom)
+		return
+	}
 	for _, r := range results {
 		if !r.OK && r.NotApplicable == "" {
 			os.Exit(1)

@@ -184,3 +184,57 @@ func TestRenderTemplate(t *testing.T) {
 		t.Errorf("rendered %+v", out.Metadata)
 	}
 }
+
+// A run whose counts differ from the recorded ones, one that failed and one with no record are each reported;
+// a run that matches is not.
+func TestExpectationsCheck(t *testing.T) {
+	e := &Expectations{Workloads: map[string][]Expected{
+		"A/x": {{Name: "m", Pods: 10, Scheduled: 10}},
+		"B/y": {{Name: "m", Pods: 20, Scheduled: 19, Pending: 1}},
+	}}
+	m := func(pods, sched int) []Measurement {
+		return []Measurement{{Name: "m", Pods: pods, Scheduled: sched, Pending: pods - sched}}
+	}
+	results := []Result{
+		{Workload: "A/x", Contender: "ours", Rep: 1, OK: true, Measurements: m(10, 10)},
+		{Workload: "B/y", Contender: "ours", Rep: 1, OK: true, Measurements: m(20, 20)},
+		{Workload: "C/z", Contender: "ours", Rep: 1, OK: true, Measurements: m(1, 1)},
+		{Workload: "A/x", Contender: "ours", Rep: 2, Error: "op 1 (createPods): 9 of 10 pods scheduled"},
+	}
+	bad := e.check(results)
+	if len(bad) != 3 {
+		t.Fatalf("want 3 differences, got %d: %q", len(bad), bad)
+	}
+	for i, want := range []string{"did not complete", "20 pods, 20 scheduled, 0 pending; expected 20, 19, 1", "no expectation"} {
+		if !strings.Contains(bad[i], want) {
+			t.Errorf("difference %d = %q, want it to say %q", i, bad[i], want)
+		}
+	}
+	if bad := e.check(results[:1]); len(bad) != 0 {
+		t.Errorf("a matching run reported: %q", bad)
+	}
+}
+
+// --record writes the first repetition of the recording contender's runs, and names a run that failed.
+func TestRecordRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "expected.json")
+	results := []Result{
+		{Workload: "A/x", Contender: "kube", Rep: 1, OK: true, Measurements: []Measurement{{Name: "m", Pods: 4, Scheduled: 3, Pending: 1}}},
+		{Workload: "A/x", Contender: "ours", Rep: 1, OK: true, Measurements: []Measurement{{Name: "m", Pods: 4, Scheduled: 4}}},
+		{Workload: "B/y", Contender: "kube", Rep: 1, Error: "timed out"},
+	}
+	err := record(path, "kube", "kubernetes@v9/test", results)
+	if err == nil || !strings.Contains(err.Error(), "B/y failed for kube") {
+		t.Fatalf("record: want the failed workload named, got %v", err)
+	}
+	e, err := loadExpectations(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Workloads["A/x"]; len(got) != 1 || got[0] != (Expected{Name: "m", Pods: 4, Scheduled: 3, Pending: 1}) {
+		t.Errorf("recorded %+v, want kube's counts", got)
+	}
+	if _, ok := e.Workloads["B/y"]; ok {
+		t.Error("a failed run was recorded")
+	}
+}

@@ -27,6 +27,7 @@ mod parity;
 mod serving;
 mod shadow;
 mod snapshot;
+mod suite;
 mod tenancy;
 mod volumes;
 mod workload;

@@ -1,5 +1,5 @@
 //! Decision parity with kube-scheduler, short: `scripts/parity.sh` (the harness behind `make parity`) with two
-//! seeds of 15 probes on 16 nodes, live beside kube-scheduler v1.34.4 on its own throwaway control plane, and the
+//! seeds of 15 probes on 16 nodes, live beside kube-scheduler v1.37.2 on its own throwaway control plane, and the
 //! simulator on the same cluster files. Any divergence fails; ties are reported, not failed. The long run is
 //! `make parity`.
 
