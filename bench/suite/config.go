@@ -68,6 +68,9 @@ type Op struct {
 	SignatureBatchSize       int               `json:"signatureBatchSize"`
 	SignatureBatchSizeParam  string            `json:"signatureBatchSizeParam"`
 	DeletePodsPerSecond      int               `json:"deletePodsPerSecond"`
+	TemplatePath             *string           `json:"templatePath"`
+	UpdatePerSecond          int               `json:"updatePerSecond"`
+	Subresources             []string          `json:"subresources"`
 	Name                     string            `json:"name"`
 	Raw                      json.RawMessage   `json:"-"`
 }
@@ -185,7 +188,7 @@ func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Sel
 // supported are the opcodes the suite runs; the others make the workload unsupported, with the reason listed.
 var supported = map[string]bool{
 	"createNodes": true, "createNamespaces": true, "createPods": true, "barrier": true, "sleep": true,
-	"deletePods": true, "startCollectingMetrics": true, "stopCollectingMetrics": true,
+	"deletePods": true, "createAny": true, "updateAny": true, "startCollectingMetrics": true, "stopCollectingMetrics": true,
 	// profiles are about the Go process of the integration test; there is nothing of ours to profile that way
 	"startCollectingProfile": true, "stopCollectingProfile": true,
 }
@@ -245,6 +248,17 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 			op.PodTemplatePath = tc.DefaultPodTemplatePath
 		}
 		op.PodTemplatePath, op.NodeTemplatePath, op.NamespaceTemplatePath = abs(op.PodTemplatePath), abs(op.NodeTemplatePath), abs(op.NamespaceTemplatePath)
+		op.TemplatePath = abs(op.TemplatePath)
+		if (op.Opcode == "createAny" || op.Opcode == "updateAny") && op.TemplatePath == nil {
+			return nil, fmt.Errorf("%s: %s/%s op %d (%s): no templatePath", tc.File, tc.Name, w.Name, i, op.Opcode)
+		}
+		if op.Opcode == "createAny" {
+			if b, err := os.ReadFile(*op.TemplatePath); err == nil && strings.Contains(string(b), "kind: ResourceClaimTemplate") {
+				// Pods naming a template wait for kube-controller-manager's resourceclaim controller to create their
+				// claims; upstream's test runs that controller, this control plane runs none.
+				why = append(why, "ResourceClaimTemplates (need the resourceclaim controller)")
+			}
+		}
 		switch {
 		case op.CountMultiplierParam != "":
 			why = append(why, "createPods countMultiplierParam")
@@ -317,4 +331,38 @@ func resolveTemplateParams(tp map[string]any, params map[string]any) map[string]
 		}
 	}
 	return out
+}
+
+// apiServerFlags are the kube-apiserver flags the selected workloads need, as upstream's test server gets them
+// (mustSetupCluster): every feature gate some workload turns on, and the API versions DynamicResourceAllocation and
+// GenericWorkload serve beyond the defaults. The suite shares one API server between workloads, so a gate one
+// workload turns on is on for all of them there; the schedulers still get each workload's own gates.
+func apiServerFlags(sel []Selected) []string {
+	on := map[string]bool{}
+	for _, s := range sel {
+		for g, v := range s.FeatureGates {
+			if v {
+				on[g] = true
+			}
+		}
+	}
+	if len(on) == 0 {
+		return nil
+	}
+	var gates, runtime []string
+	for g := range on {
+		gates = append(gates, g+"=true")
+	}
+	sort.Strings(gates)
+	if on["DynamicResourceAllocation"] {
+		runtime = append(runtime, "resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true", "resource.k8s.io/v1beta1=true", "resource.k8s.io/v1alpha3=true")
+	}
+	if on["GenericWorkload"] {
+		runtime = append(runtime, "scheduling.k8s.io/v1beta1=true")
+	}
+	flags := []string{"--feature-gates=" + strings.Join(gates, ",")}
+	if len(runtime) > 0 {
+		flags = append(flags, "--runtime-config="+strings.Join(runtime, ","))
+	}
+	return flags
 }

@@ -23,6 +23,7 @@ import (
 	"kube-wasm-scheduler.local/bench-live/kit"
 
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -66,7 +67,7 @@ type options struct {
 	reps, workers                      int
 	bins                               kit.Binaries
 	timeout                            time.Duration
-	list                               bool
+	list, apiFlags                     bool
 	record, expect                     string
 }
 
@@ -94,6 +95,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a createPods or barrier waits for its pods")
 	flag.StringVar(&o.record, "record", "", "write kube-scheduler's (the first contender's) scheduled/pending counts per workload to this JSON file")
 	flag.StringVar(&o.expect, "expect", "", "compare every run's scheduled/pending counts with this JSON file (written by --record); exit 3 on a difference")
+	flag.BoolVar(&o.apiFlags, "apiserver-flags", false, "print the kube-apiserver flags the selected workloads need (feature gates, API versions) and exit")
 	flag.BoolVar(&o.list, "list", false, "list the selected workloads and what is not supported, run nothing")
 	flag.Parse()
 	o.bins.NullWorkers = 90
@@ -147,6 +149,10 @@ func main() {
 	for _, u := range unsupported {
 		fmt.Fprintf(os.Stderr, "suite: not run: %s (%s): %s\n", u.Workload, u.File, u.Reason)
 	}
+	if o.apiFlags {
+		fmt.Println(strings.Join(apiServerFlags(runnable), " "))
+		return
+	}
 	if o.list {
 		for _, s := range runnable {
 			fmt.Println(s.Name())
@@ -168,6 +174,7 @@ func main() {
 	}
 	cfg.QPS, cfg.Burst = 5000, 5000
 	client := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -183,7 +190,7 @@ func main() {
 		for rep := 1; rep <= o.reps; rep++ {
 			for _, c := range kit.InTurn(o.contenders, rep) {
 				run++
-				r := runOne(ctx, client, o, kubeconfig, apiPID, apiPort, run, s, c, rep)
+				r := runOne(ctx, client, dyn, o, kubeconfig, apiPID, apiPort, run, s, c, rep)
 				results = append(results, r)
 				fmt.Fprintf(os.Stderr, "suite: %s %s rep %d: %s\n", s.Name(), c.Name, rep, brief(r))
 				write(o.out, results, unsupported)
@@ -240,7 +247,7 @@ func brief(r Result) string {
 	return strings.Join(parts, "; ") + where
 }
 
-func runOne(ctx context.Context, client kubernetes.Interface, o options, kubeconfig string, apiPID, apiPort, run int, s Selected, c kit.Contender, rep int) (r Result) {
+func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, o options, kubeconfig string, apiPID, apiPort, run int, s Selected, c kit.Contender, rep int) (r Result) {
 	r = Result{Workload: s.Name(), Contender: c.Name, Rep: rep, FeatureGates: s.FeatureGates}
 	dir := filepath.Join(o.out, "runs", fmt.Sprintf("%03d-%s-%s-%d", run, strings.ReplaceAll(s.Name(), "/", "_"), c.Name, rep))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -259,7 +266,7 @@ func runOne(ctx context.Context, client kubernetes.Interface, o options, kubecon
 	defer close(stop)
 	cl := watchCluster(client, stop)
 	name := fmt.Sprintf("suite-%03d", run)
-	rn := &runner{client: client, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
+	rn := &runner{client: client, dynamic: dyn, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
 		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}}
 	defer func() {
 		r.Placement = cl.placement(8)

@@ -20,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -255,6 +257,10 @@ type runner struct {
 	timeout       time.Duration // how long to wait for pods to be scheduled
 	workers       int
 
+	dynamic dynamic.Interface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	made    []made // by createAny, deleted at cleanup
+
 	createdNodes []string
 	createdNS    map[string]bool
 	createdPods  map[string]int // per namespace, still there
@@ -318,6 +324,10 @@ func (r *runner) op(ctx context.Context, i int, op Op) error {
 		}
 	case "deletePods":
 		return r.deletePods(ctx, op)
+	case "createAny":
+		return r.createAny(ctx, op)
+	case "updateAny":
+		return r.updateAny(ctx, op)
 	case "startCollectingMetrics":
 		if r.open != nil {
 			return fmt.Errorf("metrics are already being collected")
@@ -603,6 +613,30 @@ func (r *runner) cleanup(ctx context.Context) error {
 				if err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("removing the finalizers of %s/%s: %w", ns, p.Name, err)
 				}
+			}
+		}
+	}
+	if err := r.deleteMade(ctx); err != nil {
+		return err
+	}
+	// Claims a scheduler made (DRA extended resources) or left allocated: without a namespace controller they would
+	// outlive their namespace and keep their devices from the next run.
+	for ns := range r.createdNS {
+		claims := r.client.ResourceV1().ResourceClaims(ns)
+		if err := claims.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the ResourceClaims in %s: %w", ns, err)
+		}
+		left, err := claims.List(ctx, metav1.ListOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("listing the ResourceClaims in %s: %w", ns, err)
+		}
+		if left == nil {
+			continue
+		}
+		for _, c := range left.Items {
+			_, err := claims.Patch(ctx, c.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("removing the finalizers of ResourceClaim %s/%s: %w", ns, c.Name, err)
 			}
 		}
 	}

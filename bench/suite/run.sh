@@ -50,6 +50,12 @@ if [[ " $CONTENDERS " == *" null "* ]]; then
   (cd "$ROOT/bench/live" && CGO_ENABLED=0 "$GO" build -mod=readonly -trimpath -o "$TOOLS/" ./nullbinder) || die "go build failed in bench/live"
 fi
 
+# The API server gets the feature gates and API versions the selected workloads need (upstream starts its test
+# server with the workload's gates); one server is shared, so a gate any of them turns on is on for all.
+KWS_APISERVER_FLAGS="$("$TOOLS/suite" --perf-dir "$PERF" --suite "${SUITE:-short}" --filter "${FILTER:-}" --apiserver-flags 2>/dev/null)" \
+  || die "suite --apiserver-flags failed"
+export KWS_APISERVER_FLAGS
+[[ -z "$KWS_APISERVER_FLAGS" ]] || say "kube-apiserver flags: $KWS_APISERVER_FLAGS"
 live_up
 say "SUITE=${SUITE:-short} FILTER=${FILTER:-} contenders: $CONTENDERS; repetitions: ${BENCH_REPS:-1}; results in $OUT"
 live_run "$TOOLS/suite" \
