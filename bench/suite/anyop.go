@@ -27,7 +27,7 @@ type made struct {
 	name      string
 }
 
-// mapper resolves a template's kind to its resource (discovery, cached for the run).
+// mapping resolves a template's kind to its resource (discovery, cached for the run).
 func (r *runner) mapping(obj *unstructured.Unstructured) (*meta.RESTMapping, error) {
 	if r.mapper == nil {
 		r.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(r.client.Discovery()))
@@ -172,11 +172,10 @@ func (r *runner) deleteMade(ctx context.Context) error {
 		// An allocated claim keeps its deletion-protection finalizer until a controller this control plane does
 		// not run removes it: here.
 		if err == nil {
-			patch := []byte(`{"metadata":{"finalizers":null}}`)
 			if o.namespace != "" {
-				_, err = res.Namespace(o.namespace).Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{})
+				_, err = res.Namespace(o.namespace).Patch(ctx, o.name, types.MergePatchType, noFinalizers, metav1.PatchOptions{})
 			} else {
-				_, err = res.Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{})
+				_, err = res.Patch(ctx, o.name, types.MergePatchType, noFinalizers, metav1.PatchOptions{})
 			}
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("removing the finalizers of %s %s: %w", o.mapping.GroupVersionKind.Kind, o.name, err)

@@ -89,17 +89,11 @@ func (c *cluster) gone(obj any) {
 
 // count returns the pods in namespaces (all when empty) matching sel: how many exist, are bound and attempted.
 func (c *cluster) count(namespaces []string, sel map[string]string) (total, bound, attempted int) {
-	in := map[string]bool{}
-	for _, ns := range namespaces {
-		in[ns] = true
-	}
+	selected := selecting(namespaces, sel)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range c.pods {
-		if len(in) > 0 && !in[st.ns] {
-			continue
-		}
-		if !labels.SelectorFromSet(sel).Matches(labels.Set(st.labels)) {
+		if !selected(st) {
 			continue
 		}
 		total++
@@ -113,18 +107,28 @@ func (c *cluster) count(namespaces []string, sel map[string]string) (total, boun
 	return
 }
 
-// pending names up to max pods in namespaces matching sel that are not bound, each with why it was last
-// refused (or "never attempted"), so a wait that times out says which pods it waited for.
-func (c *cluster) pending(namespaces []string, sel map[string]string, max int) string {
+// selecting is whether a pod is in one of namespaces (any when empty) and matches sel, both read once: the waits
+// ask every 200 ms over every pod of the run.
+func selecting(namespaces []string, sel map[string]string) func(*podState) bool {
 	in := map[string]bool{}
 	for _, ns := range namespaces {
 		in[ns] = true
 	}
+	selector := labels.SelectorFromSet(sel)
+	return func(st *podState) bool {
+		return (len(in) == 0 || in[st.ns]) && selector.Matches(labels.Set(st.labels))
+	}
+}
+
+// pending names up to max pods in namespaces matching sel that are not bound, each with why it was last
+// refused (or "never attempted"), so a wait that times out says which pods it waited for.
+func (c *cluster) pending(namespaces []string, sel map[string]string, max int) string {
+	selected := selecting(namespaces, sel)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
 	for key, st := range c.pods {
-		if st.bound || (len(in) > 0 && !in[st.ns]) || !labels.SelectorFromSet(sel).Matches(labels.Set(st.labels)) {
+		if st.bound || !selected(st) {
 			continue
 		}
 		why := st.why
@@ -592,6 +596,9 @@ func (r *runner) deletePods(ctx context.Context, op Op) error {
 	return del()
 }
 
+// noFinalizers is the merge patch that drops an object's finalizers: no controller here would ever remove them.
+var noFinalizers = []byte(`{"metadata":{"finalizers":null}}`)
+
 // cleanup deletes what the run made: its pods (at once: no kubelet confirms a graceful deletion), then its
 // namespaces (finalized here: the throwaway control plane runs no namespace controller) and nodes, and waits until
 // they are gone so the next run starts from the same empty cluster.
@@ -609,7 +616,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 		}
 		for _, p := range pods.Items {
 			if len(p.Finalizers) > 0 {
-				_, err := r.client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+				_, err := r.client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, noFinalizers, metav1.PatchOptions{})
 				if err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("removing the finalizers of %s/%s: %w", ns, p.Name, err)
 				}
@@ -634,7 +641,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 			continue
 		}
 		for _, c := range left.Items {
-			_, err := claims.Patch(ctx, c.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			_, err := claims.Patch(ctx, c.Name, types.MergePatchType, noFinalizers, metav1.PatchOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("removing the finalizers of ResourceClaim %s/%s: %w", ns, c.Name, err)
 			}
