@@ -43,7 +43,7 @@ test: setup registry guests
 ## handed over, a volume and a DRA scenario) against each Kubernetes release this build serves: kube-apiserver
 ## $(KUBE_VERSIONS) (each built from the Go module proxy on first use, several minutes, then cached).
 KUBE_VERSIONS ?= v1.35.4 v1.36.3 v1.37.2
-SMOKE ?= second_scheduler,failed_scheduling_is_one_series,leader_election_hands_over,claims_that_wait_for_their_first_consumer,a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node
+SMOKE ?= second_scheduler,failed_scheduling_is_one_series,leader_election_hands_over,claims_that_wait_for_their_first_consumer,a_claimed_device_is_allocated_on_the_claim_and_the_pod_bound_to_its_node,a_kubectl_dump_is_simulated
 test-versions: setup registry guests
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "== kube-apiserver $$v"; \

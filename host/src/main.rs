@@ -65,9 +65,14 @@ enum Command {
         #[arg(long, value_name = "FILE.html")]
         report: Option<PathBuf>,
         /// Feature gates, as kube-scheduler's flag: GenericWorkload=true (or AllBeta=true) schedules the cluster
-        /// file's PodGroups' members as the live scheduler does with the gate (gang scheduling).
+        /// file's PodGroups' members as the live scheduler does with the gate (gang scheduling); the other gates
+        /// of `config::features::GATES` as the live scheduler takes them.
         #[arg(long = "feature-gates", value_name = "GATE=BOOL,...")]
         feature_gates: Vec<String>,
+        /// The Kubernetes release whose feature-gate defaults apply, as kube-scheduler's flag (1.34 to 1.37): a
+        /// 1.35 cluster simulated as a 1.35 scheduler would place it.
+        #[arg(long = "emulated-version", value_name = "1.MINOR")]
+        emulated_version: Option<String>,
     },
     /// Write a live cluster as a cluster file for `simulate` (stdout): nodes, running and pending pods,
     /// workloads, PodDisruptionBudgets, PriorityClasses, storage and DRA objects. Secrets are never read.
@@ -392,41 +397,27 @@ fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)
         .collect()
 }
 
-/// Runs each profile (`None`: upstream's default) on the cluster file with the same seed. With `html`, every
-/// pending pod is traced and the page is written; the reports keep only the explanations `opts` asked for.
-/// `simulate --feature-gates`: pairs as kube-scheduler's flag takes them; GenericWorkload (or AllBeta) is the one
-/// that changes a simulation, the others are refused by name so that a typo is not silently ignored.
-fn sim_features(flags: &[String]) -> Result<config::Features, BadInput> {
-    let mut generic_workload = None;
-    let mut all_beta = None;
-    for (k, v) in flags
+/// `simulate --feature-gates` and `--emulated-version`: as kube-scheduler's flags take them. A gate the simulator
+/// does not act on is refused by name, so that a typo is not silently ignored.
+fn sim_features(flags: &[String], emulated: Option<&str>) -> Result<config::Features, BadInput> {
+    let bad = |e: String| BadInput(format!("--feature-gates: {e}"));
+    let pairs = config::features::parse_pairs(flags.iter().map(String::as_str)).map_err(bad)?;
+    if let Some((other, _)) = pairs
         .iter()
-        .flat_map(|f| f.split(','))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            p.split_once('=').ok_or_else(|| BadInput(format!("--feature-gates: {p:?} is not a Gate=true|false pair")))
-        })
-        .collect::<Result<Vec<_>, _>>()?
+        .find(|(k, _)| !matches!(*k, "AllAlpha" | "AllBeta") && !config::features::GATES.iter().any(|g| g.name == *k))
     {
-        let on = match v.trim() {
-            "true" => true,
-            "false" => false,
-            other => return Err(BadInput(format!("--feature-gates: {k}={other}: want true or false"))),
-        };
-        match k.trim() {
-            "GenericWorkload" => generic_workload = Some(on),
-            "AllBeta" => all_beta = Some(on),
-            other => {
-                return Err(BadInput(format!(
-                    "--feature-gates: {other}: the simulator takes GenericWorkload and AllBeta only"
-                )))
-            }
-        }
+        let names: Vec<&str> = config::features::GATES.iter().map(|g| g.name).collect();
+        return Err(bad(format!("{other}: the simulator takes AllAlpha, AllBeta and {}", names.join(", "))));
     }
-    Ok(config::Features { generic_workload: generic_workload.or(all_beta).unwrap_or(false) })
+    let emulated = emulated
+        .map(kube_wasm_scheduler::options::kube_minor)
+        .transpose()
+        .map_err(|e| BadInput(format!("--emulated-version: {e}")))?;
+    config::Features::resolve(config::Versions::new(emulated, None), &pairs).map_err(bad)
 }
 
+/// Runs each profile (`None`: upstream's default) on the cluster file with the same seed. With `html`, every
+/// pending pod is traced and the page is written; the reports keep only the explanations `opts` asked for.
 fn run_profiles(
     configs: &[Option<&PathBuf>],
     cluster: &Path,
@@ -536,10 +527,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let registry = in_tree_registry();
     match cli.command {
         Command::Snapshot { kubeconfig } => snapshot(kubeconfig.as_deref()),
-        Command::Simulate { config, cluster, seed, output, explain, watch, report, feature_gates } => {
+        Command::Simulate {
+            config,
+            cluster,
+            seed,
+            output,
+            explain,
+            watch,
+            report,
+            feature_gates,
+            emulated_version,
+        } => {
             let reload_period = watch.then_some(std::time::Duration::from_millis(500));
             let opts = SimOptions { seed, explain, reload_period };
-            let features = sim_features(&feature_gates)?;
+            let features = sim_features(&feature_gates, emulated_version.as_deref())?;
             if config.len() > 1 {
                 if watch {
                     return Err(BadInput("--watch takes at most one --config".into()).into());
@@ -679,7 +680,8 @@ fn plugin_build(project: &author::Project, output: Option<&Path>) -> anyhow::Res
 fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let mut registry = registry;
     // GenericWorkload (beta, off by default in v1.37; AllBeta=true turns it on too): the Workload/PodGroup API.
-    let features = config::Features { generic_workload: opts.beta_gate("GenericWorkload") == Some(true) };
+    // The gates of the emulated release with --feature-gates applied (checked when the flags were parsed).
+    let features = opts.features().map_err(|e| BadInput(e.to_string()))?;
     let mut cfg = load_config_with(opts.config.as_ref(), &mut registry, features)?;
     for w in opts.apply_to(&mut cfg) {
         tracing::warn!("{w}");

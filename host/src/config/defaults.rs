@@ -50,10 +50,10 @@ pub fn default_plugins_for(features: Features) -> Plugins {
                 p("NodeResourcesBalancedAllocation", Some(1)),
                 p("ImageLocality", Some(1)),
                 p("DefaultBinder", None),
-                // Appended when the NodeDeclaredFeatures gate is on (beta and on in v1.36, GA in v1.37).
-                p("NodeDeclaredFeatures", None),
             ]
             .into_iter()
+            // Upstream's applyFeatureGates, in its order: NodeDeclaredFeatures (beta and on in v1.36, GA in v1.37).
+            .chain(features.node_declared_features.then(|| p("NodeDeclaredFeatures", None)))
             // Upstream's applyGangScheduling, with the GenericWorkload gate (beta, off by default in v1.37).
             .chain(features.generic_workload.then(|| p(crate::config::GANG_SCHEDULING, None)))
             .collect(),

@@ -4,6 +4,7 @@ mod defaults;
 mod duration;
 pub mod extenders;
 pub mod extension_point;
+pub mod features;
 pub mod names;
 pub mod types;
 
@@ -22,16 +23,9 @@ pub use defaults::{default_plugins, default_plugins_for, UPSTREAM_PLUGINS_NOT_IM
 /// The name of the GangScheduling plugin (the default profile gains it with the GenericWorkload gate).
 pub const GANG_SCHEDULING: &str = "GangScheduling";
 
-/// The feature gates that change what a configuration means, as upstream's `--feature-gates` change
-/// `getDefaultPlugins` (the only ones here that do: the rest take effect elsewhere or not at all).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Features {
-    /// GenericWorkload (beta, off by default in v1.37): the Workload/PodGroup API. The default profile gains
-    /// GangScheduling, PodGroups are watched, and a group's queued members are scheduled in one PodGroup cycle.
-    pub generic_workload: bool,
-}
 pub use duration::{check_go_seconds, format_go_duration, parse_go_duration, serialize_go_duration, MAX_GO_DURATION};
 pub use extenders::ExtenderConfig;
+pub use features::{Features, Versions};
 pub use types::*;
 
 /// A configuration that cannot be used. Its message names the file and the field.

@@ -260,6 +260,8 @@ pub struct PluginContext {
     pub listers: Arc<Listers>,
     /// The schedulerName of the plugin's profile (set by the framework that builds it).
     pub profile: String,
+    /// The feature gates of the run (upstream hands each plugin's constructor its `feature.Features`).
+    pub features: crate::config::Features,
 }
 
 impl PluginContext {
@@ -273,6 +275,7 @@ impl PluginContext {
             pods: Arc::default(),
             listers: Arc::default(),
             profile: String::new(),
+            features: crate::config::Features::default(),
         }
     }
 }

@@ -403,7 +403,18 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         if let Err(e) = main_up.and(events_up) {
             tracing::warn!(error = %e, "asking the API server for its version before the informers start");
         }
-        let watched = informers::Watched { policies, pod_groups: cfg.features.generic_workload };
+        // DeviceTaintRules are resource.k8s.io/v1 from v1.37 on. Where the gate is on but the API server is older
+        // and does not serve them, no rule can exist: the scheduler runs without them rather than wait forever for
+        // a watch that cannot start (kube-scheduler v1.37 would; --emulated-version=1.36 turns the gate off).
+        let device_taint_rules = cfg.features.dra_device_taint_rules
+            && informers::serves::<k8s_openapi::api::resource::v1::DeviceTaintRule>(&client).await;
+        if cfg.features.dra_device_taint_rules && !device_taint_rules {
+            tracing::warn!(
+                "deviceTaintRules.resource.k8s.io/v1 is not served by the API server (a release before v1.37): no \
+                 DeviceTaintRule applies; --emulated-version gives the gates of the cluster's release"
+            );
+        }
+        let watched = informers::Watched { policies, pod_groups: cfg.features.generic_workload, device_taint_rules };
         informers::start(client.clone(), live.scheduler.clone(), live.synced.clone(), watched);
         let loop_live = live.clone();
         let loop_thread = std::thread::Builder::new()

@@ -242,18 +242,14 @@ const FLAGS: &[Flag] = &[
     used("leader-elect-resource-name", Value, "Lease name"),
     used("leader-elect-resource-namespace", Value, "Lease namespace"),
     // feature gate
-    ignored(
+    used(
         "feature-gates",
         Value,
-        "checked; only GenericWorkload (the Workload/PodGroup API, gang scheduling), ComponentFlagz, \
-         ComponentStatusz and AllBeta take effect",
+        "the gates of config::features::GATES (at the emulated release's defaults), GenericWorkload, \
+         ComponentFlagz, ComponentStatusz and AllAlpha/AllBeta take effect; others are checked only",
     ),
-    ignored(
-        "emulated-version",
-        Value,
-        "checked (kube=1.34..1.37), no effect: the defaults of v1.37 apply, whatever release is emulated",
-    ),
-    ignored("min-compatibility-version", Value, "checked (kube=1.34..1.37, at most --emulated-version), no effect"),
+    used("emulated-version", Value, "the release whose feature-gate defaults apply (kube=1.34..1.37)"),
+    used("min-compatibility-version", Value, "kube=1.34..1.37, at most --emulated-version: gates' defaults"),
     // metrics
     ignored("show-hidden-metrics-for-version", Value, NO_METRICS_FILTER),
     ignored("disabled-metrics", Value, NO_METRICS_FILTER),
@@ -343,12 +339,13 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Options, FlagError> {
         }
     }
     check_relations(&o)?;
+    o.features()?;
     Ok(o)
 }
 
 /// The minor version of the `kube` component in a component-base version list (`1.36`, `kube=1.36`,
 /// `kube=1.36,other=2.0` is refused: no other component is registered), within what a v1.37 binary can emulate.
-fn kube_minor(v: &str) -> Result<u32, String> {
+pub fn kube_minor(v: &str) -> Result<u32, String> {
     let mut minor = None;
     for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (component, version) = part.split_once('=').unwrap_or(("kube", part));
@@ -369,10 +366,7 @@ fn kube_minor(v: &str) -> Result<u32, String> {
     minor.ok_or_else(|| "no version given".to_string())
 }
 
-/// The Kubernetes minor this scheduler follows, as a kube-scheduler binary of that release would report it.
-pub const BINARY_MINOR: u32 = 37;
-/// The oldest minor a v1.37 binary emulates (three releases back, as component-base allows).
-pub const MIN_EMULATED_MINOR: u32 = 34;
+pub use crate::config::features::{BINARY_MINOR, MIN_EMULATED_MINOR};
 
 /// Checks between flags that pflag leaves to upstream's `Validate`.
 fn check_relations(o: &Options) -> Result<(), FlagError> {
@@ -575,7 +569,19 @@ fn set(o: &mut Options, name: &str, v: &str, first: bool) -> Result<(), String> 
         }
         "leader-elect-resource-name" => le.resource_name = Some(v.to_string()),
         "leader-elect-resource-namespace" => le.resource_namespace = Some(v.to_string()),
-        "feature-gates" => check_pairs(v, |b| parse_bool(b).is_ok(), "a Gate=true|false pair")?,
+        "feature-gates" => {
+            check_pairs(v, |b| parse_bool(b).is_ok(), "a Gate=true|false pair")?;
+            // A gate upstream has but this scheduler does not act on changes nothing here: say so once per name.
+            for (k, _) in v.split(',').filter_map(|p| p.split_once('=')) {
+                let k = k.trim();
+                let acted = crate::config::features::GATES.iter().any(|g| g.name == k)
+                    || matches!(k, "AllAlpha" | "AllBeta" | "ComponentFlagz" | "ComponentStatusz");
+                let warning = format!("--feature-gates: {k}: checked, no effect here");
+                if !acted && !o.warnings.contains(&warning) {
+                    o.warnings.push(warning);
+                }
+            }
+        }
         "vmodule" => check_pairs(v, |n| n.parse::<u32>().is_ok(), "a pattern=N pair")?,
         "show-hidden-metrics-for-version" => {
             let ok = v.is_empty()
@@ -804,22 +810,29 @@ impl Options {
     /// A feature gate's value from `--feature-gates` (the last mention wins, `AllBeta` for a beta gate), None when
     /// the command line does not set it.
     pub fn beta_gate(&self, gate: &str) -> Option<bool> {
-        let mut all_beta = None;
-        let mut own = None;
-        for (name, v) in &self.given {
-            if *name != "feature-gates" {
-                continue;
-            }
-            for (k, val) in v.split(',').filter_map(|p| p.split_once('=')) {
-                let val = parse_bool(val.trim()).ok();
-                match k.trim() {
-                    "AllBeta" => all_beta = val,
-                    k if k == gate => own = val,
-                    _ => {}
-                }
-            }
-        }
-        own.or(all_beta)
+        let pairs = crate::config::features::parse_pairs(self.values("feature-gates")).ok()?;
+        let last = |name: &str| pairs.iter().rev().find(|(k, _)| *k == name).map(|&(_, on)| on);
+        last(gate).or(last("AllBeta"))
+    }
+
+    /// The releases emulated (`--emulated-version`, `--min-compatibility-version`).
+    pub fn versions(&self) -> crate::config::Versions {
+        crate::config::Versions::new(self.emulated_minor, self.min_compatibility_minor)
+    }
+
+    /// The gates this scheduler acts on, at the emulated release with `--feature-gates` applied; refused as
+    /// upstream refuses (a locked gate changed, a gate set before its release).
+    pub fn features(&self) -> Result<crate::config::Features, FlagError> {
+        let values: Vec<&str> = self.values("feature-gates").collect();
+        let invalid =
+            |reason: String| FlagError::Invalid { flag: "feature-gates".into(), value: values.join(","), reason };
+        let pairs = crate::config::features::parse_pairs(values.iter().copied()).map_err(invalid)?;
+        crate::config::Features::resolve(self.versions(), &pairs).map_err(invalid)
+    }
+
+    /// The values given to flag `name`, in order.
+    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.given.iter().filter(move |(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 }
 
@@ -954,13 +967,26 @@ mod tests {
     fn flags_without_effect_are_accepted_with_one_warning_each() {
         let o =
             ok(&["--profiling", "--profiling=false", "--feature-gates=A=true,B=false", "--logtostderr", "--port=0"]);
-        assert_eq!(o.warnings.len(), 3, "{:?}", o.warnings);
+        assert_eq!(o.warnings.len(), 4, "{:?}", o.warnings);
         assert!(o.warnings[0].starts_with("--profiling: "));
-        assert!(o.warnings[1].starts_with("--feature-gates: "));
-        assert!(o.warnings[2].starts_with("--logtostderr: "));
-        // v1.37's compatibility-version flags: checked, the kube component's minor kept.
-        let o = ok(&["--emulated-version=kube=1.36", "--min-compatibility-version=1.35", "--tls-curve-preferences=29"]);
-        assert_eq!((o.emulated_minor, o.min_compatibility_minor, o.warnings.len()), (Some(36), Some(35), 3));
+        assert_eq!(
+            o.warnings[1..3],
+            ["--feature-gates: A: checked, no effect here", "--feature-gates: B: checked, no effect here"]
+        );
+        assert!(o.warnings[3].starts_with("--logtostderr: "));
+        // v1.37's compatibility-version flags: the kube component's minor kept, the gates' defaults of that release.
+        let o = ok(&["--emulated-version=kube=1.35", "--min-compatibility-version=1.35", "--tls-curve-preferences=29"]);
+        assert_eq!((o.emulated_minor, o.min_compatibility_minor, o.warnings.len()), (Some(35), Some(35), 1));
+        let f = o.features().unwrap();
+        assert!(!f.node_declared_features && !f.dra_extended_resource && f.nominated_node_name_for_expectation);
+        assert!(ok(&[]).features().unwrap().node_declared_features);
+        // Locked at v1.37, not at v1.36.
+        assert!(
+            !ok(&["--emulated-version=1.36", "--feature-gates=NodeDeclaredFeatures=false"])
+                .features()
+                .unwrap()
+                .node_declared_features
+        );
     }
 
     #[test]
@@ -974,6 +1000,8 @@ mod tests {
             (&["--kube-api-qps=1e39"], "--kube-api-qps"),
             (&["--leader-elect-retry-period=2562048h"], "--leader-elect-retry-period"),
             (&["--kube-api-burst=-1"], "--kube-api-burst"),
+            (&["--feature-gates=NodeDeclaredFeatures=false"], "--feature-gates"),
+            (&["--emulated-version=1.34", "--feature-gates=GenericWorkload=true"], "--feature-gates"),
             (&["--leader-elect-lease-duration=15"], "--leader-elect-lease-duration"),
             (&["--profiling=maybe"], "--profiling"),
             (&["--logging-format=xml"], "--logging-format"),

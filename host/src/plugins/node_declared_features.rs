@@ -68,13 +68,22 @@ pub fn required_features(pod: &PodInfo) -> Vec<&'static str> {
 struct PreFilterState(Arc<Vec<&'static str>>);
 
 /// The NodeDeclaredFeatures plugin.
-#[derive(Debug, Default)]
-pub struct NodeDeclaredFeatures;
+#[derive(Debug)]
+pub struct NodeDeclaredFeatures {
+    /// The gate: with it off the plugin is built but skips every pod, as upstream's does.
+    enabled: bool,
+}
+
+impl Default for NodeDeclaredFeatures {
+    fn default() -> NodeDeclaredFeatures {
+        NodeDeclaredFeatures { enabled: true }
+    }
+}
 
 impl NodeDeclaredFeatures {
     /// Builds the plugin; it takes no args.
-    pub fn new(_args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<NodeDeclaredFeatures, String> {
-        Ok(NodeDeclaredFeatures)
+    pub fn new(_args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<NodeDeclaredFeatures, String> {
+        Ok(NodeDeclaredFeatures { enabled: ctx.features.node_declared_features })
     }
 }
 
@@ -95,7 +104,7 @@ impl Plugin for NodeDeclaredFeatures {
 
 impl PreFilterPlugin for NodeDeclaredFeatures {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _snapshot: &Snapshot) -> (PreFilterResult, Status) {
-        let needed = required_features(pod);
+        let needed = if self.enabled { required_features(pod) } else { Vec::new() };
         if needed.is_empty() {
             return (None, Status::skip());
         }
@@ -128,7 +137,7 @@ mod tests {
     fn run(spec: Value, declared: Value) -> Code {
         let p = pod(json!({"metadata": {"name": "p", "uid": "p"}, "spec": spec}));
         let n = node(json!({"metadata": {"name": "n"}, "status": {"declaredFeatures": declared}}));
-        let pl = NodeDeclaredFeatures;
+        let pl = NodeDeclaredFeatures::default();
         let mut st = CycleState::new();
         let (_, s) = pl.pre_filter(&mut st, &p, &Snapshot::default());
         if s.code() == Code::Skip {

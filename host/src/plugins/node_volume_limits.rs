@@ -195,13 +195,22 @@ struct PreFilterState {
 }
 
 /// The NodeVolumeLimits plugin.
-#[derive(Debug, Default)]
-pub struct NodeVolumeLimits;
+#[derive(Debug)]
+pub struct NodeVolumeLimits {
+    /// VolumeLimitScaling: opted-in drivers must be on the node.
+    volume_limit_scaling: bool,
+}
+
+impl Default for NodeVolumeLimits {
+    fn default() -> NodeVolumeLimits {
+        NodeVolumeLimits { volume_limit_scaling: true }
+    }
+}
 
 impl NodeVolumeLimits {
     /// Builds the plugin; it takes no args.
-    pub fn new(_args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<NodeVolumeLimits, String> {
-        Ok(NodeVolumeLimits)
+    pub fn new(_args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<NodeVolumeLimits, String> {
+        Ok(NodeVolumeLimits { volume_limit_scaling: ctx.features.volume_limit_scaling })
     }
 }
 
@@ -270,7 +279,11 @@ impl FilterPlugin for NodeVolumeLimits {
         let mut drivers: Vec<&str> = new_volumes.iter().map(|v| v.driver.as_str()).collect();
         drivers.sort_unstable();
         drivers.dedup();
-        if let Some(d) = drivers.into_iter().find(|d| !driver_installed(&s.objects, d, csi_node)) {
+        if let Some(d) = drivers
+            .into_iter()
+            .filter(|_| self.volume_limit_scaling)
+            .find(|d| !driver_installed(&s.objects, d, csi_node))
+        {
             return Status::unschedulable(err_reason_driver_not_installed(d));
         }
         let limits = volume_limits(node, csi_node);
@@ -408,12 +421,12 @@ mod tests {
         snap.objects = Arc::new(objects());
         let p = pod_with("p", new);
         let mut state = CycleState::new();
-        let (res, st) = NodeVolumeLimits.pre_filter(&mut state, &p, &snap);
+        let (res, st) = NodeVolumeLimits::default().pre_filter(&mut state, &p, &snap);
         assert!(res.is_none());
         if !st.is_success() {
             return st;
         }
-        NodeVolumeLimits.filter(&state, &p, &n)
+        NodeVolumeLimits::default().filter(&state, &p, &n)
     }
 
     #[test]
@@ -429,8 +442,8 @@ mod tests {
             snap.objects = Arc::new(o.clone());
             let p = pod_with("p", claims(claims_));
             let mut state = CycleState::new();
-            assert!(NodeVolumeLimits.pre_filter(&mut state, &p, &snap).1.is_success());
-            NodeVolumeLimits.filter(&state, &p, &node_with_pods(json!({"metadata": {"name": node}}), vec![]))
+            assert!(NodeVolumeLimits::default().pre_filter(&mut state, &p, &snap).1.is_success());
+            NodeVolumeLimits::default().filter(&state, &p, &node_with_pods(json!({"metadata": {"name": node}}), vec![]))
         };
         // No CSIDriver object, or one that did not opt in: nodes without the driver still fit.
         assert!(run_with(&o, "gce-only", &["ebs-0"]).is_success());
@@ -616,7 +629,7 @@ mod tests {
         snap.objects = Arc::new(objects());
         for (name, volumes, code, reason) in cases {
             let p = pod_with("p", volumes.clone());
-            let (_, st) = NodeVolumeLimits.pre_filter(&mut CycleState::new(), &p, &snap);
+            let (_, st) = NodeVolumeLimits::default().pre_filter(&mut CycleState::new(), &p, &snap);
             let want_prefilter = if code == Code::Skip { Code::Skip } else { Code::Success };
             assert_eq!(st.code(), want_prefilter, "{name}: {st}");
             // Like upstream's Filter, the pod's own claim problems are answered on every node.
@@ -635,8 +648,8 @@ mod tests {
             json!({"metadata": {"name": "q", "namespace": "default", "uid": "q"}, "spec": {"volumes": [{"name": "eph", "ephemeral": {}}]}}),
         );
         let mut state = CycleState::new();
-        assert!(NodeVolumeLimits.pre_filter(&mut state, &q, &snap).1.is_success());
-        let st = NodeVolumeLimits.filter(&state, &q, &node_with_pods(limited, vec![]));
+        assert!(NodeVolumeLimits::default().pre_filter(&mut state, &q, &snap).1.is_success());
+        let st = NodeVolumeLimits::default().filter(&state, &q, &node_with_pods(limited, vec![]));
         assert_eq!(st.code(), Code::Error);
         assert_eq!(
             st.reasons(),
@@ -661,7 +674,7 @@ mod tests {
 
     #[test]
     fn events_and_pod_deleted_hint() {
-        let ev = NodeVolumeLimits.events_to_register();
+        let ev = NodeVolumeLimits::default().events_to_register();
         for e in [
             ClusterEvent::new(EventResource::CSINode, action::ADD),
             ClusterEvent::new(EventResource::AssignedPod, action::DELETE),
@@ -672,7 +685,7 @@ mod tests {
         let delete = ClusterEvent::new(EventResource::AssignedPod, action::DELETE);
         let p = pod_with("p", claims(&["ebs-0"]));
         let hint = |deleted: PodInfo| {
-            NodeVolumeLimits.queueing_hint(&p, &delete, Some(&EventObject::Pod(Arc::new(deleted))), None)
+            NodeVolumeLimits::default().queueing_hint(&p, &delete, Some(&EventObject::Pod(Arc::new(deleted))), None)
         };
         assert_eq!(hint(pod_with("d", claims(&["ebs-1"])).with_node_name("n")), QueueingHint::Queue);
         assert_eq!(

@@ -165,6 +165,8 @@ pub fn build_profiles(
     ctx: &PluginContext,
 ) -> Result<ProfileMap, FrameworkError> {
     let par = Parallelizer::new(config.parallelism);
+    // The plugins see the gates the configuration was read with.
+    let ctx = &PluginContext { features: config.features, ..ctx.clone() };
     let mut serving = Vec::with_capacity(config.profiles.len());
     let mut shadow_fws = HashMap::new();
     for p in &config.profiles {

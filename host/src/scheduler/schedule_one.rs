@@ -512,6 +512,10 @@ impl Scheduler {
     /// work or Permit made it wait, so that other components (the cluster autoscaler) see where it is about to go
     /// (upstream's `bindingCycle` in schedule_one.go); not when it already carries that node.
     fn pre_flight(&self, a: &mut Attempt, assumed: &Assumed, waits: bool) -> Result<(bool, bool), Status> {
+        if !self.profiles.features().nominated_node_name_for_expectation {
+            // v1.34's binding cycle (an emulated 1.34): no pre-flight, no nomination; PreBind runs as it always did.
+            return Ok((true, false));
+        }
         let t0 = Instant::now();
         let pf = a.fwk.run_pre_bind_pre_flights(&mut a.state, &assumed.pod, &assumed.host);
         self.observe_point(a, "PreBindPreFlight", pf.code(), t0);

@@ -306,6 +306,7 @@ fn end_to_end_on_a_real_api_server() {
         ),
         ("claims_that_wait_for_their_first_consumer", volumes::claims_that_wait_for_their_first_consumer),
         ("snapshot_then_simulate", snapshot::snapshot_then_simulate),
+        ("a_kubectl_dump_is_simulated", snapshot::a_kubectl_dump_is_simulated),
         (
             "an_inverted_shadow_disagrees_on_every_decision_and_never_binds",
             shadow::an_inverted_shadow_disagrees_on_every_decision_and_never_binds,

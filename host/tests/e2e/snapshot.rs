@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{bin, ControlPlane, Kube};
@@ -80,4 +80,50 @@ pub(crate) fn snapshot_then_simulate(cp: &ControlPlane, k: &Kube, work: &Path) {
     };
     assert_eq!(placed(&format!("{NS}/pending")), 1, "the pending pod is placed: {report}");
     assert_eq!(placed(&format!("{NS}/web-")), 2, "the Deployment's two pods are created and placed: {report}");
+}
+
+/// What an operator would try first: `kubectl get … -A -o yaml` of the live cluster handed to `simulate` as it
+/// is. The API server of the release under test writes it (its fields, resourceVersions, uids, a `List`), so this is
+/// run against every release `make test-versions` serves. A pod of its own namespace for the default scheduler
+/// (none runs here) is placed by the simulation, and a node that declares a feature (a field of v1.36+; a v1.35 server drops it)
+/// is read without complaint.
+pub(crate) fn a_kubectl_dump_is_simulated(cp: &ControlPlane, k: &Kube, work: &Path) {
+    const DUMP_NS: &str = "e2e-dump";
+    k.namespace(DUMP_NS);
+    k.node("dump-node", json!({"dump": "yes"}));
+    let nodes: Api<Node> = Api::all(k.client.clone());
+    let declared = json!({"status": {"declaredFeatures": ["InPlacePodLevelResourcesVerticalScaling"]}});
+    k.rt.block_on(nodes.patch_status("dump-node", &PatchParams::default(), &Patch::Merge(&declared))).unwrap();
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), DUMP_NS);
+    let p: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "waiting"}, "spec": {"nodeSelector": {"dump": "yes"},
+        "containers": [{"name": "c", "image": "registry.invalid/pause", "resources": {"requests": {"cpu": "10m"}}}]}}))
+        .unwrap();
+    k.rt.block_on(pods.create(&PostParams::default(), &p)).unwrap();
+
+    // Every kind the scheduler reads that this server serves (kubectl refuses the whole request if one is unknown).
+    let kinds = "nodes,pods,namespaces,priorityclasses,poddisruptionbudgets,persistentvolumeclaims,\
+                 persistentvolumes,storageclasses,csinodes,csidrivers,csistoragecapacities,deviceclasses,\
+                 resourceslices,resourceclaims,resourceclaimtemplates";
+    let out = Command::new("kubectl")
+        .args(["get", kinds, "--all-namespaces", "-o", "yaml"])
+        .env("KUBECONFIG", cp.kubeconfig())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kubectl get failed: {stderr}");
+    let file = work.join("kubectl-dump.yaml");
+    std::fs::write(&file, &out.stdout).unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nkind: List\n"), "kubectl writes a List");
+
+    let out = Command::new(bin()).args(["simulate", "--output", "json", "--cluster"]).arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "simulate refused kubectl's dump ({}): {stderr}", file.display());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let waiting = report["placements"].as_array().unwrap().iter().find(|p| p["pod"] == format!("{DUMP_NS}/waiting"));
+    assert_eq!(
+        waiting.map(|p| p["node"].clone()),
+        Some(json!("dump-node")),
+        "the pod no scheduler here serves is placed by the simulation on the one node its selector allows: {report}"
+    );
 }

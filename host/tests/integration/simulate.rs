@@ -312,14 +312,34 @@ items:
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("cluster.yaml");
     std::fs::write(&path, dump).unwrap();
-    let (code, stdout, stderr) = run(&["simulate", "--cluster", path.to_str().unwrap(), "--output", "json"]);
-    std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(code, 0, "{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let node_of = |pod: &str| {
-        report["placements"].as_array().unwrap().iter().find(|p| p["pod"] == pod).map(|p| p["node"].clone())
+    let simulate = |extra: &[&str]| {
+        let mut args = vec!["simulate", "--cluster", path.to_str().unwrap(), "--output", "json"];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 0, "{stderr}");
+        let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let node_of = |pod: &str| {
+            report["placements"].as_array().unwrap().iter().find(|p| p["pod"] == pod).map(|p| p["node"].clone())
+        };
+        (node_of("default/restarts-all"), node_of("default/plain-pod"), stdout)
     };
-    assert_eq!(node_of("default/restarts-all"), Some(serde_json::json!("declaring")), "{stdout}");
+    let (restarts_all, plain, stdout) = simulate(&[]);
+    assert_eq!(restarts_all, Some(serde_json::json!("declaring")), "{stdout}");
     // The plain pod is free to go where the scores say: the bigger, emptier node.
-    assert_eq!(node_of("default/plain-pod"), Some(serde_json::json!("plain")), "{stdout}");
+    assert_eq!(plain, Some(serde_json::json!("plain")), "{stdout}");
+    // A v1.35 scheduler (the gate alpha and off there) does not read declared features: the scores decide.
+    let (restarts_all, _, stdout) = simulate(&["--emulated-version", "1.35"]);
+    assert_eq!(restarts_all, Some(serde_json::json!("plain")), "{stdout}");
+    // Nor does v1.36's with the gate turned off (not locked before v1.37); v1.37 refuses that, as upstream.
+    let (restarts_all, _, stdout) =
+        simulate(&["--emulated-version", "1.36", "--feature-gates", "NodeDeclaredFeatures=false"]);
+    assert_eq!(restarts_all, Some(serde_json::json!("plain")), "{stdout}");
+    let (code, _, stderr) =
+        run(&["simulate", "--cluster", path.to_str().unwrap(), "--feature-gates", "NodeDeclaredFeatures=false"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("cannot set feature gate NodeDeclaredFeatures to false, feature is locked to true"),
+        "{stderr}"
+    );
 }

@@ -46,7 +46,8 @@ struct ObjectStores {
     resource_claims: Store<ResourceClaim>,
     device_classes: Store<DeviceClass>,
     resource_slices: Store<ResourceSlice>,
-    device_taint_rules: Store<DeviceTaintRule>,
+    /// DeviceTaintRules, watched with the DRADeviceTaintRules gate where the API server serves them.
+    device_taint_rules: Option<Store<DeviceTaintRule>>,
     /// Tenant policies, watched when some profile runs TenantPolicies.
     policies: Option<(Store<SchedulingPolicy>, Store<ClusterSchedulingPolicy>)>,
     /// PodGroups, watched with the GenericWorkload gate (the API may not be served without it).
@@ -80,7 +81,7 @@ impl ObjectStores {
             resource_claim_templates: HashMap::new(),
             device_classes: by_key(&self.device_classes),
             resource_slices: self.resource_slices.state(),
-            device_taint_rules: self.device_taint_rules.state(),
+            device_taint_rules: self.device_taint_rules.as_ref().map(Store::state).unwrap_or_default(),
             scheduling_policies: self.policies.as_ref().map(policy_objects).unwrap_or_default(),
             pod_groups: self.pod_groups.as_ref().map(by_key).unwrap_or_default(),
         }
@@ -115,12 +116,30 @@ pub struct Watched {
     pub policies: bool,
     /// PodGroups (`--feature-gates=GenericWorkload=true`; scheduling.k8s.io/v1beta1 must be served).
     pub pod_groups: bool,
+    /// DeviceTaintRules (the DRADeviceTaintRules gate, and resource.k8s.io/v1 serves them: v1.37 on).
+    pub device_taint_rules: bool,
+}
+
+/// Whether the API server serves kind `K` (its list answers); only a 404 says no, other errors are left to the
+/// watch's retries.
+pub async fn serves<K>(client: &Client) -> bool
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match Api::<K>::all(client.clone()).list(&kube::api::ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => false,
+        _ => true,
+    }
 }
 
 /// Starts every watch on the current tokio runtime; `synced` is set once every watch has handed over its initial
 /// list.
 pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicBool>, watched: Watched) {
-    let Watched { policies, pod_groups: watch_pod_groups } = watched;
+    let Watched { policies, pod_groups: watch_pod_groups, device_taint_rules: watch_rules } = watched;
     let sync = Arc::new(CacheSync::new(synced));
     {
         let (h, sync, me) = (handler.clone(), sync.clone(), sync.watch());
@@ -213,7 +232,7 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
         resource_claims,
         device_classes,
         resource_slices,
-        device_taint_rules,
+        device_taint_rules: watch_rules.then_some(device_taint_rules),
         policies: policies.then_some((scheduling_policies, cluster_scheduling_policies)),
         pod_groups: watch_pod_groups.then_some(pod_groups),
     };
@@ -245,7 +264,9 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
     object_watch!(DeviceClass, device_classes_w, EventResource::DeviceClass);
     object_watch!(ResourceSlice, resource_slices_w, EventResource::ResourceSlice);
     // Upstream's slice tracker turns a rule's change into changes of the slices whose devices it taints.
-    object_watch!(DeviceTaintRule, device_taint_rules_w, EventResource::ResourceSlice);
+    if watch_rules {
+        object_watch!(DeviceTaintRule, device_taint_rules_w, EventResource::ResourceSlice);
+    }
     if policies {
         object_watch!(SchedulingPolicy, scheduling_policies_w, EventResource::Other);
         object_watch!(ClusterSchedulingPolicy, cluster_scheduling_policies_w, EventResource::Other);
@@ -521,7 +542,7 @@ mod tests {
             resource_claims: reflector::store().0,
             device_classes: reflector::store().0,
             resource_slices: reflector::store().0,
-            device_taint_rules: reflector::store().0,
+            device_taint_rules: None,
             policies: None,
             pod_groups: None,
         }

@@ -112,10 +112,15 @@ fn gather_pools<'a>(
     slices: &'a [Arc<ResourceSlice>],
     node: &str,
     labels: &Labels,
+    partitionable: bool,
 ) -> Result<Vec<Pool<'a>>, AllocatorError> {
     let mut pools: BTreeMap<(&str, &str), Vec<&'a ResourceSlice>> = BTreeMap::new();
     for slice in slices {
         let spec = &slice.spec;
+        // Without DRAPartitionableDevices, upstream's allocator skips the slices that need it.
+        if !partitionable && (spec.per_device_node_selection.is_some() || has_counters(slice)) {
+            continue;
+        }
         let failed = |what: String, e: String| {
             AllocatorError(format!(
                 "gather pool information: failed to perform node selection for {what}slice {}: {e}",
@@ -399,13 +404,19 @@ pub struct Allocator<'a> {
     pub shared: &'a HashMap<DeviceId, ConsumedCapacity>,
     /// Compiled selectors.
     pub cel: &'a CelCache,
+    /// The run's gates: device taints, taint rules and partitionable devices count only where theirs are on
+    /// (an emulated v1.35 allocates as v1.35's allocator did).
+    pub features: crate::config::Features,
 }
 
 impl Allocator<'_> {
     /// The device's taints: its own, then those of the DeviceTaintRules that select it (upstream's slice tracker
     /// adds the rules' taints to the devices' before the allocator sees them).
     fn taints<'t>(&'t self, id: &'t DeviceId, device: &'t Device) -> impl Iterator<Item = &'t DeviceTaint> + 't {
-        let rules = self.taint_rules.iter().filter(move |r| {
+        // Upstream checks taints only with DRADeviceTaints, and adds the rules' only with DRADeviceTaintRules.
+        let (taints, rules) = (self.features.dra_device_taints, self.features.dra_device_taint_rules);
+        let own = device.taints.iter().flatten().filter(move |_| taints);
+        let rules = self.taint_rules.iter().filter(move |_| taints && rules).filter(move |r| {
             // A rule without a selector selects nothing; each field it sets must match.
             r.spec.device_selector.as_ref().is_some_and(|s| {
                 s.driver.as_ref().is_none_or(|d| *d == id.driver)
@@ -413,7 +424,7 @@ impl Allocator<'_> {
                     && s.device.as_ref().is_none_or(|d| *d == id.device)
             })
         });
-        device.taints.iter().flatten().chain(rules.map(|r| &r.spec.taint))
+        own.chain(rules.map(|r| &r.spec.taint))
     }
 }
 
@@ -650,7 +661,7 @@ impl<'a> Allocator<'a> {
         labels: &Labels,
         claims: &[Arc<ResourceClaim>],
     ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
-        let pools = gather_pools(self.slices, node, labels)?;
+        let pools = gather_pools(self.slices, node, labels, self.features.dra_partitionable_devices)?;
         let mut search = Search {
             alloc: self,
             node,
@@ -1148,6 +1159,18 @@ impl<'a, 'b> Search<'a, 'b> {
         // Partitionable devices: the counters the device consumes must still be there (a further share of a
         // device already holds them).
         let shared = multiple && (self.alloc.shared.contains_key(&id) || self.allocating_capacity.contains_key(&id));
+        // Without their gates, upstream's allocator passes over devices that consume counters or that have binding
+        // conditions.
+        if !self.alloc.features.dra_partitionable_devices
+            && device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
+        {
+            return Ok(false);
+        }
+        if !self.alloc.features.dra_device_binding_conditions
+            && device.binding_conditions.as_ref().is_some_and(|c| !c.is_empty())
+        {
+            return Ok(false);
+        }
         let counters_taken = !shared && device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty());
         if counters_taken && !self.take_counters(at.0, device)? {
             return Ok(false);

@@ -330,6 +330,8 @@ pub struct DynamicResources {
     binding_timeout: Duration,
     /// Numbers the temporary UIDs of in-memory extended resource claims (upstream draws a random UUID).
     special_claims: AtomicU64,
+    /// The run's feature gates (the allocator's, DRAExtendedResource).
+    features: crate::config::Features,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -392,6 +394,7 @@ impl DynamicResources {
             tracker: Mutex::default(),
             binding_timeout,
             special_claims: AtomicU64::new(0),
+            features: ctx.features,
         })
     }
 
@@ -400,6 +403,9 @@ impl DynamicResources {
     /// a device's binding failure conditions is true, or a claim waited longer than the binding timeout (errors:
     /// the next attempt's Filter finds the claim unavailable and PostFilter deallocates it).
     fn wait_for_binding_conditions(&self, s: &StateInner) -> Status {
+        if !self.features.dra_device_binding_conditions {
+            return Status::success();
+        }
         let written = s.written.lock().expect("dra state lock").clone();
         let claims: Vec<Arc<ResourceClaim>> =
             s.claims.iter().enumerate().map(|(i, c)| written.get(&i).cloned().unwrap_or_else(|| c.clone())).collect();
@@ -703,7 +709,11 @@ impl PreFilterPlugin for DynamicResources {
         let objects = &snapshot.objects;
         // DRAExtendedResource: a pod asking for an extended resource that some DeviceClass provides gets one more
         // claim (upstream `preFilterExtendedResources`).
-        let extended_resources = extended::pod_extended_resources(pod, objects);
+        let extended_resources = if self.features.dra_extended_resource {
+            extended::pod_extended_resources(pod, objects)
+        } else {
+            Default::default()
+        };
         if !has_claims(pod) && extended_resources.is_empty() {
             return (None, Status::skip());
         }
@@ -857,6 +867,7 @@ impl FilterPlugin for DynamicResources {
                 taint_rules: &input.objects.device_taint_rules,
                 shared: &input.shared,
                 cel: &self.cel,
+                features: self.features,
             };
             match allocator.allocate(&node.name, labels, &claims) {
                 // Not the pod's fault: other nodes may still do.

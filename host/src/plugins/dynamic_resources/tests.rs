@@ -97,6 +97,7 @@ fn allocate(
         taint_rules: &[],
         shared: &HashMap::new(),
         cel: &cel,
+        features: Default::default(),
     };
     a.allocate(node_name, &Labels::new(), claims).map(|r| r.map(|v| v.iter().map(ids).collect())).map_err(|e| e.0)
 }
@@ -263,7 +264,15 @@ fn results_on_n1(
 ) -> Result<Option<Vec<AllocationResult>>, String> {
     let classes = [class("gpu", &[])].into_iter().collect();
     let cel = CelCache::default();
-    let a = Allocator { allocated: &HashSet::new(), classes: &classes, slices, taint_rules: &[], shared, cel: &cel };
+    let a = Allocator {
+        allocated: &HashSet::new(),
+        classes: &classes,
+        slices,
+        taint_rules: &[],
+        shared,
+        cel: &cel,
+        features: Default::default(),
+    };
     a.allocate("n1", &Labels::new(), claims).map_err(|e| e.0)
 }
 
@@ -607,6 +616,7 @@ fn allocate_with_rules(
         taint_rules: &rules,
         shared: &HashMap::new(),
         cel: &cel,
+        features: Default::default(),
     };
     a.allocate("n1", &Labels::new(), claims).map(|r| r.map(|v| v.iter().map(ids).collect())).map_err(|e| e.0)
 }

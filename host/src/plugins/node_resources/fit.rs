@@ -156,6 +156,8 @@ pub struct NodeResourcesFit {
     ignored_resource_groups: Vec<String>,
     scorer: ResourceAllocationScorer<false>,
     strategy: Strategy,
+    /// DRAExtendedResource: resources a DeviceClass provides are left to DynamicResources where a node lacks them.
+    dra_extended_resource: bool,
 }
 
 /// Checks a RequestedToCapacityRatio (or VolumeBinding) shape as upstream's `validateFunctionShape`.
@@ -267,7 +269,7 @@ impl NodeResourcesFitArgs {
 
 impl NodeResourcesFit {
     /// Builds the plugin from `NodeResourcesFitArgs` (defaulted and validated as upstream).
-    pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<NodeResourcesFit, String> {
+    pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<NodeResourcesFit, String> {
         let args = NodeResourcesFitArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
         let s = args.scoring_strategy.unwrap_or_default();
         let strategy = match s.strategy_type.as_str() {
@@ -288,6 +290,7 @@ impl NodeResourcesFit {
             // Non-zero requests: a pod that sets none still takes room on the node it lands on.
             scorer: ResourceAllocationScorer::new(&s.resources, PRE_SCORE_STATE_KEY),
             strategy,
+            dra_extended_resource: ctx.features.dra_extended_resource,
         })
     }
 
@@ -312,7 +315,9 @@ impl NodeResourcesFit {
                 name: name.clone(),
                 quantity: q,
                 reason: format!("{REASON_INSUFFICIENT_PREFIX}{name}"),
-                dra_backed: is_dra_extended_resource_name(name) && device_class_for(objects, name).is_some(),
+                dra_backed: self.dra_extended_resource
+                    && is_dra_extended_resource_name(name)
+                    && device_class_for(objects, name).is_some(),
             })
             .collect();
         PodRequests { milli_cpu: r.milli_cpu, memory: r.memory, ephemeral_storage: r.ephemeral_storage, scalars }
