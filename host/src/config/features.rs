@@ -94,6 +94,11 @@ pub static GATES: &[Gate] = &[
         field: |f| &mut f.volume_limit_scaling,
     },
     Gate {
+        name: "StorageCapacityScoring",
+        specs: &[s(33, false, Alpha), s(37, true, Beta)],
+        field: |f| &mut f.storage_capacity_scoring,
+    },
+    Gate {
         name: "NominatedNodeNameForExpectation",
         specs: &[s(34, false, Alpha), s(35, true, Beta)],
         field: |f| &mut f.nominated_node_name_for_expectation,
@@ -123,6 +128,8 @@ pub struct Features {
     /// VolumeLimitScaling: a CSIDriver with `preventPodSchedulingIfMissing` keeps pods with its new volumes off
     /// nodes whose CSINode does not list it.
     pub volume_limit_scaling: bool,
+    /// StorageCapacityScoring: VolumeBinding scores nodes by how full their storage for the pod's classes is.
+    pub storage_capacity_scoring: bool,
     /// NominatedNodeNameForExpectation: the node is nominated before PreBind or a Permit wait.
     pub nominated_node_name_for_expectation: bool,
 }
@@ -192,6 +199,7 @@ impl Features {
             dra_partitionable_devices: false,
             dra_device_binding_conditions: false,
             volume_limit_scaling: false,
+            storage_capacity_scoring: false,
             nominated_node_name_for_expectation: false,
         };
         let last = |name: &str| pairs.iter().rev().find(|(k, _)| *k == name).map(|&(_, on)| on);
@@ -266,6 +274,7 @@ mod tests {
         assert!(v37.dra_extended_resource && v36.dra_extended_resource && !v35.dra_extended_resource);
         assert!(v37.dra_device_taint_rules && !v36.dra_device_taint_rules);
         assert!(v37.volume_limit_scaling && !v36.volume_limit_scaling);
+        assert!(v37.storage_capacity_scoring && !v36.storage_capacity_scoring);
         assert!(v35.nominated_node_name_for_expectation && !at(34).nominated_node_name_for_expectation);
         assert!(!v37.generic_workload);
     }

@@ -474,6 +474,8 @@ pub struct VolumeBinding {
     bind_timeout: Duration,
     /// Score's shape as (utilization %, node score 0–100) points.
     shape: Vec<(i64, i64)>,
+    /// StorageCapacityScoring: without it (before v1.37) upstream builds no scorer and every node scores 0.
+    capacity_scoring: bool,
     cluster: Arc<dyn ClusterClient>,
     listers: Arc<Listers>,
     assumed: Mutex<AssumeCache>,
@@ -489,6 +491,17 @@ impl VolumeBinding {
     /// Builds the plugin from its args; it writes through the context's cluster and reads its listers.
     pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<VolumeBinding, String> {
         let a = VolumeBindingArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
+        let capacity_scoring = ctx.features.storage_capacity_scoring;
+        // Upstream defaults no shape without the gate and refuses one the file sets, so that it cannot take effect
+        // unnoticed when the gate turns on.
+        if let Some(shape) = args.and_then(|a| a.get("shape")).filter(|s| !capacity_scoring && !s.is_null()) {
+            let e = aggregate(vec![invalid(
+                "shape",
+                shape,
+                "unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring",
+            )]);
+            return Err(format!("{NAME} args: {}", e.expect_err("one error")));
+        }
         let secs = a.bind_timeout_seconds.unwrap_or(DEFAULT_BIND_TIMEOUT_SECONDS).max(0) as u64;
         let shape = a.shape.as_deref().unwrap_or_default();
         Ok(VolumeBinding {
@@ -497,6 +510,7 @@ impl VolumeBinding {
                 .iter()
                 .map(|p| (p.utilization, p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE)))
                 .collect(),
+            capacity_scoring,
             cluster: ctx.cluster.clone(),
             listers: ctx.listers.clone(),
             assumed: Mutex::default(),
@@ -655,6 +669,9 @@ fn capacity_score(shape: &[(i64, i64)], by_class: &BTreeMap<String, ClassStorage
 
 impl PreScorePlugin for VolumeBinding {
     fn pre_score(&self, state: &mut CycleState, _pod: &PodInfo, _nodes: &[Arc<NodeInfo>], _s: &Snapshot) -> Status {
+        if !self.capacity_scoring {
+            return Status::skip();
+        }
         match state.read::<State>(NAME) {
             // No claim was chosen a volume or a pool: every node would score 0.
             Some(State(s)) if !s.delayed.is_empty() => Status::success(),
@@ -1423,6 +1440,22 @@ mod tests {
             let e = parse(json!({ "shape": shape })).unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
         }
+    }
+
+    #[test]
+    fn without_storage_capacity_scoring_a_shape_is_refused_and_nothing_scores() {
+        let mut c = ctx();
+        c.features.storage_capacity_scoring = false;
+        let e = VolumeBinding::new(Some(&json!({"shape": []})), &c).unwrap_err();
+        assert!(
+            e.ends_with("unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring"),
+            "{e}"
+        );
+        let pl = VolumeBinding::new(Some(&json!({"bindTimeoutSeconds": 5})), &c).unwrap();
+        let mut state = CycleState::default();
+        assert!(pl
+            .pre_score(&mut state, &pod(json!({"metadata": {"name": "p"}})), &[], &Snapshot::default())
+            .is_skip());
     }
 
     #[test]
