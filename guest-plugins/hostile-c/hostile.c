@@ -23,19 +23,19 @@
 #include <stdint.h>
 #include <string.h>
 
-// ---- host imports (kws:plugin/host@0.2.0), flat signatures ----
+// ---- host imports (kws:plugin/host@0.2.1), flat signatures ----
 
-__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("log")))
+__attribute__((__import_module__("kws:plugin/host@0.2.1"), __import_name__("log")))
 extern void host_log(int32_t level, const uint8_t *ptr, size_t len);
 // Writes {ptr, len} of the config string (allocated through cabi_realloc) at `ret`.
-__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("config")))
+__attribute__((__import_module__("kws:plugin/host@0.2.1"), __import_name__("config")))
 extern void host_config(uint8_t *ret);
-__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("random")))
+__attribute__((__import_module__("kws:plugin/host@0.2.1"), __import_name__("random")))
 extern int64_t host_random(void);
 // host.pod-ref: a handle lent for one call (an i32), which the callee must drop before it returns.
-__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("[method]pod-ref.priority")))
+__attribute__((__import_module__("kws:plugin/host@0.2.1"), __import_name__("[method]pod-ref.priority")))
 extern int32_t host_pod_ref_priority(int32_t pod);
-__attribute__((__import_module__("kws:plugin/host@0.2.0"), __import_name__("[resource-drop]pod-ref")))
+__attribute__((__import_module__("kws:plugin/host@0.2.1"), __import_name__("[resource-drop]pod-ref")))
 extern void host_pod_ref_drop(int32_t pod);
 
 // ---- PRNG: splitmix64 ----
@@ -364,14 +364,14 @@ static const char *node_name(void) {
 // ---- exports ----
 
 // nodes.apply and cycle.begin answer nothing: they only take the arguments (the arena is reset by the next call).
-__attribute__((__export_name__("kws:plugin/nodes@0.2.0#apply")))
+__attribute__((__export_name__("kws:plugin/nodes@0.2.1#apply")))
 void hostile_apply(uint8_t *changes, size_t len) { (void)changes, (void)len; }
 
-__attribute__((__export_name__("kws:plugin/cycle@0.2.0#begin")))
+__attribute__((__export_name__("kws:plugin/cycle@0.2.1#begin")))
 void hostile_begin(void) {}
 
 // pods.apply takes the pod view and keeps nothing.
-__attribute__((__export_name__("kws:plugin/pods@0.2.0#apply")))
+__attribute__((__export_name__("kws:plugin/pods@0.2.1#apply")))
 void hostile_pods_apply(uint8_t *changes, size_t len) { (void)changes, (void)len; }
 
 // declarations.declare promises nothing in any mode: asked once, at load, like events-to-register, and a promise
@@ -379,7 +379,7 @@ void hostile_pods_apply(uint8_t *changes, size_t len) { (void)changes, (void)len
 // set all 32 bits of its answer, the contract's seven flags (two of which exclude each other) and 25 bits it does
 // not have ("every-bit"), or all but the five flags of bits 2-6 ("unknown-bits": score-needs-no-normalize,
 // ignores-node-usage and the 25 bits). A flags value comes back flat, as an i32.
-__attribute__((__export_name__("kws:plugin/declarations@0.2.0#declare")))
+__attribute__((__export_name__("kws:plugin/declarations@0.2.1#declare")))
 int32_t hostile_declare(void) {
   configure();
   if (declare_as == DECLARE_TRAP) __builtin_trap();
@@ -391,7 +391,7 @@ int32_t hostile_declare(void) {
 // refuses the plugin (the garbage is for the calls that follow). It registers every action on every kind of object,
 // so its rejections are retried as a plugin without the interface's. list<cluster-event> comes back through a
 // return area {ptr, len}; a cluster-event is {resource: enum u8 @0, actions: flags u8 @1}, 2 bytes, align 1.
-__attribute__((__export_name__("kws:plugin/events@0.2.0#events-to-register")))
+__attribute__((__export_name__("kws:plugin/events@0.2.1#events-to-register")))
 uint8_t *hostile_events_to_register(void) {
   static uint8_t events[10] = {0, 0x3f, 1, 0x3f, 2, 0x3f, 3, 0x3f, 4, 0x3f};
   static uint32_t area[2];
@@ -401,7 +401,7 @@ uint8_t *hostile_events_to_register(void) {
 
 // events.queueing-hint: its parameters flatten past 16 values, so they arrive through one pointer; the enum comes
 // back flat, as an i32 (out of range when badly encoded).
-__attribute__((__export_name__("kws:plugin/events@0.2.0#queueing-hint")))
+__attribute__((__export_name__("kws:plugin/events@0.2.1#queueing-hint")))
 int32_t hostile_queueing_hint(uint8_t *args) {
   (void)args;
   begin_answer();
@@ -411,20 +411,20 @@ int32_t hostile_queueing_hint(uint8_t *args) {
 
 // config.validate answers ok: the fixture accepts any configuration (its garbage is for the points, and a refusal
 // would stop it from loading). result<_, string> comes back through a return area: the tag byte, then {ptr, len}.
-__attribute__((__export_name__("kws:plugin/config@0.2.0#validate")))
+__attribute__((__export_name__("kws:plugin/config@0.2.1#validate")))
 uint8_t *hostile_validate(void) {
   static uint32_t area[3];
   area[0] = 0;
   return (uint8_t *)area;
 }
 
-__attribute__((__export_name__("kws:plugin/pre-enqueue@0.2.0#pre-enqueue")))
+__attribute__((__export_name__("kws:plugin/pre-enqueue@0.2.1#pre-enqueue")))
 uint8_t *hostile_pre_enqueue(uint8_t *args) {
   return status_answer(C(SUCCESS) | C(UNSCHEDULABLE) | C(UNRESOLVABLE) | C(PENDING));
 }
 
 // A bool comes back flat, as an i32: 0 or 1, or (badly encoded) anything else.
-__attribute__((__export_name__("kws:plugin/queue-sort@0.2.0#less")))
+__attribute__((__export_name__("kws:plugin/queue-sort@0.2.1#less")))
 int32_t hostile_less(uint8_t *args) {
   begin_answer();
   if (call_level == BADENC || call_level == GARBAGE) return (int32_t)next();
@@ -433,7 +433,7 @@ int32_t hostile_less(uint8_t *args) {
 
 // sort-key: option<list<u8>> through a return area: the tag @0, then {ptr, len} @4. A valid answer is a key of up to
 // 16 random bytes, or none; garbage is a bad tag, or a list pointing anywhere.
-__attribute__((__export_name__("kws:plugin/queue-sort@0.2.0#sort-key")))
+__attribute__((__export_name__("kws:plugin/queue-sort@0.2.1#sort-key")))
 uint8_t *hostile_sort_key(uint8_t *args) {
   (void)args;
   begin_answer();
@@ -462,7 +462,7 @@ static void use_pod_ref(int32_t pod) {
 }
 
 // sort-key-ref.sort-key: the same answers as sort-key, the pod lent by handle.
-__attribute__((__export_name__("kws:plugin/sort-key-ref@0.2.0#sort-key")))
+__attribute__((__export_name__("kws:plugin/sort-key-ref@0.2.1#sort-key")))
 uint8_t *hostile_sort_key_ref(int32_t pod, int64_t timestamp_ns, int32_t attempts) {
   (void)timestamp_ns, (void)attempts;
   uint8_t *ret = hostile_sort_key(NULL);
@@ -471,7 +471,7 @@ uint8_t *hostile_sort_key_ref(int32_t pod, int64_t timestamp_ns, int32_t attempt
 }
 
 // pre-filter-result: status @0, node-names: option<list<string>> @12 (tag), @16 (ptr, len). 24 bytes.
-__attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#pre-filter")))
+__attribute__((__export_name__("kws:plugin/pre-filter@0.2.1#pre-filter")))
 uint8_t *hostile_pre_filter(uint8_t *args) {
   begin_answer();
   memset(RET, 0, sizeof RET);
@@ -491,14 +491,14 @@ uint8_t *hostile_pre_filter(uint8_t *args) {
   return ret_ptr(4);
 }
 
-__attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#add-pod")))
+__attribute__((__export_name__("kws:plugin/pre-filter@0.2.1#add-pod")))
 uint8_t *hostile_add_pod(uint8_t *args) { return status_answer(C(SUCCESS) | C(ERROR)); }
 
-__attribute__((__export_name__("kws:plugin/pre-filter@0.2.0#remove-pod")))
+__attribute__((__export_name__("kws:plugin/pre-filter@0.2.1#remove-pod")))
 uint8_t *hostile_remove_pod(uint8_t *args) { return status_answer(C(SUCCESS) | C(ERROR)); }
 
 // filter-result: statuses @0, rejected @8, verdicts @16 (each ptr, len). 24 bytes.
-__attribute__((__export_name__("kws:plugin/filter@0.2.0#filter")))
+__attribute__((__export_name__("kws:plugin/filter@0.2.1#filter")))
 uint8_t *hostile_filter(uint8_t *slots, size_t nodes) {
   (void)slots;
   uint32_t n = (uint32_t)nodes;  // read before the arena is reset
@@ -545,7 +545,7 @@ uint8_t *hostile_filter(uint8_t *slots, size_t nodes) {
 }
 
 // post-filter-result: status @0, nominated-node: option<string> @12 (tag), @16 (ptr, len). 24 bytes.
-__attribute__((__export_name__("kws:plugin/post-filter@0.2.0#post-filter")))
+__attribute__((__export_name__("kws:plugin/post-filter@0.2.1#post-filter")))
 uint8_t *hostile_post_filter(uint8_t *args) {
   begin_answer();
   memset(RET, 0, sizeof RET);
@@ -555,7 +555,7 @@ uint8_t *hostile_post_filter(uint8_t *args) {
   return ret_ptr(4);
 }
 
-__attribute__((__export_name__("kws:plugin/pre-score@0.2.0#pre-score")))
+__attribute__((__export_name__("kws:plugin/pre-score@0.2.1#pre-score")))
 uint8_t *hostile_pre_score(uint8_t *args) { return status_answer(C(SUCCESS) | C(SKIP)); }
 
 // result<list<s64>, status>: tag @0; ok: list @4 (ptr, len); err: status @4. 16 bytes.
@@ -576,22 +576,22 @@ static uint8_t *scores_answer(uint32_t n) {
   return ret_ptr(4);
 }
 
-__attribute__((__export_name__("kws:plugin/score@0.2.0#score")))
+__attribute__((__export_name__("kws:plugin/score@0.2.1#score")))
 uint8_t *hostile_score(uint8_t *slots, size_t nodes) { return scores_answer((uint32_t)nodes); }
 
-__attribute__((__export_name__("kws:plugin/score@0.2.0#normalize-score")))
+__attribute__((__export_name__("kws:plugin/score@0.2.1#normalize-score")))
 uint8_t *hostile_normalize_score(uint8_t *slots, size_t nodes, uint8_t *scores, size_t n) {
   return scores_answer((uint32_t)n);
 }
 
-__attribute__((__export_name__("kws:plugin/reserve@0.2.0#reserve")))
+__attribute__((__export_name__("kws:plugin/reserve@0.2.1#reserve")))
 uint8_t *hostile_reserve(uint8_t *args) { return status_answer(C(SUCCESS) | C(UNSCHEDULABLE)); }
 
-__attribute__((__export_name__("kws:plugin/reserve@0.2.0#unreserve")))
+__attribute__((__export_name__("kws:plugin/reserve@0.2.1#unreserve")))
 void hostile_unreserve(uint8_t *args) { begin_answer(); }
 
 // permit-result: status @0, timeout-ms: u64 @16. 24 bytes, align 8.
-__attribute__((__export_name__("kws:plugin/permit@0.2.0#permit")))
+__attribute__((__export_name__("kws:plugin/permit@0.2.1#permit")))
 uint8_t *hostile_permit(uint8_t *args) {
   begin_answer();
   memset(RET, 0, sizeof RET);
@@ -604,16 +604,16 @@ uint8_t *hostile_permit(uint8_t *args) {
   return ret_ptr(8);
 }
 
-__attribute__((__export_name__("kws:plugin/pre-bind@0.2.0#pre-bind")))
+__attribute__((__export_name__("kws:plugin/pre-bind@0.2.1#pre-bind")))
 uint8_t *hostile_pre_bind(uint8_t *args) { return status_answer(C(SUCCESS) | C(UNSCHEDULABLE)); }
 
-__attribute__((__export_name__("kws:plugin/bind@0.2.0#bind")))
+__attribute__((__export_name__("kws:plugin/bind@0.2.1#bind")))
 uint8_t *hostile_bind(uint8_t *args) { return status_answer(C(SUCCESS) | C(SKIP) | C(ERROR)); }
 
-__attribute__((__export_name__("kws:plugin/post-bind@0.2.0#post-bind")))
+__attribute__((__export_name__("kws:plugin/post-bind@0.2.1#post-bind")))
 void hostile_post_bind(uint8_t *args) { begin_answer(); }
 
-__attribute__((__export_name__("kws:plugin/post-bind-ref@0.2.0#post-bind")))
+__attribute__((__export_name__("kws:plugin/post-bind-ref@0.2.1#post-bind")))
 void hostile_post_bind_ref(int32_t pod, uint8_t *node, size_t len) {
   (void)node, (void)len;
   begin_answer();

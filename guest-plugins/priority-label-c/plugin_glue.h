@@ -1,4 +1,4 @@
-// Contract glue for kws:plugin@0.2.0 guests in C: the node table, the cycle's pod (it implements the `cycle`
+// Contract glue for kws:plugin@0.2.1 guests in C: the node table, the cycle's pod (it implements the `cycle`
 // export), status constructors, Filter's batched answer and the plugin's config.
 // Header-only; include it once, after the generated filter_score_plugin.h.
 //

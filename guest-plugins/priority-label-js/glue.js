@@ -1,6 +1,6 @@
-// Contract glue for kws:plugin@0.2.0 guests: the node table, the cycle's pod (the `cycle` export), status
+// Contract glue for kws:plugin@0.2.1 guests: the node table, the cycle's pod (the `cycle` export), status
 // constructors, Filter's batched answer and the plugin's config.
-import { config, cyclePod as fetchCyclePod } from 'kws:plugin/host@0.2.0';
+import { config, cyclePod as fetchCyclePod } from 'kws:plugin/host@0.2.1';
 
 // The guest's copy of the nodes: slot -> { name, labels: Map }. The host sends changes before any call that
 // names slots.

@@ -1,6 +1,6 @@
 // priority-label: Filter keeps the nodes that carry a label; Score ranks them by the label's integer value.
 // Config: {"labelKey": "..."} (default "priority.example.com"). Scores are s64, so BigInt.
-import { log } from 'kws:plugin/host@0.2.0';
+import { log } from 'kws:plugin/host@0.2.1';
 import { NodeTable, error, filterResult, loadConfig, success, unknownSlot, unresolvable } from './glue.js';
 
 // The `cycle` export: Filter and Score are about its pod (cyclePod()), which this policy never reads, so never fetches.

@@ -1,4 +1,4 @@
-"""Contract glue for kws:plugin@0.2.0 guests: the node table, the cycle's pod (the `cycle` export), status
+"""Contract glue for kws:plugin@0.2.1 guests: the node table, the cycle's pod (the `cycle` export), status
 constructors, Filter's batched answer and the plugin's config."""
 
 import json

@@ -2,7 +2,7 @@
 
 package kws
 
-// The canonical ABI of the filter-score-plugin world (kws:plugin@0.2.0), written by hand for the standard Go
+// The canonical ABI of the filter-score-plugin world (kws:plugin@0.2.1), written by hand for the standard Go
 // toolchain: //go:wasmexport and //go:wasmimport take only scalars and pointers, so every list, string and
 // record is read from and written to linear memory here, at the offsets the Component Model's canonical ABI
 // gives the WIT types in wit/types.wit (32-bit pointers; a record's fields at their natural alignment; a
@@ -221,7 +221,7 @@ func retArea() unsafe.Pointer { return unsafe.Pointer(&ret) }
 
 // validate: result<_, string>, the discriminant at 0 and the error string at 4.
 //
-//go:wasmexport kws:plugin/config@0.2.0#validate
+//go:wasmexport kws:plugin/config@0.2.1#validate
 func exportValidate() uint32 {
 	r := retArea()
 	if err := validate(); err != nil {
@@ -240,13 +240,13 @@ func postReturn() {
 	cannotLeave(0)
 }
 
-//go:wasmexport cabi_post_kws:plugin/config@0.2.0#validate
+//go:wasmexport cabi_post_kws:plugin/config@0.2.1#validate
 func postValidate(uint32) { postReturn() }
 
 // apply: list<node-change>, 128 bytes each: the discriminant at 0 (0 upsert, 1 remove), the slot at 8, an
 // upserted node at 16.
 //
-//go:wasmexport kws:plugin/nodes@0.2.0#apply
+//go:wasmexport kws:plugin/nodes@0.2.1#apply
 func exportApply(changes, n uint32) {
 	for i := uint32(0); i < n; i++ {
 		c := unsafe.Add(ptr(changes), i*128)
@@ -259,7 +259,7 @@ func exportApply(changes, n uint32) {
 	unpin(0) // everything was copied out of the host's buffers
 }
 
-//go:wasmexport kws:plugin/cycle@0.2.0#begin
+//go:wasmexport kws:plugin/cycle@0.2.1#begin
 func exportBegin() { begin() }
 
 // slots is the list<node-slot> argument, read in place (it stays pinned until post-return).
@@ -272,7 +272,7 @@ func slots(p, n uint32) []uint32 {
 
 // filter: filter-result is three lists, at 0, 8 and 16; a status is 12 bytes.
 //
-//go:wasmexport kws:plugin/filter@0.2.0#filter
+//go:wasmexport kws:plugin/filter@0.2.1#filter
 func exportFilter(p, n uint32) uint32 {
 	statuses, rejected, verdicts := filterBatch(slots(p, n))
 	r := retArea()
@@ -287,7 +287,7 @@ func exportFilter(p, n uint32) uint32 {
 	return addr(r)
 }
 
-//go:wasmexport cabi_post_kws:plugin/filter@0.2.0#filter
+//go:wasmexport cabi_post_kws:plugin/filter@0.2.1#filter
 func postFilter(uint32) { postReturn() }
 
 // putScores writes result<list<s64>, status>: the discriminant at 0, the list or the status at 4.
@@ -310,16 +310,16 @@ func putScores(scores []int64, err *Status) uint32 {
 	return addr(r)
 }
 
-//go:wasmexport kws:plugin/score@0.2.0#score
+//go:wasmexport kws:plugin/score@0.2.1#score
 func exportScore(p, n uint32) uint32 {
 	out := make([]int64, n)
 	return putScores(out, scoreBatch(slots(p, n), out))
 }
 
-//go:wasmexport cabi_post_kws:plugin/score@0.2.0#score
+//go:wasmexport cabi_post_kws:plugin/score@0.2.1#score
 func postScore(uint32) { postReturn() }
 
-//go:wasmexport kws:plugin/score@0.2.0#normalize-score
+//go:wasmexport kws:plugin/score@0.2.1#normalize-score
 func exportNormalizeScore(p, n, scores, k uint32) uint32 {
 	out := make([]int64, k)
 	if k > 0 {
@@ -328,30 +328,30 @@ func exportNormalizeScore(p, n, scores, k uint32) uint32 {
 	return putScores(out, normalizeBatch(out))
 }
 
-//go:wasmexport cabi_post_kws:plugin/score@0.2.0#normalize-score
+//go:wasmexport cabi_post_kws:plugin/score@0.2.1#normalize-score
 func postNormalizeScore(uint32) { postReturn() }
 
 // ---- imports (kws:plugin/host) ----
 
-//go:wasmimport kws:plugin/host@0.2.0 log
+//go:wasmimport kws:plugin/host@0.2.1 log
 func importLog(level, msg, n uint32)
 
-//go:wasmimport kws:plugin/host@0.2.0 config
+//go:wasmimport kws:plugin/host@0.2.1 config
 func importConfig(ret uint32)
 
-//go:wasmimport kws:plugin/host@0.2.0 random
+//go:wasmimport kws:plugin/host@0.2.1 random
 func importRandom() uint64
 
-//go:wasmimport kws:plugin/host@0.2.0 now-ns
+//go:wasmimport kws:plugin/host@0.2.1 now-ns
 func importNowNs() uint64
 
-//go:wasmimport kws:plugin/host@0.2.0 cycle-state-write
+//go:wasmimport kws:plugin/host@0.2.1 cycle-state-write
 func importCycleStateWrite(key, keyLen, value, valueLen uint32)
 
-//go:wasmimport kws:plugin/host@0.2.0 cycle-state-read
+//go:wasmimport kws:plugin/host@0.2.1 cycle-state-read
 func importCycleStateRead(key, keyLen, ret uint32)
 
-//go:wasmimport kws:plugin/host@0.2.0 cycle-pod
+//go:wasmimport kws:plugin/host@0.2.1 cycle-pod
 func importCyclePod(ret uint32)
 
 // importRet is where the host writes an import's answer (the largest, option<pod>, is 192 bytes); a package

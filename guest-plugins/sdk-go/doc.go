@@ -1,4 +1,4 @@
-// Package kws is the Go SDK for kube-wasm-scheduler guest plugins (contract kws:plugin@0.2.0, world
+// Package kws is the Go SDK for kube-wasm-scheduler guest plugins (contract kws:plugin@0.2.1, world
 // filter-score-plugin): a plugin written in Go and compiled by the standard Go toolchain (GOOS=wasip1
 // GOARCH=wasm, -buildmode=c-shared) serves Filter, Score and NormalizeScore to the scheduler.
 //

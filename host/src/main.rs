@@ -213,7 +213,18 @@ fn print_component(info: &wasm::ComponentInfo, output: Output) -> anyhow::Result
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(info).context("encoding")?),
         Output::Table => {
-            println!("contract:         {}@{}", wasm::CONTRACT_PACKAGE, info.contract_version);
+            // An earlier patch is served as it is (additions only); say so, so an author knows what to rebuild for.
+            let served = if info.contract_version == wasm::CONTRACT_VERSION {
+                String::new()
+            } else if info.contract_version == wasm::PREVIOUS_CONTRACT_VERSION {
+                format!(
+                    " (the previous minor, served through an adapter: rebuild it against {})",
+                    wasm::CONTRACT_VERSION
+                )
+            } else {
+                format!(" (an earlier patch, served by this host's {})", wasm::CONTRACT_VERSION)
+            };
+            println!("contract:         {}@{}{served}", wasm::CONTRACT_PACKAGE, info.contract_version);
             println!("extension points: {}", info.points.join(", "));
             println!("exports:          {}", info.exports.join(", "));
             println!(

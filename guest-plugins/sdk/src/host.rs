@@ -114,7 +114,7 @@ pub fn reject_waiting_pod_for(uid: &str, plugin: &str, reason: &str) -> bool {
 
 /// The pod group of the pod with this UID (`host.scheduling-group`): `spec.schedulingGroup.podGroupName`, a
 /// PodGroup of the Workload API in the pod's namespace; `None` when it names none or the scheduler does not know the
-/// pod. Needs a scheduler that offers it (this SDK's contract, 0.2.0 with `scheduling-group`).
+/// pod. Needs a scheduler that offers it (contract 0.2.1 on, where `scheduling-group` was first versioned).
 pub fn scheduling_group(pod_uid: &str) -> Option<String> {
     imp::scheduling_group(pod_uid)
 }

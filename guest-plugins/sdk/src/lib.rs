@@ -406,13 +406,13 @@ macro_rules! export_score {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:score-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.1:score-plugin",
             SCORE_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_2_0_cabi,
-                nodes => __export_kws_plugin_nodes_0_2_0_cabi,
-                cycle => __export_kws_plugin_cycle_0_2_0_cabi,
-                score => __export_kws_plugin_score_0_2_0_cabi,
+                config => __export_kws_plugin_config_0_2_1_cabi,
+                nodes => __export_kws_plugin_nodes_0_2_1_cabi,
+                cycle => __export_kws_plugin_cycle_0_2_1_cabi,
+                score => __export_kws_plugin_score_0_2_1_cabi,
             ]
         );
     };
@@ -425,14 +425,14 @@ macro_rules! export_filter_score {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:filter-score-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.1:filter-score-plugin",
             FILTER_SCORE_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_2_0_cabi,
-                nodes => __export_kws_plugin_nodes_0_2_0_cabi,
-                cycle => __export_kws_plugin_cycle_0_2_0_cabi,
-                filter => __export_kws_plugin_filter_0_2_0_cabi,
-                score => __export_kws_plugin_score_0_2_0_cabi,
+                config => __export_kws_plugin_config_0_2_1_cabi,
+                nodes => __export_kws_plugin_nodes_0_2_1_cabi,
+                cycle => __export_kws_plugin_cycle_0_2_1_cabi,
+                filter => __export_kws_plugin_filter_0_2_1_cabi,
+                score => __export_kws_plugin_score_0_2_1_cabi,
             ]
         );
     };
@@ -445,14 +445,14 @@ macro_rules! export_score_post_bind {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:score-post-bind-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.1:score-post-bind-plugin",
             SCORE_POST_BIND_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_2_0_cabi,
-                nodes => __export_kws_plugin_nodes_0_2_0_cabi,
-                cycle => __export_kws_plugin_cycle_0_2_0_cabi,
-                score => __export_kws_plugin_score_0_2_0_cabi,
-                post_bind => __export_kws_plugin_post_bind_0_2_0_cabi,
+                config => __export_kws_plugin_config_0_2_1_cabi,
+                nodes => __export_kws_plugin_nodes_0_2_1_cabi,
+                cycle => __export_kws_plugin_cycle_0_2_1_cabi,
+                score => __export_kws_plugin_score_0_2_1_cabi,
+                post_bind => __export_kws_plugin_post_bind_0_2_1_cabi,
             ]
         );
     };
@@ -464,11 +464,11 @@ macro_rules! export_queue_sort {
     ($plugin:ty) => {
         $crate::__kws_export!(
             $plugin,
-            "component-type:kws-plugin-sdk:kws:plugin@0.2.0:queue-sort-plugin",
+            "component-type:kws-plugin-sdk:kws:plugin@0.2.1:queue-sort-plugin",
             QUEUE_SORT_PLUGIN,
             [
-                config => __export_kws_plugin_config_0_2_0_cabi,
-                queue_sort => __export_kws_plugin_queue_sort_0_2_0_cabi,
+                config => __export_kws_plugin_config_0_2_1_cabi,
+                queue_sort => __export_kws_plugin_queue_sort_0_2_1_cabi,
             ]
         );
     };
@@ -491,7 +491,7 @@ macro_rules! export_queue_sort {
 /// [`Plugin::sort_key_ref`] and [`Plugin::post_bind_ref`]), which needs a host that offers `host.pod-ref`.
 ///
 /// Unlike the `export_*!` macros, this embeds no component type: `kube-wasm-scheduler plugin componentize` reads
-/// the plugin's world from the module's export names (`kws:plugin/<interface>@0.2.0#<function>`).
+/// the plugin's world from the module's export names (`kws:plugin/<interface>@0.2.1#<function>`).
 #[macro_export]
 macro_rules! export {
     ($plugin:ty : $($point:ident),+ $(,)?) => {
@@ -567,43 +567,43 @@ macro_rules! __kws_export_iface {
             );
         };
     };
-    ($p:ty, config) => { $crate::__kws_export_iface!(@ $p, config, __export_kws_plugin_config_0_2_0_cabi); };
+    ($p:ty, config) => { $crate::__kws_export_iface!(@ $p, config, __export_kws_plugin_config_0_2_1_cabi); };
     ($p:ty, declarations) => {
-        $crate::__kws_export_iface!(@ $p, declarations, __export_kws_plugin_declarations_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, declarations, __export_kws_plugin_declarations_0_2_1_cabi);
     };
-    ($p:ty, nodes) => { $crate::__kws_export_iface!(@ $p, nodes, __export_kws_plugin_nodes_0_2_0_cabi); };
-    ($p:ty, pods) => { $crate::__kws_export_iface!(@ $p, pods, __export_kws_plugin_pods_0_2_0_cabi); };
-    ($p:ty, cycle) => { $crate::__kws_export_iface!(@ $p, cycle, __export_kws_plugin_cycle_0_2_0_cabi); };
-    ($p:ty, events) => { $crate::__kws_export_iface!(@ $p, events, __export_kws_plugin_events_0_2_0_cabi); };
+    ($p:ty, nodes) => { $crate::__kws_export_iface!(@ $p, nodes, __export_kws_plugin_nodes_0_2_1_cabi); };
+    ($p:ty, pods) => { $crate::__kws_export_iface!(@ $p, pods, __export_kws_plugin_pods_0_2_1_cabi); };
+    ($p:ty, cycle) => { $crate::__kws_export_iface!(@ $p, cycle, __export_kws_plugin_cycle_0_2_1_cabi); };
+    ($p:ty, events) => { $crate::__kws_export_iface!(@ $p, events, __export_kws_plugin_events_0_2_1_cabi); };
     ($p:ty, pre_enqueue) => {
-        $crate::__kws_export_iface!(@ $p, pre_enqueue, __export_kws_plugin_pre_enqueue_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, pre_enqueue, __export_kws_plugin_pre_enqueue_0_2_1_cabi);
     };
     ($p:ty, queue_sort) => {
-        $crate::__kws_export_iface!(@ $p, queue_sort, __export_kws_plugin_queue_sort_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, queue_sort, __export_kws_plugin_queue_sort_0_2_1_cabi);
     };
     ($p:ty, pre_filter) => {
-        $crate::__kws_export_iface!(@ $p, pre_filter, __export_kws_plugin_pre_filter_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, pre_filter, __export_kws_plugin_pre_filter_0_2_1_cabi);
     };
-    ($p:ty, filter) => { $crate::__kws_export_iface!(@ $p, filter, __export_kws_plugin_filter_0_2_0_cabi); };
+    ($p:ty, filter) => { $crate::__kws_export_iface!(@ $p, filter, __export_kws_plugin_filter_0_2_1_cabi); };
     ($p:ty, post_filter) => {
-        $crate::__kws_export_iface!(@ $p, post_filter, __export_kws_plugin_post_filter_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, post_filter, __export_kws_plugin_post_filter_0_2_1_cabi);
     };
     ($p:ty, pre_score) => {
-        $crate::__kws_export_iface!(@ $p, pre_score, __export_kws_plugin_pre_score_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, pre_score, __export_kws_plugin_pre_score_0_2_1_cabi);
     };
-    ($p:ty, score) => { $crate::__kws_export_iface!(@ $p, score, __export_kws_plugin_score_0_2_0_cabi); };
-    ($p:ty, reserve) => { $crate::__kws_export_iface!(@ $p, reserve, __export_kws_plugin_reserve_0_2_0_cabi); };
-    ($p:ty, permit) => { $crate::__kws_export_iface!(@ $p, permit, __export_kws_plugin_permit_0_2_0_cabi); };
-    ($p:ty, pre_bind) => { $crate::__kws_export_iface!(@ $p, pre_bind, __export_kws_plugin_pre_bind_0_2_0_cabi); };
-    ($p:ty, bind) => { $crate::__kws_export_iface!(@ $p, bind, __export_kws_plugin_bind_0_2_0_cabi); };
+    ($p:ty, score) => { $crate::__kws_export_iface!(@ $p, score, __export_kws_plugin_score_0_2_1_cabi); };
+    ($p:ty, reserve) => { $crate::__kws_export_iface!(@ $p, reserve, __export_kws_plugin_reserve_0_2_1_cabi); };
+    ($p:ty, permit) => { $crate::__kws_export_iface!(@ $p, permit, __export_kws_plugin_permit_0_2_1_cabi); };
+    ($p:ty, pre_bind) => { $crate::__kws_export_iface!(@ $p, pre_bind, __export_kws_plugin_pre_bind_0_2_1_cabi); };
+    ($p:ty, bind) => { $crate::__kws_export_iface!(@ $p, bind, __export_kws_plugin_bind_0_2_1_cabi); };
     ($p:ty, post_bind) => {
-        $crate::__kws_export_iface!(@ $p, post_bind, __export_kws_plugin_post_bind_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, post_bind, __export_kws_plugin_post_bind_0_2_1_cabi);
     };
     ($p:ty, post_bind_ref) => {
-        $crate::__kws_export_iface!(@ $p, post_bind_ref, __export_kws_plugin_post_bind_ref_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, post_bind_ref, __export_kws_plugin_post_bind_ref_0_2_1_cabi);
     };
     ($p:ty, sort_key_ref) => {
-        $crate::__kws_export_iface!(@ $p, sort_key_ref, __export_kws_plugin_sort_key_ref_0_2_0_cabi);
+        $crate::__kws_export_iface!(@ $p, sort_key_ref, __export_kws_plugin_sort_key_ref_0_2_1_cabi);
     };
     ($p:ty, $other:ident) => {
         ::core::compile_error!(::core::concat!(

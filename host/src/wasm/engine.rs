@@ -73,6 +73,11 @@ impl WasmEngine {
     /// Compiles bytes whose SHA-256 is `digest` (the caller computed it), or returns them compiled: from this
     /// process, or precompiled from the plugin cache, which keeps what is compiled here for the next start.
     pub fn compile_digest(&self, bytes: &[u8], digest: &str) -> Result<(Component, Origin), WasmError> {
+        // A component of the previous contract is compiled adapted, and kept under the adapted bytes' digest: an
+        // artifact compiled from its own bytes (by a host without the adapter) must never stand in for it.
+        let adapted = super::adapt_previous_contract(bytes);
+        let adapted_digest = adapted.as_deref().map(sha256_hex);
+        let digest = adapted_digest.as_deref().unwrap_or(digest);
         if let Some(c) = self.compiled.lock().expect("compile cache lock").get(digest) {
             return Ok((c.clone(), Origin::Memory));
         }
@@ -93,7 +98,16 @@ impl WasmEngine {
                     .into(),
             ));
         }
-        let component = Component::new(&self.engine, bytes).map_err(|e| WasmError::NotAComponent(first_line(&e)))?;
+        if adapted.is_some() {
+            tracing::warn!(
+                digest,
+                "component built for contract kws:plugin@{} served through the adapter: rebuild it against {}",
+                super::PREVIOUS_CONTRACT_VERSION,
+                super::CONTRACT_VERSION
+            );
+        }
+        let component = Component::new(&self.engine, adapted.as_deref().unwrap_or(bytes))
+            .map_err(|e| WasmError::NotAComponent(first_line(&e)))?;
         tracing::info!(digest, bytes = bytes.len(), ms = start.elapsed().as_millis() as u64, "component compiled");
         if let Some(cache) = cache {
             cache.put_compiled(&self.engine, digest, &component);

@@ -153,7 +153,7 @@ fn generation(n: &NodeInfo, ignores_usage: bool) -> u64 {
 }
 
 /// The interface whose `declare` a component may export.
-const DECLARATIONS: &str = "kws:plugin/declarations@0.2.0";
+const DECLARATIONS: &str = "kws:plugin/declarations@0.2.1";
 
 /// Every flag of `declarations.declared` and its WIT name, in the contract's order.
 const DECLARED_FLAGS: [(Declared, &str); 7] = [

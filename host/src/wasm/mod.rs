@@ -1,4 +1,4 @@
-//! The WebAssembly boundary: components implementing the `kws:plugin@0.2.0` contract (`wit/`) served at the
+//! The WebAssembly boundary: components implementing the `kws:plugin@0.2.1` contract (`wit/`) served at the
 //! extension points they export, sandboxed (deadline, memory cap, no ambient authority) and hot-reloadable.
 
 mod adapters;
@@ -30,9 +30,65 @@ use crate::framework::Registry;
 use crate::framework::{ExtensionPoint, Plugin};
 
 /// The contract version this host offers.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.2.1";
 /// The contract's package.
 pub const CONTRACT_PACKAGE: &str = "kws:plugin";
+
+/// The previous contract minor, served through [`adapt_previous_contract`].
+pub const PREVIOUS_CONTRACT_VERSION: &str = "0.1.0";
+
+/// A component built against [`PREVIOUS_CONTRACT_VERSION`], made one of this contract; None when `bytes` name no
+/// `kws:plugin` interface of that version. 0.1.0 → 0.2.0 only added interfaces, functions and types, so the adapter
+/// renames the component's contract names (`kws:plugin/…@0.1.0` → `@0.2.0`, the same length, so every
+/// length-prefixed name and section stays well-formed) and wasmtime then links it as an earlier 0.2 patch, checking
+/// every function's shape as it does for any component.
+pub fn adapt_previous_contract(bytes: &[u8]) -> Option<Vec<u8>> {
+    const PKG: &[u8] = b"kws:plugin";
+    let (from, to) = (PREVIOUS_CONTRACT_VERSION.as_bytes(), b"0.2.0");
+    let mut out: Option<Vec<u8>> = None;
+    let mut i = 0;
+    while let Some(at) = bytes[i..].windows(PKG.len()).position(|w| w == PKG).map(|p| p + i) {
+        let mut j = at + PKG.len();
+        if bytes.get(j) == Some(&b'/') {
+            j += 1;
+            while bytes.get(j).is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-') {
+                j += 1;
+            }
+        }
+        let version = j + 1..j + 1 + from.len();
+        let ends = !bytes.get(version.end).is_some_and(|b| b.is_ascii_digit() || *b == b'.');
+        if bytes.get(j) == Some(&b'@') && bytes.get(version.clone()) == Some(from) && ends {
+            out.get_or_insert_with(|| bytes.to_vec())[version.clone()].copy_from_slice(to);
+        }
+        i = at + PKG.len();
+    }
+    out
+}
+
+/// Why a component built against contract `version` is not served, None when it is. The contract follows semver
+/// as WASI 0.2 does: a patch only adds (a new optional export, a new host function), so a component built against
+/// any earlier patch of this host's `0.minor` loads unchanged, wasmtime matching its `@0.2.0` names to the host's
+/// semver-compatibly; a new minor may change shapes, and a newer patch may import what this host lacks.
+pub fn contract_refusal(version: &str) -> Option<String> {
+    let parse = |v: &str| -> Option<(u64, u64, u64)> {
+        let mut it = v.split('.').map(|p| p.parse::<u64>().ok());
+        let t = (it.next()??, it.next()??, it.next()??);
+        it.next().is_none().then_some(t)
+    };
+    let ours = parse(CONTRACT_VERSION).expect("the host's version is x.y.z");
+    match parse(version) {
+        Some((0, minor, patch)) if minor == ours.1 && patch <= ours.2 => None,
+        Some((0, minor, _)) if minor == ours.1 => Some(format!(
+            "contract version {version} is newer than this host's {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: run a \
+             scheduler that offers {version}, or build against {CONTRACT_VERSION} or an earlier 0.{minor} patch"
+        )),
+        _ => Some(format!(
+            "it targets contract version {version}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION} (and every \
+             earlier 0.{}.x): rebuild it against that version (the wit/ folder of this release)",
+            ours.1
+        )),
+    }
+}
 
 /// A component that cannot be used.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -59,7 +115,7 @@ pub enum WasmError {
     #[error("not a WebAssembly component: {0}")]
     NotAComponent(String),
     /// It imports something the host does not offer.
-    #[error("imports {0}, which this host does not offer (it offers kws:plugin/host@0.2.0 and WASI 0.2 with no files, network or environment)")]
+    #[error("imports {0}, which this host does not offer (it offers kws:plugin/host@0.2.1 and WASI 0.2 with no files, network or environment)")]
     UnsupportedImport(String),
     /// It does not fit the contract (version, missing exports).
     #[error("{0}")]
@@ -127,10 +183,8 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
         if pkg != CONTRACT_PACKAGE {
             continue;
         }
-        if version != CONTRACT_VERSION {
-            return Err(WasmError::Contract(format!(
-                "it targets contract version {version} ({name}); this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it against that version (the wit/ folder of this release)"
-            )));
+        if let Some(why) = contract_refusal(version) {
+            return Err(WasmError::Contract(format!("{name}: {why}")));
         }
         info.contract_version = version.to_string();
         info.exports.push(name.to_string());
@@ -140,11 +194,12 @@ pub fn describe(component: &Component) -> Result<ComponentInfo, WasmError> {
     for (name, _) in ty.imports(engine) {
         info.imports.push(name.to_string());
         match split_name(name) {
-            Some((CONTRACT_PACKAGE, "host" | "types", v)) if v == CONTRACT_VERSION => {}
-            Some((CONTRACT_PACKAGE, _, v)) if v != CONTRACT_VERSION => {
-                return Err(WasmError::Contract(format!(
-                    "it imports {name}; this host offers {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it against that version (the wit/ folder of this release)"
-                )))
+            Some((CONTRACT_PACKAGE, "host" | "types", v)) if contract_refusal(v).is_none() => {}
+            Some((CONTRACT_PACKAGE, _, v)) => {
+                let why = contract_refusal(v).unwrap_or_else(|| {
+                    format!("this host offers no such interface in {CONTRACT_PACKAGE}@{CONTRACT_VERSION}")
+                });
+                return Err(WasmError::Contract(format!("it imports {name}: {why}")));
             }
             Some((pkg, _, v)) if pkg.starts_with("wasi:") && v.starts_with("0.2.") => info.imports_wasi = true,
             _ => return Err(WasmError::UnsupportedImport(name.to_string())),
@@ -197,6 +252,9 @@ fn event_label(e: &crate::framework::ClusterEvent) -> String {
 pub fn check_file(path: &Path) -> Result<ComponentInfo, WasmError> {
     let version = reload::load_version(&WasmArgs::for_file(path))?;
     let mut info = describe(&version.component)?;
+    if std::fs::read(path).ok().and_then(|b| adapt_previous_contract(&b)).is_some() {
+        info.contract_version = PREVIOUS_CONTRACT_VERSION.to_string();
+    }
     // Linking proves every import is really satisfied (WASI versions included). The file is checked, not a
     // configuration: the guest is not asked to validate the empty one.
     let p = WasmPlugin::load_unvalidated("check", WasmArgs::for_file(path), 0, Default::default())?;
@@ -220,7 +278,7 @@ pub(crate) const CONTRACT_WIT: [(&str, &str); 4] = [
 /// The `wasi_snapshot_preview1` imports of Go's runtime, implemented with the contract's host imports (the file
 /// says why wasmtime's preview1 adapter cannot serve Go), and the world that says so to wit-component.
 const WASIP1_FOR_GO: &str = include_str!("wasip1_for_go.wat");
-const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.2.0; }\n";
+const WASIP1_FOR_GO_WIT: &str = "package kws:wasip1-for-go;\nworld adapter { import kws:plugin/host@0.2.1; }\n";
 
 /// The adapter's text for `module`: wasip1_for_go.wat, plus a stub answering ENOSYS, of the module's exact type,
 /// for every other `wasi_snapshot_preview1` function the module imports (files, sockets: a plugin has none), so a
@@ -501,5 +559,33 @@ pub fn register_plugins(registry: &mut Registry, config: &crate::config::Schedul
                 }),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_adapter_renames_only_the_previous_contract_s_names() {
+        let bytes = b"\x16kws:plugin/host@0.1.0\x00kws:plugin@0.1.0;kws:plugin/x@0.1.01 acme:plugin/y@0.1.0 \
+                      kws:plugin/score@0.1.0#score";
+        let out = adapt_previous_contract(bytes).expect("names of 0.1.0");
+        assert_eq!(
+            out.as_slice(),
+            &b"\x16kws:plugin/host@0.2.0\x00kws:plugin@0.2.0;kws:plugin/x@0.1.01 acme:plugin/y@0.1.0 \
+               kws:plugin/score@0.2.0#score"[..]
+        );
+        assert_eq!(adapt_previous_contract(b"kws:plugin/host@0.2.0 kws:plugin/host@0.1.0.1"), None);
+    }
+
+    #[test]
+    fn earlier_patches_are_served_newer_ones_and_other_minors_refused() {
+        assert_eq!(contract_refusal("0.2.0"), None);
+        assert_eq!(contract_refusal(CONTRACT_VERSION), None);
+        assert!(contract_refusal("0.2.99").unwrap().contains("is newer than this host's"));
+        assert!(contract_refusal("0.3.0").unwrap().contains("rebuild it against that version"));
+        assert!(contract_refusal("0.1.0").is_some(), "the previous minor only through the adapter");
+        assert!(contract_refusal("0.2").is_some() && contract_refusal("x").is_some());
     }
 }

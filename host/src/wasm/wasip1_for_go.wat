@@ -20,9 +20,9 @@
 ;; the clocks answer the last time read and output is dropped.
 (module
   (import "env" "memory" (memory 0))
-  (import "kws:plugin/host@0.2.0" "log" (func $log (param i32 i32 i32)))
-  (import "kws:plugin/host@0.2.0" "random" (func $random (result i64)))
-  (import "kws:plugin/host@0.2.0" "now-ns" (func $now (result i64)))
+  (import "kws:plugin/host@0.2.1" "log" (func $log (param i32 i32 i32)))
+  (import "kws:plugin/host@0.2.1" "random" (func $random (result i64)))
+  (import "kws:plugin/host@0.2.1" "now-ns" (func $now (result i64)))
 
   ;; The last time handed out by each clock.
   (global $monotonic (mut i64) (i64.const 0))

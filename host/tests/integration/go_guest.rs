@@ -91,7 +91,7 @@ fn plugin_check_shows_the_go_guest_s_points_and_the_rust_guest_s_imports() {
         e
     };
     let mut rust_exports = exports(&mut rust);
-    rust_exports.retain(|e| e != "kws:plugin/declarations@0.2.0");
+    rust_exports.retain(|e| e != "kws:plugin/declarations@0.2.1");
     let go_exports = exports(&mut go);
     assert_eq!(go_exports, rust_exports);
     rust["declared"] = serde_json::Value::Null;
@@ -100,7 +100,7 @@ fn plugin_check_shows_the_go_guest_s_points_and_the_rust_guest_s_imports() {
     let out = bin().args(["plugin", "check"]).arg(guest("priority-label-go")).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("extension points: Filter, Score"), "{table}");
-    assert!(table.contains("imports:          kws:plugin/types@0.2.0, kws:plugin/host@0.2.0"), "{table}");
+    assert!(table.contains("imports:          kws:plugin/types@0.2.1, kws:plugin/host@0.2.1"), "{table}");
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn componentize_embeds_only_worlds_of_the_contract() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert!(err.contains("kws:plugin@0.2.0 has no world \"nope\"") && err.contains("filter-score-plugin"), "{err}");
+    assert!(err.contains("kws:plugin@0.2.1 has no world \"nope\"") && err.contains("filter-score-plugin"), "{err}");
     assert!(!target.exists());
     // Without a world, the module's exports name the world: the same points as filter-score-plugin's.
     let out = bin().args(["plugin", "componentize", "-o"]).arg(&target).arg(&core).output().unwrap();
@@ -206,7 +206,7 @@ fn componentize_embeds_only_worlds_of_the_contract() {
     let out = bin().args(["plugin", "componentize", "-o"]).arg(&other).arg(&empty).output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("names no world and exports no kws:plugin@0.2.0 function"), "{err}");
+    assert!(err.contains("names no world and exports no kws:plugin@0.2.1 function"), "{err}");
     assert!(!other.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,6 +8,7 @@ mod author;
 mod compare;
 mod config;
 mod config_props;
+mod contract;
 mod declarations;
 mod delivery;
 mod deploy;

@@ -364,9 +364,9 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
     let out = Command::new(bin).args(["plugin", "check"]).arg(guest("priority-label")).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("kws:plugin@0.2.0"), "{stdout}");
+    assert!(stdout.contains("kws:plugin@0.2.1"), "{stdout}");
     assert!(stdout.contains("extension points: Filter, Score"), "{stdout}");
-    assert!(stdout.contains("kws:plugin/host@0.2.0"), "{stdout}");
+    assert!(stdout.contains("kws:plugin/host@0.2.1"), "{stdout}");
     assert!(
         stdout.contains(
             "declares:         ignores-node-usage, score-reads-node-only, normalize-default, needs-no-cycle-begin\n"
@@ -376,7 +376,7 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
 
     let dir = std::env::temp_dir().join(format!("kws-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cases: [(&str, &[u8], &str); 5] = [
+    let cases: [(&str, &[u8], &str); 6] = [
         ("core.wasm", b"\0asm\x01\0\0\0", "not a WebAssembly component: a core WebAssembly module"),
         ("junk.wasm", b"hello", "not a WebAssembly component"),
         (
@@ -391,8 +391,13 @@ fn plugin_check_describes_a_component_and_refuses_bad_files() {
         ),
         (
             "older.wat",
-            b"(component (instance $i) (export \"kws:plugin/score@0.1.0\" (instance $i)))",
-            "targets contract version 0.1.0 (kws:plugin/score@0.1.0); this host offers kws:plugin@0.2.0: rebuild it against that version",
+            b"(component (instance $i) (export \"kws:plugin/score@0.0.9\" (instance $i)))",
+            "kws:plugin/score@0.0.9: it targets contract version 0.0.9; this host offers kws:plugin@0.2.1 (and every earlier 0.2.x): rebuild it against that version",
+        ),
+        (
+            "newer.wat",
+            b"(component (instance $i) (export \"kws:plugin/score@0.2.9\" (instance $i)))",
+            "kws:plugin/score@0.2.9: contract version 0.2.9 is newer than this host's kws:plugin@0.2.1: run a scheduler that offers 0.2.9",
         ),
     ];
     for (name, bytes, want) in cases {
