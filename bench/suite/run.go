@@ -269,11 +269,17 @@ type runner struct {
 	createdNS    map[string]bool
 	createdPods  map[string]int // per namespace, still there
 	createdPC    map[string]bool
-	measurements []Measurement
-	open         *collector // from startCollectingMetrics
-	openStart    time.Time
-	measuredFrom time.Time
-	measuredTo   time.Time
+	// volumes and CSINodes of createPods' persistent volumes and createNodes' nodeAllocatableStrategy
+	createdPV       []string
+	createdCSINodes []string
+	churning        *churning
+	churnCtx        context.Context
+	churnFailed     error
+	measurements    []Measurement
+	open            *collector // from startCollectingMetrics
+	openStart       time.Time
+	measuredFrom    time.Time
+	measuredTo      time.Time
 }
 
 func (r *runner) nsCreated(ctx context.Context, ns string, lbls map[string]string) error {
@@ -296,13 +302,15 @@ func (r *runner) run(ctx context.Context, ops []Op) error {
 			if r.open != nil {
 				r.stopCollecting()
 			}
+			_ = r.stopChurn()
 			return fmt.Errorf("op %d (%s): %w", i, op.Opcode, err)
 		}
 	}
 	if r.open != nil {
 		r.stopCollecting()
 	}
-	return nil
+	// The churn goes on until the workload's last op is done, as upstream's (its context ends with the workload).
+	return r.stopChurn()
 }
 
 func (r *runner) op(ctx context.Context, i int, op Op) error {
@@ -310,11 +318,20 @@ func (r *runner) op(ctx context.Context, i int, op Op) error {
 	case "createNodes":
 		return r.createNodes(ctx, i, op)
 	case "createNamespaces":
+		var lbls map[string]string
+		if op.NamespaceObject != nil {
+			lbls = op.NamespaceObject.Labels
+		}
 		for j := 0; j < op.Count; j++ {
-			if err := r.nsCreated(ctx, fmt.Sprintf("%s-%d", op.Prefix, j), nil); err != nil {
+			ns := fmt.Sprintf("%s-%d", op.Prefix, j)
+			if err := r.nsCreated(ctx, ns, lbls); err != nil {
 				return err
 			}
+			// a namespace the barriers without namespaces wait on, as upstream's
+			r.createdPods[ns] += 0
 		}
+	case "churn":
+		return r.churn(ctx, i, op)
 	case "createPods":
 		return r.createPods(ctx, i, op)
 	case "barrier":
@@ -403,14 +420,22 @@ func (r *runner) createNodes(ctx context.Context, i int, op Op) error {
 		if s := op.UniqueNodeLabelStrategy; s != nil {
 			node.Labels[s.LabelKey] = fmt.Sprintf("%s-%d", node.Name, j)
 		}
-		return kit.Retry(ctx, func() error {
-			created, err := r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		var created *v1.Node
+		if err := kit.Retry(ctx, func() error {
+			var err error
+			created, err = r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 			if err != nil {
 				return fmt.Errorf("creating node %s: %w", node.Name, err)
 			}
 			r.addNode(created.Name)
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		if op.NodeAllocatableStrategy != nil && created != nil {
+			return r.prepareAllocatable(ctx, created, op.NodeAllocatableStrategy)
+		}
+		return nil
 	})
 }
 
@@ -466,6 +491,14 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 		col = r.cl.startCollector(fmt.Sprintf("op %d createPods", i), []string{ns}, nil)
 		r.mark(start)
 	}
+	var pvTemplate *v1.PersistentVolume
+	var pvcTemplate *v1.PersistentVolumeClaim
+	if op.PVCTemplatePath != nil {
+		var err error
+		if pvTemplate, pvcTemplate, err = pvTemplates(op); err != nil {
+			return err
+		}
+	}
 	err := kit.Parallel(ctx, op.Count, r.workers, func(j int) error {
 		pod := defaultPod()
 		if op.PodTemplatePath != nil {
@@ -485,6 +518,13 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 		if pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == v1.DefaultSchedulerName {
 			pod.Spec.SchedulerName = r.schedulerName
 		}
+		if pvcTemplate != nil {
+			claim, err := r.createVolume(ctx, pvTemplate, pvcTemplate, ns, j)
+			if err != nil {
+				return err
+			}
+			withClaim(pod, claim)
+		}
 		return kit.Retry(ctx, func() error {
 			_, err := r.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
@@ -501,12 +541,32 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 	}
 	r.createdPods[ns] += op.Count
 	if !op.SkipWaitToCompletion {
-		err = r.waitScheduled(ctx, []string{ns}, nil)
+		// upstream's waitUntilPodsScheduledInNamespace: as many pods of the namespace bound as the op created
+		err = r.waitBound(ctx, ns, op.Count)
 	}
 	if col != nil {
 		r.finish(col, start)
 	}
 	return err
+}
+
+// waitBound waits until want pods of namespace ns are bound, or the timeout.
+func (r *runner) waitBound(ctx context.Context, ns string, want int) error {
+	deadline := time.Now().Add(r.timeout)
+	for {
+		_, bound, _ := r.cl.count([]string{ns}, nil)
+		if bound >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d pods in %s scheduled after %s; pending: %s", bound, want, ns, r.timeout, r.cl.pending([]string{ns}, nil, 5))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitScheduled waits until every pod the run created in namespaces is bound (upstream's
@@ -548,12 +608,21 @@ func (r *runner) barrier(ctx context.Context, namespaces []string, sel map[strin
 	}
 	deadline := time.Now().Add(r.timeout)
 	for {
+		// upstream's waitUntilPodsAttempted: as many pods bound or refused as the run created in the namespaces
+		// (pods a churn op added there count among the attempted, not the wanted)
 		total, _, att := r.cl.count(namespaces, sel)
-		if att >= total {
+		want := total
+		if sel == nil {
+			want = 0
+			for _, ns := range namespaces {
+				want += r.createdPods[ns]
+			}
+		}
+		if att >= want {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d pods attempted after %s", att, total, r.timeout)
+			return fmt.Errorf("%d of %d pods attempted after %s", att, want, r.timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -624,6 +693,13 @@ func (r *runner) cleanup(ctx context.Context) error {
 		}
 	}
 	if err := r.deleteMade(ctx); err != nil {
+		return err
+	}
+	_ = r.stopChurn()
+	if err := r.deleteChurned(ctx); err != nil {
+		return err
+	}
+	if err := r.deleteVolumesAndCSINodes(ctx); err != nil {
 		return err
 	}
 	// Claims a scheduler made (DRA extended resources) or left allocated: without a namespace controller they would

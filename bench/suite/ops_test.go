@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func loadSets(t *testing.T) []Selected {
+	dir := writeConfig(t)
+	files, _ := configFiles(dir)
+	tcs, err := loadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return selectWorkloads(tcs, []string{"nightly"}, nil)
+}
+
+// createPodSets unrolls into one createPods per namespace, the ops after it numbered in the unrolled list;
+// countMultiplierParam multiplies the count; steadyStateParam resolves (and steadyState is still refused).
+func TestPodSetsUnrollAndCounts(t *testing.T) {
+	sel := loadSets(t)
+	if len(sel) != 2 {
+		t.Fatalf("selected %s", names(sel))
+	}
+	two, steady := sel[0], sel[1]
+	if two.Unsupported != "" {
+		t.Fatalf("Sets/two: %s", two.Unsupported)
+	}
+	var got []string
+	for _, op := range two.Ops {
+		ns := ""
+		if op.Namespace != nil {
+			ns = *op.Namespace
+		}
+		got = append(got, fmt.Sprintf("%s:%d:%s", op.Opcode, op.Count, ns))
+	}
+	want := "createNodes:1: createPods:6:init-ns-0 createPods:6:init-ns-1 createPods:2: churn:0: createPods:1:"
+	if strings.Join(got, " ") != want {
+		t.Errorf("ops %q, want %q", strings.Join(got, " "), want)
+	}
+	if p := two.Ops[1].PodTemplatePath; p == nil || !strings.HasSuffix(*p, filepath.Join("case", "pod.yaml")) {
+		t.Errorf("pod set's pod template %v: want the default one", p)
+	}
+	if p := two.Ops[3].PVCTemplatePath; p == nil || !filepath.IsAbs(*p) {
+		t.Errorf("PVC template %v: want an absolute path", p)
+	}
+	if p := two.Ops[4].TemplatePaths; len(p) != 1 || !filepath.IsAbs(p[0]) {
+		t.Errorf("churn templates %v: want absolute paths", p)
+	}
+	s := two.Ops[0].NodeAllocatableStrategy
+	if s == nil || s.NodeAllocatable["attachable-volumes-csi-ebs.csi.aws.com"] != "39" || s.CsiNodeAllocatable["ebs.csi.aws.com"] == nil ||
+		*s.CsiNodeAllocatable["ebs.csi.aws.com"].Count != 39 || len(s.MigratedPlugins) != 1 {
+		t.Errorf("nodeAllocatableStrategy %+v", s)
+	}
+	if !strings.Contains(steady.Unsupported, "steadyState") {
+		t.Errorf("Sets/steady: unsupported %q, want steadyState", steady.Unsupported)
+	}
+}
+
+// Create mode ticks until number (0: forever); recreate mode cycles over number slots.
+func TestChurnSchedule(t *testing.T) {
+	for _, c := range []struct {
+		mode         string
+		number, tick int
+		slot         int
+		more         bool
+	}{
+		{"create", 3, 0, 0, true}, {"create", 3, 2, 0, true}, {"create", 3, 3, 0, false}, {"create", 0, 1 << 20, 0, true},
+		{"recreate", 1, 0, 0, true}, {"recreate", 1, 1, 0, true}, {"recreate", 600, 601, 1, true},
+	} {
+		slot, more := churnSchedule(c.mode, c.number, c.tick)
+		if slot != c.slot || more != c.more {
+			t.Errorf("%s number %d tick %d: slot %d more %v, want %d %v", c.mode, c.number, c.tick, slot, more, c.slot, c.more)
+		}
+	}
+	for _, op := range []Op{{Mode: "x", TemplatePaths: []string{"a"}}, {Mode: "recreate", TemplatePaths: []string{"a"}},
+		{Mode: "create", Number: -1, TemplatePaths: []string{"a"}}, {Mode: "create"}} {
+		if validChurn(op) == nil {
+			t.Errorf("churn %+v accepted", op)
+		}
+	}
+	if err := validChurn(Op{Mode: "create", TemplatePaths: []string{"a"}}); err != nil {
+		t.Error(err)
+	}
+}
+
+// Claim pvc-<j> and volume <ns>-vol-<j> bound to each other; a CSI volume's handle is its name, an EBS volume's
+// ID is vol-<j>.
+func TestBoundVolume(t *testing.T) {
+	pvc := &v1.PersistentVolumeClaim{}
+	csi := &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d"}}}}
+	pv, claim := boundVolume(csi, pvc, "ns", 3)
+	if pv.Name != "ns-vol-3" || pv.Spec.CSI.VolumeHandle != "ns-vol-3" || claim.Name != "pvc-3" || claim.Spec.VolumeName != "ns-vol-3" ||
+		pv.Spec.ClaimRef.Name != "pvc-3" || pv.Spec.ClaimRef.Namespace != "ns" || pv.Status.Phase != v1.VolumeBound || claim.Status.Phase != v1.ClaimBound {
+		t.Errorf("csi: %+v %+v", pv, claim)
+	}
+	if csi.Spec.CSI.VolumeHandle != "" || csi.Name != "" {
+		t.Error("the template was changed")
+	}
+	ebs := &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{AWSElasticBlockStore: &v1.AWSElasticBlockStoreVolumeSource{VolumeID: "<id>"}}}}
+	pv, _ = boundVolume(ebs, pvc, "ns", 0)
+	if pv.Name != "ns-vol-0" || pv.Spec.AWSElasticBlockStore.VolumeID != "vol-0" {
+		t.Errorf("ebs: %s %s", pv.Name, pv.Spec.AWSElasticBlockStore.VolumeID)
+	}
+	pod := &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "secret"}}}}
+	withClaim(pod, "pvc-3")
+	if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "pvc-3" {
+		t.Errorf("volumes %+v", pod.Spec.Volumes)
+	}
+}
+
+// The allocatable patch names only what differs; the CSINode carries every driver with the node as its ID and the
+// migrated plugins.
+func TestNodeAllocatable(t *testing.T) {
+	n := int32(39)
+	s := &nodeAllocatable{NodeAllocatable: map[v1.ResourceName]string{"attachable-volumes-csi-ebs.csi.aws.com": "39", "cpu": "4"},
+		CsiNodeAllocatable: map[string]*storagev1.VolumeNodeResources{"ebs.csi.aws.com": {Count: &n}}, MigratedPlugins: []string{"a", "b"}}
+	node := &v1.Node{Status: v1.NodeStatus{Allocatable: v1.ResourceList{"cpu": resource.MustParse("4")}}}
+	if p := string(allocatablePatch(node, s)); p != `{"status":{"allocatable":{"attachable-volumes-csi-ebs.csi.aws.com":"39"}}}` {
+		t.Errorf("patch %s", p)
+	}
+	node.Status.Allocatable["attachable-volumes-csi-ebs.csi.aws.com"] = resource.MustParse("39")
+	if p := allocatablePatch(node, s); p != nil {
+		t.Errorf("patch %s, want none", p)
+	}
+	c := csiNode("node-1", s)
+	if c.Name != "node-1" || c.Annotations[v1.MigratedPluginsAnnotationKey] != "a,b" || len(c.Spec.Drivers) != 1 ||
+		c.Spec.Drivers[0].NodeID != "node-1" || *c.Spec.Drivers[0].Allocatable.Count != 39 {
+		t.Errorf("CSINode %+v", c)
+	}
+}
+
+// A namespace template is read as it is; its labels go to every namespace of the op.
+func TestNamespaceTemplate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "performance-config.yaml")
+	ns := filepath.Join(dir, "ns.yaml")
+	if err := os.WriteFile(ns, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  labels:\n    team: devops\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "- name: N\n  workloadTemplate:\n  - opcode: createNamespaces\n    prefix: a\n    count: 2\n    namespaceTemplatePath: ns.yaml\n  workloads:\n  - name: w\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tcs, err := loadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := selectWorkloads(tcs, nil, nil)
+	if sel[0].Unsupported != "" || sel[0].Ops[0].NamespaceObject == nil || sel[0].Ops[0].NamespaceObject.Labels["team"] != "devops" {
+		t.Errorf("%+v", sel[0])
+	}
+}
