@@ -77,6 +77,10 @@ func (r *runner) churn(ctx context.Context, i int, op Op) error {
 		r.churnCtx = cctx
 	}
 	ch := r.churning
+	if r.churnNS == nil {
+		r.churnNS = map[string]bool{}
+	}
+	r.churnNS[ns] = true
 	var objs []churnObject
 	for j, path := range op.TemplatePaths {
 		b, err := os.ReadFile(path)
@@ -183,6 +187,19 @@ func (r *runner) churn(ctx context.Context, i int, op Op) error {
 		}
 	}()
 	return nil
+}
+
+// churnedIn is whether a churn op makes objects in one of namespaces (any, when empty).
+func (r *runner) churnedIn(namespaces []string) bool {
+	if len(namespaces) == 0 {
+		return len(r.churnNS) > 0
+	}
+	for _, ns := range namespaces {
+		if r.churnNS[ns] {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runner) churnErr(err error) {

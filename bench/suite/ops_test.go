@@ -158,3 +158,18 @@ func TestNamespaceTemplate(t *testing.T) {
 		t.Errorf("%+v", sel[0])
 	}
 }
+
+// A measurement a churn op adds pods to compares only its pending pods.
+func TestChurnedExpectationComparesPending(t *testing.T) {
+	e := &Expectations{Workloads: map[string][]Expected{"S/x": {{Name: "victim", Pods: 154, Scheduled: 54, Pending: 100, Churned: true}}}}
+	run := func(pods, sched int) []Result {
+		return []Result{{Workload: "S/x", Contender: "ours", Rep: 1, OK: true,
+			Measurements: []Measurement{{Name: "victim", Pods: pods, Scheduled: sched, Pending: pods - sched, Churned: true}}}}
+	}
+	if bad := e.check(run(155, 55)); len(bad) != 0 {
+		t.Errorf("one more churn pod reported: %q", bad)
+	}
+	if bad := e.check(run(155, 54)); len(bad) != 1 {
+		t.Errorf("one more pending pod not reported: %q", bad)
+	}
+}

@@ -251,6 +251,9 @@ type Measurement struct {
 	Scheduled  int               `json:"scheduled"` // of them, bound
 	Pending    int               `json:"pending"`   // of them, not bound
 	Seconds    float64           `json:"seconds"`
+	// Churned: a churn op creates pods in the measured namespaces, so how many pods there are (and are bound)
+	// depends on how long the workload ran; only the pending ones are comparable between runs.
+	Churned bool `json:"churned,omitempty"`
 }
 
 // runner runs one workload's ops.
@@ -275,6 +278,7 @@ type runner struct {
 	churning        *churning
 	churnCtx        context.Context
 	churnFailed     error
+	churnNS         map[string]bool // namespaces a churn op creates objects in
 	measurements    []Measurement
 	open            *collector // from startCollectingMetrics
 	openStart       time.Time
@@ -386,7 +390,7 @@ func (r *runner) finish(col *collector, start time.Time) {
 	total, bound, _ := r.cl.count(col.namespaces, col.selector)
 	r.mark(time.Now())
 	r.measurements = append(r.measurements, Measurement{Name: col.name, Namespaces: col.namespaces, Selector: col.selector, Throughput: tp,
-		Pods: total, Scheduled: bound, Pending: total - bound, Seconds: time.Since(start).Seconds()})
+		Pods: total, Scheduled: bound, Pending: total - bound, Seconds: time.Since(start).Seconds(), Churned: r.churnedIn(col.namespaces)})
 }
 
 func (r *runner) createNodes(ctx context.Context, i int, op Op) error {
