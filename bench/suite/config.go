@@ -84,8 +84,10 @@ type Op struct {
 	NamespacePrefix string          `json:"namespacePrefix"`
 	CreatePodsOp    json.RawMessage `json:"createPodsOp"`
 	// Namespace is the namespace object of createNamespaces' namespaceTemplatePath, read by resolveOps.
-	NamespaceObject *v1.Namespace   `json:"-"`
-	Raw             json.RawMessage `json:"-"`
+	NamespaceObject *v1.Namespace `json:"-"`
+	// ClaimTemplate: a createAny of a ResourceClaimTemplate (the run starts its resourceclaim controller).
+	ClaimTemplate bool            `json:"-"`
+	Raw           json.RawMessage `json:"-"`
 }
 
 // nodeAllocatable is createNodes' nodeAllocatableStrategy (upstream's NodeAllocatableStrategy): every node gets
@@ -106,7 +108,9 @@ type Selected struct {
 	TestCase, Workload string
 	File               string
 	FeatureGates       map[string]bool // the test case's, overridden by the workload's
-	Ops                []Op
+	// SchedulerConfig is the test case's schedulerConfigPath, absolute ("" when none).
+	SchedulerConfig string
+	Ops             []Op
 	// Unsupported says why the suite cannot run this workload ("" when it can).
 	Unsupported string
 }
@@ -198,7 +202,13 @@ func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Sel
 			if err != nil {
 				s.Unsupported = err.Error()
 			} else if tc.SchedulerConfigPath != "" {
-				s.Unsupported = "schedulerConfigPath (a custom profile) is not run yet"
+				s.SchedulerConfig = tc.SchedulerConfigPath
+				if !filepath.IsAbs(s.SchedulerConfig) {
+					s.SchedulerConfig = filepath.Join(filepath.Dir(tc.File), s.SchedulerConfig)
+				}
+				if _, err := loadSchedulerConfig(s.SchedulerConfig); err != nil {
+					s.Unsupported = "schedulerConfigPath: " + err.Error()
+				}
 			}
 			out = append(out, s)
 		}
@@ -338,8 +348,8 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 		if op.Opcode == "createAny" {
 			if b, err := os.ReadFile(*op.TemplatePath); err == nil && strings.Contains(string(b), "kind: ResourceClaimTemplate") {
 				// Pods naming a template wait for kube-controller-manager's resourceclaim controller to create their
-				// claims; upstream's test runs that controller, this control plane runs none.
-				why = append(why, "ResourceClaimTemplates (need the resourceclaim controller)")
+				// claims; upstream's test runs that controller, this control plane runs none: the run does (claims.go).
+				op.ClaimTemplate = true
 			}
 		}
 		if op.Opcode == "churn" {

@@ -265,6 +265,12 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	stop := make(chan struct{})
 	defer close(stop)
 	cl := watchCluster(client, stop)
+	for _, op := range s.Ops {
+		if op.ClaimTemplate {
+			startClaimController(client, stop, 4)
+			break
+		}
+	}
 	name := fmt.Sprintf("suite-%03d", run)
 	rn := &runner{client: client, dynamic: dyn, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
 		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}}
@@ -276,14 +282,17 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 		}
 	}()
 	api0, _ := kit.CPUSeconds(apiPID)
-	p, err := kit.StartContender(c, o.bins, dir, kubeconfig, name, 5000, 5000)
+	p, err := startContender(c, o.bins, dir, kubeconfig, name, s.SchedulerConfig)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
 	if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
 		p.Stop()
-		if c.Kind == "ours" && len(c.Args) > 0 {
+		if c.Kind == "ours" && s.SchedulerConfig != "" {
+			// ours refuses a plugin or argument of the test case's profile (or a gate)
+			r.NotApplicable = fmt.Sprintf("schedulerConfigPath %s %s (%s): %s", filepath.Base(s.SchedulerConfig), strings.Join(c.Args, " "), err, lastLine(filepath.Join(dir, "scheduler.log")))
+		} else if c.Kind == "ours" && len(c.Args) > 0 {
 			r.NotApplicable = fmt.Sprintf("%s (%s): %s", strings.Join(c.Args, " "), err, lastLine(filepath.Join(dir, "scheduler.log")))
 		} else {
 			r.Error = fmt.Sprintf("%v; see %s", err, filepath.Join(dir, "scheduler.log"))

@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func loadSets(t *testing.T) []Selected {
@@ -171,5 +173,62 @@ func TestChurnedExpectationComparesPending(t *testing.T) {
 	}
 	if bad := e.check(run(155, 54)); len(bad) != 1 {
 		t.Errorf("one more pending pod not reported: %q", bad)
+	}
+}
+
+// The test case's profile joins the run's: pluginConfig appended, scheduler name kept, plugins refused when the
+// run's profile has its own; scheduler-wide fields copied but the connection.
+func TestMergeSchedulerConfig(t *testing.T) {
+	run := map[string]any{"apiVersion": "kubescheduler.config.k8s.io/v1", "clientConnection": map[string]any{"qps": 5000.0},
+		"profiles": []any{map[string]any{"schedulerName": "suite-001", "pluginConfig": []any{map[string]any{"name": "A"}}}}}
+	tc := map[string]any{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"qps": 1.0}, "percentageOfNodesToScore": 50.0,
+		"profiles": []any{map[string]any{"schedulerName": "default-scheduler", "plugins": map[string]any{"score": nil},
+			"pluginConfig": []any{map[string]any{"name": "PodTopologySpread", "args": map[string]any{"defaultingType": "List"}}}}}}
+	if err := mergeSchedulerConfig(run, tc); err != nil {
+		t.Fatal(err)
+	}
+	p := run["profiles"].([]any)[0].(map[string]any)
+	if p["schedulerName"] != "suite-001" || len(p["pluginConfig"].([]any)) != 2 || p["plugins"] == nil {
+		t.Errorf("profile %v", p)
+	}
+	if run["percentageOfNodesToScore"] != 50.0 || run["clientConnection"].(map[string]any)["qps"] != 5000.0 {
+		t.Errorf("config %v", run)
+	}
+	if err := mergeSchedulerConfig(run, tc); err == nil {
+		t.Error("plugins merged over plugins")
+	}
+}
+
+// The claim of a pod's template claim: generated name (cut in proportion past 57 characters), the pod as its
+// controlling owner, the pod-claim-name annotation beside the template's, the template's labels and spec.
+func TestClaimFromTemplate(t *testing.T) {
+	if n := claimGenerateName("pod-1", "gpu"); n != "pod-1-gpu-" {
+		t.Errorf("generateName %q", n)
+	}
+	long := strings.Repeat("p", 60)
+	if n := claimGenerateName(long, "claim"); len(n) > 57 || !strings.HasPrefix(n, "ppp") || !strings.HasSuffix(n, "-clai") {
+		t.Errorf("generateName %q (%d)", n, len(n))
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{Spec: resourcev1.ResourceClaimTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"}},
+		Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "req"}}}},
+	}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}}
+	c := claimFromTemplate(pod, "gpu", tmpl)
+	o := c.OwnerReferences
+	if c.GenerateName != "p-gpu-" || len(o) != 1 || o[0].Kind != "Pod" || o[0].Name != "p" || o[0].UID != "u" || !*o[0].Controller ||
+		c.Annotations[resourcev1.PodResourceClaimAnnotation] != "gpu" || c.Annotations["a"] != "1" || c.Labels["l"] != "1" ||
+		c.Spec.Devices.Requests[0].Name != "req" {
+		t.Errorf("claim %+v", c)
+	}
+	if _, ok := tmpl.Spec.ObjectMeta.Annotations[resourcev1.PodResourceClaimAnnotation]; ok {
+		t.Error("the template's annotations were changed")
+	}
+	tn := "t"
+	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tn}, {Name: "direct"}, {Name: "done", ResourceClaimTemplateName: &tn}}
+	pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "done"}}
+	if m := claimsMissing(pod); len(m) != 1 || m[0].Name != "gpu" {
+		t.Errorf("missing %+v", m)
 	}
 }
