@@ -202,6 +202,31 @@ func (r *runner) churnedIn(namespaces []string) bool {
 	return false
 }
 
+// churnPodsIn counts the pods a churn op made that are still there, in namespaces (any when empty) matching sel.
+func (r *runner) churnPodsIn(namespaces []string, sel map[string]string) int {
+	if r.churning == nil {
+		return 0
+	}
+	r.churning.mu.Lock()
+	var keys []string
+	for _, o := range r.churning.made {
+		if o.mapping.GroupVersionKind.Group == "" && o.mapping.GroupVersionKind.Kind == "Pod" {
+			keys = append(keys, o.namespace+"/"+o.name)
+		}
+	}
+	r.churning.mu.Unlock()
+	selected := selecting(namespaces, sel)
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if st := r.cl.pods[k]; st != nil && selected(st) {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *runner) churnErr(err error) {
 	nodesMu.Lock()
 	defer nodesMu.Unlock()

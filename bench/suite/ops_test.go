@@ -161,18 +161,21 @@ func TestNamespaceTemplate(t *testing.T) {
 	}
 }
 
-// A measurement a churn op adds pods to compares only its pending pods.
-func TestChurnedExpectationComparesPending(t *testing.T) {
-	e := &Expectations{Workloads: map[string][]Expected{"S/x": {{Name: "victim", Pods: 154, Scheduled: 54, Pending: 100, Churned: true}}}}
-	run := func(pods, sched int) []Result {
+// A measurement a churn op adds pods to compares only how many of its pods the churn did not make.
+func TestChurnedExpectationComparesOtherPods(t *testing.T) {
+	e := &Expectations{Workloads: map[string][]Expected{"S/x": {{Name: "victim", Pods: 150, Churned: true}}}}
+	run := func(pods, sched, churn int) []Result {
 		return []Result{{Workload: "S/x", Contender: "ours", Rep: 1, OK: true,
-			Measurements: []Measurement{{Name: "victim", Pods: pods, Scheduled: sched, Pending: pods - sched, Churned: true}}}}
+			Measurements: []Measurement{{Name: "victim", Pods: pods, Scheduled: sched, Pending: pods - sched, Churned: true, ChurnPods: churn}}}}
 	}
-	if bad := e.check(run(155, 55)); len(bad) != 0 {
-		t.Errorf("one more churn pod reported: %q", bad)
+	if bad := e.check(run(155, 55, 5)); len(bad) != 0 {
+		t.Errorf("five churn pods reported: %q", bad)
 	}
-	if bad := e.check(run(155, 54)); len(bad) != 1 {
-		t.Errorf("one more pending pod not reported: %q", bad)
+	if bad := e.check(run(157, 50, 6)); len(bad) != 1 {
+		t.Errorf("a pod more not reported: %q", bad)
+	}
+	if got := expectedOf(run(154, 54, 4)[0]); got[0] != (Expected{Name: "victim", Pods: 150, Churned: true}) {
+		t.Errorf("recorded %+v", got)
 	}
 }
 

@@ -251,9 +251,12 @@ type Measurement struct {
 	Scheduled  int               `json:"scheduled"` // of them, bound
 	Pending    int               `json:"pending"`   // of them, not bound
 	Seconds    float64           `json:"seconds"`
-	// Churned: a churn op creates pods in the measured namespaces, so how many pods there are (and are bound)
-	// depends on how long the workload ran; only the pending ones are comparable between runs.
-	Churned bool `json:"churned,omitempty"`
+	// Churned: a churn op creates pods in the measured namespaces at its own pace, ChurnPods of the measured
+	// pods. How many there are depends on how long the workload ran, and since a createPods waits for as many
+	// bound pods in its namespace as it created, churn pods counting (upstream's), how many of its own pods are
+	// bound when the measurement ends is a race too: only the count of the other pods is comparable between runs.
+	Churned   bool `json:"churned,omitempty"`
+	ChurnPods int  `json:"churnPods,omitempty"`
 }
 
 // runner runs one workload's ops.
@@ -390,7 +393,8 @@ func (r *runner) finish(col *collector, start time.Time) {
 	total, bound, _ := r.cl.count(col.namespaces, col.selector)
 	r.mark(time.Now())
 	r.measurements = append(r.measurements, Measurement{Name: col.name, Namespaces: col.namespaces, Selector: col.selector, Throughput: tp,
-		Pods: total, Scheduled: bound, Pending: total - bound, Seconds: time.Since(start).Seconds(), Churned: r.churnedIn(col.namespaces)})
+		Pods: total, Scheduled: bound, Pending: total - bound, Seconds: time.Since(start).Seconds(),
+		Churned: r.churnedIn(col.namespaces), ChurnPods: r.churnPodsIn(col.namespaces, col.selector)})
 }
 
 func (r *runner) createNodes(ctx context.Context, i int, op Op) error {
