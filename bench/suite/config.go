@@ -220,7 +220,7 @@ func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Sel
 var supported = map[string]bool{
 	"createNodes": true, "createNamespaces": true, "createPods": true, "barrier": true, "sleep": true,
 	"deletePods": true, "createAny": true, "updateAny": true, "startCollectingMetrics": true, "stopCollectingMetrics": true,
-	"churn": true,
+	"churn": true, "createPodGroups": true,
 	// profiles are about the Go process of the integration test; there is nothing of ours to profile that way
 	"startCollectingProfile": true, "stopCollectingProfile": true,
 }
@@ -342,8 +342,11 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 		for j := range op.TemplatePaths {
 			op.TemplatePaths[j] = *abs(&op.TemplatePaths[j])
 		}
-		if (op.Opcode == "createAny" || op.Opcode == "updateAny") && op.TemplatePath == nil {
+		if (op.Opcode == "createAny" || op.Opcode == "updateAny" || op.Opcode == "createPodGroups") && op.TemplatePath == nil {
 			return nil, fail("no templatePath")
+		}
+		if op.Opcode == "createPodGroups" && (op.Namespace == nil || *op.Namespace == "" || op.Count < 1) {
+			return nil, fail("namespace must be set and count greater than 0")
 		}
 		if op.Opcode == "createAny" {
 			if b, err := os.ReadFile(*op.TemplatePath); err == nil && strings.Contains(string(b), "kind: ResourceClaimTemplate") {

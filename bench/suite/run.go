@@ -356,6 +356,8 @@ func (r *runner) op(ctx context.Context, i int, op Op) error {
 		return r.createAny(ctx, op)
 	case "updateAny":
 		return r.updateAny(ctx, op)
+	case "createPodGroups":
+		return r.createPodGroups(ctx, op)
 	case "startCollectingMetrics":
 		if r.open != nil {
 			return fmt.Errorf("metrics are already being collected")
