@@ -52,6 +52,9 @@ func (r *runner) anyObject(ctx context.Context, op Op, index int) (*unstructured
 	if err := render(*op.TemplatePath, index, op.Count, op.TemplateParams, &obj.Object); err != nil {
 		return nil, nil, nil, err
 	}
+	if op.APIVersion != "" {
+		obj.SetAPIVersion(op.APIVersion)
+	}
 	m, err := r.mapping(obj)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", *op.TemplatePath, err)

@@ -86,8 +86,11 @@ type Op struct {
 	// Namespace is the namespace object of createNamespaces' namespaceTemplatePath, read by resolveOps.
 	NamespaceObject *v1.Namespace `json:"-"`
 	// ClaimTemplate: a createAny of a ResourceClaimTemplate (the run starts its resourceclaim controller).
-	ClaimTemplate bool            `json:"-"`
-	Raw           json.RawMessage `json:"-"`
+	ClaimTemplate bool `json:"-"`
+	// APIVersion replaces the template's apiVersion: createPodGroups decodes its template into the
+	// scheduling.k8s.io/v1beta1 PodGroup whatever version it names, as upstream's.
+	APIVersion string          `json:"-"`
+	Raw        json.RawMessage `json:"-"`
 }
 
 // nodeAllocatable is createNodes' nodeAllocatableStrategy (upstream's NodeAllocatableStrategy): every node gets
@@ -345,8 +348,11 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 		if (op.Opcode == "createAny" || op.Opcode == "updateAny" || op.Opcode == "createPodGroups") && op.TemplatePath == nil {
 			return nil, fail("no templatePath")
 		}
-		if op.Opcode == "createPodGroups" && (op.Namespace == nil || *op.Namespace == "" || op.Count < 1) {
-			return nil, fail("namespace must be set and count greater than 0")
+		if op.Opcode == "createPodGroups" {
+			if op.Namespace == nil || *op.Namespace == "" || op.Count < 1 {
+				return nil, fail("namespace must be set and count greater than 0")
+			}
+			op.APIVersion = "scheduling.k8s.io/v1beta1"
 		}
 		if op.Opcode == "createAny" {
 			if b, err := os.ReadFile(*op.TemplatePath); err == nil && strings.Contains(string(b), "kind: ResourceClaimTemplate") {

@@ -63,6 +63,7 @@ type Unsupported struct {
 
 type options struct {
 	cpDir, out, perfDir, suite, filter string
+	skip                               string
 	contenders                         []kit.Contender
 	reps, workers                      int
 	bins                               kit.Binaries
@@ -85,6 +86,7 @@ func main() {
 	flag.StringVar(&o.perfDir, "perf-dir", "", "test/integration/scheduler_perf of the k8s.io/kubernetes module")
 	flag.StringVar(&o.suite, "suite", "short", "short (performance+short), all (performance) or integration (integration-test+short)")
 	flag.StringVar(&o.filter, "filter", "", "regexp on TestCase/Workload")
+	flag.StringVar(&o.skip, "skip", "", "regexp on TestCase/Workload: selected workloads not to run (listed as skipped)")
 	flag.StringVar(&contenders, "contenders", "kube ours", "contenders in the order they take turns: kube ours ours-guests null")
 	flag.IntVar(&o.reps, "reps", 1, "repetitions (contenders take turns within each workload, reversed every other one)")
 	flag.IntVar(&o.workers, "workers", 16, "concurrent create calls")
@@ -135,9 +137,18 @@ func main() {
 		}
 		sel = append(sel, selectWorkloads(tcs, want, filter)...)
 	}
+	var skip *regexp.Regexp
+	if o.skip != "" {
+		if skip, err = regexp.Compile(o.skip); err != nil {
+			usage("--skip %q: %v", o.skip, err)
+		}
+	}
 	var runnable []Selected
 	var unsupported []Unsupported
 	for _, s := range sel {
+		if s.Unsupported == "" && skip != nil && skip.MatchString(s.Name()) {
+			s.Unsupported = "skipped (--skip)"
+		}
 		if s.Unsupported != "" {
 			rel, _ := filepath.Rel(o.perfDir, s.File)
 			unsupported = append(unsupported, Unsupported{Workload: s.Name(), File: rel, Reason: s.Unsupported})
