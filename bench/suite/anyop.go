@@ -206,6 +206,20 @@ func (r *runner) createPodGroups(ctx context.Context, op Op) error {
 			return err
 		}
 		m = mapping
+		// A PodGroup's spec.priority becomes a PriorityClass of that value, as a pod's (createPods): the Priority
+		// admission plugin of this API server refuses a priority without its class.
+		if p, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "priority"); found && p != nil {
+			if cls, _, _ := unstructured.NestedString(obj.Object, "spec", "priorityClassName"); cls == "" {
+				name, err := r.priorityClassOf(ctx, int32(toFloat(p)))
+				if err != nil {
+					return err
+				}
+				unstructured.RemoveNestedField(obj.Object, "spec", "priority")
+				if err := unstructured.SetNestedField(obj.Object, name, "spec", "priorityClassName"); err != nil {
+					return err
+				}
+			}
+		}
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			created, err := res.Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})

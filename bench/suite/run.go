@@ -458,19 +458,28 @@ func (r *runner) priorityClass(ctx context.Context, pod *v1.Pod) error {
 	if pod.Spec.Priority == nil || pod.Spec.PriorityClassName != "" {
 		return nil
 	}
-	name := fmt.Sprintf("suite-priority-%d", *pod.Spec.Priority)
+	name, err := r.priorityClassOf(ctx, *pod.Spec.Priority)
+	if err != nil {
+		return err
+	}
+	pod.Spec.PriorityClassName, pod.Spec.Priority = name, nil
+	return nil
+}
+
+// priorityClassOf is the name of the run's PriorityClass of value, created when needed.
+func (r *runner) priorityClassOf(ctx context.Context, value int32) (string, error) {
+	name := fmt.Sprintf("suite-priority-%d", value)
 	nodesMu.Lock()
 	defer nodesMu.Unlock()
 	if !r.createdPC[name] {
 		_, err := r.client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: *pod.Spec.Priority}, metav1.CreateOptions{})
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating PriorityClass %s: %w", name, err)
+			return "", fmt.Errorf("creating PriorityClass %s: %w", name, err)
 		}
 		r.createdPC[name] = true
 	}
-	pod.Spec.PriorityClassName, pod.Spec.Priority = name, nil
-	return nil
+	return name, nil
 }
 
 func (r *runner) addNode(name string) {
