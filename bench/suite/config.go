@@ -223,7 +223,7 @@ func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Sel
 var supported = map[string]bool{
 	"createNodes": true, "createNamespaces": true, "createPods": true, "barrier": true, "sleep": true,
 	"deletePods": true, "createAny": true, "updateAny": true, "startCollectingMetrics": true, "stopCollectingMetrics": true,
-	"churn": true, "createPodGroups": true,
+	"churn": true, "createPodGroups": true, "allocResourceClaims": true,
 	// profiles are about the Go process of the integration test; there is nothing of ours to profile that way
 	"startCollectingProfile": true, "stopCollectingProfile": true,
 }

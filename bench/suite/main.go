@@ -284,7 +284,7 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	}
 	name := fmt.Sprintf("suite-%03d", run)
 	rn := &runner{client: client, dynamic: dyn, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
-		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}}
+		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}, gates: s.FeatureGates}
 	defer func() {
 		r.Placement = cl.placement(8)
 		if err := rn.cleanup(context.Background()); err != nil {

@@ -12,6 +12,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/structured"
 )
 
 func loadSets(t *testing.T) []Selected {
@@ -233,5 +235,26 @@ func TestClaimFromTemplate(t *testing.T) {
 	pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "done"}}
 	if m := claimsMissing(pod); len(m) != 1 || m[0].Name != "gpu" {
 		t.Errorf("missing %+v", m)
+	}
+}
+
+// The allocator's features follow the workload's gates, else kube-scheduler v1.37.2's defaults; the allocated
+// state holds every allocated device, shared ones with their share and consumed capacity.
+func TestAllocatorFeaturesAndState(t *testing.T) {
+	f := allocatorFeatures(map[string]bool{"DRAConsumableCapacity": false, "DRADeviceCompatibilityGroups": true})
+	if !f.PrioritizedList || !f.AdminAccess || !f.DeviceTaints || !f.PartitionableDevices || f.ConsumableCapacity || !f.CompatibilityGroups {
+		t.Errorf("features %+v", f)
+	}
+	share := types.UID("s1")
+	claims := []*resourcev1.ResourceClaim{
+		{Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+			{Driver: "d", Pool: "p", Device: "a"},
+			{Driver: "d", Pool: "p", Device: "b", ShareID: &share, ConsumedCapacity: map[resourcev1.QualifiedName]resource.Quantity{"bw": resource.MustParse("1G")}},
+		}}}}},
+		{},
+	}
+	s := allocatedState(claims)
+	if s.AllocatedDevices.Len() != 2 || !s.AllocatedDevices.Has(structured.MakeDeviceID("d", "p", "a")) || s.AllocatedSharedDeviceIDs.Len() != 1 || len(s.AggregatedCapacity) != 1 {
+		t.Errorf("state %+v", s)
 	}
 }

@@ -282,6 +282,7 @@ type runner struct {
 	churnCtx        context.Context
 	churnFailed     error
 	churnNS         map[string]bool // namespaces a churn op creates objects in
+	gates           map[string]bool // the workload's feature gates
 	measurements    []Measurement
 	open            *collector // from startCollectingMetrics
 	openStart       time.Time
@@ -358,6 +359,8 @@ func (r *runner) op(ctx context.Context, i int, op Op) error {
 		return r.updateAny(ctx, op)
 	case "createPodGroups":
 		return r.createPodGroups(ctx, op)
+	case "allocResourceClaims":
+		return r.allocResourceClaims(ctx, op)
 	case "startCollectingMetrics":
 		if r.open != nil {
 			return fmt.Errorf("metrics are already being collected")
