@@ -5,8 +5,11 @@ package main
 // spec.resourceClaims, the ResourceClaim made from the template — named <pod>-<claim>-<random>, owned by the pod,
 // annotated with the pod's claim name — and the pod's status.resourceClaimStatuses naming it (server-side apply,
 // as the controller's syncPod and handleClaim in pkg/controller/resourceclaim/controller.go).
+// With DRAWorkloadResourceClaims, a pod of a PodGroup whose claim is the PodGroup's (same name and template) gets
+// the PodGroup's one claim instead, created owned by the PodGroup and named in the PodGroup's status
+// (syncPodGroup, handlePodGroupClaim).
 // Not here: re-creating a claim deleted behind the controller's back, reserving an allocated claim for a pod bound
-// without the scheduler, PodGroup claims, the admin-access and prioritized-list feature checks.
+// without the scheduler, the admin-access and prioritized-list feature checks.
 
 import (
 	"context"
@@ -20,7 +23,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -42,7 +48,13 @@ func claimGenerateName(pod, podClaim string) string {
 
 // claimFromTemplate is the ResourceClaim the controller creates for pod's podClaim from template.
 func claimFromTemplate(pod *v1.Pod, podClaim string, template *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
+	return ownedClaim(metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}, podClaim, template)
+}
+
+// ownedClaim is the claim from template for owner's claim podClaim (a pod's, or a PodGroup's).
+func ownedClaim(owner metav1.OwnerReference, podClaim string, template *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
 	isTrue := true
+	owner.Controller = &isTrue
 	annotations := maps.Clone(template.Spec.ObjectMeta.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -50,12 +62,10 @@ func claimFromTemplate(pod *v1.Pod, podClaim string, template *resourcev1.Resour
 	annotations[resourcev1.PodResourceClaimAnnotation] = podClaim
 	return &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: claimGenerateName(pod.Name, podClaim),
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &isTrue,
-			}},
-			Annotations: annotations,
-			Labels:      template.Spec.ObjectMeta.Labels,
+			GenerateName:    claimGenerateName(owner.Name, podClaim),
+			OwnerReferences: []metav1.OwnerReference{owner},
+			Annotations:     annotations,
+			Labels:          template.Spec.ObjectMeta.Labels,
 		},
 		Spec: template.Spec.Spec,
 	}
@@ -81,10 +91,13 @@ func claimsMissing(pod *v1.Pod) []v1.PodResourceClaim {
 
 // claimController creates the claims of the pods of a run.
 type claimController struct {
-	client kubernetes.Interface
-	store  cache.Store
-	queue  workqueue.TypedRateLimitingInterface[string]
-	mu     sync.Mutex
+	client  kubernetes.Interface
+	dynamic dynamic.Interface
+	// groupClaims: DRAWorkloadResourceClaims is on, a PodGroup's claims are shared by its pods
+	groupClaims bool
+	store       cache.Store
+	queue       workqueue.TypedRateLimitingInterface[string]
+	mu          sync.Mutex
 	// made: pod UID and claim name -> the claim created, so a retry after a failed status update does not make a
 	// second one (upstream finds it by owner and annotation)
 	made map[string]string
@@ -92,8 +105,8 @@ type claimController struct {
 }
 
 // startClaimController runs the controller until stop is closed, with workers workers.
-func startClaimController(client kubernetes.Interface, stop <-chan struct{}, workers int) *claimController {
-	cc := &claimController{client: client, made: map[string]string{},
+func startClaimController(client kubernetes.Interface, dyn dynamic.Interface, groupClaims bool, stop <-chan struct{}, workers int) *claimController {
+	cc := &claimController{client: client, dynamic: dyn, groupClaims: groupClaims, made: map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second))}
 	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "pods", "", fieldsEverything())
 	inf := cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, cache.Indexers{})
@@ -148,6 +161,16 @@ func (cc *claimController) syncPod(ctx context.Context, key string) error {
 	}
 	newClaims := map[string]string{}
 	for _, podClaim := range missing {
+		if cc.groupClaims && pod.Spec.SchedulingGroup != nil && pod.Spec.SchedulingGroup.PodGroupName != nil {
+			name, shared, err := cc.groupClaim(ctx, pod, podClaim)
+			if err != nil {
+				return err
+			}
+			if shared {
+				newClaims[podClaim.Name] = name
+				continue
+			}
+		}
 		id := string(pod.UID) + "/" + podClaim.Name
 		cc.mu.Lock()
 		name, done := cc.made[id]
@@ -189,4 +212,56 @@ func (cc *claimController) syncPod(ctx context.Context, key string) error {
 		return fmt.Errorf("update pod %s ResourceClaimStatuses: %w", key, err)
 	}
 	return nil
+}
+
+var podGroupsResource = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
+
+// groupClaim is the PodGroup's claim for the pod's podClaim when the PodGroup has the same claim (name and
+// template: resourceclaim.BindTo), created when it is not yet, and its name applied to the PodGroup's status.
+func (cc *claimController) groupClaim(ctx context.Context, pod *v1.Pod, podClaim v1.PodResourceClaim) (string, bool, error) {
+	groups := cc.dynamic.Resource(podGroupsResource).Namespace(pod.Namespace)
+	pg, err := groups.Get(ctx, *pod.Spec.SchedulingGroup.PodGroupName, metav1.GetOptions{})
+	if err != nil {
+		return "", false, fmt.Errorf("get PodGroup for Pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	claims, _, _ := unstructured.NestedSlice(pg.Object, "spec", "resourceClaims")
+	matches := false
+	for _, c := range claims {
+		m, _ := c.(map[string]any)
+		name, _ := m["name"].(string)
+		tmpl, hasTmpl := m["resourceClaimTemplateName"].(string)
+		_, hasClaim := m["resourceClaimName"]
+		if name == podClaim.Name && !hasClaim && podClaim.ResourceClaimName == nil && hasTmpl && tmpl == *podClaim.ResourceClaimTemplateName {
+			matches = true
+		}
+	}
+	if !matches {
+		return "", false, nil
+	}
+	id := string(pg.GetUID()) + "/" + podClaim.Name
+	// one claim per PodGroup: its creation is not raced by the workers
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if name, done := cc.made[id]; done {
+		return name, true, nil
+	}
+	template, err := cc.client.ResourceV1().ResourceClaimTemplates(pod.Namespace).Get(ctx, *podClaim.ResourceClaimTemplateName, metav1.GetOptions{})
+	if err != nil {
+		return "", false, fmt.Errorf("resource claim template %q: %w", *podClaim.ResourceClaimTemplateName, err)
+	}
+	owner := metav1.OwnerReference{APIVersion: podGroupsResource.GroupVersion().String(), Kind: "PodGroup", Name: pg.GetName(), UID: pg.GetUID()}
+	claim, err := cc.client.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, ownedClaim(owner, podClaim.Name, template), metav1.CreateOptions{})
+	if err != nil {
+		return "", false, fmt.Errorf("create ResourceClaim for PodGroup %s/%s: %w", pod.Namespace, pg.GetName(), err)
+	}
+	cc.made[id] = claim.Name
+	apply := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": podGroupsResource.GroupVersion().String(), "kind": "PodGroup",
+		"metadata": map[string]any{"name": pg.GetName(), "namespace": pod.Namespace},
+		"status":   map[string]any{"resourceClaimStatuses": []any{map[string]any{"name": podClaim.Name, "resourceClaimName": claim.Name}}},
+	}}
+	if _, err := groups.ApplyStatus(ctx, pg.GetName(), apply, metav1.ApplyOptions{FieldManager: claimsFieldManager, Force: true}); err != nil {
+		return "", false, fmt.Errorf("update PodGroup %s/%s ResourceClaimStatuses: %w", pod.Namespace, pg.GetName(), err)
+	}
+	return claim.Name, true, nil
 }

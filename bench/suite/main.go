@@ -278,7 +278,7 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	cl := watchCluster(client, stop)
 	for _, op := range s.Ops {
 		if op.ClaimTemplate {
-			startClaimController(client, stop, 4)
+			startClaimController(client, dyn, s.FeatureGates["DRAWorkloadResourceClaims"] && s.FeatureGates["GenericWorkload"], stop, 4)
 			break
 		}
 	}
