@@ -379,8 +379,12 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 		}
 		if op.Opcode == "createPods" {
 			switch {
+			case op.SteadyState && op.SkipWaitToCompletion:
+				return nil, fail("skipWaitToCompletion and steadyState cannot be true at the same time")
 			case op.SteadyState:
-				why = append(why, "createPods steadyState")
+				if d, err := time.ParseDuration(op.Duration); err != nil || d <= 0 {
+					return nil, fail("when creating pods in a steady state, the test duration must be > 0")
+				}
 			case op.PVCTemplatePath != nil && op.PVTemplatePath == nil:
 				return nil, fail("persistentVolumeClaimTemplatePath without persistentVolumeTemplatePath")
 			}

@@ -6,6 +6,8 @@ package main
 // and a CSINode per node) and createNamespaces from a namespace template.
 
 import (
+	"kube-wasm-scheduler.local/bench-live/kit"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -465,4 +467,50 @@ func (r *runner) deleteVolumesAndCSINodes(ctx context.Context) error {
 	}
 	r.createdCSINodes = nil
 	return nil
+}
+
+// steadily is createPods' steadyState, upstream's createPodsSteadily: count pods created, then each pod seen bound
+// in the namespace deleted at once and a new one created (rendered as index 0 of 1, as upstream's strategy for
+// one pod), until the op's duration is over; an error when no pod at all got bound.
+func (r *runner) steadily(ctx context.Context, ns string, op Op, createOne func(j, count int) error) error {
+	d, _ := time.ParseDuration(op.Duration)
+	ch := make(chan string, op.Count+1024)
+	r.cl.mu.Lock()
+	if r.cl.bound == nil {
+		r.cl.bound = map[string]chan string{}
+	}
+	r.cl.bound[ns] = ch
+	r.cl.mu.Unlock()
+	defer func() {
+		r.cl.mu.Lock()
+		delete(r.cl.bound, ns)
+		r.cl.mu.Unlock()
+	}()
+	if err := kit.Parallel(ctx, op.Count, r.workers, func(j int) error { return createOne(j, op.Count) }); err != nil {
+		return fmt.Errorf("create initial %d pods: %w", op.Count, err)
+	}
+	end := time.After(d)
+	zero := int64(0)
+	background := metav1.DeletePropagationBackground
+	scheduled := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-end:
+			if scheduled == 0 {
+				return fmt.Errorf("no pod at all got scheduled, either because of a problem or because the test interval was too small")
+			}
+			return nil
+		case name := <-ch:
+			scheduled++
+			err := r.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &background})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete scheduled pod: %w", err)
+			}
+			if err := createOne(0, 1); err != nil {
+				return fmt.Errorf("create next batch of pods: %w", err)
+			}
+		}
+	}
 }

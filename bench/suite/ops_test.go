@@ -27,7 +27,7 @@ func loadSets(t *testing.T) []Selected {
 }
 
 // createPodSets unrolls into one createPods per namespace, the ops after it numbered in the unrolled list;
-// countMultiplierParam multiplies the count; steadyStateParam resolves (and steadyState is still refused).
+// countMultiplierParam multiplies the count; steadyStateParam resolves.
 func TestPodSetsUnrollAndCounts(t *testing.T) {
 	sel := loadSets(t)
 	if len(sel) != 2 {
@@ -63,8 +63,8 @@ func TestPodSetsUnrollAndCounts(t *testing.T) {
 		*s.CsiNodeAllocatable["ebs.csi.aws.com"].Count != 39 || len(s.MigratedPlugins) != 1 {
 		t.Errorf("nodeAllocatableStrategy %+v", s)
 	}
-	if !strings.Contains(steady.Unsupported, "steadyState") {
-		t.Errorf("Sets/steady: unsupported %q, want steadyState", steady.Unsupported)
+	if last := steady.Ops[len(steady.Ops)-1]; steady.Unsupported != "" || !last.SteadyState || last.Duration != "1s" {
+		t.Errorf("Sets/steady: unsupported %q, last op %+v", steady.Unsupported, last)
 	}
 }
 

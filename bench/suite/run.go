@@ -42,6 +42,8 @@ type cluster struct {
 	mu         sync.Mutex
 	pods       map[string]*podState
 	collectors map[*collector]bool // counting the pods bound from now on
+	// bound: per namespace, where the names of its pods newly seen bound go (createPods' steadyState)
+	bound map[string]chan string
 }
 
 func (c *cluster) on(obj any) {
@@ -61,6 +63,12 @@ func (c *cluster) on(obj any) {
 	st.node = pod.Spec.NodeName
 	if pod.Spec.NodeName != "" && !st.bound {
 		st.bound = true
+		if ch := c.bound[pod.Namespace]; ch != nil {
+			select {
+			case ch <- pod.Name:
+			default:
+			}
+		}
 		for col := range c.collectors {
 			if col.matches(pod.Namespace, pod.Labels) {
 				col.scheduled++
@@ -521,11 +529,12 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 			return err
 		}
 	}
-	err := kit.Parallel(ctx, op.Count, r.workers, func(j int) error {
+	// createOne creates pod j of count (upstream's pod strategy for one index)
+	createOne := func(j, count int) error {
 		pod := defaultPod()
 		if op.PodTemplatePath != nil {
 			pod = &v1.Pod{}
-			if err := render(*op.PodTemplatePath, j, op.Count, op.TemplateParams, pod); err != nil {
+			if err := render(*op.PodTemplatePath, j, count, op.TemplateParams, pod); err != nil {
 				return err
 			}
 		}
@@ -554,7 +563,15 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 			}
 			return nil
 		})
-	})
+	}
+	if op.SteadyState {
+		err := r.steadily(ctx, ns, op, createOne)
+		if col != nil {
+			r.finish(col, start)
+		}
+		return err
+	}
+	err := kit.Parallel(ctx, op.Count, r.workers, func(j int) error { return createOne(j, op.Count) })
 	if err != nil {
 		if col != nil {
 			col.stop()
