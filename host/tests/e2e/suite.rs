@@ -31,8 +31,8 @@ fn scheduler_perf_integration_workloads_end_as_kube_scheduler_left_them() {
         // DRA CEL without `device.allowMultipleAllocations` (ConsumableCapacity) or list-typed attributes
         // (ListAttributes); a conflict on a shared claim's reservation fails the pod instead of being retried
         // (SharedPodGroupResourceClaim/1podgroup_1000pods); DRAWorkloadResourceClaims (PodGroup-owned claims) and
-        // gang preemption not implemented. SharedPodGroupResourceClaimTemplate/1podgroup_1000pods did not complete
-        // for kube-scheduler either and has no expectation.
+        // gang preemption not implemented. SharedPodGroupResourceClaimTemplate/1podgroup_1000pods completed for
+        // kube-scheduler on a fresh control plane only.
         .args(["--skip", SKIP])
         // A pod that is never scheduled fails the run after this long, not after the default five minutes.
         .args(["--timeout", "3m"])
