@@ -276,9 +276,13 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	stop := make(chan struct{})
 	defer close(stop)
 	cl := watchCluster(client, stop)
+	// The claim controller stops before the cleanup: claims it made after the cleanup deleted the claims would
+	// outlive the run.
+	var claims *claimController
+	claimsStop := make(chan struct{})
 	for _, op := range s.Ops {
 		if op.ClaimTemplate {
-			startClaimController(client, dyn, s.FeatureGates["DRAWorkloadResourceClaims"] && s.FeatureGates["GenericWorkload"], stop, 4)
+			claims = startClaimController(client, dyn, s.FeatureGates["DRAWorkloadResourceClaims"] && s.FeatureGates["GenericWorkload"], claimsStop, 4)
 			break
 		}
 	}
@@ -286,6 +290,10 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	rn := &runner{client: client, dynamic: dyn, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
 		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}, gates: s.FeatureGates}
 	defer func() {
+		close(claimsStop)
+		if claims != nil {
+			claims.wg.Wait()
+		}
 		r.Placement = cl.placement(8)
 		if err := rn.cleanup(context.Background()); err != nil {
 			r.OK = false
