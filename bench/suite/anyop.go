@@ -52,6 +52,9 @@ func (r *runner) anyObject(ctx context.Context, op Op, index int) (*unstructured
 	if err := render(*op.TemplatePath, index, op.Count, op.TemplateParams, &obj.Object); err != nil {
 		return nil, nil, nil, err
 	}
+	if op.APIVersion != "" {
+		obj.SetAPIVersion(op.APIVersion)
+	}
 	m, err := r.mapping(obj)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", *op.TemplatePath, err)
@@ -184,4 +187,72 @@ func (r *runner) deleteMade(ctx context.Context) error {
 	}
 	r.made = nil
 	return nil
+}
+
+// createPodGroups creates count PodGroups from the template in the op's namespace (strict field validation,
+// retried for 20 s but for an invalid or forbidden object) and waits up to 10 s until the API server lists them
+// all: upstream's runCreatePodGroupsOp, which waits for its scheduler's informer (the contender's cannot be seen
+// from here).
+func (r *runner) createPodGroups(ctx context.Context, op Op) error {
+	ns := *op.Namespace
+	if err := r.nsCreated(ctx, ns, nil); err != nil {
+		return err
+	}
+	r.createdPods[ns] += 0
+	var m *meta.RESTMapping
+	for i := 0; i < op.Count; i++ {
+		obj, res, mapping, err := r.anyObject(ctx, op, i)
+		if err != nil {
+			return err
+		}
+		m = mapping
+		// A PodGroup's spec.priority becomes a PriorityClass of that value, as a pod's (createPods): the Priority
+		// admission plugin of this API server refuses a priority without its class.
+		if p, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "priority"); found && p != nil {
+			if cls, _, _ := unstructured.NestedString(obj.Object, "spec", "priorityClassName"); cls == "" {
+				name, err := r.priorityClassOf(ctx, int32(toFloat(p)))
+				if err != nil {
+					return err
+				}
+				unstructured.RemoveNestedField(obj.Object, "spec", "priority")
+				if err := unstructured.SetNestedField(obj.Object, name, "spec", "priorityClassName"); err != nil {
+					return err
+				}
+			}
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			created, err := res.Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
+			if err == nil {
+				r.made = append(r.made, made{mapping: m, namespace: ns, name: created.GetName()})
+				break
+			}
+			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || time.Now().After(deadline) {
+				return fmt.Errorf("%s: creating %s %s: %w", *op.TemplatePath, m.GroupVersionKind.Kind, obj.GetName(), err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if m == nil {
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list, err := r.dynamic.Resource(m.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err == nil && len(list.Items) >= op.Count {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for PodGroups to be listed: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

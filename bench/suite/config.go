@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -53,7 +55,7 @@ type Op struct {
 	PVCTemplatePath          *string           `json:"persistentVolumeClaimTemplatePath"`
 	LabelNodePrepareStrategy *labelStrategy    `json:"labelNodePrepareStrategy"`
 	UniqueNodeLabelStrategy  *labelStrategy    `json:"uniqueNodeLabelStrategy"`
-	NodeAllocatableStrategy  json.RawMessage   `json:"nodeAllocatableStrategy"`
+	NodeAllocatableStrategy  *nodeAllocatable  `json:"nodeAllocatableStrategy"`
 	TemplateParams           map[string]any    `json:"templateParams"`
 	Prefix                   string            `json:"prefix"`
 	Namespace                *string           `json:"namespace"`
@@ -62,6 +64,7 @@ type Op struct {
 	CollectMetrics           bool              `json:"collectMetrics"`
 	SkipWaitToCompletion     bool              `json:"skipWaitToCompletion"`
 	SteadyState              bool              `json:"steadyState"`
+	SteadyStateParam         string            `json:"steadyStateParam"`
 	StageRequirement         string            `json:"stageRequirement"`
 	Duration                 string            `json:"duration"`
 	DurationParam            string            `json:"durationParam"`
@@ -72,7 +75,30 @@ type Op struct {
 	UpdatePerSecond          int               `json:"updatePerSecond"`
 	Subresources             []string          `json:"subresources"`
 	Name                     string            `json:"name"`
-	Raw                      json.RawMessage   `json:"-"`
+	// churn
+	Mode                 string   `json:"mode"`
+	Number               int      `json:"number"`
+	IntervalMilliseconds int64    `json:"intervalMilliseconds"`
+	TemplatePaths        []string `json:"templatePaths"`
+	// createPodSets (unrolled by resolveOps into createPods ops)
+	NamespacePrefix string          `json:"namespacePrefix"`
+	CreatePodsOp    json.RawMessage `json:"createPodsOp"`
+	// Namespace is the namespace object of createNamespaces' namespaceTemplatePath, read by resolveOps.
+	NamespaceObject *v1.Namespace `json:"-"`
+	// ClaimTemplate: a createAny of a ResourceClaimTemplate (the run starts its resourceclaim controller).
+	ClaimTemplate bool `json:"-"`
+	// APIVersion replaces the template's apiVersion: createPodGroups decodes its template into the
+	// scheduling.k8s.io/v1beta1 PodGroup whatever version it names, as upstream's.
+	APIVersion string          `json:"-"`
+	Raw        json.RawMessage `json:"-"`
+}
+
+// nodeAllocatable is createNodes' nodeAllocatableStrategy (upstream's NodeAllocatableStrategy): every node gets
+// the allocatable patch and a CSINode with the drivers' allocatable and the migrated-plugins annotation.
+type nodeAllocatable struct {
+	NodeAllocatable    map[v1.ResourceName]string                `json:"nodeAllocatable"`
+	CsiNodeAllocatable map[string]*storagev1.VolumeNodeResources `json:"csiNodeAllocatable"`
+	MigratedPlugins    []string                                  `json:"migratedPlugins"`
 }
 
 type labelStrategy struct {
@@ -85,7 +111,9 @@ type Selected struct {
 	TestCase, Workload string
 	File               string
 	FeatureGates       map[string]bool // the test case's, overridden by the workload's
-	Ops                []Op
+	// SchedulerConfig is the test case's schedulerConfigPath, absolute ("" when none).
+	SchedulerConfig string
+	Ops             []Op
 	// Unsupported says why the suite cannot run this workload ("" when it can).
 	Unsupported string
 }
@@ -177,7 +205,13 @@ func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Sel
 			if err != nil {
 				s.Unsupported = err.Error()
 			} else if tc.SchedulerConfigPath != "" {
-				s.Unsupported = "schedulerConfigPath (a custom profile) is not run yet"
+				s.SchedulerConfig = tc.SchedulerConfigPath
+				if !filepath.IsAbs(s.SchedulerConfig) {
+					s.SchedulerConfig = filepath.Join(filepath.Dir(tc.File), s.SchedulerConfig)
+				}
+				if _, err := loadSchedulerConfig(s.SchedulerConfig); err != nil {
+					s.Unsupported = "schedulerConfigPath: " + err.Error()
+				}
 			}
 			out = append(out, s)
 		}
@@ -189,13 +223,52 @@ func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Sel
 var supported = map[string]bool{
 	"createNodes": true, "createNamespaces": true, "createPods": true, "barrier": true, "sleep": true,
 	"deletePods": true, "createAny": true, "updateAny": true, "startCollectingMetrics": true, "stopCollectingMetrics": true,
+	"churn": true, "createPodGroups": true, "allocResourceClaims": true,
 	// profiles are about the Go process of the integration test; there is nothing of ours to profile that way
 	"startCollectingProfile": true, "stopCollectingProfile": true,
 }
 
-// resolveOps decodes the test case's template ops for workload w: $params substituted, template paths made
-// absolute (relative to the configuration file, as upstream), the default pod template applied. An error names
-// what the suite cannot run.
+// unroll replaces each createPodSets op by its createPodsOp once per namespace <namespacePrefix>-<i>, i < count,
+// as upstream's unrollWorkloadTemplate: the ops after it are numbered in the unrolled list (their default
+// namespace-<index> and node-<index>- names count the unrolled ops).
+func unroll(tc TestCase, w Workload) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	for i, raw := range tc.WorkloadTemplate {
+		var op Op
+		if err := json.Unmarshal(raw, &op); err != nil {
+			return nil, fmt.Errorf("%s: %s op %d: %v", tc.File, tc.Name, i, err)
+		}
+		if op.Opcode != "createPodSets" {
+			out = append(out, raw)
+			continue
+		}
+		count := op.Count
+		if op.CountParam != "" {
+			var err error
+			if count, err = intParam(w.Params, op.CountParam); err != nil {
+				return nil, fmt.Errorf("%s: %s/%s op %d (createPodSets): %v", tc.File, tc.Name, w.Name, i, err)
+			}
+		}
+		var inner map[string]any
+		if err := json.Unmarshal(op.CreatePodsOp, &inner); err != nil || inner == nil {
+			return nil, fmt.Errorf("%s: %s/%s op %d (createPodSets): createPodsOp: %v", tc.File, tc.Name, w.Name, i, err)
+		}
+		inner["opcode"] = "createPods"
+		for j := 0; j < count; j++ {
+			inner["namespace"] = fmt.Sprintf("%s-%d", op.NamespacePrefix, j)
+			b, err := json.Marshal(inner)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// resolveOps decodes the test case's template ops for workload w: createPodSets unrolled, $params substituted,
+// template paths made absolute (relative to the configuration file, as upstream), the default pod template
+// applied. An error names what the suite cannot run.
 func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 	dir := filepath.Dir(tc.File)
 	abs := func(p *string) *string {
@@ -205,9 +278,13 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 		a := filepath.Join(dir, *p)
 		return &a
 	}
+	raws, err := unroll(tc, w)
+	if err != nil {
+		return nil, err
+	}
 	var ops []Op
 	var why []string
-	for i, raw := range tc.WorkloadTemplate {
+	for i, raw := range raws {
 		var op Op
 		if err := json.Unmarshal(raw, &op); err != nil {
 			return nil, fmt.Errorf("%s: %s op %d: %v", tc.File, tc.Name, i, err)
@@ -217,15 +294,24 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 			why = append(why, "op "+op.Opcode)
 			continue
 		}
-		var err error
+		fail := func(format string, a ...any) error {
+			return fmt.Errorf("%s: %s/%s op %d (%s): %s", tc.File, tc.Name, w.Name, i, op.Opcode, fmt.Sprintf(format, a...))
+		}
 		if op.CountParam != "" {
 			if op.Count, err = intParam(w.Params, op.CountParam); err != nil {
-				return nil, fmt.Errorf("%s: %s/%s op %d (%s): %v", tc.File, tc.Name, w.Name, i, op.Opcode, err)
+				return nil, fail("%v", err)
 			}
+		}
+		if op.CountMultiplierParam != "" {
+			m, err := intParam(w.Params, op.CountMultiplierParam)
+			if err != nil {
+				return nil, fail("countMultiplierParam: %v", err)
+			}
+			op.Count *= m
 		}
 		if op.SignatureBatchSizeParam != "" {
 			if op.SignatureBatchSize, err = intParam(w.Params, op.SignatureBatchSizeParam); err != nil {
-				return nil, fmt.Errorf("%s: %s/%s op %d: %v", tc.File, tc.Name, w.Name, i, err)
+				return nil, fail("%v", err)
 			}
 		}
 		if op.SignatureBatchSize == 0 {
@@ -234,13 +320,20 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 		if op.DurationParam != "" {
 			v, ok := w.Params[strings.TrimPrefix(op.DurationParam, "$")].(string)
 			if !ok {
-				return nil, fmt.Errorf("%s: %s/%s op %d: durationParam %s: no string parameter", tc.File, tc.Name, w.Name, i, op.DurationParam)
+				return nil, fail("durationParam %s: no string parameter", op.DurationParam)
 			}
 			op.Duration = v
 		}
+		if op.SteadyStateParam != "" {
+			v, ok := w.Params[strings.TrimPrefix(op.SteadyStateParam, "$")].(bool)
+			if !ok {
+				return nil, fail("steadyStateParam %s: no boolean parameter", op.SteadyStateParam)
+			}
+			op.SteadyState = v
+		}
 		if op.Opcode == "sleep" {
 			if _, err := time.ParseDuration(op.Duration); err != nil {
-				return nil, fmt.Errorf("%s: %s/%s op %d: duration %q: %v", tc.File, tc.Name, w.Name, i, op.Duration, err)
+				return nil, fail("duration %q: %v", op.Duration, err)
 			}
 		}
 		op.TemplateParams = resolveTemplateParams(op.TemplateParams, w.Params)
@@ -248,31 +341,53 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 			op.PodTemplatePath = tc.DefaultPodTemplatePath
 		}
 		op.PodTemplatePath, op.NodeTemplatePath, op.NamespaceTemplatePath = abs(op.PodTemplatePath), abs(op.NodeTemplatePath), abs(op.NamespaceTemplatePath)
-		op.TemplatePath = abs(op.TemplatePath)
-		if (op.Opcode == "createAny" || op.Opcode == "updateAny") && op.TemplatePath == nil {
-			return nil, fmt.Errorf("%s: %s/%s op %d (%s): no templatePath", tc.File, tc.Name, w.Name, i, op.Opcode)
+		op.TemplatePath, op.PVTemplatePath, op.PVCTemplatePath = abs(op.TemplatePath), abs(op.PVTemplatePath), abs(op.PVCTemplatePath)
+		for j := range op.TemplatePaths {
+			op.TemplatePaths[j] = *abs(&op.TemplatePaths[j])
+		}
+		if (op.Opcode == "createAny" || op.Opcode == "updateAny" || op.Opcode == "createPodGroups") && op.TemplatePath == nil {
+			return nil, fail("no templatePath")
+		}
+		if op.Opcode == "createPodGroups" {
+			if op.Namespace == nil || *op.Namespace == "" || op.Count < 1 {
+				return nil, fail("namespace must be set and count greater than 0")
+			}
+			op.APIVersion = "scheduling.k8s.io/v1beta1"
 		}
 		if op.Opcode == "createAny" {
 			if b, err := os.ReadFile(*op.TemplatePath); err == nil && strings.Contains(string(b), "kind: ResourceClaimTemplate") {
 				// Pods naming a template wait for kube-controller-manager's resourceclaim controller to create their
-				// claims; upstream's test runs that controller, this control plane runs none.
-				why = append(why, "ResourceClaimTemplates (need the resourceclaim controller)")
+				// claims; upstream's test runs that controller, this control plane runs none: the run does (claims.go).
+				op.ClaimTemplate = true
 			}
 		}
-		switch {
-		case op.CountMultiplierParam != "":
-			why = append(why, "createPods countMultiplierParam")
-		case op.SteadyState:
-			why = append(why, "createPods steadyState")
-		case op.PVCTemplatePath != nil || op.PVTemplatePath != nil:
-			why = append(why, "createPods with persistent volumes")
-		case op.NodeAllocatableStrategy != nil:
-			why = append(why, "createNodes nodeAllocatableStrategy")
-		case op.NamespaceTemplatePath != nil:
-			why = append(why, "createNamespaces namespaceTemplatePath")
-		case op.Opcode == "createPods" && op.PodTemplatePath == nil:
-			// upstream's makeBasePod: MakePodSpec's pause pod
-			op.PodTemplatePath = nil
+		if op.Opcode == "churn" {
+			if err := validChurn(op); err != nil {
+				return nil, fail("%v", err)
+			}
+		}
+		if op.Opcode == "createNamespaces" && op.NamespaceTemplatePath != nil {
+			// upstream's namespacePreparer: the file as it is (no template), strictly decoded
+			b, err := os.ReadFile(*op.NamespaceTemplatePath)
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			op.NamespaceObject = &v1.Namespace{}
+			if err := yaml.UnmarshalStrict(b, op.NamespaceObject); err != nil {
+				return nil, fail("%s: %v", *op.NamespaceTemplatePath, err)
+			}
+		}
+		if op.Opcode == "createPods" {
+			switch {
+			case op.SteadyState && op.SkipWaitToCompletion:
+				return nil, fail("skipWaitToCompletion and steadyState cannot be true at the same time")
+			case op.SteadyState:
+				if d, err := time.ParseDuration(op.Duration); err != nil || d <= 0 {
+					return nil, fail("when creating pods in a steady state, the test duration must be > 0")
+				}
+			case op.PVCTemplatePath != nil && op.PVTemplatePath == nil:
+				return nil, fail("persistentVolumeClaimTemplatePath without persistentVolumeTemplatePath")
+			}
 		}
 		ops = append(ops, op)
 	}
@@ -280,6 +395,21 @@ func resolveOps(tc TestCase, w Workload) ([]Op, error) {
 		return ops, fmt.Errorf("not supported yet: %s", strings.Join(dedupe(why), ", "))
 	}
 	return ops, nil
+}
+
+// validChurn is upstream's churnOp.isValid.
+func validChurn(op Op) error {
+	switch {
+	case op.Mode != "recreate" && op.Mode != "create":
+		return fmt.Errorf("invalid mode: %v. must be one of [recreate create]", op.Mode)
+	case op.Number < 0:
+		return fmt.Errorf("number (%v) cannot be negative", op.Number)
+	case op.Mode == "recreate" && op.Number == 0:
+		return fmt.Errorf("number cannot be 0 when mode is recreate")
+	case len(op.TemplatePaths) == 0:
+		return fmt.Errorf("at least one template spec file needs to be specified")
+	}
+	return nil
 }
 
 func dedupe(s []string) []string {

@@ -18,6 +18,9 @@ type Expected struct {
 	Pods      int    `json:"pods"`
 	Scheduled int    `json:"scheduled"`
 	Pending   int    `json:"pending"`
+	// Churned: a churn op adds pods to the measured namespaces at its own pace; Pods counts the others, and
+	// Scheduled and Pending are not recorded (see Measurement.Churned).
+	Churned bool `json:"churned,omitempty"`
 }
 
 // Expectations is the file: which scheduler and workload files they were recorded from, and per workload
@@ -31,6 +34,10 @@ type Expectations struct {
 func expectedOf(r Result) []Expected {
 	out := make([]Expected, 0, len(r.Measurements))
 	for _, m := range r.Measurements {
+		if m.Churned {
+			out = append(out, Expected{Name: m.Name, Pods: m.Pods - m.ChurnPods, Churned: true})
+			continue
+		}
 		out = append(out, Expected{Name: m.Name, Pods: m.Pods, Scheduled: m.Scheduled, Pending: m.Pending})
 	}
 	return out

@@ -63,6 +63,7 @@ type Unsupported struct {
 
 type options struct {
 	cpDir, out, perfDir, suite, filter string
+	skip                               string
 	contenders                         []kit.Contender
 	reps, workers                      int
 	bins                               kit.Binaries
@@ -85,6 +86,7 @@ func main() {
 	flag.StringVar(&o.perfDir, "perf-dir", "", "test/integration/scheduler_perf of the k8s.io/kubernetes module")
 	flag.StringVar(&o.suite, "suite", "short", "short (performance+short), all (performance) or integration (integration-test+short)")
 	flag.StringVar(&o.filter, "filter", "", "regexp on TestCase/Workload")
+	flag.StringVar(&o.skip, "skip", "", "regexp on TestCase/Workload: selected workloads not to run (listed as skipped)")
 	flag.StringVar(&contenders, "contenders", "kube ours", "contenders in the order they take turns: kube ours ours-guests null")
 	flag.IntVar(&o.reps, "reps", 1, "repetitions (contenders take turns within each workload, reversed every other one)")
 	flag.IntVar(&o.workers, "workers", 16, "concurrent create calls")
@@ -135,9 +137,18 @@ func main() {
 		}
 		sel = append(sel, selectWorkloads(tcs, want, filter)...)
 	}
+	var skip *regexp.Regexp
+	if o.skip != "" {
+		if skip, err = regexp.Compile(o.skip); err != nil {
+			usage("--skip %q: %v", o.skip, err)
+		}
+	}
 	var runnable []Selected
 	var unsupported []Unsupported
 	for _, s := range sel {
+		if s.Unsupported == "" && skip != nil && skip.MatchString(s.Name()) {
+			s.Unsupported = "skipped (--skip)"
+		}
 		if s.Unsupported != "" {
 			rel, _ := filepath.Rel(o.perfDir, s.File)
 			unsupported = append(unsupported, Unsupported{Workload: s.Name(), File: rel, Reason: s.Unsupported})
@@ -265,10 +276,24 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	stop := make(chan struct{})
 	defer close(stop)
 	cl := watchCluster(client, stop)
+	// The claim controller stops before the cleanup: claims it made after the cleanup deleted the claims would
+	// outlive the run.
+	var claims *claimController
+	claimsStop := make(chan struct{})
+	for _, op := range s.Ops {
+		if op.ClaimTemplate {
+			claims = startClaimController(client, dyn, s.FeatureGates["DRAWorkloadResourceClaims"] && s.FeatureGates["GenericWorkload"], claimsStop, 4)
+			break
+		}
+	}
 	name := fmt.Sprintf("suite-%03d", run)
 	rn := &runner{client: client, dynamic: dyn, cl: cl, schedulerName: name, timeout: o.timeout, workers: o.workers,
-		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}}
+		createdNS: map[string]bool{}, createdPods: map[string]int{}, createdPC: map[string]bool{}, gates: s.FeatureGates}
 	defer func() {
+		close(claimsStop)
+		if claims != nil {
+			claims.wg.Wait()
+		}
 		r.Placement = cl.placement(8)
 		if err := rn.cleanup(context.Background()); err != nil {
 			r.OK = false
@@ -276,14 +301,17 @@ func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 		}
 	}()
 	api0, _ := kit.CPUSeconds(apiPID)
-	p, err := kit.StartContender(c, o.bins, dir, kubeconfig, name, 5000, 5000)
+	p, err := startContender(c, o.bins, dir, kubeconfig, name, s.SchedulerConfig)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
 	if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
 		p.Stop()
-		if c.Kind == "ours" && len(c.Args) > 0 {
+		if c.Kind == "ours" && s.SchedulerConfig != "" {
+			// ours refuses a plugin or argument of the test case's profile (or a gate)
+			r.NotApplicable = fmt.Sprintf("schedulerConfigPath %s %s (%s): %s", filepath.Base(s.SchedulerConfig), strings.Join(c.Args, " "), err, lastLine(filepath.Join(dir, "scheduler.log")))
+		} else if c.Kind == "ours" && len(c.Args) > 0 {
 			r.NotApplicable = fmt.Sprintf("%s (%s): %s", strings.Join(c.Args, " "), err, lastLine(filepath.Join(dir, "scheduler.log")))
 		} else {
 			r.Error = fmt.Sprintf("%v; see %s", err, filepath.Join(dir, "scheduler.log"))

@@ -42,6 +42,8 @@ type cluster struct {
 	mu         sync.Mutex
 	pods       map[string]*podState
 	collectors map[*collector]bool // counting the pods bound from now on
+	// bound: per namespace, where the names of its pods newly seen bound go (createPods' steadyState)
+	bound map[string]chan string
 }
 
 func (c *cluster) on(obj any) {
@@ -61,6 +63,12 @@ func (c *cluster) on(obj any) {
 	st.node = pod.Spec.NodeName
 	if pod.Spec.NodeName != "" && !st.bound {
 		st.bound = true
+		if ch := c.bound[pod.Namespace]; ch != nil {
+			select {
+			case ch <- pod.Name:
+			default:
+			}
+		}
 		for col := range c.collectors {
 			if col.matches(pod.Namespace, pod.Labels) {
 				col.scheduled++
@@ -251,6 +259,12 @@ type Measurement struct {
 	Scheduled  int               `json:"scheduled"` // of them, bound
 	Pending    int               `json:"pending"`   // of them, not bound
 	Seconds    float64           `json:"seconds"`
+	// Churned: a churn op creates pods in the measured namespaces at its own pace, ChurnPods of the measured
+	// pods. How many there are depends on how long the workload ran, and since a createPods waits for as many
+	// bound pods in its namespace as it created, churn pods counting (upstream's), how many of its own pods are
+	// bound when the measurement ends is a race too: only the count of the other pods is comparable between runs.
+	Churned   bool `json:"churned,omitempty"`
+	ChurnPods int  `json:"churnPods,omitempty"`
 }
 
 // runner runs one workload's ops.
@@ -269,11 +283,19 @@ type runner struct {
 	createdNS    map[string]bool
 	createdPods  map[string]int // per namespace, still there
 	createdPC    map[string]bool
-	measurements []Measurement
-	open         *collector // from startCollectingMetrics
-	openStart    time.Time
-	measuredFrom time.Time
-	measuredTo   time.Time
+	// volumes and CSINodes of createPods' persistent volumes and createNodes' nodeAllocatableStrategy
+	createdPV       []string
+	createdCSINodes []string
+	churning        *churning
+	churnCtx        context.Context
+	churnFailed     error
+	churnNS         map[string]bool // namespaces a churn op creates objects in
+	gates           map[string]bool // the workload's feature gates
+	measurements    []Measurement
+	open            *collector // from startCollectingMetrics
+	openStart       time.Time
+	measuredFrom    time.Time
+	measuredTo      time.Time
 }
 
 func (r *runner) nsCreated(ctx context.Context, ns string, lbls map[string]string) error {
@@ -296,13 +318,15 @@ func (r *runner) run(ctx context.Context, ops []Op) error {
 			if r.open != nil {
 				r.stopCollecting()
 			}
+			_ = r.stopChurn()
 			return fmt.Errorf("op %d (%s): %w", i, op.Opcode, err)
 		}
 	}
 	if r.open != nil {
 		r.stopCollecting()
 	}
-	return nil
+	// The churn goes on until the workload's last op is done, as upstream's (its context ends with the workload).
+	return r.stopChurn()
 }
 
 func (r *runner) op(ctx context.Context, i int, op Op) error {
@@ -310,11 +334,20 @@ func (r *runner) op(ctx context.Context, i int, op Op) error {
 	case "createNodes":
 		return r.createNodes(ctx, i, op)
 	case "createNamespaces":
+		var lbls map[string]string
+		if op.NamespaceObject != nil {
+			lbls = op.NamespaceObject.Labels
+		}
 		for j := 0; j < op.Count; j++ {
-			if err := r.nsCreated(ctx, fmt.Sprintf("%s-%d", op.Prefix, j), nil); err != nil {
+			ns := fmt.Sprintf("%s-%d", op.Prefix, j)
+			if err := r.nsCreated(ctx, ns, lbls); err != nil {
 				return err
 			}
+			// a namespace the barriers without namespaces wait on, as upstream's
+			r.createdPods[ns] += 0
 		}
+	case "churn":
+		return r.churn(ctx, i, op)
 	case "createPods":
 		return r.createPods(ctx, i, op)
 	case "barrier":
@@ -332,6 +365,10 @@ func (r *runner) op(ctx context.Context, i int, op Op) error {
 		return r.createAny(ctx, op)
 	case "updateAny":
 		return r.updateAny(ctx, op)
+	case "createPodGroups":
+		return r.createPodGroups(ctx, op)
+	case "allocResourceClaims":
+		return r.allocResourceClaims(ctx, op)
 	case "startCollectingMetrics":
 		if r.open != nil {
 			return fmt.Errorf("metrics are already being collected")
@@ -369,7 +406,8 @@ func (r *runner) finish(col *collector, start time.Time) {
 	total, bound, _ := r.cl.count(col.namespaces, col.selector)
 	r.mark(time.Now())
 	r.measurements = append(r.measurements, Measurement{Name: col.name, Namespaces: col.namespaces, Selector: col.selector, Throughput: tp,
-		Pods: total, Scheduled: bound, Pending: total - bound, Seconds: time.Since(start).Seconds()})
+		Pods: total, Scheduled: bound, Pending: total - bound, Seconds: time.Since(start).Seconds(),
+		Churned: r.churnedIn(col.namespaces), ChurnPods: r.churnPodsIn(col.namespaces, col.selector)})
 }
 
 func (r *runner) createNodes(ctx context.Context, i int, op Op) error {
@@ -403,14 +441,22 @@ func (r *runner) createNodes(ctx context.Context, i int, op Op) error {
 		if s := op.UniqueNodeLabelStrategy; s != nil {
 			node.Labels[s.LabelKey] = fmt.Sprintf("%s-%d", node.Name, j)
 		}
-		return kit.Retry(ctx, func() error {
-			created, err := r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		var created *v1.Node
+		if err := kit.Retry(ctx, func() error {
+			var err error
+			created, err = r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 			if err != nil {
 				return fmt.Errorf("creating node %s: %w", node.Name, err)
 			}
 			r.addNode(created.Name)
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		if op.NodeAllocatableStrategy != nil && created != nil {
+			return r.prepareAllocatable(ctx, created, op.NodeAllocatableStrategy)
+		}
+		return nil
 	})
 }
 
@@ -423,19 +469,28 @@ func (r *runner) priorityClass(ctx context.Context, pod *v1.Pod) error {
 	if pod.Spec.Priority == nil || pod.Spec.PriorityClassName != "" {
 		return nil
 	}
-	name := fmt.Sprintf("suite-priority-%d", *pod.Spec.Priority)
+	name, err := r.priorityClassOf(ctx, *pod.Spec.Priority)
+	if err != nil {
+		return err
+	}
+	pod.Spec.PriorityClassName, pod.Spec.Priority = name, nil
+	return nil
+}
+
+// priorityClassOf is the name of the run's PriorityClass of value, created when needed.
+func (r *runner) priorityClassOf(ctx context.Context, value int32) (string, error) {
+	name := fmt.Sprintf("suite-priority-%d", value)
 	nodesMu.Lock()
 	defer nodesMu.Unlock()
 	if !r.createdPC[name] {
 		_, err := r.client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: *pod.Spec.Priority}, metav1.CreateOptions{})
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating PriorityClass %s: %w", name, err)
+			return "", fmt.Errorf("creating PriorityClass %s: %w", name, err)
 		}
 		r.createdPC[name] = true
 	}
-	pod.Spec.PriorityClassName, pod.Spec.Priority = name, nil
-	return nil
+	return name, nil
 }
 
 func (r *runner) addNode(name string) {
@@ -466,11 +521,20 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 		col = r.cl.startCollector(fmt.Sprintf("op %d createPods", i), []string{ns}, nil)
 		r.mark(start)
 	}
-	err := kit.Parallel(ctx, op.Count, r.workers, func(j int) error {
+	var pvTemplate *v1.PersistentVolume
+	var pvcTemplate *v1.PersistentVolumeClaim
+	if op.PVCTemplatePath != nil {
+		var err error
+		if pvTemplate, pvcTemplate, err = pvTemplates(op); err != nil {
+			return err
+		}
+	}
+	// createOne creates pod j of count (upstream's pod strategy for one index)
+	createOne := func(j, count int) error {
 		pod := defaultPod()
 		if op.PodTemplatePath != nil {
 			pod = &v1.Pod{}
-			if err := render(*op.PodTemplatePath, j, op.Count, op.TemplateParams, pod); err != nil {
+			if err := render(*op.PodTemplatePath, j, count, op.TemplateParams, pod); err != nil {
 				return err
 			}
 		}
@@ -485,6 +549,13 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 		if pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == v1.DefaultSchedulerName {
 			pod.Spec.SchedulerName = r.schedulerName
 		}
+		if pvcTemplate != nil {
+			claim, err := r.createVolume(ctx, pvTemplate, pvcTemplate, ns, j)
+			if err != nil {
+				return err
+			}
+			withClaim(pod, claim)
+		}
 		return kit.Retry(ctx, func() error {
 			_, err := r.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
@@ -492,7 +563,15 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 			}
 			return nil
 		})
-	})
+	}
+	if op.SteadyState {
+		err := r.steadily(ctx, ns, op, createOne)
+		if col != nil {
+			r.finish(col, start)
+		}
+		return err
+	}
+	err := kit.Parallel(ctx, op.Count, r.workers, func(j int) error { return createOne(j, op.Count) })
 	if err != nil {
 		if col != nil {
 			col.stop()
@@ -501,12 +580,32 @@ func (r *runner) createPods(ctx context.Context, i int, op Op) error {
 	}
 	r.createdPods[ns] += op.Count
 	if !op.SkipWaitToCompletion {
-		err = r.waitScheduled(ctx, []string{ns}, nil)
+		// upstream's waitUntilPodsScheduledInNamespace: as many pods of the namespace bound as the op created
+		err = r.waitBound(ctx, ns, op.Count)
 	}
 	if col != nil {
 		r.finish(col, start)
 	}
 	return err
+}
+
+// waitBound waits until want pods of namespace ns are bound, or the timeout.
+func (r *runner) waitBound(ctx context.Context, ns string, want int) error {
+	deadline := time.Now().Add(r.timeout)
+	for {
+		_, bound, _ := r.cl.count([]string{ns}, nil)
+		if bound >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d pods in %s scheduled after %s; pending: %s", bound, want, ns, r.timeout, r.cl.pending([]string{ns}, nil, 5))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitScheduled waits until every pod the run created in namespaces is bound (upstream's
@@ -548,12 +647,21 @@ func (r *runner) barrier(ctx context.Context, namespaces []string, sel map[strin
 	}
 	deadline := time.Now().Add(r.timeout)
 	for {
+		// upstream's waitUntilPodsAttempted: as many pods bound or refused as the run created in the namespaces
+		// (pods a churn op added there count among the attempted, not the wanted)
 		total, _, att := r.cl.count(namespaces, sel)
-		if att >= total {
+		want := total
+		if sel == nil {
+			want = 0
+			for _, ns := range namespaces {
+				want += r.createdPods[ns]
+			}
+		}
+		if att >= want {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d pods attempted after %s", att, total, r.timeout)
+			return fmt.Errorf("%d of %d pods attempted after %s", att, want, r.timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -624,6 +732,13 @@ func (r *runner) cleanup(ctx context.Context) error {
 		}
 	}
 	if err := r.deleteMade(ctx); err != nil {
+		return err
+	}
+	_ = r.stopChurn()
+	if err := r.deleteChurned(ctx); err != nil {
+		return err
+	}
+	if err := r.deleteVolumesAndCSINodes(ctx); err != nil {
 		return err
 	}
 	// Claims a scheduler made (DRA extended resources) or left allocated: without a namespace controller they would

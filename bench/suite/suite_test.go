@@ -41,6 +41,45 @@ const testConfig = `
   workloads:
   - name: any
     labels: [performance, short]
+- name: Sets
+  labels: [nightly]
+  defaultPodTemplatePath: pod.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    count: 1
+    nodeAllocatableStrategy:
+      nodeAllocatable:
+        attachable-volumes-csi-ebs.csi.aws.com: "39"
+      csiNodeAllocatable:
+        ebs.csi.aws.com:
+          count: 39
+      migratedPlugins: ["kubernetes.io/aws-ebs"]
+  - opcode: createPodSets
+    countParam: $sets
+    namespacePrefix: init-ns
+    createPodsOp:
+      opcode: createPods
+      countParam: $perSet
+      countMultiplierParam: $times
+  - opcode: createPods
+    count: 2
+    persistentVolumeTemplatePath: pv.yaml
+    persistentVolumeClaimTemplatePath: pvc.yaml
+  - opcode: churn
+    mode: recreate
+    number: 2
+    templatePaths: [pod.yaml]
+  - opcode: createPods
+    count: 1
+    steadyStateParam: $steady
+    duration: 1s
+  workloads:
+  - name: two
+    labels: [nightly]
+    params: {sets: 2, perSet: 3, times: 2, steady: false}
+  - name: steady
+    labels: [nightly]
+    params: {sets: 1, perSet: 1, times: 1, steady: true}
 `
 
 func writeConfig(t *testing.T) string {
@@ -122,8 +161,8 @@ func TestParamsAndTemplatesResolve(t *testing.T) {
 		t.Errorf("feature gates: small %v big %v", small.FeatureGates, big.FeatureGates)
 	}
 	churny := load(t, "short", "Churny")[0]
-	if !strings.Contains(churny.Unsupported, "op churn") {
-		t.Errorf("Churny/any: unsupported %q, want it to name op churn", churny.Unsupported)
+	if !strings.Contains(churny.Unsupported, "invalid mode") {
+		t.Errorf("Churny/any: unsupported %q, want it to refuse churn's empty mode, as upstream's isValid", churny.Unsupported)
 	}
 }
 
