@@ -157,7 +157,7 @@ image:
 ## into fresh storage and run from its own root filesystem (chroot, user 65532, read-only, the pod template's
 ## volumes and in-cluster credentials) with deploy/manifests' command and args against a throwaway control plane:
 ## ready, leading, and a pod bound. As root. Not part of make test: the release build takes 20-40 minutes cold on
-## two cores; the test itself takes about two minutes (scripts/test-image.sh).
+## two cores (66 minutes here beside other builds); the rest takes about 40 seconds (scripts/test-image.sh).
 test-image: setup registry
 	scripts/test-image.sh
 

@@ -319,7 +319,8 @@ fn the_dockerfile_and_the_buildah_build_follow_one_list() {
     }
     let last = &instrs.iter().rev().find(|i| i.keyword == "FROM").unwrap();
     assert_eq!(last.args.first(), Some(&one("base")), "the Dockerfile's runtime base");
-    let last_of = |kw: &str| instrs.iter().rfind(|i| i.keyword == kw).unwrap_or_else(|| panic!("no {kw}")).args.join(" ");
+    let last_of =
+        |kw: &str| instrs.iter().rfind(|i| i.keyword == kw).unwrap_or_else(|| panic!("no {kw}")).args.join(" ");
     assert_eq!(last_of("USER"), one("user"));
     assert_eq!(last_of("EXPOSE"), one("port"));
     assert_eq!(last_of("ENTRYPOINT"), format!("[\"{}\"]", one("entrypoint")));
