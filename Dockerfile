@@ -1,9 +1,13 @@
 # syntax=docker/dockerfile:1
 # kube-wasm-scheduler's image: the release binary and the three Rust sample guests (components), on a distroless
-# base, as user 65532. The paths are the ones deploy/manifests and deploy/chart name:
+# base, as user 65532. What goes in is deploy/image.txt, the one list this file and scripts/build-image.sh (buildah,
+# from scratch, where no engine runs) both follow: the final stage is its `base`, one COPY per `file`, its `user`,
+# `port` and `entrypoint` (host/tests/integration/deploy.rs checks that they agree). The paths are the ones
+# deploy/manifests and deploy/chart name:
 #   /usr/local/bin/kube-wasm-scheduler
 #   /plugins/qos-sort.wasm, /plugins/random-score.wasm, /plugins/priority-label.wasm
-# Build: `make image` (docker or podman), from the repository root.
+# Build: `make image` (docker or podman; buildah through scripts/build-image.sh where neither runs), from the
+# repository root.
 
 ARG RUST_VERSION=1.95
 

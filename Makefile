@@ -6,7 +6,7 @@ BIN := $(CARGO_TARGET_DIR)/debug/kube-wasm-scheduler
 EXAMPLE ?= examples/second-scheduler
 
 
-.PHONY: demo test test-versions registry fuzz campaign bench bench-tenancy bench-ratio bench-live bench-suite parity lint setup build check guests cluster-up cluster-down image helm
+.PHONY: demo test test-versions registry fuzz campaign bench bench-tenancy bench-ratio bench-live bench-suite parity lint setup build check guests cluster-up cluster-down image test-image helm
 
 setup:
 	@scripts/setup.sh
@@ -132,23 +132,34 @@ cluster-up:
 cluster-down:
 	@scripts/control-plane.sh down $(CLUSTER_DIR)
 
-# The container image of deploy/manifests and deploy/chart (Dockerfile at the root: the release binary and the
-# Rust sample guests under /plugins/, distroless, user 65532).
+# The container image of deploy/manifests and deploy/chart: what deploy/image.txt lists (the release binary and the
+# Rust sample guests under /plugins/, user 65532, no shell), built from the Dockerfile by an engine, or by buildah
+# from scratch where none runs.
 IMAGE ?= kube-wasm-scheduler:0.1.0
 
-## image: build $(IMAGE) with docker or podman, whichever has an engine running; says so when none does.
+## image: build $(IMAGE): from the Dockerfile with docker or podman, whichever has an engine running; where neither
+## does, with buildah from scratch (scripts/build-image.sh: the release binary, the libraries it loads, the sample
+## guests; installs buildah when missing).
 image:
 	@engine=""; \
 	for e in docker podman; do \
 	  if command -v $$e >/dev/null 2>&1 && timeout 20 $$e info >/dev/null 2>&1; then engine=$$e; break; fi; \
 	done; \
-	if [ -z "$$engine" ]; then \
-	  echo "make image: no container engine runs here (no docker daemon, no podman), so $(IMAGE) cannot be built on this machine." >&2; \
-	  echo "make image: the Dockerfile's paths are checked by the integration tests (host/tests/integration/deploy.rs)." >&2; \
-	  exit 1; \
-	fi; \
-	echo "$$engine build -t $(IMAGE) ."; \
-	$$engine build -t $(IMAGE) .
+	if [ -n "$$engine" ]; then \
+	  echo "$$engine build -t $(IMAGE) ."; \
+	  $$engine build -t $(IMAGE) .; \
+	else \
+	  echo "make image: no docker or podman engine runs here: buildah, from scratch (scripts/build-image.sh)" >&2; \
+	  scripts/build-image.sh --tag $(IMAGE); \
+	fi
+
+## test-image: the release image built with buildah (deploy/image.txt), pushed to a local registry, pulled back
+## into fresh storage and run from its own root filesystem (chroot, user 65532, read-only, the pod template's
+## volumes and in-cluster credentials) with deploy/manifests' command and args against a throwaway control plane:
+## ready, leading, and a pod bound. As root. Not part of make test: the release build takes 20-40 minutes cold on
+## two cores (66 minutes here beside other builds); the rest takes about 40 seconds (scripts/test-image.sh).
+test-image: setup registry
+	scripts/test-image.sh
 
 ## helm: build helm from the Go module proxy (cached under ~/.cache/kube-wasm-scheduler/helm) and print where.
 helm:

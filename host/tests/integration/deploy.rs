@@ -1,8 +1,10 @@
 //! The install files agree with each other and with the repository: what the Dockerfile copies exists, the image
 //! holds the binary and guests the Deployment and ConfigMap name, the RBAC names the Lease the configuration uses,
-//! and the ConfigMap's configuration schedules (with the built guests in place of the image's). No container engine
-//! runs on the test machines, so these checks stand in for `make image`; the chart and the API server's view of the
-//! manifests are checked in host/tests/e2e/deploy.rs.
+//! and the ConfigMap's configuration schedules (with the built guests in place of the image's), and the Dockerfile
+//! follows deploy/image.txt, the list scripts/build-image.sh builds from. No container engine runs on the test
+//! machines, so the Dockerfile itself is never built here; `make test-image` builds the list's image with buildah
+//! and runs it (scripts/test-image.sh). The chart and the API server's view of the manifests are checked in
+//! host/tests/e2e/deploy.rs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -255,6 +257,100 @@ fn the_image_holds_the_binary_and_guests_the_manifests_name() {
         assert!(build.contains(&format!("-o {source}")), "the build stage does not produce {source}");
         assert!(build.contains(&format!("-p {name}")), "the build stage does not build the crate {name}");
     }
+}
+
+/// deploy/image.txt: what the image holds, `kind` and its words per line.
+fn image_list() -> Vec<(String, Vec<String>)> {
+    std::fs::read_to_string(root().join("deploy/image.txt"))
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut w = l.split_whitespace().map(str::to_string);
+            (w.next().unwrap(), w.collect())
+        })
+        .collect()
+}
+
+/// The Dockerfile's final stage and scripts/build-image.sh (buildah, from scratch) follow one list,
+/// deploy/image.txt: the same files at the same paths, built from the same sources; the Dockerfile's base is the
+/// list's; user, port and entrypoint agree, and are the manifests'.
+#[test]
+fn the_dockerfile_and_the_buildah_build_follow_one_list() {
+    let list = image_list();
+    let one = |kind: &str| -> String {
+        let of: Vec<&Vec<String>> = list.iter().filter(|(k, _)| k == kind).map(|(_, w)| w).collect();
+        assert_eq!(of.len(), 1, "deploy/image.txt should hold one `{kind}` line");
+        assert_eq!(of[0].len(), 1, "`{kind}` takes one word: {:?}", of[0]);
+        of[0][0].clone()
+    };
+    let instrs = dockerfile();
+    let installed = installed(&instrs);
+    let files: BTreeMap<String, String> = list
+        .iter()
+        .filter(|(k, _)| k == "file")
+        .map(|(_, w)| {
+            assert_eq!(w.len(), 2, "file PATH SOURCE: {w:?}");
+            (w[0].clone(), w[1].clone())
+        })
+        .collect();
+    assert_eq!(
+        files.keys().collect::<Vec<_>>(),
+        installed.keys().collect::<Vec<_>>(),
+        "deploy/image.txt's files vs the Dockerfile's final stage"
+    );
+    let build: String = instrs.iter().filter(|i| i.keyword == "RUN").map(|i| i.args.join(" ")).collect();
+    // The Dockerfile's words in order, flags included (the parsed instructions keep flags apart).
+    let text = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let words: Vec<&str> =
+        text.lines().filter(|l| !l.trim_start().starts_with('#')).flat_map(str::split_whitespace).collect();
+    let words = words.join(" ").replace(" \\ ", " ");
+    for (path, source) in &files {
+        let built = &installed[path];
+        if let Some(bin) = source.strip_prefix("bin:") {
+            assert!(
+                words.contains(&format!("cargo build --locked --release --bin {bin}")),
+                "the build stage does not build the release binary {bin}"
+            );
+            assert!(words.contains(&format!("target/release/{bin} {built}")), "{built} is not the release {bin}");
+        } else if let Some(guest) = source.strip_prefix("guest:") {
+            assert!(build.contains(&format!("-p {guest}")), "the build stage does not build the guest {guest}");
+            assert!(build.contains(&format!("-o {built}")), "the build stage does not produce {built}");
+            assert!(
+                built.ends_with(&format!("/{guest}.wasm")),
+                "{path}: the Dockerfile copies {built}, the list says {source}"
+            );
+        } else {
+            panic!("deploy/image.txt: {path} has an unknown source {source}");
+        }
+    }
+    let last = &instrs.iter().rev().find(|i| i.keyword == "FROM").unwrap();
+    assert_eq!(last.args.first(), Some(&one("base")), "the Dockerfile's runtime base");
+    let last_of =
+        |kw: &str| instrs.iter().rfind(|i| i.keyword == kw).unwrap_or_else(|| panic!("no {kw}")).args.join(" ");
+    assert_eq!(last_of("USER"), one("user"));
+    assert_eq!(last_of("EXPOSE"), one("port"));
+    assert_eq!(last_of("ENTRYPOINT"), format!("[\"{}\"]", one("entrypoint")));
+
+    // What the base brings, the buildah build makes: each item is one the script knows.
+    let script = std::fs::read_to_string(root().join("scripts/build-image.sh")).unwrap();
+    assert!(script.contains("deploy/image.txt"), "scripts/build-image.sh reads the list");
+    let runtime: Vec<&String> = list.iter().filter(|(k, _)| k == "runtime").flat_map(|(_, w)| w).collect();
+    for item in ["libs", "ca-certificates", "nonroot"] {
+        assert!(runtime.iter().any(|r| *r == item), "the image needs runtime {item}");
+    }
+    for item in runtime {
+        assert!(script.contains(&format!("\n    {item})")), "scripts/build-image.sh does not make runtime {item}");
+    }
+
+    // And the manifests run the entrypoint as the list's user, on its port.
+    let docs = manifests();
+    let pod = &only(&docs, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(str_of(&pod["containers"][0]["command"][0]), one("entrypoint"));
+    let sc = &pod["securityContext"];
+    assert_eq!(format!("{}:{}", sc["runAsUser"].as_u64().unwrap(), sc["runAsGroup"].as_u64().unwrap()), one("user"));
+    assert_eq!(pod["containers"][0]["ports"][0]["containerPort"].as_u64().map(|p| p.to_string()), Some(one("port")));
 }
 
 #[test]
