@@ -394,10 +394,12 @@ fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)
 
 /// Runs each profile (`None`: upstream's default) on the cluster file with the same seed. With `html`, every
 /// pending pod is traced and the page is written; the reports keep only the explanations `opts` asked for.
-/// `simulate --feature-gates`: pairs as kube-scheduler's flag takes them; GenericWorkload (or AllBeta) is the one
-/// that changes a simulation, the others are refused by name so that a typo is not silently ignored.
+/// `simulate --feature-gates`: pairs as kube-scheduler's flag takes them; GenericWorkload and OpportunisticBatching
+/// (both beta, so AllBeta sets them too) are the ones that change a simulation, the others are refused by name so
+/// that a typo is not silently ignored.
 fn sim_features(flags: &[String]) -> Result<config::Features, BadInput> {
     let mut generic_workload = None;
+    let mut batching = None;
     let mut all_beta = None;
     for (k, v) in flags
         .iter()
@@ -416,15 +418,20 @@ fn sim_features(flags: &[String]) -> Result<config::Features, BadInput> {
         };
         match k.trim() {
             "GenericWorkload" => generic_workload = Some(on),
+            "OpportunisticBatching" => batching = Some(on),
             "AllBeta" => all_beta = Some(on),
             other => {
                 return Err(BadInput(format!(
-                    "--feature-gates: {other}: the simulator takes GenericWorkload and AllBeta only"
+                    "--feature-gates: {other}: the simulator takes GenericWorkload, OpportunisticBatching and AllBeta only"
                 )))
             }
         }
     }
-    Ok(config::Features { generic_workload: generic_workload.or(all_beta).unwrap_or(false) })
+    let defaults = config::Features::default();
+    Ok(config::Features {
+        generic_workload: generic_workload.or(all_beta).unwrap_or(defaults.generic_workload),
+        opportunistic_batching: batching.or(all_beta).unwrap_or(defaults.opportunistic_batching),
+    })
 }
 
 fn run_profiles(
@@ -679,7 +686,12 @@ fn plugin_build(project: &author::Project, output: Option<&Path>) -> anyhow::Res
 fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let mut registry = registry;
     // GenericWorkload (beta, off by default in v1.37; AllBeta=true turns it on too): the Workload/PodGroup API.
-    let features = config::Features { generic_workload: opts.beta_gate("GenericWorkload") == Some(true) };
+    // OpportunisticBatching (beta, on by default; AllBeta=false turns it off too).
+    let defaults = config::Features::default();
+    let features = config::Features {
+        generic_workload: opts.beta_gate("GenericWorkload").unwrap_or(defaults.generic_workload),
+        opportunistic_batching: opts.beta_gate("OpportunisticBatching").unwrap_or(defaults.opportunistic_batching),
+    };
     let mut cfg = load_config_with(opts.config.as_ref(), &mut registry, features)?;
     for w in opts.apply_to(&mut cfg) {
         tracing::warn!("{w}");

@@ -24,11 +24,22 @@ pub const GANG_SCHEDULING: &str = "GangScheduling";
 
 /// The feature gates that change what a configuration means, as upstream's `--feature-gates` change
 /// `getDefaultPlugins` (the only ones here that do: the rest take effect elsewhere or not at all).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Features {
     /// GenericWorkload (beta, off by default in v1.37): the Workload/PodGroup API. The default profile gains
     /// GangScheduling, PodGroups are watched, and a group's queued members are scheduled in one PodGroup cycle.
     pub generic_workload: bool,
+    /// OpportunisticBatching (beta, on by default since v1.35): a profile whose plugins can all sign pods hands
+    /// the next pod with the same signature the runner-up node of the previous cycle as a hint, checked like a
+    /// nominated node, instead of filtering and scoring every node again.
+    pub opportunistic_batching: bool,
+}
+
+impl Default for Features {
+    /// v1.37's defaults: GenericWorkload off, OpportunisticBatching on.
+    fn default() -> Self {
+        Features { generic_workload: false, opportunistic_batching: true }
+    }
 }
 pub use duration::{check_go_seconds, format_go_duration, parse_go_duration, serialize_go_duration, MAX_GO_DURATION};
 pub use extenders::ExtenderConfig;

@@ -245,8 +245,8 @@ const FLAGS: &[Flag] = &[
     ignored(
         "feature-gates",
         Value,
-        "checked; only GenericWorkload (the Workload/PodGroup API, gang scheduling), ComponentFlagz, \
-         ComponentStatusz and AllBeta take effect",
+        "checked; only GenericWorkload (the Workload/PodGroup API, gang scheduling), OpportunisticBatching, \
+         ComponentFlagz, ComponentStatusz and AllBeta take effect",
     ),
     ignored(
         "emulated-version",

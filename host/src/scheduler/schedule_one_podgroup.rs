@@ -322,7 +322,7 @@ mod tests {
         let cluster = Arc::new(MemoryCluster::default());
         let registry = crate::plugins::in_tree_registry();
         let yaml = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
-        let features = Features { generic_workload: true };
+        let features = Features { generic_workload: true, ..Features::default() };
         let cfg = parse_config_with("test", yaml, &|n| registry.names().contains(&n), features).unwrap();
         let profiles = Arc::new(build_profiles(&cfg, &registry, &PluginContext::new(cluster.clone())).unwrap());
         let queue =
