@@ -15,6 +15,7 @@ pub mod quantity;
 pub mod registry;
 pub mod rng;
 pub mod runtime;
+pub mod signers;
 pub mod snapshot;
 pub mod status;
 pub mod trace;
