@@ -708,7 +708,13 @@ mod tests {
     use super::*;
 
     /// Every family of kube-scheduler v1.37 exported here, with upstream's type.
-    const UPSTREAM_TYPES: [(&str, &str); 18] = [
+    const UPSTREAM_TYPES: [(&str, &str); 24] = [
+        ("scheduler_batch_attempts_total", "counter"),
+        ("scheduler_batch_cache_flushed_total", "counter"),
+        ("scheduler_batch_rescore_attempts_total", "counter"),
+        ("scheduler_batch_rescore_duration_seconds", "histogram"),
+        ("scheduler_get_node_hint_duration_seconds", "histogram"),
+        ("scheduler_store_schedule_results_duration_seconds", "histogram"),
         ("scheduler_queue_incoming_entities_total", "counter"),
         ("scheduler_pod_scheduled_after_flush_total", "counter"),
         ("scheduler_queued_entities", "gauge"),
@@ -730,7 +736,10 @@ mod tests {
     ];
 
     /// Each histogram with upstream's `ExponentialBuckets(start, factor, count)`.
-    const UPSTREAM_BUCKETS: [(&str, Buckets); 8] = [
+    const UPSTREAM_BUCKETS: [(&str, Buckets); 11] = [
+        ("scheduler_batch_rescore_duration_seconds", (0.00001, 2.0, 12)),
+        ("scheduler_get_node_hint_duration_seconds", (0.00001, 2.0, 12)),
+        ("scheduler_store_schedule_results_duration_seconds", (0.00001, 2.0, 12)),
         ("scheduler_scheduling_attempt_duration_seconds", (0.001, 2.0, 15)),
         ("scheduler_scheduling_algorithm_duration_seconds", (0.001, 2.0, 15)),
         ("scheduler_framework_extension_point_duration_seconds", (0.0001, 2.0, 12)),
@@ -771,6 +780,18 @@ mod tests {
         m.incoming(QueueName::Active, crate::queue::event::UNSCHEDULED_POD_ADD);
         m.incoming(QueueName::Gated, crate::queue::event::UNSCHEDULED_POD_ADD);
         m.incoming(QueueName::Backoff, "NodeAdd");
+        {
+            use crate::framework::batch::{flush, ATTEMPT_HINT_USED, ATTEMPT_NO_HINT};
+            use crate::framework::metrics::BatchMetrics;
+            m.batch_attempt("default-scheduler", ATTEMPT_NO_HINT);
+            m.batch_attempt("default-scheduler", ATTEMPT_HINT_USED);
+            m.batch_attempt("default-scheduler", ATTEMPT_HINT_USED);
+            m.batch_cache_flushed("default-scheduler", flush::POD_NOT_BATCHABLE);
+            m.batch_rescore("default-scheduler", ms(1));
+            m.get_node_hint("default-scheduler", true, ms(1));
+            m.get_node_hint("default-scheduler", false, ms(1));
+            m.store_schedule_results("default-scheduler", ms(1));
+        }
         let state = SchedulerState {
             pending: HashMap::from([(QueueName::Active, 4), (QueueName::Unschedulable, 2)]),
             unschedulable: BTreeMap::from([(("NodeAffinity".into(), "default-scheduler".into()), 2)]),
@@ -888,10 +909,22 @@ mod tests {
             r#"kws_extender_requests_total{extender="http://ext",result="success",verb="prioritize"} 4"#,
             r#"kws_extender_requests_total{extender="http://ext",result="error",verb="prioritize"} 1"#,
             r#"kws_extender_request_duration_seconds_total{extender="http://ext",verb="prioritize"} 0.5"#,
+            r#"scheduler_batch_attempts_total{profile="default-scheduler",result="no_hint"} 1"#,
+            r#"scheduler_batch_attempts_total{profile="default-scheduler",result="hint_used"} 2"#,
+            r#"scheduler_batch_cache_flushed_total{profile="default-scheduler",reason="pod_not_batchable"} 1"#,
+            r#"scheduler_batch_rescore_attempts_total{profile="default-scheduler"} 1"#,
+            r#"scheduler_batch_rescore_duration_seconds_count{profile="default-scheduler"} 1"#,
+            r#"scheduler_get_node_hint_duration_seconds_count{hinted="hint",profile="default-scheduler"} 1"#,
+            r#"scheduler_get_node_hint_duration_seconds_count{hinted="no_hint",profile="default-scheduler"} 1"#,
+            r#"scheduler_store_schedule_results_duration_seconds_count{profile="default-scheduler"} 1"#,
         ] {
             assert!(out.lines().any(|l| l == line), "missing {line}:\n{out}");
         }
         assert!(out.contains("# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts"), "{out}");
+        assert!(
+            out.contains("# HELP scheduler_batch_attempts_total [ALPHA] Counts of results when we attempt to use batching.\n"),
+            "{out}"
+        );
     }
 
     #[test]
