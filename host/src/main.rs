@@ -420,11 +420,9 @@ fn sim_features(flags: &[String]) -> Result<config::Features, BadInput> {
             "GenericWorkload" => generic_workload = Some(on),
             "OpportunisticBatching" => batching = Some(on),
             "AllBeta" => all_beta = Some(on),
-            other => {
-                return Err(BadInput(format!(
-                    "--feature-gates: {other}: the simulator takes GenericWorkload, OpportunisticBatching and AllBeta only"
-                )))
-            }
+            other => return Err(BadInput(format!(
+                "--feature-gates: {other}: the simulator takes GenericWorkload, OpportunisticBatching and AllBeta only"
+            ))),
         }
     }
     let defaults = config::Features::default();

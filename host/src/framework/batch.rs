@@ -462,10 +462,21 @@ mod tests {
                 Status::success()
             }
         }
-        fn run_pre_score_plugins(&self, _s: &mut CycleState, _p: &PodInfo, _n: &[Arc<NodeInfo>], _x: &Snapshot) -> Status {
+        fn run_pre_score_plugins(
+            &self,
+            _s: &mut CycleState,
+            _p: &PodInfo,
+            _n: &[Arc<NodeInfo>],
+            _x: &Snapshot,
+        ) -> Status {
             Status::success()
         }
-        fn run_raw_score_plugins(&self, _s: &CycleState, _p: &PodInfo, n: &NodeInfo) -> Result<Vec<(Arc<str>, i64)>, Status> {
+        fn run_raw_score_plugins(
+            &self,
+            _s: &CycleState,
+            _p: &PodInfo,
+            n: &NodeInfo,
+        ) -> Result<Vec<(Arc<str>, i64)>, Status> {
             Ok(vec![(Arc::from("S"), self.score[&n.name])])
         }
         fn normalize_scores(&self, _s: &CycleState, _p: &PodInfo, scores: &mut [ScoredNode], _x: &Snapshot) -> Status {
@@ -486,7 +497,9 @@ mod tests {
     }
 
     fn pod() -> PodInfo {
-        crate::plugins::testutil::pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}))
+        crate::plugins::testutil::pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}),
+        )
     }
 
     fn scored(list: &[(&str, i64)]) -> Vec<ScoredNode> {
@@ -574,7 +587,8 @@ mod tests {
         let mut b = stored(&m);
         let snap = snapshot(&["a", "b", "c", "d"]);
         let late = MAX_BATCH_AGE.as_nanos() as u64 + 1;
-        let hint = b.get_node_hint(&fake(&["a"]), &CycleState::new(), &pod(), Some(&sig("x")), false, 2, late, &snap, &m);
+        let hint =
+            b.get_node_hint(&fake(&["a"]), &CycleState::new(), &pod(), Some(&sig("x")), false, 2, late, &snap, &m);
         assert_eq!(hint, None);
         assert_eq!(m.get("flush:expired"), 1);
     }
@@ -587,9 +601,28 @@ mod tests {
         let hint = b.get_node_hint(&fake(&["a"]), &CycleState::new(), &pod(), Some(&sig("x")), false, 2, 1, &snap, &m);
         assert_eq!(hint.as_deref(), Some("b"));
         // The cycle found b full after all and scored the rest: c chosen, d left.
-        b.store_schedule_results("p", Some(&sig("x")), Some("b"), "c", OtherNodes::Kept(scored(&[("d", 60)])), 2, 1, &m);
+        b.store_schedule_results(
+            "p",
+            Some(&sig("x")),
+            Some("b"),
+            "c",
+            OtherNodes::Kept(scored(&[("d", 60)])),
+            2,
+            1,
+            &m,
+        );
         assert_eq!(m.get(ATTEMPT_HINT_NOT_USED), 1);
-        let hint = b.get_node_hint(&fake(&["a", "b", "c"]), &CycleState::new(), &pod(), Some(&sig("x")), false, 3, 2, &snap, &m);
+        let hint = b.get_node_hint(
+            &fake(&["a", "b", "c"]),
+            &CycleState::new(),
+            &pod(),
+            Some(&sig("x")),
+            false,
+            3,
+            2,
+            &snap,
+            &m,
+        );
         assert_eq!(hint.as_deref(), Some("d"));
     }
 
@@ -619,7 +652,10 @@ mod tests {
         b.store_schedule_results("p", Some(&sig("x")), None, "a", OtherNodes::NotScored, 1, 0, &m);
         assert_eq!(m.get("flush:empty_list"), 1);
         let snap = snapshot(&["a"]);
-        assert_eq!(b.get_node_hint(&fake(&[]), &CycleState::new(), &pod(), Some(&sig("x")), false, 2, 1, &snap, &m), None);
+        assert_eq!(
+            b.get_node_hint(&fake(&[]), &CycleState::new(), &pod(), Some(&sig("x")), false, 2, 1, &snap, &m),
+            None
+        );
     }
 
     /// Go's `heap.Pop` order over equal totals, as `container/heap` gives it for the same slice.

@@ -272,7 +272,8 @@ impl Framework {
         self.batch = Some(Mutex::new(OpportunisticBatch::new(generic_workload)));
         let mut signers: Vec<PluginEntry> = Vec::new();
         let mut unsupported: Vec<String> = Vec::new();
-        let points = [ExtensionPoint::PreFilter, ExtensionPoint::Filter, ExtensionPoint::PreScore, ExtensionPoint::Score];
+        let points =
+            [ExtensionPoint::PreFilter, ExtensionPoint::Filter, ExtensionPoint::PreScore, ExtensionPoint::Score];
         for e in points.iter().flat_map(|p| self.plugins_at(*p)) {
             if signers.iter().any(|s| s.name == e.name) || unsupported.iter().any(|u| **u == *e.name) {
                 continue;

@@ -70,10 +70,8 @@ fn term(t: &NodeSelectorTerm) -> Value {
 
 /// Preferred terms as sorted JSON strings (upstream's `PreferredSchedulingTermSigner`).
 fn preferred(terms: &[PreferredSchedulingTerm]) -> Vec<String> {
-    let mut out: Vec<String> = terms
-        .iter()
-        .map(|t| json!({"Weight": t.weight, "Preference": term(&t.preference)}).to_string())
-        .collect();
+    let mut out: Vec<String> =
+        terms.iter().map(|t| json!({"Weight": t.weight, "Preference": term(&t.preference)}).to_string()).collect();
     out.sort();
     out
 }
@@ -87,8 +85,7 @@ fn required(terms: &[NodeSelectorTerm]) -> Vec<String> {
 
 /// `spec.affinity.nodeAffinity` in canonical form, null when the pod has none (upstream's `NodeAffinitySigner`).
 pub fn node_affinity(pod: &PodInfo) -> Value {
-    let Some(n) = pod.pod.spec.as_ref().and_then(|s| s.affinity.as_ref()).and_then(|a| a.node_affinity.as_ref())
-    else {
+    let Some(n) = pod.pod.spec.as_ref().and_then(|s| s.affinity.as_ref()).and_then(|a| a.node_affinity.as_ref()) else {
         return Value::Null;
     };
     let pref = n.preferred_during_scheduling_ignored_during_execution.as_deref().map(preferred).unwrap_or_default();

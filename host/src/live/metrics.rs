@@ -922,7 +922,9 @@ mod tests {
         }
         assert!(out.contains("# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts"), "{out}");
         assert!(
-            out.contains("# HELP scheduler_batch_attempts_total [ALPHA] Counts of results when we attempt to use batching.\n"),
+            out.contains(
+                "# HELP scheduler_batch_attempts_total [ALPHA] Counts of results when we attempt to use batching.\n"
+            ),
             "{out}"
         );
     }

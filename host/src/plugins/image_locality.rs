@@ -156,7 +156,6 @@ impl ScorePlugin for ImageLocality {
     }
 }
 
-
 impl crate::framework::SignPlugin for ImageLocality {
     /// As upstream: the normalized image names of the containers and init containers, each once, sorted.
     fn sign_pod(

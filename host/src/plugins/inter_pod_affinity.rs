@@ -436,7 +436,6 @@ impl Plugin for InterPodAffinity {
     crate::serves!(pre_filter, filter, pre_score, score, sign);
 }
 
-
 impl crate::framework::SignPlugin for InterPodAffinity {
     /// As upstream: a pod with pod (anti-)affinity cannot be signed; otherwise its labels, which other pods' terms may match, unless `ignorePreferredTermsOfExistingPods` makes only the pod's own terms count.
     fn sign_pod(

@@ -323,7 +323,6 @@ impl ScorePlugin for NodeAffinity {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodeAffinity {
     /// As upstream: the node affinity and the node selector.
     fn sign_pod(

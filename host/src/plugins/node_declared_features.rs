@@ -118,7 +118,6 @@ impl FilterPlugin for NodeDeclaredFeatures {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodeDeclaredFeatures {
     /// As upstream: the declared features the pod needs.
     fn sign_pod(

@@ -40,7 +40,6 @@ impl FilterPlugin for NodeName {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodeName {
     /// As upstream: the pod's `spec.nodeName`.
     fn sign_pod(

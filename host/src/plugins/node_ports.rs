@@ -94,7 +94,6 @@ impl FilterPlugin for NodePorts {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodePorts {
     /// As upstream: the host ports.
     fn sign_pod(

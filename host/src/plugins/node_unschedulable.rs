@@ -55,7 +55,6 @@ impl FilterPlugin for NodeUnschedulable {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodeUnschedulable {
     /// As upstream: the tolerations (of the unschedulable taint).
     fn sign_pod(

@@ -302,7 +302,6 @@ impl FilterPlugin for NodeVolumeLimits {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodeVolumeLimits {
     /// As upstream's CSILimits: the volumes' sources.
     fn sign_pod(

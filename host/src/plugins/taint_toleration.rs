@@ -162,7 +162,6 @@ impl ScorePlugin for TaintToleration {
     }
 }
 
-
 impl crate::framework::SignPlugin for TaintToleration {
     /// As upstream: the tolerations.
     fn sign_pod(

@@ -923,7 +923,6 @@ impl PreBindPlugin for VolumeBinding {
     }
 }
 
-
 impl crate::framework::SignPlugin for VolumeBinding {
     /// As upstream: the volumes' sources.
     fn sign_pod(

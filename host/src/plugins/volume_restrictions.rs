@@ -267,7 +267,6 @@ impl FilterPlugin for VolumeRestrictions {
     }
 }
 
-
 impl crate::framework::SignPlugin for VolumeRestrictions {
     /// As upstream: the volumes' sources.
     fn sign_pod(

@@ -173,7 +173,6 @@ impl FilterPlugin for VolumeZone {
     }
 }
 
-
 impl crate::framework::SignPlugin for VolumeZone {
     /// As upstream: the volumes' sources.
     fn sign_pod(

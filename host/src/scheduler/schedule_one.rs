@@ -12,15 +12,14 @@ use super::shadow::Decision;
 use super::Scheduler;
 use crate::cluster::ClusterError;
 use crate::extender::Extenders;
-use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::batch::{heap, OtherNodes};
+use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::rng::Rng;
 use crate::framework::runtime::NodePluginScores;
 use crate::framework::{
-    PodSignature,
     action, ClusterEvent, Code, CycleState, CycleTrace, Diagnosis, EventObject, EventResource, ExtensionPoint,
-    Framework, NodeInfo, PodEvent, PodInfo, PostFilterHandle, PostFilterResult, PreemptionCandidate, QueuedPodInfo,
-    Snapshot, Status,
+    Framework, NodeInfo, PodEvent, PodInfo, PodSignature, PostFilterHandle, PostFilterResult, PreemptionCandidate,
+    QueuedPodInfo, Snapshot, Status,
 };
 
 /// Upstream `findNodesThatPassExtenders` after the framework's Filter; when an extender rejected nodes the pod
@@ -164,8 +163,15 @@ impl Scheduler {
         let start_node_index = self.next_start_node_index.load(Ordering::Relaxed);
         let signature = self.sign_pod(&a.fwk, &pod, &snapshot);
         let batching = Batching { signature: signature.as_ref(), cycle };
-        let result =
-            self.schedule_pod(&a.fwk, &mut a.state, &pod, &snapshot, a.trace.as_mut(), Decider::Serving, Some(batching));
+        let result = self.schedule_pod(
+            &a.fwk,
+            &mut a.state,
+            &pod,
+            &snapshot,
+            a.trace.as_mut(),
+            Decider::Serving,
+            Some(batching),
+        );
         if let Some(shadow) = self.profiles.shadow_of(a.fwk.profile_name()) {
             self.run_shadow(&a.fwk, shadow, &pod, &snapshot, start_node_index, &result);
         }

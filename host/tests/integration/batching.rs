@@ -85,7 +85,8 @@ fn only_a_profile_without_default_spread_constraints_signs_pods() {
     .unwrap();
     let snapshot = Snapshot::default();
     let signature = |yaml: &str, batching: bool, pod: &PodInfo| {
-        let profiles = kube_wasm_scheduler::scheduler::build_profiles(&config(yaml, batching), &registry, &ctx).unwrap();
+        let profiles =
+            kube_wasm_scheduler::scheduler::build_profiles(&config(yaml, batching), &registry, &ctx).unwrap();
         let fwk = profiles.get("default-scheduler").unwrap().clone();
         (fwk.batching(), fwk.signs_pods(), fwk.sign_pod(pod, &snapshot, &None))
     };

@@ -1175,7 +1175,6 @@ impl PreBindPlugin for DynamicResources {
     }
 }
 
-
 impl crate::framework::SignPlugin for DynamicResources {
     /// As upstream: a pod with resource claims cannot be signed; otherwise nothing to add.
     fn sign_pod(

@@ -183,7 +183,6 @@ impl ScorePlugin for NodeResourcesBalancedAllocation {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodeResourcesBalancedAllocation {
     /// As upstream: the pod's requests, as NodeResourcesFit signs them.
     fn sign_pod(

@@ -455,7 +455,6 @@ impl ScorePlugin for NodeResourcesFit {
     }
 }
 
-
 impl crate::framework::SignPlugin for NodeResourcesFit {
     /// As upstream: the pod's requests; a pod that asks for an extended resource a DeviceClass provides cannot be signed.
     fn sign_pod(
