@@ -149,5 +149,7 @@ fn a_node_that_still_fits_is_rescored_and_placements_stay_those_of_the_gate_off(
     let (off, _) = run(&config(LIST_PROFILE, false), &cluster);
     assert_eq!(placements(&on), placements(&off));
     assert!(placements(&on).iter().all(|(_, n)| n.is_some()), "{:?}", placements(&on));
-    assert!(batched >= PODS as u64 / 2, "{batched} pods took their hint");
+    // After the first pod, every pod takes its hint: the rescored previous node while it has room, the next
+    // cached node once it is full.
+    assert_eq!(batched, PODS as u64 - 1);
 }
