@@ -420,9 +420,10 @@ fn sim_features(flags: &[String]) -> Result<config::Features, BadInput> {
             "GenericWorkload" => generic_workload = Some(on),
             "OpportunisticBatching" => batching = Some(on),
             "AllBeta" => all_beta = Some(on),
-            other => return Err(BadInput(format!(
-                "--feature-gates: {other}: the simulator takes GenericWorkload, OpportunisticBatching and AllBeta only"
-            ))),
+            other => {
+                let takes = "GenericWorkload, OpportunisticBatching and AllBeta";
+                return Err(BadInput(format!("--feature-gates: {other}: the simulator takes {takes} only")));
+            }
         }
     }
     let defaults = config::Features::default();
