@@ -690,7 +690,6 @@ fn plugin_build(project: &author::Project, output: Option<&Path>) -> anyhow::Res
 
 fn run_live(opts: Options, registry: Registry) -> anyhow::Result<()> {
     let mut registry = registry;
-    // GenericWorkload (beta, off by default in v1.37; AllBeta=true turns it on too): the Workload/PodGroup API.
     // The gates of the emulated release with --feature-gates applied (checked when the flags were parsed).
     let features = opts.features().map_err(|e| BadInput(e.to_string()))?;
     let mut cfg = load_config_with(opts.config.as_ref(), &mut registry, features)?;

@@ -98,6 +98,7 @@ pub static GATES: &[Gate] = &[
         specs: &[s(33, false, Alpha), s(37, true, Beta)],
         field: |f| &mut f.storage_capacity_scoring,
     },
+    Gate { name: "OpportunisticBatching", specs: &[s(35, true, Beta)], field: |f| &mut f.opportunistic_batching },
     Gate {
         name: "NominatedNodeNameForExpectation",
         specs: &[s(34, false, Alpha), s(35, true, Beta)],
@@ -132,6 +133,10 @@ pub struct Features {
     pub storage_capacity_scoring: bool,
     /// NominatedNodeNameForExpectation: the node is nominated before PreBind or a Permit wait.
     pub nominated_node_name_for_expectation: bool,
+    /// OpportunisticBatching (beta, on by default since v1.35): a profile whose plugins can all sign pods hands
+    /// the next pod with the same signature the runner-up node of the previous cycle as a hint, checked like a
+    /// nominated node, instead of filtering and scoring every node again.
+    pub opportunistic_batching: bool,
 }
 
 impl Default for Features {
@@ -201,6 +206,7 @@ impl Features {
             volume_limit_scaling: false,
             storage_capacity_scoring: false,
             nominated_node_name_for_expectation: false,
+            opportunistic_batching: false,
         };
         let last = |name: &str| pairs.iter().rev().find(|(k, _)| *k == name).map(|&(_, on)| on);
         let (all_alpha, all_beta) = (last("AllAlpha"), last("AllBeta"));
@@ -276,6 +282,7 @@ mod tests {
         assert!(v37.volume_limit_scaling && !v36.volume_limit_scaling);
         assert!(v37.storage_capacity_scoring && !v36.storage_capacity_scoring);
         assert!(v35.nominated_node_name_for_expectation && !at(34).nominated_node_name_for_expectation);
+        assert!(v35.opportunistic_batching && !at(34).opportunistic_batching);
         assert!(!v37.generic_workload);
     }
 

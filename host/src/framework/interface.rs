@@ -253,6 +253,11 @@ pub trait Plugin: Send + Sync {
     fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
         None
     }
+    /// This plugin as a SignPlugin (it can sign pods for OpportunisticBatching), if it is one. None, the default,
+    /// keeps every profile that runs the plugin at PreFilter, Filter, PreScore or Score from batching.
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        None
+    }
 }
 
 /// Implements a plugin's `as_*` accessors for the extension points it serves, inside its `impl Plugin` block:
@@ -322,6 +327,35 @@ macro_rules! serves {
             Some(self)
         }
     };
+    (@ sign) => {
+        fn as_sign(&self) -> Option<&dyn $crate::framework::SignPlugin> {
+            Some(self)
+        }
+    };
+}
+
+/// One part of a pod's signature (upstream's `SignFragment`): the key names what of the pod it stands for (a
+/// signer name of [`super::signers`]), the value that part in a canonical form. Plugins that look at the same part
+/// give the same key and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignFragment {
+    /// Upstream's signer name, such as `v1.Pod.Spec.Tolerations`.
+    pub key: &'static str,
+    /// The part, canonical: two pods alike for the plugin give equal values.
+    pub value: serde_json::Value,
+}
+
+/// A pod's scheduling signature (upstream's `PodSignature`): two pods with equal signatures get the same Filter
+/// verdicts and scores on the same nodes in the same state. Compared as bytes only.
+pub type PodSignature = Arc<[u8]>;
+
+/// A plugin that can say what of a pod its PreFilter, Filter, PreScore and Score look at (upstream's
+/// `SignPlugin`), which lets OpportunisticBatching reuse one cycle's scores for the next, alike, pod.
+pub trait SignPlugin: Plugin {
+    /// The fragments of `pod`'s signature this plugin contributes; a rejection (any non-Success) says the pod
+    /// cannot be signed, so it is scheduled without batching. `snapshot` is the cycle's (NodeResourcesFit asks it
+    /// which extended resources a DeviceClass provides).
+    fn sign_pod(&self, pod: &PodInfo, snapshot: &Snapshot) -> Result<Vec<SignFragment>, Status>;
 }
 
 /// Gates a pod before it enters the active queue: anything but Success keeps it out until a cluster event.

@@ -1,5 +1,6 @@
-//! Where the runners report how long each plugin call took (`scheduler_plugin_execution_duration_seconds`). The
-//! scheduler's observer implements it; the framework knows only this.
+//! Where the runners report how long each plugin call took (`scheduler_plugin_execution_duration_seconds`), and
+//! what OpportunisticBatching did (`scheduler_batch_*`). The scheduler's observer implements both; the framework
+//! knows only these.
 
 use std::time::Duration;
 
@@ -11,3 +12,23 @@ pub trait PluginMetrics: Send + Sync {
     /// `Filter` or `ScoreExtensionNormalize`). Filter and Score are batched: one call covers a chunk of nodes.
     fn plugin_execution(&self, _plugin: &str, _point: &'static str, _status: Code, _duration: Duration) {}
 }
+
+/// Receives what OpportunisticBatching did, with upstream's label values (see `framework::batch`).
+pub trait BatchMetrics: Send + Sync {
+    /// A hint was not given, or was used or not (`scheduler_batch_attempts_total{profile,result}`).
+    fn batch_attempt(&self, _profile: &str, _result: &'static str) {}
+    /// The cached list was dropped (`scheduler_batch_cache_flushed_total{profile,reason}`).
+    fn batch_cache_flushed(&self, _profile: &str, _reason: &'static str) {}
+    /// The previous pod's node was rescored (`scheduler_batch_rescore_attempts_total{profile}` and
+    /// `scheduler_batch_rescore_duration_seconds{profile}`).
+    fn batch_rescore(&self, _profile: &str, _duration: Duration) {}
+    /// Asking for a hint took `duration` (`scheduler_get_node_hint_duration_seconds{hinted,profile}`).
+    fn get_node_hint(&self, _profile: &str, _hinted: bool, _duration: Duration) {}
+    /// Storing a cycle's results took `duration` (`scheduler_store_schedule_results_duration_seconds{profile}`).
+    fn store_schedule_results(&self, _profile: &str, _duration: Duration) {}
+}
+
+/// Batching reports that go nowhere.
+#[derive(Debug, Default)]
+pub struct NoBatchMetrics;
+impl BatchMetrics for NoBatchMetrics {}

@@ -2,6 +2,7 @@
 //! snapshot plugins read, the registry) and the runner of each extension point. It imports nothing that drives it:
 //! the scheduler, queue, cache and cluster sit above it.
 
+pub mod batch;
 pub mod cycle_state;
 pub mod diagnosis;
 pub mod extension_point;
@@ -15,6 +16,7 @@ pub mod quantity;
 pub mod registry;
 pub mod rng;
 pub mod runtime;
+pub mod signers;
 pub mod snapshot;
 pub mod status;
 pub mod trace;

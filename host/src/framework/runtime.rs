@@ -2,17 +2,18 @@
 //! (`framework/runtime/framework.go`). Each runner's doc states its short-circuit rule.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use thiserror::Error;
 
+use super::batch::{BatchHandle, OpportunisticBatch, OtherNodes, ScoredNode};
 use super::cycle_state::CycleState;
 use super::extension_point::{ExtensionPoint, NUM_EXTENSION_POINTS};
 use super::handle::PluginContext;
 use super::interface::*;
-use super::metrics::PluginMetrics;
+use super::metrics::{BatchMetrics, PluginMetrics};
 use super::parallelize::Parallelizer;
 use super::registry::Registry;
 use super::snapshot::Snapshot;
@@ -100,6 +101,11 @@ pub struct Framework {
     percentage_of_nodes_to_score: Option<i32>,
     parallelizer: Parallelizer,
     waiting: Arc<WaitingPods>,
+    /// OpportunisticBatching's state, when the gate is on (see [`Framework::enable_batching`]).
+    batch: Option<Mutex<OpportunisticBatch>>,
+    /// The plugins that sign pods, when every plugin at PreFilter, Filter, PreScore and Score can and no extender
+    /// is configured (upstream's `enableSignatures`); None: no pod of the profile is signed, so none is batched.
+    signers: Option<Vec<PluginEntry>>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -253,7 +259,130 @@ impl Framework {
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score.or(global_percentage),
             parallelizer,
             waiting,
+            batch: None,
+            signers: None,
         })
+    }
+
+    /// Turns OpportunisticBatching on for this profile (the gate is on), as upstream's `newOpportunisticBatch` and
+    /// `computeBatchablePlugins`: pods are signed only if every plugin at PreFilter, Filter, PreScore and Score
+    /// can sign them and the configuration has no extenders; otherwise the profile still reports every cycle to
+    /// the batch metrics, as upstream's does, but never gets a hint. `generic_workload`: the gate of that name.
+    pub fn enable_batching(&mut self, generic_workload: bool, has_extenders: bool) {
+        self.batch = Some(Mutex::new(OpportunisticBatch::new(generic_workload)));
+        let mut signers: Vec<PluginEntry> = Vec::new();
+        let mut unsupported: Vec<String> = Vec::new();
+        let points =
+            [ExtensionPoint::PreFilter, ExtensionPoint::Filter, ExtensionPoint::PreScore, ExtensionPoint::Score];
+        for e in points.iter().flat_map(|p| self.plugins_at(*p)) {
+            if signers.iter().any(|s| s.name == e.name) || unsupported.iter().any(|u| **u == *e.name) {
+                continue;
+            }
+            if e.plugin.as_sign().is_some() {
+                signers.push(e.clone());
+            } else {
+                unsupported.push(e.name.to_string());
+            }
+        }
+        if has_extenders {
+            tracing::info!(profile = %self.profile_name, "disabling signatures for profile because it has extenders configured");
+            return;
+        }
+        if !unsupported.is_empty() {
+            tracing::info!(
+                profile = %self.profile_name,
+                plugins = %unsupported.join(","),
+                "disabling signatures for profile because plugins do not support it"
+            );
+            return;
+        }
+        self.signers = Some(signers);
+    }
+
+    /// Whether OpportunisticBatching is on for this profile (it may still sign no pod).
+    pub fn batching(&self) -> bool {
+        self.batch.is_some()
+    }
+
+    /// Whether this profile signs pods (every plugin that matters can sign, no extender).
+    pub fn signs_pods(&self) -> bool {
+        self.signers.is_some()
+    }
+
+    /// The pod's signature (upstream's `SignPod`): the schedulerName and every signing plugin's fragments, or None
+    /// when the profile does not sign or a plugin cannot sign this pod. Each plugin's call is timed at `Sign`
+    /// when `timer` is given.
+    pub fn sign_pod(
+        &self,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        timer: &Option<Arc<dyn PluginMetrics>>,
+    ) -> Option<super::interface::PodSignature> {
+        let signers = self.signers.as_ref()?;
+        // Keys sorted, as Go's encoding of a map: plugins that sign the same part give the same key and value.
+        let mut sig: BTreeMap<&'static str, serde_json::Value> = BTreeMap::new();
+        sig.insert(super::signers::SCHEDULER_NAME, serde_json::Value::from(pod.scheduler_name()));
+        for e in signers {
+            let signed = timed(
+                timer,
+                e,
+                "Sign",
+                |r: &Result<Vec<SignFragment>, Status>| r.as_ref().map_or_else(Status::code, |_| Code::Success),
+                || e.plugin.as_sign().expect("a signing plugin").sign_pod(pod, snapshot),
+            );
+            match signed {
+                Ok(fragments) => sig.extend(fragments.into_iter().map(|f| (f.key, f.value))),
+                Err(s) => {
+                    if s.code() == Code::Error {
+                        tracing::error!(plugin = %e.name, pod = %pod.key(), status = %s, "SignPod failed for plugin");
+                    }
+                    return None;
+                }
+            }
+        }
+        serde_json::to_vec(&sig).ok().map(Arc::from)
+    }
+
+    /// OpportunisticBatching's hint for `pod` in cycle `cycle` (see `OpportunisticBatch::get_node_hint`); None
+    /// when the gate is off.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_node_hint(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        signature: Option<&super::interface::PodSignature>,
+        nominated: bool,
+        cycle: u64,
+        now: u64,
+        snapshot: &Snapshot,
+        metrics: &dyn BatchMetrics,
+    ) -> Option<String> {
+        let batch = self.batch.as_ref()?;
+        let mut b = batch.lock().expect("batch lock");
+        b.get_node_hint(self, state, pod, signature, nominated, cycle, now, snapshot, metrics)
+    }
+
+    /// Stores a successful cycle's results for batching (see `OpportunisticBatch::store_schedule_results`); a
+    /// no-op when the gate is off.
+    #[allow(clippy::too_many_arguments)]
+    pub fn store_schedule_results(
+        &self,
+        signature: Option<&super::interface::PodSignature>,
+        hinted: Option<&str>,
+        chosen: &str,
+        others: OtherNodes,
+        cycle: u64,
+        now: u64,
+        metrics: &dyn BatchMetrics,
+    ) {
+        let Some(batch) = &self.batch else { return };
+        let mut b = batch.lock().expect("batch lock");
+        b.store_schedule_results(&self.profile_name, signature, hinted, chosen, others, cycle, now, metrics);
+    }
+
+    /// Pods this profile placed on their batching hint (upstream's `TotalBatchedPods`, for tests).
+    pub fn total_batched_pods(&self) -> u64 {
+        self.batch.as_ref().map_or(0, |b| b.lock().expect("batch lock").batched_pods())
     }
 
     /// The plugins registered at an extension point, in the order they run.
@@ -650,6 +779,31 @@ impl Framework {
         nodes: &[Arc<NodeInfo>],
         trace: Option<&mut CycleTrace>,
     ) -> Result<Vec<NodePluginScores>, Status> {
+        self.score(state, pod, nodes, trace, None)
+    }
+
+    /// `run_score_plugins`, also giving every node's raw scores by plugin with its total, in node order (what
+    /// OpportunisticBatching caches).
+    pub fn run_score_plugins_keeping_raw(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        trace: Option<&mut CycleTrace>,
+    ) -> Result<(Vec<NodePluginScores>, Vec<ScoredNode>), Status> {
+        let mut raw = Vec::with_capacity(nodes.len());
+        let totals = self.score(state, pod, nodes, trace, Some(&mut raw))?;
+        Ok((totals, raw))
+    }
+
+    fn score(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        trace: Option<&mut CycleTrace>,
+        keep_raw: Option<&mut Vec<ScoredNode>>,
+    ) -> Result<Vec<NodePluginScores>, Status> {
         let active: Vec<&PluginEntry> = self
             .plugins_at(ExtensionPoint::Score)
             .iter()
@@ -725,6 +879,13 @@ impl Framework {
         if let Some(t) = trace {
             t.scores = traces;
             t.totals = totals.iter().map(|t| (nodes[t.index].name.clone(), t.total)).collect();
+        }
+        if let Some(out) = keep_raw {
+            out.extend(nodes.iter().zip(&totals).enumerate().map(|(i, (n, t))| ScoredNode {
+                name: n.name.clone(),
+                raw: active.iter().zip(&raw).map(|(e, r)| (e.name.clone(), r[i])).collect(),
+                total: t.total,
+            }));
         }
         Ok(totals)
     }
@@ -971,6 +1132,95 @@ impl Framework {
                 || e.plugin.as_post_bind().expect("registered at postBind").post_bind(state, pod, node),
             );
         }
+    }
+}
+
+impl BatchHandle for Framework {
+    fn profile_name(&self) -> &str {
+        &self.profile_name
+    }
+
+    fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        Framework::run_filter_plugins(self, state, pod, node)
+    }
+
+    fn run_pre_score_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        snapshot: &Snapshot,
+    ) -> Status {
+        self.run_pre_score(state, pod, nodes, snapshot, None)
+    }
+
+    fn run_raw_score_plugins(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Result<Vec<(Arc<str>, i64)>, Status> {
+        let mut out = Vec::new();
+        for e in self.plugins_at(ExtensionPoint::Score).iter().filter(|e| !state.skip_score_plugins.contains(&*e.name))
+        {
+            let r = timed(
+                &state.plugin_timer,
+                e,
+                ExtensionPoint::Score.metric_name(),
+                |r: &Result<i64, Status>| r.as_ref().map_or_else(Status::code, |_| Code::Success),
+                || e.plugin.as_score().expect("registered at score").score(state, pod, node),
+            );
+            match r {
+                Ok(score) => out.push((e.name.clone(), score)),
+                Err(s) => {
+                    return Err(Status::error(format!("plugin {:?} failed with: {}", &*e.name, s.message()))
+                        .with_plugin(&e.name))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// As upstream's `NormalizeScores`: each Score plugin PreScore did not skip normalizes its raw scores across
+    /// `scores` (a node without one from it counts 0), then the weighted sum is each node's total.
+    fn normalize_scores(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        scores: &mut [ScoredNode],
+        snapshot: &Snapshot,
+    ) -> Status {
+        let mut totals: Vec<NodePluginScores> =
+            (0..scores.len()).map(|index| NodePluginScores { index, total: 0, randomizer: 0 }).collect();
+        for e in self.plugins_at(ExtensionPoint::Score).iter().filter(|e| !state.skip_score_plugins.contains(&*e.name))
+        {
+            let sp = e.plugin.as_score().expect("registered at score");
+            let mut list: Vec<NodeScore> = scores
+                .iter()
+                .map(|n| NodeScore {
+                    name: &n.name,
+                    id: snapshot.get(&n.name).map_or(0, |i| i.id),
+                    score: n.raw.iter().find(|(p, _)| *p == e.name).map_or(0, |(_, s)| *s),
+                })
+                .collect();
+            if sp.has_normalize() {
+                let s = timed(&state.plugin_timer, e, "ScoreExtensionNormalize", Status::code, || {
+                    sp.normalize_score(state, pod, &mut list)
+                });
+                if !s.is_success() {
+                    return Status::error(format!("running Normalize on Score plugin {:?}: {}", &*e.name, s.message()))
+                        .with_plugin(&e.name);
+                }
+            }
+            let weighted: Vec<i64> = list.iter().map(|ns| ns.score).collect();
+            if let Err(s) = add_weighted(&mut totals, e, weighted.into_iter()) {
+                return s;
+            }
+        }
+        for (n, t) in scores.iter_mut().zip(totals) {
+            n.total = t.total;
+        }
+        Status::success()
     }
 }
 

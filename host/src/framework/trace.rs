@@ -18,6 +18,9 @@ pub struct CycleTrace {
     pub pre_score_skipped: Vec<String>,
     /// Set when the pod's nominated node was tried first and fit (the other nodes were not evaluated).
     pub nominated_node: Option<String>,
+    /// Set when OpportunisticBatching's hint was tried first and fit (the other nodes were not evaluated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_hint: Option<String>,
     /// What PostFilter (preemption) decided, when it ran.
     pub post_filter: Option<String>,
     /// What each HTTP extender called in this cycle answered (filter, then prioritize), in call order.

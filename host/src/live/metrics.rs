@@ -10,9 +10,7 @@
 //! Left out of v1.37's list: the pod group and workload families (`scheduler_podgroup_*`, `scheduler_placement_*`,
 //! `scheduler_generated_placements_total`, `scheduler_workload_preemption_*`, `scheduler_preemption_workload_*`;
 //! there are no PodGroups here, so `scheduler_queued_entities` and `scheduler_queue_incoming_entities_total` only
-//! ever have `type="pod"`), the OpportunisticBatching families (`scheduler_batch_*`,
-//! `scheduler_get_node_hint_duration_seconds`, `scheduler_store_schedule_results_duration_seconds`: no batching),
-//! `scheduler_pre_queueing_hint_evaluations_total` (SchedulerPreQueueingHints is alpha and off),
+//! ever have `type="pod"`), `scheduler_pre_queueing_hint_evaluations_total` (SchedulerPreQueueingHints is alpha and off),
 //! `scheduler_dra_bindingconditions_*` (no binding conditions), `scheduler_preemption_evaluation_duration_seconds`,
 //! `scheduler_preemption_execution_duration_seconds` and `scheduler_preemption_pdb_violations_total` (not fed yet), `scheduler_event_handling_duration_seconds` and `scheduler_plugin_evaluation_total`
 //! (not fed yet: the second needs a count on every plugin call of every cycle, not only sampled ones),
@@ -66,6 +64,9 @@ const PLUGIN_BUCKETS: Buckets = (0.00001, 1.5, 20);
 const VICTIM_BUCKETS: Buckets = (1.0, 2.0, 7);
 /// `pod_scheduling_sli_duration_seconds`: from 10 ms, doubling, 20 buckets (the last from about 88 minutes).
 const SLI_BUCKETS: Buckets = (0.01, 2.0, 20);
+/// The OpportunisticBatching latencies (`get_node_hint_duration_seconds`, `store_schedule_results_duration_seconds`,
+/// `batch_rescore_duration_seconds`): from 10 µs, doubling, 12 buckets.
+const BATCH_BUCKETS: Buckets = (0.00001, 2.0, 12);
 /// `pod_scheduling_attempts`: 1 to 16, doubling.
 const ATTEMPTS_BUCKETS: Buckets = (1.0, 2.0, 5);
 
@@ -154,6 +155,18 @@ pub struct Metrics {
     queue_incoming_entities: IntCounterVec,
     /// `scheduler_pod_scheduled_after_flush_total`.
     pod_scheduled_after_flush: IntCounter,
+    /// `scheduler_batch_attempts_total{result,profile}`.
+    batch_attempts: IntCounterVec,
+    /// `scheduler_batch_cache_flushed_total{reason,profile}`.
+    batch_cache_flushed: IntCounterVec,
+    /// `scheduler_batch_rescore_attempts_total{profile}`.
+    batch_rescore_attempts: IntCounterVec,
+    /// `scheduler_batch_rescore_duration_seconds{profile}`.
+    batch_rescore_duration: HistogramVec,
+    /// `scheduler_get_node_hint_duration_seconds{hinted,profile}`.
+    get_node_hint_duration: HistogramVec,
+    /// `scheduler_store_schedule_results_duration_seconds{profile}`.
+    store_schedule_results_duration: HistogramVec,
     /// (plugin, profile) pairs ever seen in `scheduler_unschedulable_pods`: upstream's gauge keeps a series at 0
     /// once its pods are gone, so this one does too.
     unschedulable_seen: Mutex<BTreeSet<(String, String)>>,
@@ -245,6 +258,39 @@ impl Metrics {
                 "scheduler_pod_scheduled_after_flush_total",
                 "[ALPHA] Number of pods that were successfully scheduled after being flushed from unschedulableEntities due to timeout. This metric helps detect potential queueing hint misconfigurations or event handling issues.",
             )?,
+            batch_attempts: f.counter_vec(
+                "scheduler_batch_attempts_total",
+                "[ALPHA] Counts of results when we attempt to use batching.",
+                &["result", "profile"],
+            )?,
+            batch_cache_flushed: f.counter_vec(
+                "scheduler_batch_cache_flushed_total",
+                "[ALPHA] Counts of cache flushes by reason.",
+                &["reason", "profile"],
+            )?,
+            batch_rescore_attempts: f.counter_vec(
+                "scheduler_batch_rescore_attempts_total",
+                "[ALPHA] Counts of rescore attempts during opportunistic batching.",
+                &["profile"],
+            )?,
+            batch_rescore_duration: f.histogram_vec(
+                "scheduler_batch_rescore_duration_seconds",
+                "[ALPHA] Latency for rescoring a node during opportunistic batching.",
+                BATCH_BUCKETS,
+                &["profile"],
+            )?,
+            get_node_hint_duration: f.histogram_vec(
+                "scheduler_get_node_hint_duration_seconds",
+                "[ALPHA] Latency for getting a node hint.",
+                BATCH_BUCKETS,
+                &["hinted", "profile"],
+            )?,
+            store_schedule_results_duration: f.histogram_vec(
+                "scheduler_store_schedule_results_duration_seconds",
+                "[ALPHA] Latency for storing scheduling results.",
+                BATCH_BUCKETS,
+                &["profile"],
+            )?,
             unschedulable_seen: Mutex::default(),
             pod_groups: std::sync::OnceLock::new(),
             registry,
@@ -305,6 +351,26 @@ impl Default for Metrics {
 impl PluginMetrics for Metrics {
     fn plugin_execution(&self, plugin: &str, point: &'static str, status: Code, d: Duration) {
         self.plugin_execution_duration.with_label_values(&[point, status.as_str(), plugin]).observe(d.as_secs_f64());
+    }
+}
+
+impl crate::framework::metrics::BatchMetrics for Metrics {
+    fn batch_attempt(&self, profile: &str, result: &'static str) {
+        self.batch_attempts.with_label_values(&[result, profile]).inc();
+    }
+    fn batch_cache_flushed(&self, profile: &str, reason: &'static str) {
+        self.batch_cache_flushed.with_label_values(&[reason, profile]).inc();
+    }
+    fn batch_rescore(&self, profile: &str, d: Duration) {
+        self.batch_rescore_attempts.with_label_values(&[profile]).inc();
+        self.batch_rescore_duration.with_label_values(&[profile]).observe(d.as_secs_f64());
+    }
+    fn get_node_hint(&self, profile: &str, hinted: bool, d: Duration) {
+        let hinted = if hinted { "hint" } else { "no_hint" };
+        self.get_node_hint_duration.with_label_values(&[hinted, profile]).observe(d.as_secs_f64());
+    }
+    fn store_schedule_results(&self, profile: &str, d: Duration) {
+        self.store_schedule_results_duration.with_label_values(&[profile]).observe(d.as_secs_f64());
     }
 }
 
@@ -642,7 +708,13 @@ mod tests {
     use super::*;
 
     /// Every family of kube-scheduler v1.37 exported here, with upstream's type.
-    const UPSTREAM_TYPES: [(&str, &str); 18] = [
+    const UPSTREAM_TYPES: [(&str, &str); 24] = [
+        ("scheduler_batch_attempts_total", "counter"),
+        ("scheduler_batch_cache_flushed_total", "counter"),
+        ("scheduler_batch_rescore_attempts_total", "counter"),
+        ("scheduler_batch_rescore_duration_seconds", "histogram"),
+        ("scheduler_get_node_hint_duration_seconds", "histogram"),
+        ("scheduler_store_schedule_results_duration_seconds", "histogram"),
         ("scheduler_queue_incoming_entities_total", "counter"),
         ("scheduler_pod_scheduled_after_flush_total", "counter"),
         ("scheduler_queued_entities", "gauge"),
@@ -664,7 +736,10 @@ mod tests {
     ];
 
     /// Each histogram with upstream's `ExponentialBuckets(start, factor, count)`.
-    const UPSTREAM_BUCKETS: [(&str, Buckets); 8] = [
+    const UPSTREAM_BUCKETS: [(&str, Buckets); 11] = [
+        ("scheduler_batch_rescore_duration_seconds", (0.00001, 2.0, 12)),
+        ("scheduler_get_node_hint_duration_seconds", (0.00001, 2.0, 12)),
+        ("scheduler_store_schedule_results_duration_seconds", (0.00001, 2.0, 12)),
         ("scheduler_scheduling_attempt_duration_seconds", (0.001, 2.0, 15)),
         ("scheduler_scheduling_algorithm_duration_seconds", (0.001, 2.0, 15)),
         ("scheduler_framework_extension_point_duration_seconds", (0.0001, 2.0, 12)),
@@ -705,6 +780,18 @@ mod tests {
         m.incoming(QueueName::Active, crate::queue::event::UNSCHEDULED_POD_ADD);
         m.incoming(QueueName::Gated, crate::queue::event::UNSCHEDULED_POD_ADD);
         m.incoming(QueueName::Backoff, "NodeAdd");
+        {
+            use crate::framework::batch::{flush, ATTEMPT_HINT_USED, ATTEMPT_NO_HINT};
+            use crate::framework::metrics::BatchMetrics;
+            m.batch_attempt("default-scheduler", ATTEMPT_NO_HINT);
+            m.batch_attempt("default-scheduler", ATTEMPT_HINT_USED);
+            m.batch_attempt("default-scheduler", ATTEMPT_HINT_USED);
+            m.batch_cache_flushed("default-scheduler", flush::POD_NOT_BATCHABLE);
+            m.batch_rescore("default-scheduler", ms(1));
+            m.get_node_hint("default-scheduler", true, ms(1));
+            m.get_node_hint("default-scheduler", false, ms(1));
+            m.store_schedule_results("default-scheduler", ms(1));
+        }
         let state = SchedulerState {
             pending: HashMap::from([(QueueName::Active, 4), (QueueName::Unschedulable, 2)]),
             unschedulable: BTreeMap::from([(("NodeAffinity".into(), "default-scheduler".into()), 2)]),
@@ -822,10 +909,24 @@ mod tests {
             r#"kws_extender_requests_total{extender="http://ext",result="success",verb="prioritize"} 4"#,
             r#"kws_extender_requests_total{extender="http://ext",result="error",verb="prioritize"} 1"#,
             r#"kws_extender_request_duration_seconds_total{extender="http://ext",verb="prioritize"} 0.5"#,
+            r#"scheduler_batch_attempts_total{profile="default-scheduler",result="no_hint"} 1"#,
+            r#"scheduler_batch_attempts_total{profile="default-scheduler",result="hint_used"} 2"#,
+            r#"scheduler_batch_cache_flushed_total{profile="default-scheduler",reason="pod_not_batchable"} 1"#,
+            r#"scheduler_batch_rescore_attempts_total{profile="default-scheduler"} 1"#,
+            r#"scheduler_batch_rescore_duration_seconds_count{profile="default-scheduler"} 1"#,
+            r#"scheduler_get_node_hint_duration_seconds_count{hinted="hint",profile="default-scheduler"} 1"#,
+            r#"scheduler_get_node_hint_duration_seconds_count{hinted="no_hint",profile="default-scheduler"} 1"#,
+            r#"scheduler_store_schedule_results_duration_seconds_count{profile="default-scheduler"} 1"#,
         ] {
             assert!(out.lines().any(|l| l == line), "missing {line}:\n{out}");
         }
         assert!(out.contains("# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts"), "{out}");
+        assert!(
+            out.contains(
+                "# HELP scheduler_batch_attempts_total [ALPHA] Counts of results when we attempt to use batching.\n"
+            ),
+            "{out}"
+        );
     }
 
     #[test]

@@ -229,6 +229,24 @@ impl PluginMetrics for LoggingObserver {
     }
 }
 
+impl crate::framework::metrics::BatchMetrics for LoggingObserver {
+    fn batch_attempt(&self, profile: &str, result: &'static str) {
+        self.metrics.batch_attempt(profile, result);
+    }
+    fn batch_cache_flushed(&self, profile: &str, reason: &'static str) {
+        self.metrics.batch_cache_flushed(profile, reason);
+    }
+    fn batch_rescore(&self, profile: &str, d: Duration) {
+        self.metrics.batch_rescore(profile, d);
+    }
+    fn get_node_hint(&self, profile: &str, hinted: bool, d: Duration) {
+        self.metrics.get_node_hint(profile, hinted, d);
+    }
+    fn store_schedule_results(&self, profile: &str, d: Duration) {
+        self.metrics.store_schedule_results(profile, d);
+    }
+}
+
 impl Observer for LoggingObserver {
     fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, d: Duration, t: Option<CycleTrace>) {
         let verbose = self.verbosity >= POD_LOG_VERBOSITY;

@@ -245,7 +245,7 @@ const FLAGS: &[Flag] = &[
     used(
         "feature-gates",
         Value,
-        "the gates of config::features::GATES (at the emulated release's defaults), GenericWorkload, \
+        "the gates of config::features::GATES (at the emulated release's defaults), \
          ComponentFlagz, ComponentStatusz and AllAlpha/AllBeta take effect; others are checked only",
     ),
     used("emulated-version", Value, "the release whose feature-gate defaults apply (kube=1.34..1.37)"),

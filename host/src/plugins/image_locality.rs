@@ -120,7 +120,7 @@ impl Plugin for ImageLocality {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         Vec::new()
     }
-    crate::serves!(pre_score, score);
+    crate::serves!(pre_score, score, sign);
 }
 
 impl PreScorePlugin for ImageLocality {
@@ -153,6 +153,25 @@ impl ScorePlugin for ImageLocality {
             Some(PreScoreState(s)) => Ok(Self::score_with(s, node)),
             None => Err(Status::error(format!("error reading {PRE_SCORE_STATE_KEY:?} from cycleState: not found"))),
         }
+    }
+}
+
+impl crate::framework::SignPlugin for ImageLocality {
+    /// As upstream: the normalized image names of the containers and init containers, each once, sorted.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        let spec = pod.pod.spec.as_ref();
+        let names: std::collections::BTreeSet<String> = spec
+            .map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
+            .into_iter()
+            .flatten()
+            .map(|c| normalized_image_name(c.image.as_deref().unwrap_or("")))
+            .collect();
+        Ok(vec![SignFragment { key: signers::IMAGE_NAMES, value: serde_json::json!(names) }])
     }
 }
 

@@ -433,7 +433,26 @@ impl Plugin for InterPodAffinity {
             ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_LABEL),
         ]
     }
-    crate::serves!(pre_filter, filter, pre_score, score);
+    crate::serves!(pre_filter, filter, pre_score, score, sign);
+}
+
+impl crate::framework::SignPlugin for InterPodAffinity {
+    /// As upstream: a pod with pod (anti-)affinity cannot be signed; otherwise its labels, which other pods' terms may match, unless `ignorePreferredTermsOfExistingPods` makes only the pod's own terms count.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        let aff = pod.pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+        if aff.is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some()) {
+            return Err(crate::framework::Status::unschedulable("pods with InterPodAffinity are not signable"));
+        }
+        if self.args.ignore_preferred_terms_of_existing_pods {
+            return Ok(Vec::new());
+        }
+        Ok(vec![SignFragment { key: signers::LABELS, value: serde_json::json!(pod.pod.metadata.labels) }])
+    }
 }
 
 #[cfg(test)]

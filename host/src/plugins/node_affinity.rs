@@ -225,7 +225,7 @@ impl Plugin for NodeAffinity {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_LABEL)]
     }
-    crate::serves!(pre_filter, filter, pre_score, score);
+    crate::serves!(pre_filter, filter, pre_score, score, sign);
 }
 
 impl PreFilterPlugin for NodeAffinity {
@@ -320,6 +320,22 @@ impl ScorePlugin for NodeAffinity {
 
     fn has_normalize(&self) -> bool {
         true
+    }
+}
+
+impl crate::framework::SignPlugin for NodeAffinity {
+    /// As upstream: the node affinity and the node selector.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        let selector = pod.pod.spec.as_ref().and_then(|s| s.node_selector.clone());
+        Ok(vec![
+            SignFragment { key: signers::NODE_AFFINITY, value: signers::node_affinity(pod) },
+            SignFragment { key: signers::NODE_SELECTOR, value: serde_json::json!(selector) },
+        ])
     }
 }
 

@@ -99,7 +99,7 @@ impl Plugin for NodeDeclaredFeatures {
             ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
         ]
     }
-    crate::serves!(pre_filter, filter);
+    crate::serves!(pre_filter, filter, sign);
 }
 
 impl PreFilterPlugin for NodeDeclaredFeatures {
@@ -124,6 +124,18 @@ impl FilterPlugin for NodeDeclaredFeatures {
         } else {
             Status::unresolvable(ERR_REASON)
         }
+    }
+}
+
+impl crate::framework::SignPlugin for NodeDeclaredFeatures {
+    /// As upstream: the declared features the pod needs.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::FEATURES, value: serde_json::json!(required_features(pod).join(",")) }])
     }
 }
 

@@ -28,7 +28,7 @@ impl Plugin for NodeName {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![ClusterEvent::new(EventResource::Node, action::ADD)]
     }
-    crate::serves!(filter);
+    crate::serves!(filter, sign);
 }
 
 impl FilterPlugin for NodeName {
@@ -37,6 +37,19 @@ impl FilterPlugin for NodeName {
             Some(n) if n != node.name => Status::unresolvable(ERR_REASON),
             _ => Status::success(),
         }
+    }
+}
+
+impl crate::framework::SignPlugin for NodeName {
+    /// As upstream: the pod's `spec.nodeName`.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        let name = pod.pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        Ok(vec![SignFragment { key: signers::NODE_NAME, value: serde_json::json!(name) }])
     }
 }
 

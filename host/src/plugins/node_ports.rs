@@ -64,7 +64,7 @@ impl Plugin for NodePorts {
             ClusterEvent::new(EventResource::Node, action::ADD),
         ]
     }
-    crate::serves!(pre_filter, filter);
+    crate::serves!(pre_filter, filter, sign);
 }
 
 impl PreFilterPlugin for NodePorts {
@@ -91,6 +91,18 @@ impl FilterPlugin for NodePorts {
             return Status::unschedulable(ERR_REASON);
         }
         Status::success()
+    }
+}
+
+impl crate::framework::SignPlugin for NodePorts {
+    /// As upstream: the host ports.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::HOST_PORTS, value: signers::host_ports(pod) }])
     }
 }
 

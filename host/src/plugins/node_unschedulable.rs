@@ -37,7 +37,7 @@ impl Plugin for NodeUnschedulable {
             ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
         ]
     }
-    crate::serves!(filter);
+    crate::serves!(filter, sign);
 }
 
 impl FilterPlugin for NodeUnschedulable {
@@ -52,6 +52,18 @@ impl FilterPlugin for NodeUnschedulable {
         } else {
             Status::unresolvable(ERR_REASON_UNSCHEDULABLE)
         }
+    }
+}
+
+impl crate::framework::SignPlugin for NodeUnschedulable {
+    /// As upstream: the tolerations (of the unschedulable taint).
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::TOLERATIONS, value: signers::tolerations(pod) }])
     }
 }
 

@@ -249,7 +249,7 @@ impl Plugin for NodeVolumeLimits {
             _ => QueueingHint::Queue,
         }
     }
-    crate::serves!(pre_filter, filter);
+    crate::serves!(pre_filter, filter, sign);
 }
 
 impl PreFilterPlugin for NodeVolumeLimits {
@@ -312,6 +312,18 @@ impl FilterPlugin for NodeVolumeLimits {
             }
         }
         Status::success()
+    }
+}
+
+impl crate::framework::SignPlugin for NodeVolumeLimits {
+    /// As upstream's CSILimits: the volumes' sources.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::VOLUMES, value: signers::volumes(pod) }])
     }
 }
 

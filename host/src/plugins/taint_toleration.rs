@@ -101,7 +101,7 @@ impl Plugin for TaintToleration {
             ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
         ]
     }
-    crate::serves!(filter, pre_score, score);
+    crate::serves!(filter, pre_score, score, sign);
 }
 
 impl FilterPlugin for TaintToleration {
@@ -159,6 +159,18 @@ impl ScorePlugin for TaintToleration {
 
     fn has_normalize(&self) -> bool {
         true
+    }
+}
+
+impl crate::framework::SignPlugin for TaintToleration {
+    /// As upstream: the tolerations.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::TOLERATIONS, value: signers::tolerations(pod) }])
     }
 }
 

@@ -629,7 +629,7 @@ impl Plugin for VolumeBinding {
             ClusterEvent::new(EventResource::CSIStorageCapacity, action::ADD | action::UPDATE),
         ]
     }
-    crate::serves!(pre_filter, filter, pre_score, score, reserve, pre_bind);
+    crate::serves!(pre_filter, filter, pre_score, score, reserve, pre_bind, sign);
 }
 
 /// Upstream Score's grouping by storage class: the pre-made volumes Filter chose, when there are any (requests
@@ -937,6 +937,18 @@ impl PreBindPlugin for VolumeBinding {
             Ok(()) => Status::success(),
             Err(e) => Status::error(format!("binding volumes: {e}")),
         }
+    }
+}
+
+impl crate::framework::SignPlugin for VolumeBinding {
+    /// As upstream: the volumes' sources.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::VOLUMES, value: signers::volumes(pod) }])
     }
 }
 

@@ -172,7 +172,7 @@ impl Plugin for VolumeRestrictions {
             QueueingHint::QueueSkip
         }
     }
-    crate::serves!(pre_filter, filter);
+    crate::serves!(pre_filter, filter, sign);
 }
 
 impl PreFilterPlugin for VolumeRestrictions {
@@ -264,6 +264,18 @@ impl FilterPlugin for VolumeRestrictions {
             return Status::unschedulable(ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT);
         }
         Status::success()
+    }
+}
+
+impl crate::framework::SignPlugin for VolumeRestrictions {
+    /// As upstream: the volumes' sources.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::VOLUMES, value: signers::volumes(pod) }])
     }
 }
 

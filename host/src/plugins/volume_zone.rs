@@ -138,7 +138,7 @@ impl Plugin for VolumeZone {
             ClusterEvent::new(EventResource::Volume, action::ADD | action::UPDATE),
         ]
     }
-    crate::serves!(pre_filter, filter);
+    crate::serves!(pre_filter, filter, sign);
 }
 
 impl PreFilterPlugin for VolumeZone {
@@ -170,6 +170,18 @@ impl FilterPlugin for VolumeZone {
             }
         }
         Status::success()
+    }
+}
+
+impl crate::framework::SignPlugin for VolumeZone {
+    /// As upstream: the volumes' sources.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        Ok(vec![SignFragment { key: signers::VOLUMES, value: signers::volumes(pod) }])
     }
 }
 

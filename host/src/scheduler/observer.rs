@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::framework::metrics::PluginMetrics;
+use crate::framework::metrics::{BatchMetrics, PluginMetrics};
 use crate::framework::{Code, CycleTrace, PodInfo};
 
 /// How an attempt ended.
@@ -29,8 +29,9 @@ impl AttemptResult {
 }
 
 /// Receives what happens, for the simulator's report, metrics and logs. Plugin call timings arrive through the
-/// framework's [`PluginMetrics`], which every observer also is.
-pub trait Observer: PluginMetrics {
+/// framework's [`PluginMetrics`], and what OpportunisticBatching did through its [`BatchMetrics`]; every observer
+/// is both.
+pub trait Observer: PluginMetrics + BatchMetrics {
     /// An attempt ended (after binding, for scheduled pods).
     fn attempt(
         &self,
@@ -71,4 +72,5 @@ pub trait Observer: PluginMetrics {
 #[derive(Debug, Default)]
 pub struct NoopObserver;
 impl PluginMetrics for NoopObserver {}
+impl BatchMetrics for NoopObserver {}
 impl Observer for NoopObserver {}

@@ -170,7 +170,11 @@ pub fn build_profiles(
     let mut serving = Vec::with_capacity(config.profiles.len());
     let mut shadow_fws = HashMap::new();
     for p in &config.profiles {
-        let fw = Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone())?;
+        let mut fw = Framework::new(p, config.percentage_of_nodes_to_score, registry, ctx, par.clone())?;
+        if config.features.opportunistic_batching {
+            // Upstream hands every profile all the configuration's extenders, and any extender stops signing.
+            fw.enable_batching(config.features.generic_workload, !config.extenders.is_empty());
+        }
         if is_shadow(&config.profiles, &p.scheduler_name) {
             shadow_fws.insert(p.scheduler_name.clone(), Arc::new(fw));
         } else {

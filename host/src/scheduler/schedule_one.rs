@@ -12,13 +12,14 @@ use super::shadow::Decision;
 use super::Scheduler;
 use crate::cluster::ClusterError;
 use crate::extender::Extenders;
+use crate::framework::batch::{heap, OtherNodes};
 use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::rng::Rng;
 use crate::framework::runtime::NodePluginScores;
 use crate::framework::{
     action, ClusterEvent, Code, CycleState, CycleTrace, Diagnosis, EventObject, EventResource, ExtensionPoint,
-    Framework, NodeInfo, PodEvent, PodInfo, PostFilterHandle, PostFilterResult, PreemptionCandidate, QueuedPodInfo,
-    Snapshot, Status,
+    Framework, NodeInfo, PodEvent, PodInfo, PodSignature, PostFilterHandle, PostFilterResult, PreemptionCandidate,
+    QueuedPodInfo, Snapshot, Status,
 };
 
 /// Upstream `findNodesThatPassExtenders` after the framework's Filter; when an extender rejected nodes the pod
@@ -76,6 +77,16 @@ pub(super) enum Decider {
         /// Where the serving cycle's node search started.
         start: usize,
     },
+}
+
+/// What OpportunisticBatching needs of a serving cycle: the pod's signature and the cycle's count (upstream's
+/// `CurrentCycle`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Batching<'a> {
+    /// The pod's signature, if it has one.
+    pub(super) signature: Option<&'a PodSignature>,
+    /// The scheduling cycle.
+    pub(super) cycle: u64,
 }
 
 /// One pod's attempt from pop to its end: what the scheduling cycle hands the binding cycle, and what every way
@@ -150,7 +161,17 @@ impl Scheduler {
         let mut snapshot = self.snapshot.lock().expect("snapshot lock");
         self.refresh_snapshot(&mut snapshot);
         let start_node_index = self.next_start_node_index.load(Ordering::Relaxed);
-        let result = self.schedule_pod(&a.fwk, &mut a.state, &pod, &snapshot, a.trace.as_mut(), Decider::Serving);
+        let signature = self.sign_pod(&a.fwk, &pod, &snapshot);
+        let batching = Batching { signature: signature.as_ref(), cycle };
+        let result = self.schedule_pod(
+            &a.fwk,
+            &mut a.state,
+            &pod,
+            &snapshot,
+            a.trace.as_mut(),
+            Decider::Serving,
+            Some(batching),
+        );
         if let Some(shadow) = self.profiles.shadow_of(a.fwk.profile_name()) {
             self.run_shadow(&a.fwk, shadow, &pod, &snapshot, start_node_index, &result);
         }
@@ -219,6 +240,21 @@ impl Scheduler {
         true
     }
 
+    /// The pod's signature for OpportunisticBatching, when the gate is on and the profile signs pods (upstream
+    /// signs a pod when it enters the queue; signing when it is popped gives the same signature, the pod's spec
+    /// being the same). Timed as upstream's `Sign` extension point and plugin calls, which are not sampled.
+    pub(super) fn sign_pod(&self, fwk: &Framework, pod: &PodInfo, snapshot: &Snapshot) -> Option<PodSignature> {
+        if !fwk.batching() {
+            return None;
+        }
+        let t0 = Instant::now();
+        let timer: Option<Arc<dyn crate::framework::metrics::PluginMetrics>> = Some(self.observer.clone());
+        let signature = fwk.sign_pod(pod, snapshot, &timer);
+        // Upstream reports Success whatever the plugins said.
+        self.observer.extension_point(fwk.profile_name(), "Sign", Code::Success, t0.elapsed());
+        signature
+    }
+
     /// Whether this cycle's plugin calls are timed (see [`sampled`]).
     pub(super) fn sample_plugin_metrics(&self) -> bool {
         sampled(self.cycles_started.fetch_add(1, Ordering::Relaxed), self.options.plugin_metrics_sample_percent)
@@ -260,7 +296,7 @@ impl Scheduler {
     ) {
         let mut state = CycleState::new();
         shadow.begin_cycle(&mut state, pod);
-        let shadowed = self.schedule_pod(shadow, &mut state, pod, snapshot, None, Decider::Shadow { start });
+        let shadowed = self.schedule_pod(shadow, &mut state, pod, snapshot, None, Decider::Shadow { start }, None);
         let decision = |r: &Result<ScheduleResult, ScheduleError>| match r {
             Ok(r) => Decision::Node {
                 host: r.host.clone(),
@@ -281,7 +317,9 @@ impl Scheduler {
         );
     }
 
-    /// Upstream `schedulePod`: find feasible nodes, score them, pick one.
+    /// Upstream `schedulePod`: find feasible nodes, score them, pick one. A serving cycle with `batching` (the gate
+    /// on) asks the profile for a hint and stores its results, as upstream's (a shadow neither asks nor stores).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn schedule_pod(
         &self,
         fwk: &Framework,
@@ -290,7 +328,16 @@ impl Scheduler {
         snapshot: &Snapshot,
         mut trace: Option<&mut CycleTrace>,
         decider: Decider,
+        batching: Option<Batching<'_>>,
     ) -> Result<ScheduleResult, ScheduleError> {
+        let batching = batching.filter(|_| fwk.batching() && matches!(decider, Decider::Serving));
+        // Upstream's StoreScheduleResults, for each way a serving cycle finds its node.
+        let store = |hint: Option<&str>, chosen: &str, others: OtherNodes| {
+            if let Some(b) = batching {
+                let now = self.clock.now();
+                fwk.store_schedule_results(b.signature, hint, chosen, others, b.cycle, now, &*self.observer);
+            }
+        };
         if snapshot.is_empty() {
             return Err(ScheduleError::NoNodes);
         }
@@ -325,7 +372,13 @@ impl Scheduler {
 
         // A pod nominated by an earlier preemption tries its node first.
         let nominated = self.queue.lock().expect("queue lock").nominated_node(&pod.uid).map(str::to_string);
-        if let Some(n) = nominated.as_deref().and_then(|n| snapshot.get(n)) {
+        // OpportunisticBatching's hint, asked even for a nominated pod (which flushes the cached list), and tried
+        // the same way when the pod is not nominated.
+        let hint = batching.and_then(|b| {
+            let now = self.clock.now();
+            fwk.get_node_hint(state, pod, b.signature, nominated.is_some(), b.cycle, now, snapshot, &*self.observer)
+        });
+        if let Some(n) = nominated.as_deref().or(hint.as_deref()).and_then(|n| snapshot.get(n)) {
             if pre_result.as_ref().is_none_or(|set| set.contains(&n.name)) {
                 let s = fwk.run_filter_plugins_with_nominated_pods(state, pod, n, snapshot);
                 if s.code() == Code::Error {
@@ -339,8 +392,13 @@ impl Scheduler {
                             .is_ok_and(|kept| !kept.is_empty()));
                 if passes_extenders {
                     if let Some(t) = trace {
-                        t.nominated_node = Some(n.name.clone());
+                        if nominated.is_some() {
+                            t.nominated_node = Some(n.name.clone());
+                        } else {
+                            t.node_hint = Some(n.name.clone());
+                        }
                     }
+                    store(hint.as_deref(), &n.name, OtherNodes::NotScored);
                     return Ok(ScheduleResult { host: n.name.clone(), best: Vec::new() });
                 }
             }
@@ -378,6 +436,7 @@ impl Scheduler {
             return Err(ScheduleError::Fit { diagnosis: Box::new(diagnosis), num_all_nodes });
         }
         if feasible.len() == 1 {
+            store(hint.as_deref(), &feasible[0].name, OtherNodes::NotScored);
             return Ok(ScheduleResult { host: feasible[0].name.clone(), best: Vec::new() });
         }
 
@@ -388,8 +447,14 @@ impl Scheduler {
             return Err(ScheduleError::Status(s));
         }
         let t0 = Instant::now();
-        let mut scores =
-            fwk.run_score_plugins(state, pod, &feasible, trace.as_deref_mut()).map_err(ScheduleError::Status)?;
+        // A signed pod's scores are kept with each plugin's raw score, for the next pod alike.
+        let keep = batching.is_some_and(|b| b.signature.is_some());
+        let (mut scores, kept) = if keep {
+            fwk.run_score_plugins_keeping_raw(state, pod, &feasible, trace.as_deref_mut()).map(|(s, k)| (s, Some(k)))
+        } else {
+            fwk.run_score_plugins(state, pod, &feasible, trace.as_deref_mut()).map(|s| (s, None))
+        }
+        .map_err(ScheduleError::Status)?;
         observe(ExtensionPoint::Score, Code::Success, t0);
         if !extenders.is_empty() {
             extenders.prioritize(pod, &feasible, &mut scores, trace.as_deref_mut().map(|t| &mut t.extenders));
@@ -404,7 +469,21 @@ impl Scheduler {
             }
         }
         if serving {
-            return Ok(ScheduleResult { host: feasible[select_host(&mut scores)].name.clone(), best: Vec::new() });
+            let host = feasible[select_host(&mut scores)].name.clone();
+            if batching.is_some() {
+                // The same heap select_host built, so the node popped is the node chosen; the rest is cached.
+                let others = match kept {
+                    Some(mut kept) => {
+                        heap::init(&mut kept, &heap::by_total);
+                        let chosen = heap::pop(&mut kept, &heap::by_total);
+                        debug_assert_eq!(chosen.map(|c| c.name).as_deref(), Some(host.as_str()));
+                        OtherNodes::Kept(kept)
+                    }
+                    None => OtherNodes::Unkept(feasible.len() - 1),
+                };
+                store(hint.as_deref(), &host, others);
+            }
+            return Ok(ScheduleResult { host, best: Vec::new() });
         }
         let top = scores.iter().map(|s| s.total).max().unwrap_or_default();
         let best: Vec<String> =
@@ -1078,22 +1157,7 @@ fn select_host(scores: &mut [NodePluginScores]) -> usize {
     let less = |a: &NodePluginScores, b: &NodePluginScores| {
         a.total > b.total || (a.total == b.total && a.randomizer > b.randomizer)
     };
-    let n = scores.len();
-    for i0 in (0..n / 2).rev() {
-        let mut i = i0;
-        loop {
-            let j1 = 2 * i + 1;
-            if j1 >= n {
-                break;
-            }
-            let j = if j1 + 1 < n && less(&scores[j1 + 1], &scores[j1]) { j1 + 1 } else { j1 };
-            if !less(&scores[j], &scores[i]) {
-                break;
-            }
-            scores.swap(i, j);
-            i = j;
-        }
-    }
+    heap::init(scores, &less);
     scores[0].index
 }
 

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
-use super::schedule_one::{rejected_on, Attempt, Decider, ScheduleError};
+use super::schedule_one::{rejected_on, Attempt, Batching, Decider, ScheduleError};
 use super::Scheduler;
 use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::{Code, CycleState, CycleTrace, Framework, PodGroupCondition, PodInfo, QueuedPodInfo, Status};
@@ -144,8 +144,18 @@ impl Scheduler {
             if status.code() != Code::Unschedulable {
                 for (i, a) in attempts.iter_mut().enumerate() {
                     let pod = a.qpi.pod_info.clone();
-                    let result =
-                        self.schedule_pod(&a.fwk, &mut a.state, &pod, &snapshot, a.trace.as_mut(), Decider::Serving);
+                    let signature = self.sign_pod(&a.fwk, &pod, &snapshot);
+                    // Every member shares the cycle's count, which lets them share the batch's list too.
+                    let batching = Batching { signature: signature.as_ref(), cycle: a.cycle };
+                    let result = self.schedule_pod(
+                        &a.fwk,
+                        &mut a.state,
+                        &pod,
+                        &snapshot,
+                        a.trace.as_mut(),
+                        Decider::Serving,
+                        Some(batching),
+                    );
                     self.observer.scheduling_algorithm(a.start.elapsed());
                     tried[i] = match result {
                         Ok(r) => {

@@ -188,6 +188,8 @@ struct SimObserver(Mutex<Collector>);
 
 impl PluginMetrics for SimObserver {}
 
+impl crate::framework::metrics::BatchMetrics for SimObserver {}
+
 impl Observer for SimObserver {
     fn attempt(&self, profile: &str, pod: &PodInfo, result: &AttemptResult, _d: Duration, trace: Option<CycleTrace>) {
         let mut c = self.0.lock().expect("collector lock");

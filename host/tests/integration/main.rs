@@ -5,6 +5,7 @@ mod oci_registry;
 mod util;
 
 mod author;
+mod batching;
 mod compare;
 mod config;
 mod config_props;

@@ -686,7 +686,7 @@ impl Plugin for DynamicResources {
         }
     }
 
-    crate::serves!(pre_enqueue, pre_filter, filter, post_filter, score, reserve, pre_bind);
+    crate::serves!(pre_enqueue, pre_filter, filter, post_filter, score, reserve, pre_bind, sign);
 }
 
 impl PreEnqueuePlugin for DynamicResources {
@@ -1183,6 +1183,20 @@ impl PreBindPlugin for DynamicResources {
             }
         }
         self.wait_for_binding_conditions(s)
+    }
+}
+
+impl crate::framework::SignPlugin for DynamicResources {
+    /// As upstream: a pod with resource claims cannot be signed; otherwise nothing to add.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        if pod.pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
+            return Err(crate::framework::Status::unschedulable("pods with dra resource claims are not signable"));
+        }
+        Ok(Vec::new())
     }
 }
 

@@ -142,7 +142,7 @@ impl Plugin for NodeResourcesBalancedAllocation {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         Vec::new()
     }
-    crate::serves!(pre_score, score);
+    crate::serves!(pre_score, score, sign);
 }
 
 impl PreScorePlugin for NodeResourcesBalancedAllocation {
@@ -180,6 +180,23 @@ impl ScorePlugin for NodeResourcesBalancedAllocation {
 
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         Ok(self.score_with(node, &self.scorer.requests(state, pod)))
+    }
+}
+
+impl crate::framework::SignPlugin for NodeResourcesBalancedAllocation {
+    /// As upstream: the pod's requests, as NodeResourcesFit signs them.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        if super::dra_backed_request(pod, &snapshot.objects) {
+            return Err(crate::framework::Status::unschedulable(
+                "signature disabled when dra extended resources are used in the cluster",
+            ));
+        }
+        Ok(vec![SignFragment { key: signers::RESOURCES, value: super::requests_fragment(pod) }])
     }
 }
 

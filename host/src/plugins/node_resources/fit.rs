@@ -370,7 +370,7 @@ impl Plugin for NodeResourcesFit {
             ClusterEvent::new(EventResource::DeviceClass, action::ADD | action::UPDATE),
         ]
     }
-    crate::serves!(pre_filter, filter, pre_score, score);
+    crate::serves!(pre_filter, filter, pre_score, score, sign);
 }
 
 impl PreFilterPlugin for NodeResourcesFit {
@@ -457,6 +457,23 @@ impl ScorePlugin for NodeResourcesFit {
     /// Reads the cycle state once per batch, not once per node.
     fn score_nodes(&self, state: &CycleState, pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
         self.scorer.score_nodes(state, pod, nodes, out, |n, reqs| self.score_with(n, reqs))
+    }
+}
+
+impl crate::framework::SignPlugin for NodeResourcesFit {
+    /// As upstream: the pod's requests; a pod that asks for an extended resource a DeviceClass provides cannot be signed.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        use crate::framework::{signers, SignFragment};
+        if super::dra_backed_request(pod, &snapshot.objects) {
+            return Err(crate::framework::Status::unschedulable(
+                "signature disabled when dra extended resources are used in the cluster",
+            ));
+        }
+        Ok(vec![SignFragment { key: signers::RESOURCES, value: super::requests_fragment(pod) }])
     }
 }
 

@@ -17,6 +17,30 @@ fn is_scalar_resource_name(name: &str) -> bool {
         || is_extended_resource_name(name)
 }
 
+/// Whether the pod asks for an extended resource that a DeviceClass provides (upstream's
+/// `shouldDelegateResourceToDRA` without a node): such a pod is not signed, since whether a node serves the
+/// resource itself or through DynamicResources depends on the node.
+fn dra_backed_request(pod: &crate::framework::PodInfo, objects: &crate::framework::ClusterObjects) -> bool {
+    use crate::plugins::dynamic_resources::extended::{device_class_for, is_dra_extended_resource_name};
+    pod.requests
+        .scalar
+        .iter()
+        .any(|(name, &q)| q != 0 && is_dra_extended_resource_name(name) && device_class_for(objects, name).is_some())
+}
+
+/// The pod's requests as the two plugins sign them (upstream's `computePodResourceRequest`: the pod's effective
+/// requests, pod-level resources honoured).
+fn requests_fragment(pod: &crate::framework::PodInfo) -> serde_json::Value {
+    let r = &pod.requests;
+    serde_json::json!({
+        "MilliCPU": r.milli_cpu,
+        "Memory": r.memory,
+        "EphemeralStorage": r.ephemeral_storage,
+        "AllowedPodNumber": r.allowed_pod_number,
+        "ScalarResources": r.scalar,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

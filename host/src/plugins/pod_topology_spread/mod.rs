@@ -188,7 +188,28 @@ impl Plugin for PodTopologySpread {
             ),
         ]
     }
-    crate::serves!(pre_filter, filter, pre_score, score);
+    crate::serves!(pre_filter, filter, pre_score, score, sign);
+}
+
+impl crate::framework::SignPlugin for PodTopologySpread {
+    /// As upstream: a pod with spread constraints of its own, or any pod when the plugin has default constraints (the system defaults included), cannot be signed; otherwise nothing to add.
+    fn sign_pod(
+        &self,
+        pod: &crate::framework::PodInfo,
+        _snapshot: &crate::framework::Snapshot,
+    ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+        let own =
+            pod.pod.spec.as_ref().and_then(|s| s.topology_spread_constraints.as_ref()).is_some_and(|c| !c.is_empty());
+        if own {
+            return Err(crate::framework::Status::unschedulable("pods with topology constraints are not signable"));
+        }
+        if !self.default_constraints.is_empty() {
+            return Err(crate::framework::Status::unschedulable(
+                "pods with default topology constraints are not signable",
+            ));
+        }
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]
