@@ -120,6 +120,11 @@ pub trait ClusterClient: Send + Sync {
         let (ns, name) = (pvc.metadata.namespace.as_deref(), pvc.metadata.name.as_deref());
         Err(unsupported(format!("persistentvolumeclaim {}/{}", ns.unwrap_or(""), name.unwrap_or(""))))
     }
+    /// Reads a ResourceClaim from the API server (PreBind after a write conflict, as upstream's GET); `Ok(None)`
+    /// when this cluster has no reader beyond its informers, which then serve.
+    fn get_resource_claim(&self, _namespace: &str, _name: &str) -> Result<Option<ResourceClaim>, ClusterError> {
+        Ok(None)
+    }
     /// Replaces a ResourceClaim's metadata and spec (DynamicResources adds its finalizer so), as `update_pv`.
     fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
         Err(unsupported(resource_claim_object(claim)))

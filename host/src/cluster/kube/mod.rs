@@ -304,6 +304,16 @@ impl ClusterClient for KubeCluster {
             .map_err(|e| classify(format!("persistentvolumeclaim {ns}/{name}"), e))
     }
 
+    fn get_resource_claim(&self, namespace: &str, name: &str) -> Result<Option<ResourceClaim>, ClusterError> {
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        let got = self.runtime.block_on(api.get_opt(name));
+        let object = format!("resourceclaim {namespace}/{name}");
+        match got.map_err(|e| classify(object.clone(), e))? {
+            Some(c) => Ok(Some(c)),
+            None => Err(ClusterError::Other { object, message: "not found".into() }),
+        }
+    }
+
     fn update_resource_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ClusterError> {
         let (ns, name) =
             (claim.metadata.namespace.clone().unwrap_or_default(), claim.metadata.name.clone().unwrap_or_default());

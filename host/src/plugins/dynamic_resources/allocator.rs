@@ -917,6 +917,7 @@ impl<'a, 'b> Search<'a, 'b> {
             driver: &slice.spec.driver,
             attributes: device.attributes.as_ref(),
             capacity: device.capacity.as_ref(),
+            allow_multiple_allocations: device.allow_multiple_allocations == Some(true),
         };
         let class_selectors = data.class.spec.as_ref().and_then(|s| s.selectors.as_deref()).unwrap_or(&[]);
         let class_name = data.class.metadata.name.as_deref().unwrap_or("");

@@ -276,6 +276,8 @@ pub struct DeviceView<'a> {
     pub attributes: Option<&'a BTreeMap<String, DeviceAttribute>>,
     /// The device's capacities by (qualified or not) name.
     pub capacity: Option<&'a BTreeMap<String, DeviceCapacity>>,
+    /// `allowMultipleAllocations` (DRAConsumableCapacity, beta and on since v1.36): false when unset.
+    pub allow_multiple_allocations: bool,
 }
 
 /// `domain/name` split; a name without a domain is the driver's (upstream `parseQualifiedName`).
@@ -314,6 +316,7 @@ fn device_value(d: &DeviceView<'_>) -> Result<Value, String> {
     }
     let mut device: HashMap<String, Value> = HashMap::new();
     device.insert("driver".into(), Value::String(Arc::new(d.driver.to_string())));
+    device.insert("allowMultipleAllocations".into(), Value::Bool(d.allow_multiple_allocations));
     device.insert("attributes".into(), Value::from(attributes));
     device.insert("capacity".into(), Value::from(capacity));
     Ok(Value::from(device))
@@ -360,13 +363,21 @@ mod tests {
     fn eval(expr: &str) -> Result<bool, String> {
         let (a, c) = device();
         let program = compile(expr)?;
-        device_matches(&program, &DeviceView { driver: "gpu.example.com", attributes: Some(&a), capacity: Some(&c) })
+        device_matches(&program, &DeviceView {
+                driver: "gpu.example.com",
+                attributes: Some(&a),
+                capacity: Some(&c),
+                allow_multiple_allocations: false,
+            },
+        )
     }
 
     #[test]
     fn selectors_see_the_device_as_upstream_does() {
         let cases: &[(&str, Result<bool, &str>)] = &[
             (r#"device.driver == "gpu.example.com""#, Ok(true)),
+            // v1.37's device type has the field (DRAConsumableCapacity); unset reads false.
+            ("!device.allowMultipleAllocations", Ok(true)),
             (r#"device.attributes["gpu.example.com"].model == "a100""#, Ok(true)),
             (r#"device.attributes["gpu.example.com"].cores >= 100"#, Ok(true)),
             (r#"device.attributes["gpu.example.com"].healthy"#, Ok(true)),

@@ -33,7 +33,6 @@
 //! - Filter has no timeout (DRASchedulerFilterTimeout's 10s): the search has the same bounds as upstream's, and
 //!   the scheduler's cycle is not cancelled from outside.
 //! - PostFilter looks at the claims that kept the pod off a node in the pod's order (upstream: Go map order).
-//! - PreBind reads a claim again after a write conflict from the informers' latest copy instead of a GET.
 //! - Claim events have no queueing hint (any claim change retries the pods this plugin rejected), since cluster
 //!   events here carry no claim objects; upstream skips claims that the pod does not use.
 
@@ -588,11 +587,23 @@ impl DynamicResources {
         for attempt in 0..WRITE_ATTEMPTS {
             if attempt > 0 {
                 std::thread::sleep(WRITE_BACKOFF);
-                let latest = self.listers.objects();
-                let Some(c) = self.tracker().claim(&latest, key) else {
-                    return Err(format!("get updated claim {name} after conflict: resourceclaim {key:?} not found"));
-                };
-                claim = (*c).clone();
+                // Upstream GETs the claim: under many writers (a claim shared by a PodGroup's pods) the informers'
+                // copy is often still the one that conflicted.
+                let (ns, claim_name) =
+                    (claim.metadata.namespace.clone().unwrap_or_default(), claim.metadata.name.clone().unwrap_or_default());
+                match self.cluster.get_resource_claim(&ns, &claim_name) {
+                    Ok(Some(c)) => claim = c,
+                    Ok(None) => {
+                        let latest = self.listers.objects();
+                        let Some(c) = self.tracker().claim(&latest, key) else {
+                            return Err(format!(
+                                "get updated claim {name} after conflict: resourceclaim {key:?} not found"
+                            ));
+                        };
+                        claim = (*c).clone();
+                    }
+                    Err(e) => return Err(format!("get updated claim {name} after conflict: {e}")),
+                }
             }
             if claim.metadata.deletion_timestamp.is_some() {
                 return Err(format!("claim {name} got deleted in the meantime"));
