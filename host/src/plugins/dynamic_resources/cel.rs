@@ -363,7 +363,9 @@ mod tests {
     fn eval(expr: &str) -> Result<bool, String> {
         let (a, c) = device();
         let program = compile(expr)?;
-        device_matches(&program, &DeviceView {
+        device_matches(
+            &program,
+            &DeviceView {
                 driver: "gpu.example.com",
                 attributes: Some(&a),
                 capacity: Some(&c),

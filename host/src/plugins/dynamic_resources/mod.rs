@@ -589,8 +589,10 @@ impl DynamicResources {
                 std::thread::sleep(WRITE_BACKOFF);
                 // Upstream GETs the claim: under many writers (a claim shared by a PodGroup's pods) the informers'
                 // copy is often still the one that conflicted.
-                let (ns, claim_name) =
-                    (claim.metadata.namespace.clone().unwrap_or_default(), claim.metadata.name.clone().unwrap_or_default());
+                let (ns, claim_name) = (
+                    claim.metadata.namespace.clone().unwrap_or_default(),
+                    claim.metadata.name.clone().unwrap_or_default(),
+                );
                 match self.cluster.get_resource_claim(&ns, &claim_name) {
                     Ok(Some(c)) => claim = c,
                     Ok(None) => {
