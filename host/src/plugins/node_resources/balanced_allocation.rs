@@ -190,13 +190,7 @@ impl crate::framework::SignPlugin for NodeResourcesBalancedAllocation {
         pod: &crate::framework::PodInfo,
         snapshot: &crate::framework::Snapshot,
     ) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
-        use crate::framework::{signers, SignFragment};
-        if super::dra_backed_request(pod, &snapshot.objects) {
-            return Err(crate::framework::Status::unschedulable(
-                "signature disabled when dra extended resources are used in the cluster",
-            ));
-        }
-        Ok(vec![SignFragment { key: signers::RESOURCES, value: super::requests_fragment(pod) }])
+        super::sign_requests(pod, snapshot)
     }
 }
 
