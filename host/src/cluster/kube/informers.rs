@@ -130,10 +130,8 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    match Api::<K>::all(client.clone()).list(&kube::api::ListParams::default().limit(1)).await {
-        Err(kube::Error::Api(e)) if e.code == 404 => false,
-        _ => true,
-    }
+    let listed = Api::<K>::all(client.clone()).list(&kube::api::ListParams::default().limit(1)).await;
+    !matches!(listed, Err(kube::Error::Api(e)) if e.code == 404)
 }
 
 /// Starts every watch on the current tokio runtime; `synced` is set once every watch has handed over its initial

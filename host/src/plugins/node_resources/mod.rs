@@ -41,6 +41,21 @@ fn requests_fragment(pod: &crate::framework::PodInfo) -> serde_json::Value {
     })
 }
 
+/// The signature both resource plugins give (upstream's `SignPod` of NodeResourcesFit and BalancedAllocation): the
+/// pod's requests; a pod asking for an extended resource a DeviceClass provides cannot be signed.
+pub(crate) fn sign_requests(
+    pod: &crate::framework::PodInfo,
+    snapshot: &crate::framework::Snapshot,
+) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
+    use crate::framework::{signers, SignFragment};
+    if dra_backed_request(pod, &snapshot.objects) {
+        return Err(crate::framework::Status::unschedulable(
+            "signature disabled when dra extended resources are used in the cluster",
+        ));
+    }
+    Ok(vec![SignFragment { key: signers::RESOURCES, value: requests_fragment(pod) }])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,19 +71,4 @@ mod tests {
         assert!(is_scalar_resource_name("attachable-volumes-aws-ebs"));
         assert!(!is_scalar_resource_name("pods"));
     }
-}
-
-/// The signature both resource plugins give (upstream's `SignPod` of NodeResourcesFit and BalancedAllocation): the
-/// pod's requests; a pod asking for an extended resource a DeviceClass provides cannot be signed.
-pub(crate) fn sign_requests(
-    pod: &crate::framework::PodInfo,
-    snapshot: &crate::framework::Snapshot,
-) -> Result<Vec<crate::framework::SignFragment>, crate::framework::Status> {
-    use crate::framework::{signers, SignFragment};
-    if dra_backed_request(pod, &snapshot.objects) {
-        return Err(crate::framework::Status::unschedulable(
-            "signature disabled when dra extended resources are used in the cluster",
-        ));
-    }
-    Ok(vec![SignFragment { key: signers::RESOURCES, value: requests_fragment(pod) }])
 }
