@@ -157,20 +157,31 @@ func (r *runner) updateAny(ctx context.Context, op Op) error {
 	return nil
 }
 
+// deleteObject deletes one object an op made (a namespaced one at once); the error names it, and a NotFound stays
+// one (apierrors.IsNotFound sees through the wrapping).
+func (r *runner) deleteObject(ctx context.Context, o made) error {
+	res := r.dynamic.Resource(o.mapping.Resource)
+	zero := int64(0)
+	var err error
+	if o.namespace != "" {
+		err = res.Namespace(o.namespace).Delete(ctx, o.name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	} else {
+		err = res.Delete(ctx, o.name, metav1.DeleteOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("deleting %s %s: %w", o.mapping.GroupVersionKind.Kind, o.name, err)
+	}
+	return nil
+}
+
 // deleteMade deletes what createAny made, newest first (claims before the classes they name).
 func (r *runner) deleteMade(ctx context.Context) error {
-	zero := int64(0)
 	for i := len(r.made) - 1; i >= 0; i-- {
 		o := r.made[i]
 		res := r.dynamic.Resource(o.mapping.Resource)
-		var err error
-		if o.namespace != "" {
-			err = res.Namespace(o.namespace).Delete(ctx, o.name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		} else {
-			err = res.Delete(ctx, o.name, metav1.DeleteOptions{})
-		}
+		err := r.deleteObject(ctx, o)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %s %s: %w", o.mapping.GroupVersionKind.Kind, o.name, err)
+			return err
 		}
 		// An allocated claim keeps its deletion-protection finalizer until a controller this control plane does
 		// not run removes it: here.

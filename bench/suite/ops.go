@@ -254,17 +254,9 @@ func (r *runner) deleteChurned(ctx context.Context) error {
 	if r.churning == nil {
 		return nil
 	}
-	zero := int64(0)
 	for _, o := range r.churning.made {
-		res := r.dynamic.Resource(o.mapping.Resource)
-		var err error
-		if o.namespace != "" {
-			err = res.Namespace(o.namespace).Delete(ctx, o.name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		} else {
-			err = res.Delete(ctx, o.name, metav1.DeleteOptions{})
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %s %s: %w", o.mapping.GroupVersionKind.Kind, o.name, err)
+		if err := r.deleteObject(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return err
 		}
 	}
 	r.churning = nil
