@@ -221,13 +221,15 @@ impl MemoryCluster {
         std::mem::take(&mut *self.writes.lock().expect("writes lock"))
     }
 
-    /// How many writes changed the cluster (events excluded): the simulator's measure of progress.
+    /// How many writes changed the cluster (events, PodGroup conditions and nominations excluded): the simulator's
+    /// measure of progress. A nomination is not progress: a gang that cannot fit whole nominates its members (set
+    /// before Permit, cleared when the wait runs out) on every retry, and would keep the run going forever.
     pub fn changes(&self) -> usize {
         self.changes.load(Ordering::SeqCst)
     }
 
     fn push(&self, w: Write) {
-        if !matches!(w, Write::Event { .. } | Write::PodGroupCondition { .. }) {
+        if !matches!(w, Write::Event { .. } | Write::PodGroupCondition { .. } | Write::Nominate { .. }) {
             self.changes.fetch_add(1, Ordering::SeqCst);
         }
         self.writes.lock().expect("writes lock").push(w);

@@ -556,6 +556,12 @@ pub trait ReservePlugin: Plugin {
 pub trait PermitPlugin: Plugin {
     /// Success, a rejection, or Wait with the longest time to wait.
     fn permit(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> (Status, Duration);
+    /// After `permit` answered Wait: the names the pod waits on, each with its Wait status and longest wait. Empty
+    /// (the default) waits under the plugin's own name. A plugin that stands for others (TenantPolicies) names each
+    /// one that answered Wait, so that each allows or rejects the pod under its own name, as its guest does.
+    fn waits(&self, _state: &CycleState) -> Vec<(String, Status, Duration)> {
+        Vec::new()
+    }
 }
 
 /// Runs before binding (e.g. volume provisioning).

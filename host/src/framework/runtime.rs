@@ -939,9 +939,17 @@ impl Framework {
                 continue;
             }
             if s.code() == Code::Wait {
-                let timeout = timeout.min(MAX_PERMIT_TIMEOUT);
-                let wait = PermitWait { deadline: Instant::now() + timeout, timeout, reason: s.message() };
-                waits.insert(e.name.to_string(), wait);
+                let wait = |s: &Status, timeout: Duration| {
+                    let timeout = timeout.min(MAX_PERMIT_TIMEOUT);
+                    PermitWait { deadline: Instant::now() + timeout, timeout, reason: s.message() }
+                };
+                let named = e.plugin.as_permit().expect("registered at permit").waits(state);
+                if named.is_empty() {
+                    waits.insert(e.name.to_string(), wait(&s, timeout));
+                }
+                for (name, s, timeout) in named {
+                    waits.insert(name, wait(&s, timeout));
+                }
                 continue;
             }
             if s.is_rejected() {

@@ -5,14 +5,16 @@
 //! - name: TenantPolicies
 //!   args:
 //!     namespaced:                      # absent: SchedulingPolicies are refused, ClusterSchedulingPolicies still served
-//!       points: [PreEnqueue, Filter, Score]   # default: PreEnqueue, Filter, Score
+//!       points: [PreEnqueue, Filter, Score, Permit]   # the default (PreFilter, PreScore and Reserve come with
+//!                                                     # Filter, Score and Permit)
 //!       maxWeight: 10                   # default 10
 //!       maxTimeout: 100ms               # default 100ms
 //!       maxMemoryLimit: 64Mi            # default 64Mi
 //!       maxPoliciesPerNamespace: 3      # default 5
 //!       cpuBudget: 2s                   # guest time per namespace per minute, default 5s; 0 for none
 //!     allowedSources: ["oci://registry.example.com/policies/"]   # default: any oci:// or https:// source
-//!     signatureKey: /etc/kws/tenant-cosign.pub                    # every tenant component signed with it
+//!     signatureKeys: [/etc/kws/team-a.pub, /etc/kws/platform.pub]  # every tenant component signed by one of them
+//!                                                                   # (`signatureKey: FILE` names one)
 //! ```
 //!
 //! A namespaced policy may never serve QueueSort, PostFilter or Bind (they act on other pods, or on the queue as a
@@ -43,8 +45,9 @@ pub const DEFAULT_MAX_POLICIES_PER_NAMESPACE: usize = 5;
 pub const DEFAULT_CPU_BUDGET: Duration = Duration::from_secs(5);
 /// The window a CPU budget is counted over.
 pub const CPU_BUDGET_WINDOW: Duration = Duration::from_secs(60);
-/// The points a namespaced policy may serve when the platform does not say.
-pub const DEFAULT_NAMESPACED_POINTS: [Point; 3] = [Point::PreEnqueue, Point::Filter, Point::Score];
+/// The points a namespaced policy may serve when the platform does not say (the issue's and Kubewarden's sense of
+/// "its own pods only": admission, node choice and its own gang).
+pub const DEFAULT_NAMESPACED_POINTS: [Point; 4] = [Point::PreEnqueue, Point::Filter, Point::Score, Point::Permit];
 /// The points a namespaced policy never serves: they act on other pods (PostFilter preempts, Bind writes any
 /// binding) or on the whole queue (QueueSort).
 pub const NEVER_NAMESPACED: [Point; 3] = [Point::QueueSort, Point::PostFilter, Point::Bind];
@@ -56,6 +59,8 @@ struct RawArgs {
     #[serde(default)]
     allowed_sources: Vec<String>,
     signature_key: Option<String>,
+    #[serde(default)]
+    signature_keys: Vec<String>,
     #[serde(default, rename = "apiVersion")]
     _api_version: Option<String>,
     #[serde(default)]
@@ -76,7 +81,7 @@ struct RawNamespaced {
 /// What a namespaced policy may ask for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamespacedLimits {
-    /// The points it may serve.
+    /// The points it may serve (each with its companion, [`super::companion_of`]).
     pub points: Vec<Point>,
     /// The largest Score weight.
     pub max_weight: i64,
@@ -88,6 +93,13 @@ pub struct NamespacedLimits {
     pub max_policies_per_namespace: usize,
     /// Guest time a namespace's policies may spend per [`CPU_BUDGET_WINDOW`]; `None` for no budget.
     pub cpu_budget: Option<Duration>,
+}
+
+impl NamespacedLimits {
+    /// Whether a namespaced policy may serve `p`: listed, or the companion of a listed point.
+    pub fn allows(&self, p: Point) -> bool {
+        self.points.contains(&p) || super::companion_of(p).is_some_and(|c| self.points.contains(&c))
+    }
 }
 
 impl Default for NamespacedLimits {
@@ -110,10 +122,11 @@ pub struct TenantPoliciesArgs {
     pub namespaced: Option<NamespacedLimits>,
     /// Source prefixes a tenant component must start with (each ends in `/`); empty for any.
     pub allowed_sources: Vec<String>,
-    /// The cosign key every tenant component (namespaced or cluster-wide) must be signed with.
-    pub signature_key: Option<CosignKey>,
-    /// Where that key was read from (for messages).
-    pub signature_key_path: Option<PathBuf>,
+    /// The cosign keys a tenant component (namespaced or cluster-wide) must be signed with, one of them; empty: no
+    /// signature asked.
+    pub signature_keys: Vec<CosignKey>,
+    /// Where those keys were read from, in the same order (for messages).
+    pub signature_key_paths: Vec<PathBuf>,
 }
 
 impl TenantPoliciesArgs {
@@ -132,30 +145,30 @@ impl TenantPoliciesArgs {
                 errs.push(invalid(&field, format!("{s:?}"), "must end with /"));
             }
         }
-        let mut signature_key_path = None;
-        let signature_key = match &raw.signature_key {
-            None => None,
-            Some(k) => {
-                let p = PathBuf::from(k);
-                let p = if p.is_absolute() { p } else { base.join(p) };
-                match CosignKey::load(&p) {
-                    Ok(key) => {
-                        signature_key_path = Some(p);
-                        Some(key)
-                    }
-                    Err(e) => {
-                        errs.push(invalid("signatureKey", format!("{k:?}"), &e));
-                        None
-                    }
+        let mut signature_keys = Vec::new();
+        let mut signature_key_paths = Vec::new();
+        let named = raw.signature_key.iter().map(|k| ("signatureKey".to_string(), k));
+        let listed = raw.signature_keys.iter().enumerate().map(|(i, k)| (format!("signatureKeys[{i}]"), k));
+        for (field, k) in named.chain(listed) {
+            let p = PathBuf::from(k);
+            let p = if p.is_absolute() { p } else { base.join(p) };
+            match CosignKey::load(&p) {
+                Ok(key) if signature_keys.contains(&key) => {
+                    errs.push(FieldError::new(field, format!("Duplicate value: {k:?} is a key already named")))
                 }
+                Ok(key) => {
+                    signature_keys.push(key);
+                    signature_key_paths.push(p);
+                }
+                Err(e) => errs.push(invalid(&field, format!("{k:?}"), &e)),
             }
-        };
+        }
         aggregate(errs)?;
         Ok(TenantPoliciesArgs {
             namespaced: namespaced.flatten(),
             allowed_sources: raw.allowed_sources,
-            signature_key,
-            signature_key_path,
+            signature_keys,
+            signature_key_paths,
         })
     }
 }
@@ -257,7 +270,7 @@ mod tests {
         assert_eq!(a.namespaced, None);
         let a = parse(json!({"namespaced": {}})).unwrap();
         assert_eq!(a.namespaced, Some(NamespacedLimits::default()));
-        assert_eq!(a.namespaced.unwrap().points, vec![Point::PreEnqueue, Point::Filter, Point::Score]);
+        assert_eq!(a.namespaced.unwrap().points, vec![Point::PreEnqueue, Point::Filter, Point::Score, Point::Permit]);
     }
 
     #[test]
@@ -266,7 +279,7 @@ mod tests {
             (json!({"namespaced": {"points": ["Bind"]}}), "namespaced.points[0]: Forbidden"),
             (json!({"namespaced": {"points": ["QueueSort"]}}), "namespaced.points[0]: Forbidden"),
             (json!({"namespaced": {"points": ["Sort"]}}), "namespaced.points[0]: Unsupported value"),
-            (json!({"namespaced": {"points": ["Permit"]}}), "namespaced.points[0]: Unsupported value"),
+            (json!({"namespaced": {"points": ["PreBind"]}}), "namespaced.points[0]: Unsupported value"),
             (json!({"namespaced": {"points": ["Filter", "Filter"]}}), "namespaced.points[1]: Duplicate"),
             (json!({"namespaced": {"maxWeight": 0}}), "namespaced.maxWeight: Invalid value: 0"),
             (json!({"namespaced": {"maxTimeout": "2m"}}), "namespaced.maxTimeout"),
@@ -277,6 +290,7 @@ mod tests {
             (json!({"allowedSources": ["registry.example.com/"]}), "allowedSources[0]: Invalid value"),
             (json!({"allowedSources": ["oci://registry.example.com"]}), "must end with /"),
             (json!({"signatureKey": "/nonexistent/cosign.pub"}), "signatureKey: Invalid value"),
+            (json!({"signatureKeys": ["/nonexistent/cosign.pub"]}), "signatureKeys[0]: Invalid value"),
         ] {
             let e = parse(args.clone()).expect_err(&args.to_string());
             assert!(e.contains(words), "{args}: {e}");

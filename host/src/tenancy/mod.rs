@@ -25,10 +25,22 @@ pub const NAME: &str = "TenantPolicies";
 /// An extension point, as a policy names it (`Filter`).
 pub type Point = ExtensionPoint;
 
-/// The points a tenant policy can serve here: the ones the plugin dispatches per pod. Reserve, Permit, PreBind and
-/// PostBind (a tenant's gang at Permit among them) are not served to tenants yet.
-pub const SERVED_POINTS: [Point; 5] =
-    [Point::PreEnqueue, Point::PreFilter, Point::Filter, Point::PreScore, Point::Score];
+/// The points a tenant policy can serve here: the ones the plugin dispatches per pod. PreBind and PostBind are not
+/// served to tenants (they act on the API server for the pod, which is the platform's business).
+pub const SERVED_POINTS: [Point; 7] =
+    [Point::PreEnqueue, Point::PreFilter, Point::Filter, Point::PreScore, Point::Score, Point::Reserve, Point::Permit];
+
+/// The point a point comes with: a policy allowed a point may serve its companion too, which can only act on the
+/// same pod (PreFilter narrows or refuses what Filter would; PreScore prepares Score; Reserve and Unreserve hold
+/// and release what Permit waits on).
+pub fn companion_of(p: Point) -> Option<Point> {
+    match p {
+        Point::PreFilter => Some(Point::Filter),
+        Point::PreScore => Some(Point::Score),
+        Point::Reserve => Some(Point::Permit),
+        _ => None,
+    }
+}
 
 /// The point a policy or the limits name (`PreFilter`), among those tenant policies can serve.
 pub fn point_named(name: &str) -> Option<Point> {

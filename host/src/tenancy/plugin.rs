@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 
 use crate::framework::trace::PluginScoreTrace;
 use crate::framework::{
-    CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PluginContext, PodInfo, PolicyObject, PolicyStatus,
-    PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+    Code, CycleState, FilterPlugin, NodeInfo, NodeScore, PermitPlugin, Plugin, PluginContext, PodInfo, PolicyObject,
+    PolicyStatus, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin,
+    Snapshot, Status, MAX_NODE_SCORE,
 };
 use crate::wasm::WasmPlugin;
 
@@ -57,6 +58,8 @@ struct CyclePolicies {
     scores: Arc<HashMap<u32, i64>>,
     /// Each scoring policy's raw and normalized scores, in PreScore's node order (for `--explain`).
     parts: Arc<Vec<ScorePart>>,
+    /// The policies whose Permit answered Wait: the pod waits on each, by its key.
+    waits: Vec<(String, Status, Duration)>,
 }
 
 /// One policy's part of a cycle's scores.
@@ -376,7 +379,7 @@ impl Plugin for TenantPolicies {
         self.reconcile();
     }
 
-    crate::serves!(pre_enqueue, pre_filter, filter, pre_score, score);
+    crate::serves!(pre_enqueue, pre_filter, filter, pre_score, score, reserve, permit);
 }
 
 impl PreEnqueuePlugin for TenantPolicies {
@@ -396,7 +399,9 @@ impl PreFilterPlugin for TenantPolicies {
         let selected = state.read::<CyclePolicies>(STATE_KEY).map(|c| c.selected.clone()).unwrap_or_default();
         let mut filters = Vec::new();
         let mut result = None;
-        for s in selected.iter().filter(|s| s.admitted.serves(Point::Filter)) {
+        // A policy may serve PreFilter without Filter (a gang refusing a pod short of siblings): its PreFilter runs
+        // all the same.
+        for s in selected.iter().filter(|s| s.admitted.serves(Point::Filter) || s.admitted.serves(Point::PreFilter)) {
             if s.admitted.serves(Point::PreFilter) {
                 let (r, st) =
                     self.call(s, || (None, self.budget_status(s)), || s.plugin.pre_filter(state, pod, snapshot));
@@ -411,9 +416,11 @@ impl PreFilterPlugin for TenantPolicies {
                     (Some(a), Some(b)) => Some(a.intersection(&b).cloned().collect()),
                 };
             }
-            filters.push(s.clone());
+            if s.admitted.serves(Point::Filter) {
+                filters.push(s.clone());
+            }
         }
-        if filters.is_empty() {
+        if filters.is_empty() && result.is_none() {
             return (None, Status::skip());
         }
         if let Some(c) = state.read_mut::<CyclePolicies>(STATE_KEY) {
@@ -503,6 +510,61 @@ impl PreScorePlugin for TenantPolicies {
             c.parts = Arc::new(parts);
         }
         Status::success()
+    }
+}
+
+/// The cycle's selected policies that serve `point`.
+fn serving(state: &CycleState, point: Point) -> Vec<Arc<Served>> {
+    state
+        .read::<CyclePolicies>(STATE_KEY)
+        .map(|c| c.selected.iter().filter(|s| s.admitted.serves(point)).cloned().collect())
+        .unwrap_or_default()
+}
+
+impl ReservePlugin for TenantPolicies {
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        for s in serving(state, Point::Reserve) {
+            let st = self.call(&s, || self.budget_status(&s), || s.plugin.reserve(state, pod, node));
+            if !st.is_success() && !st.is_skip() {
+                return st;
+            }
+        }
+        Status::success()
+    }
+
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        // Release runs even past the budget (each call still has its deadline): a policy that held its own pods at
+        // Permit lets them go.
+        for s in serving(state, Point::Reserve).iter().rev() {
+            let start = Instant::now();
+            s.plugin.unreserve(state, pod, node);
+            self.within_budget(s, Some(start.elapsed()));
+        }
+    }
+}
+
+impl PermitPlugin for TenantPolicies {
+    fn permit(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> (Status, Duration) {
+        let mut waits = Vec::new();
+        for s in serving(state, Point::Permit) {
+            let (st, timeout) =
+                self.call(&s, || (self.budget_status(&s), Duration::ZERO), || s.plugin.permit(state, pod, node));
+            if st.code() == Code::Wait {
+                waits.push((s.admitted.key.clone(), st, timeout));
+            } else if !st.is_success() && !st.is_skip() {
+                return (st, Duration::ZERO);
+            }
+        }
+        let Some(longest) = waits.iter().map(|(_, _, t)| *t).max() else { return (Status::success(), Duration::ZERO) };
+        let status = Status::code_only(Code::Wait);
+        if let Some(c) = state.read_mut::<CyclePolicies>(STATE_KEY) {
+            c.waits = waits;
+        }
+        (status, longest)
+    }
+
+    fn waits(&self, state: &CycleState) -> Vec<(String, Status, Duration)> {
+        state.read::<CyclePolicies>(STATE_KEY).map(|c| c.waits.clone()).unwrap_or_default()
     }
 }
 

@@ -170,7 +170,7 @@ pub fn admit(obj: &PolicyObject, profile: &str, limits: &TenantPoliciesArgs) -> 
             }
         };
         if let Some(c) = caps {
-            if !c.points.contains(&point) {
+            if !c.allows(point) {
                 let allowed: Vec<&str> = c.points.iter().map(|p| p.metric_name()).collect();
                 return Err(PolicyError::at(
                     field,
@@ -275,7 +275,7 @@ pub fn admit(obj: &PolicyObject, profile: &str, limits: &TenantPoliciesArgs) -> 
         let field = if field.is_empty() { "spec".to_string() } else { format!("spec.{field}") };
         PolicyError::at(field, "Invalid", message)
     })?;
-    wasm.pull.signature = limits.signature_key.clone();
+    wasm.pull.signature = limits.signature_keys.clone();
     // Left unset, a tenant's deadline and memory cap are the defaults, but never over the platform's caps.
     if let Some(c) = caps {
         wasm.timeout = wasm.timeout.min(c.max_timeout);
@@ -354,13 +354,8 @@ mod tests {
             (Some("a"), json!({"timeout": "1s"}), "spec.timeout: 1s is over this profile's maxTimeout 100ms"),
             (Some("a"), json!({"memoryLimit": "1Gi"}), "spec.memoryLimit: 1073741824 bytes is over"),
             (Some("a"), json!({"points": ["Bind"]}), "spec.points[0]: a namespaced policy never serves Bind"),
-            (Some("a"), json!({"points": ["Permit"]}), "spec.points[0]: Permit is not served to tenant policies"),
-            (Some("a"), json!({"points": ["PreEnqueue", "Reserve"]}), "spec.points[1]: Reserve is not served"),
-            (
-                Some("a"),
-                json!({"points": ["PreScore"]}),
-                "spec.points[0]: this profile lets a namespaced policy serve only PreEnqueue, Filter, Score",
-            ),
+            (Some("a"), json!({"points": ["PreBind"]}), "spec.points[0]: PreBind is not served to tenant policies"),
+            (Some("a"), json!({"points": ["PreEnqueue", "PostBind"]}), "spec.points[1]: PostBind is not served"),
             (Some("a"), json!({"component": "/etc/passwd"}), "spec.component: must start with oci:// or https://"),
             (
                 Some("a"),
@@ -375,6 +370,23 @@ mod tests {
         ] {
             let e = admit(&obj(ns, spec(extra.clone())), "kws", &l).expect_err(&extra.to_string());
             assert!(e.to_string().contains(words), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_point_comes_with_its_companion_and_no_more() {
+        let l = limits(json!({"namespaced": {"points": ["Filter", "Permit"]}}));
+        for points in [json!(["PreFilter", "Filter"]), json!(["Reserve", "Permit"]), json!(["PreFilter", "Reserve"])] {
+            let a = admit(&obj(Some("a"), spec(json!({"points": points.clone()}))), "kws", &l);
+            assert!(a.as_ref().is_ok_and(|a| a.is_some()), "{points}: {:?}", a.err());
+        }
+        for (points, words) in [
+            (json!(["PreScore"]), "spec.points[0]: this profile lets a namespaced policy serve only Filter, Permit"),
+            (json!(["Filter", "Score"]), "spec.points[1]: this profile lets a namespaced policy serve only"),
+            (json!(["PreEnqueue"]), "spec.points[0]: this profile lets a namespaced policy serve only"),
+        ] {
+            let e = admit(&obj(Some("a"), spec(json!({"points": points.clone()}))), "kws", &l).expect_err("refused");
+            assert!(e.to_string().contains(words), "{points}: {e}");
         }
     }
 

@@ -266,7 +266,7 @@ fn parse_pull(raw: &RawArgs, component: &Source, base: &std::path::Path) -> Resu
         }
         let path = std::path::PathBuf::from(&sig.key);
         let path = if path.is_absolute() { path } else { base.join(path) };
-        pull.signature = Some(CosignKey::load(&path).map_err(|e| format!("signature.key: {e}"))?);
+        pull.signature = vec![CosignKey::load(&path).map_err(|e| format!("signature.key: {e}"))?];
     }
     if let Some(t) = &raw.pull_timeout {
         let d = parse_go_duration(t).map_err(|e| format!("pullTimeout: {e}"))?;
@@ -397,7 +397,7 @@ mod pull_tests {
                 policy: PullPolicy::Always,
                 docker_config: Some("/etc/sched/pull/config.json".into()),
                 recheck_interval: Some(Duration::from_secs(30)),
-                signature: None,
+                signature: Vec::new(),
                 timeout: Duration::from_secs(10),
             }
         );

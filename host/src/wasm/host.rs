@@ -16,7 +16,7 @@ use super::output::{GuestLog, GuestOutput, Source};
 use super::{ComponentInfo, WasmError, WasmStats};
 use crate::framework::pod_view::{KnownPod, PodView};
 use crate::framework::rng::Rng;
-use crate::framework::waiting_pods::WaitingPods;
+use crate::framework::waiting_pods::{WaitingPod, WaitingPods};
 use crate::framework::{PluginContext, PodInfo};
 
 /// The log level of a guest's `host.log` line.
@@ -139,6 +139,18 @@ impl HostState {
     fn pod_ref(&self, r: &Resource<PodRef>) -> wasmtime::Result<&PodInfo> {
         Ok(&self.table.get(r)?.0)
     }
+
+    /// The waiting pod with this UID the guest may act on, and the plugin it acts for: any plugin's name for the
+    /// platform's guests (upstream's `WaitingPod.Allow(pluginName)`), only its own for a tenant's, whose pods may
+    /// also wait on the platform's Permit plugins (a tenant that allowed them on their behalf would skip them).
+    fn waiting_pod_for(&self, uid: &str, plugin: Option<String>) -> Option<(Arc<WaitingPod>, String)> {
+        let plugin = plugin.unwrap_or_else(|| self.plugin.to_string());
+        if self.handle.scope.is_some() && plugin != *self.plugin {
+            return None;
+        }
+        let w = self.handle.waiting.get(uid).filter(|w| self.handle.visible(w.pod()))?;
+        Some((w, plugin))
+    }
 }
 
 impl host::HostPodRef for HostState {
@@ -235,13 +247,13 @@ impl host::Host for HostState {
         v
     }
     fn allow_waiting_pod(&mut self, uid: String, plugin: Option<String>) -> bool {
-        let Some(w) = self.handle.waiting.get(&uid).filter(|w| self.handle.visible(w.pod())) else { return false };
-        w.allow(plugin.as_deref().unwrap_or(&self.plugin));
+        let Some((w, plugin)) = self.waiting_pod_for(&uid, plugin) else { return false };
+        w.allow(&plugin);
         true
     }
     fn reject_waiting_pod(&mut self, uid: String, plugin: Option<String>, reason: String) -> bool {
-        let Some(w) = self.handle.waiting.get(&uid).filter(|w| self.handle.visible(w.pod())) else { return false };
-        w.reject(plugin.as_deref().unwrap_or(&self.plugin), &reason);
+        let Some((w, plugin)) = self.waiting_pod_for(&uid, plugin) else { return false };
+        w.reject(&plugin, &reason);
         true
     }
     fn scheduling_group(&mut self, pod_uid: String) -> Option<String> {

@@ -437,7 +437,7 @@ pub(crate) fn cosign_key(dir: &Path, name: &str) -> CosignKey {
 
 /// Signs the manifest `digest` of `tag`'s repository as `cosign sign --key` does (cosign's SIGNATURE_SPEC: a
 /// simple-signing payload, its signature in an annotation, under the tag `sha256-HEX.sig`).
-fn cosign_sign(tag: &str, digest: &str, key: &CosignKey) {
+pub(crate) fn cosign_sign(tag: &str, digest: &str, key: &CosignKey) {
     use base64::Engine as _;
     use oci_client::client::{Config, ImageLayer};
     let r = oci_client::Reference::try_from(tag.strip_prefix("oci://").unwrap()).unwrap();

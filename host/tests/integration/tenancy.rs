@@ -1,7 +1,8 @@
 //! Tenant policies (SchedulingPolicy, ClusterSchedulingPolicy) served by a profile's TenantPolicies plugin, in the
 //! simulator: real guests pushed to the CNCF distribution registry on 127.0.0.1 and named by the policies as a
 //! tenant would, placements asserted pod by pod against the same cluster without the policies; hostile policies
-//! fail only their own tenant's pods; a guest written to learn other namespaces' pods learns no name.
+//! fail only their own tenant's pods; a guest written to learn other namespaces' pods learns no name; a tenant's gang
+//! (the coscheduling guest at PreFilter, Reserve and Permit) holds and releases only its own namespace's pods.
 
 use kube_wasm_scheduler::framework::Registry;
 use kube_wasm_scheduler::sim::Report;
@@ -13,7 +14,7 @@ use crate::wasm::guest;
 /// A registry of the test's own (stopped when dropped), with the guests the policies name pushed under `policies/`.
 fn registry(test: &str) -> OciRegistry {
     let r = OciRegistry::start(test);
-    for g in ["drain-guard", "priority-label", "hostile", "hostile-peek"] {
+    for g in ["drain-guard", "priority-label", "hostile", "hostile-peek", "coscheduling"] {
         push(&guest(g), &format!("oci://{}/policies/{g}:1", r.host));
     }
     r
@@ -235,4 +236,119 @@ fn namespaced_policies_wait_for_the_platform_and_their_count_is_capped() {
         &policy("SchedulingPolicy", Some("team-a"), "p", &spec),
     );
     assert!(r.policies[0].message.contains("is not from a source this profile accepts"), "{:?}", r.policies);
+}
+
+/// Pods of a coscheduling gang in `ns` requesting `cpu` each (labels as the coscheduling guest reads them).
+fn gang(ns: &str, group: &str, size: usize, min: usize, cpu: &str) -> String {
+    (1..=size)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {group}-{i}, namespace: {ns}, labels: {{pod-group.scheduling.sigs.k8s.io/name: {group}, pod-group.scheduling.sigs.k8s.io/min-available: \"{min}\"}}}}\nspec: {{schedulerName: kws, containers: [{{name: c, image: x, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]}}\n---\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_tenant_gang_is_held_and_released_only_within_its_namespace() {
+    let reg = registry("tenancy-gang");
+    let host = &reg.host;
+    let spec = format!(
+        "  component: oci://{host}/policies/coscheduling:1\n  points: [PreFilter, Reserve, Permit]\n  config: {{permitWaitingTimeSeconds: 1}}\n"
+    );
+    let gangs = || {
+        // team-b's pods carry gang labels (a gang short of a member) but no policy of theirs reads them; they come
+        // first, so both runs place them in the same state. team-a: g fits whole (3 of 1 CPU); big cannot (5 pods
+        // of 3 CPU, 4 nodes with room for one each); short has fewer members than it needs.
+        gang("team-b", "g", 2, 3, "1")
+            + &gang("team-a", "g", 3, 3, "1")
+            + &gang("team-a", "big", 5, 5, "3")
+            + &gang("team-a", "short", 2, 3, "1")
+    };
+    // No CPU budget here: a gang that cannot fit is retried many times, and its guest time (long in a debug build)
+    // is not what this test is about.
+    let limits = "      namespaced: {maxWeight: 10, maxTimeout: 200ms, cpuBudget: 0s}\n";
+    let without = run(limits, &gangs());
+    let with = run(limits, &(gangs() + &policy("SchedulingPolicy", Some("team-a"), "gang", &spec)));
+    assert!(with.policies.iter().all(|p| p.ready), "{:?}", with.policies);
+    let placed = |r: &Report, pod: &str| r.placements.iter().find(|p| p.pod == pod).and_then(|p| p.node.clone());
+    // The whole gang binds: each member waited under the policy's own name and was allowed by its guest.
+    for i in 1..=3 {
+        assert!(
+            placed(&with, &format!("team-a/g-{i}")).is_some(),
+            "g-{i}: {}",
+            message_of(&with, &format!("team-a/g-{i}"))
+        );
+    }
+    // A gang that cannot fit whole holds its nodes only until its wait ends, then none of it binds; without the
+    // policy four of it would.
+    for i in 1..=5 {
+        assert_eq!(placed(&with, &format!("team-a/big-{i}")), None, "big-{i}");
+    }
+    assert_eq!((1..=5).filter(|i| placed(&without, &format!("team-a/big-{i}")).is_some()).count(), 4);
+    let msg = message_of(&with, "team-a/short-1");
+    assert!(msg.contains("cannot find enough sibling pods") && msg.contains("podGroup: team-a/short"), "{msg}");
+    // A member of the gang that cannot fit was held at Permit under the policy's own name.
+    let msg = message_of(&with, "team-a/big-1");
+    assert!(msg.contains("at plugin team-a/gang") || msg.contains("PodGroup team-a/big"), "{msg}");
+    // Nobody else is held: team-b's look-alike gang and the other namespaces place as without the policy.
+    for ns in ["team-b", "other"] {
+        assert_eq!(placements(&with, ns), placements(&without, ns), "{ns}");
+    }
+    assert!(placements(&with, "team-b").iter().all(|(_, n)| n.is_some()), "{:?}", placements(&with, "team-b"));
+}
+
+#[test]
+fn a_tenant_over_its_cpu_budget_fails_only_its_own_pods() {
+    let reg = registry("tenancy-budget");
+    let host = &reg.host;
+    // Each call runs to its 100ms deadline; the namespace may spend 80ms a minute, so after the first call team-a's
+    // policy is not called again and its pods fail for the budget, not for the guest.
+    let limits = "      namespaced: {maxWeight: 10, maxTimeout: 200ms, cpuBudget: 80ms}\n";
+    let rogue = format!(
+        "  component: oci://{host}/policies/hostile:1\n  points: [Filter]\n  config: {{mode: loop}}\n  timeout: 100ms\n"
+    );
+    let team_b =
+        team_policies(host).split("---\n").filter(|d| !d.contains("avoid-top")).collect::<Vec<_>>().join("---\n");
+    let good = run(limits, &team_b);
+    let r = run(limits, &(policy("SchedulingPolicy", Some("team-a"), "rogue", &rogue) + &team_b));
+    for ns in ["team-b", "other"] {
+        assert_eq!(placements(&r, ns), placements(&good, ns), "{ns} noticed");
+    }
+    let team_a = placements(&r, "team-a");
+    assert!(team_a.iter().all(|(_, n)| n.is_none()), "{team_a:?}");
+    let over: Vec<String> = team_a
+        .iter()
+        .map(|(p, _)| message_of(&r, p))
+        .filter(|m| m.contains("tenant policy team-a/rogue is over its namespace's CPU budget"))
+        .collect();
+    assert!(!over.is_empty(), "{:?}", team_a.iter().map(|(p, _)| message_of(&r, p)).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_tenant_component_signed_by_any_accepted_key_loads_and_others_are_refused() {
+    let reg = registry("tenancy-keys");
+    let dir = std::env::temp_dir().join(format!("kws-tenancy-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys: Vec<_> = ["team-a", "team-b", "stranger"].iter().map(|n| crate::delivery::cosign_key(&dir, n)).collect();
+    // Each namespace's component in a repository of its own, signed with its own key; the stranger's key is not
+    // one the platform lists.
+    let mut policies = String::new();
+    for (ns, key) in ["team-a", "team-b", "other"].iter().zip(&keys) {
+        let tag = format!("oci://{}/policies/{ns}-guard:1", reg.host);
+        let digest = push(&guest("drain-guard"), &tag);
+        crate::delivery::cosign_sign(&tag, &digest, key);
+        let spec = format!("  component: {tag}\n  points: [Filter]\n  config: {{nodes: [node-1]}}\n");
+        policies += &policy("SchedulingPolicy", Some(ns), "guard", &spec);
+    }
+    let limits = format!(
+        "      namespaced: {{}}\n      signatureKeys: [{}, {}]\n",
+        keys[0].public_pem.display(),
+        keys[1].public_pem.display()
+    );
+    let r = run(&limits, &policies);
+    let status = |ns: &str| r.policies.iter().find(|p| p.policy == format!("SchedulingPolicy {ns}/guard")).unwrap();
+    assert!(status("team-a").ready && status("team-b").ready, "{:?}", r.policies);
+    assert!(!status("other").ready && status("other").message.contains("signature refused"), "{:?}", status("other"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -112,8 +112,8 @@ pub struct PullArgs {
     pub docker_config: Option<PathBuf>,
     /// How often an OCI tag is resolved again; a moved tag is hot-reloaded. `None`: never.
     pub recheck_interval: Option<Duration>,
-    /// The cosign key every pulled version must be signed with (OCI only).
-    pub signature: Option<CosignKey>,
+    /// The cosign keys a pulled version must be signed with, one of them (OCI only); empty: no signature asked.
+    pub signature: Vec<CosignKey>,
     /// The deadline of a whole fetch (`pullTimeout`): every request of it, bodies included.
     pub timeout: Duration,
 }
@@ -125,7 +125,13 @@ impl PullArgs {
             Source::Oci(r) if r.tag() == Some("latest") => PullPolicy::Always,
             _ => PullPolicy::IfNotPresent,
         };
-        PullArgs { policy, docker_config: None, recheck_interval: None, signature: None, timeout: DEFAULT_PULL_TIMEOUT }
+        PullArgs {
+            policy,
+            docker_config: None,
+            recheck_interval: None,
+            signature: Vec::new(),
+            timeout: DEFAULT_PULL_TIMEOUT,
+        }
     }
 }
 

@@ -132,11 +132,13 @@ fn registry_auth(r: &OciRef, docker_config: Option<&Path>) -> Result<RegistryAut
 /// to (`IfNotPresent`, `Never`), from the registry otherwise.
 pub(super) fn fetch(r: &OciRef, pull: &PullArgs, cache: Option<&PluginCache>) -> Result<Fetched, WasmError> {
     if pull.policy != PullPolicy::Always {
-        let key = pull.signature.as_ref().map(|k| k.id.clone());
         let cached = cache.and_then(|c| {
             let resolved = c.reference(&r.key())?;
-            // A version cached before a key was required (or with another key) is pulled and verified again.
-            if key.is_some() && resolved.verified_with != key {
+            // A version cached before a key was required (or with a key no longer accepted) is pulled and verified
+            // again.
+            let accepted =
+                |id: &Option<String>| id.as_ref().is_some_and(|id| pull.signature.iter().any(|k| k.id == *id));
+            if !pull.signature.is_empty() && !accepted(&resolved.verified_with) {
                 return None;
             }
             let bytes = c.blob(&resolved.layer)?;
@@ -197,13 +199,12 @@ async fn pull_at(r: &OciRef, at: &str, pull: &PullArgs) -> Result<Fetched, Sourc
         // With a key, the signature of the manifest's digest is checked before the manifest is read (a tag is
         // resolved by a HEAD first), then the manifest is read by that digest: an unsigned version is not even
         // downloaded.
-        let at = match &pull.signature {
-            Some(key) => {
-                let digest = if at.contains(':') { at.to_string() } else { registry.manifest_digest(at).await? };
-                signature::verify(&registry, &r.to_string(), &digest, key).await?;
-                digest
-            }
-            None => at.to_string(),
+        let (at, verified_with) = if pull.signature.is_empty() {
+            (at.to_string(), None)
+        } else {
+            let digest = if at.contains(':') { at.to_string() } else { registry.manifest_digest(at).await? };
+            let key = signature::verify(&registry, &r.to_string(), &digest, &pull.signature).await?;
+            (digest, Some(key))
         };
         let (bytes, manifest_digest) = registry.manifest(&at).await?;
         let not_wasm = |detail| SourceError::NotWasmArtifact { reference: r.to_string(), detail };
@@ -211,12 +212,7 @@ async fn pull_at(r: &OciRef, at: &str, pull: &PullArgs) -> Result<Fetched, Sourc
             .map_err(|e| not_wasm(format!("not an OCI image manifest: {}", http::sanitize(&e.to_string(), 200))))?;
         let layer = wasm_layer(&manifest).map_err(not_wasm)?;
         let bytes = registry.blob(&layer.digest, layer.size as u64).await?;
-        Ok(Fetched {
-            digest: sha256_hex(&bytes),
-            bytes,
-            revision: Some(manifest_digest),
-            verified_with: pull.signature.as_ref().map(|k| k.id.clone()),
-        })
+        Ok(Fetched { digest: sha256_hex(&bytes), bytes, revision: Some(manifest_digest), verified_with })
     })
     .await
 }
@@ -280,7 +276,7 @@ fn operator_pull(docker_config: Option<&Path>) -> PullArgs {
         policy: PullPolicy::Always,
         docker_config: docker_config.map(Path::to_path_buf),
         recheck_interval: None,
-        signature: None,
+        signature: Vec::new(),
         timeout: DEFAULT_PULL_TIMEOUT,
     }
 }

@@ -86,14 +86,14 @@ pub fn signature_tag(manifest_digest: &str) -> String {
     format!("{}.sig", manifest_digest.replace(':', "-"))
 }
 
-/// Checks that `key` signed the manifest `manifest_digest` of the registry's repository (the signature image is in
-/// the same repository; its reads are bounded as the component's are).
+/// Checks that one of `keys` signed the manifest `manifest_digest` of the registry's repository (the signature image
+/// is in the same repository; its reads are bounded as the component's are), and returns that key's id.
 pub(super) async fn verify(
     registry: &Registry,
     shown: &str,
     manifest_digest: &str,
-    key: &CosignKey,
-) -> Result<(), SourceError> {
+    keys: &[CosignKey],
+) -> Result<String, SourceError> {
     let refused = |detail: String| SourceError::Signature { reference: shown.to_string(), detail };
     let tag = signature_tag(manifest_digest);
     let (bytes, _) = registry
@@ -104,20 +104,21 @@ pub(super) async fn verify(
         .map_err(|e| refused(format!("the signature image {tag} is not an image manifest: {e}")))?;
     let mut why = format!("the signature image {tag} has no {SIMPLE_SIGNING_MEDIA_TYPE} layer");
     for layer in manifest.layers.iter().filter(|l| l.media_type == SIMPLE_SIGNING_MEDIA_TYPE) {
-        match check_layer(registry, layer, manifest_digest, key).await {
-            Ok(()) => return Ok(()),
+        match check_layer(registry, layer, manifest_digest, keys).await {
+            Ok(id) => return Ok(id),
             Err(e) => why = e,
         }
     }
     Err(refused(why))
 }
 
+/// Checks one signature layer against each key; the id of the key it verifies with.
 async fn check_layer(
     registry: &Registry,
     layer: &OciDescriptor,
     manifest_digest: &str,
-    key: &CosignKey,
-) -> Result<(), String> {
+    keys: &[CosignKey],
+) -> Result<String, String> {
     let encoded = layer
         .annotations
         .as_ref()
@@ -132,9 +133,12 @@ async fn check_layer(
         ));
     }
     let payload = registry.blob(&layer.digest, layer.size as u64).await.map_err(|e| e.detail())?;
-    if !key.verifies(&payload, &signature) {
-        return Err(format!("the signature of {manifest_digest} does not verify with the key"));
-    }
+    let Some(key) = keys.iter().find(|k| k.verifies(&payload, &signature)) else {
+        return Err(match keys {
+            [_] => format!("the signature of {manifest_digest} does not verify with the key"),
+            _ => format!("the signature of {manifest_digest} verifies with none of the {} keys", keys.len()),
+        });
+    };
     let p: Payload = serde_json::from_slice(&payload).map_err(|e| format!("signed payload: {e}"))?;
     if p.critical.type_ != SIGNATURE_TYPE {
         return Err(format!("signed payload's type is {:?}, not {SIGNATURE_TYPE:?}", p.critical.type_));
@@ -145,7 +149,7 @@ async fn check_layer(
             p.critical.image.docker_manifest_digest
         ));
     }
-    Ok(())
+    Ok(key.id.clone())
 }
 
 #[cfg(test)]
