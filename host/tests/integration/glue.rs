@@ -140,6 +140,17 @@ fn hint_moves_only_on_a_joining_member(component: &str) {
     assert_eq!(unschedulable(&q), 0, "a new member of group g retries g-1");
 }
 
+/// componentize-js reads only the project's own directory (a link out of it is refused), so gang-js carries a copy
+/// of the JavaScript glue: it must be the one `plugin new --lang js` writes.
+#[test]
+fn the_gang_js_glue_is_the_samples_glue() {
+    let read = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
+    assert!(
+        read("guest-plugins/gang-js/glue.js") == read("guest-plugins/priority-label-js/glue.js"),
+        "guest-plugins/gang-js/glue.js differs from guest-plugins/priority-label-js/glue.js: copy it again"
+    );
+}
+
 macro_rules! each_language {
     ($($lang:ident => $component:literal),* $(,)?) => {$(
         mod $lang {
