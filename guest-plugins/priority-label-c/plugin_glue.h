@@ -1,6 +1,11 @@
 // Contract glue for kws:plugin@0.2.1 guests in C: the node table, the cycle's pod (it implements the `cycle`
-// export), status constructors, Filter's batched answer and the plugin's config.
-// Header-only; include it once, after the generated filter_score_plugin.h.
+// export), status constructors, Filter's batched answer, the plugin's config, the waiting pods, and (opt-in, for
+// worlds that export them) the pod view and the events list.
+// Header-only; include it once, after the generated header of the plugin's world (filter_score_plugin.h, or the
+// world `plugin.yaml` names). `plugin build` defines GLUE_WORLD as that world's C name: its string and list types
+// carry it. Before the include, define GLUE_POD_VIEW when the world exports `pods`, GLUE_EVENTS when it exports
+// `events`, and GLUE_NO_CYCLE when it exports neither Filter nor Score (so no `cycle`): the glue's code for what a
+// world lacks would not compile against its bindings, and a plugin pays only for what it asks.
 //
 // Ownership (wit-bindgen c): an export owns its arguments and frees them; what it returns is freed by the
 // generated post-return code, so every string and list put into a result must come from malloc.
@@ -13,7 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef filter_score_plugin_string_t glue_str;
+#ifndef GLUE_WORLD
+#define GLUE_WORLD filter_score_plugin
+#endif
+#define GLUE_CAT_(a, b) a##_##b
+#define GLUE_CAT(a, b) GLUE_CAT_(a, b)
+// A world-level name of the generated bindings: GLUE_W(string_t) is filter_score_plugin_string_t.
+#define GLUE_W(name) GLUE_CAT(GLUE_WORLD, name)
+
+typedef GLUE_W(string_t) glue_str;
 typedef kws_plugin_types_status_t glue_status;
 
 // malloc for results: NULL for 0 bytes (post-return frees only non-empty lists), aborts when out of memory.
@@ -37,7 +50,7 @@ static size_t glue_nodes_len;
 
 static void glue_node_clear(glue_node *n) {
   if (n->used) {
-    filter_score_plugin_string_free(&n->name);
+    GLUE_W(string_free)(&n->name);
     kws_plugin_types_labels_free(&n->labels);
   }
   memset(n, 0, sizeof *n);
@@ -82,14 +95,136 @@ static bool glue_str_eq(const glue_str *s, const char *c) {
   return s->len == len && memcmp(s->ptr, c, len) == 0;
 }
 
-// The value of the node's label `key`, or NULL.
-static const glue_str *glue_label(const glue_node *n, const char *key) {
-  for (size_t i = 0; i < n->labels.len; i++) {
-    if (glue_str_eq(&n->labels.ptr[i].f0, key)) return &n->labels.ptr[i].f1;
+// The value of `key` in labels (a node's or a pod's), or NULL.
+static const glue_str *glue_labels_get(const kws_plugin_types_labels_t *labels, const char *key) {
+  for (size_t i = 0; i < labels->len; i++) {
+    if (glue_str_eq(&labels->ptr[i].f0, key)) return &labels->ptr[i].f1;
   }
   return NULL;
 }
 
+// The value of the node's label `key`, or NULL.
+static const glue_str *glue_label(const glue_node *n, const char *key) {
+  return glue_labels_get(&n->labels, key);
+}
+
+// The value of the pod's label `key`, or NULL.
+static const glue_str *glue_pod_label(const kws_plugin_types_pod_t *pod, const char *key) {
+  return glue_labels_get(&pod->labels, key);
+}
+
+static bool glue_str_same(const glue_str *a, const glue_str *b) {
+  return a->len == b->len && (a->len == 0 || memcmp(a->ptr, b->ptr, a->len) == 0);
+}
+
+// ---- waiting pods (host.waiting-pods, allow-waiting-pod, reject-waiting-pod): upstream's IterateOverWaitingPods,
+// WaitingPod.Allow and WaitingPod.Reject, on behalf of this plugin ----
+
+typedef kws_plugin_host_list_waiting_pod_t glue_waiting;
+
+// The pods of this plugin's profile waiting at Permit, in no order (.ptr[i].pod, .node, .pending_plugins); the
+// caller frees them with glue_waiting_free.
+static glue_waiting glue_waiting_pods(void) {
+  glue_waiting w;
+  kws_plugin_host_waiting_pods(&w);
+  return w;
+}
+
+static void glue_waiting_free(glue_waiting *w) {
+  kws_plugin_host_list_waiting_pod_free(w);
+}
+
+// Allows the waiting pod with this UID (imports borrow their arguments); false when no such pod waits.
+static bool glue_allow_waiting_pod(const glue_str *uid) {
+  return kws_plugin_host_allow_waiting_pod((glue_str *)uid, NULL);
+}
+
+// Rejects the waiting pod with this UID with `reason` (its binding cycle fails as Unschedulable); false when no
+// such pod waits.
+static bool glue_reject_waiting_pod(const glue_str *uid, const glue_str *reason) {
+  return kws_plugin_host_reject_waiting_pod((glue_str *)uid, NULL, (glue_str *)reason);
+}
+
+#ifdef GLUE_POD_VIEW
+// ---- the pod view (the `pods` export): every pod the scheduler knows, kept from the host's change lists ----
+
+static kws_plugin_types_known_pod_t *glue_view; // owned; unordered
+static size_t glue_view_len, glue_view_cap;
+
+static size_t glue_view_find(const glue_str *uid) {
+  size_t i = 0;
+  while (i < glue_view_len && !glue_str_same(&glue_view[i].pod.uid, uid)) i++;
+  return i;
+}
+
+// Applies the host's changes in order (call it from exports_kws_plugin_pods_apply); takes the pods out of the
+// list and frees the rest.
+static void glue_pods_apply(exports_kws_plugin_pods_list_pod_change_t *changes) {
+  for (size_t c = 0; c < changes->len; c++) {
+    kws_plugin_types_pod_change_t *ch = &changes->ptr[c];
+    if (ch->tag == KWS_PLUGIN_TYPES_POD_CHANGE_RESET) {
+      for (size_t i = 0; i < glue_view_len; i++) kws_plugin_types_known_pod_free(&glue_view[i]);
+      glue_view_len = 0;
+    } else if (ch->tag == KWS_PLUGIN_TYPES_POD_CHANGE_REMOVE) {
+      size_t i = glue_view_find(&ch->val.remove);
+      if (i < glue_view_len) {
+        kws_plugin_types_known_pod_free(&glue_view[i]);
+        glue_view[i] = glue_view[--glue_view_len]; // order does not matter: swap the last one in
+      }
+    } else {
+      size_t i = glue_view_find(&ch->val.upsert.pod.uid);
+      if (i < glue_view_len) {
+        kws_plugin_types_known_pod_free(&glue_view[i]);
+      } else {
+        if (glue_view_len == glue_view_cap) {
+          glue_view_cap = glue_view_cap ? glue_view_cap * 2 : 64;
+          glue_view = realloc(glue_view, glue_view_cap * sizeof *glue_view);
+          if (!glue_view) abort();
+        }
+        glue_view_len++;
+      }
+      glue_view[i] = ch->val.upsert; // moved: the change list no longer owns it
+      memset(&ch->val.upsert, 0, sizeof ch->val.upsert);
+    }
+  }
+  exports_kws_plugin_pods_list_pod_change_free(changes);
+}
+
+// How many pods the view holds; glue_known_pod(i) for i below it reads them (in no order).
+static size_t glue_pods_len(void) {
+  return glue_view_len;
+}
+
+static const kws_plugin_types_known_pod_t *glue_known_pod(size_t i) {
+  return i < glue_view_len ? &glue_view[i] : NULL;
+}
+
+// The pod with this UID, or NULL (a linear search: fine for the samples' few pods; index by what the policy asks
+// when the view is large).
+static const kws_plugin_types_known_pod_t *glue_pod_by_uid(const glue_str *uid) {
+  size_t i = glue_view_find(uid);
+  return i < glue_view_len ? &glue_view[i] : NULL;
+}
+
+// True when the pod is assumed or bound (on a node), not pending.
+static bool glue_pod_placed(const kws_plugin_types_known_pod_t *p) {
+  return p->state != KWS_PLUGIN_TYPES_POD_STATE_PENDING;
+}
+#endif
+
+#ifdef GLUE_EVENTS
+// ---- events (the `events` export) ----
+
+// The answer of events-to-register from `n` events (copied into memory the post-return code frees).
+static void glue_events(exports_kws_plugin_events_list_cluster_event_t *ret, const kws_plugin_types_cluster_event_t *events,
+                        size_t n) {
+  ret->ptr = glue_alloc(n * sizeof *ret->ptr);
+  if (n) memcpy(ret->ptr, events, n * sizeof *ret->ptr);
+  ret->len = n;
+}
+#endif
+
+#ifndef GLUE_NO_CYCLE
 // ---- the cycle's pod: fetched from the host on first use after cycle.begin, since each fetch copies it all ----
 
 static kws_plugin_host_pod_t glue_pod; // owned; valid when glue_pod_cached
@@ -108,6 +243,7 @@ static const kws_plugin_types_pod_t *glue_cycle_pod(void) {
   if (!glue_pod_cached) glue_pod_cached = kws_plugin_host_cycle_pod(&glue_pod);
   return glue_pod_cached ? &glue_pod : NULL;
 }
+#endif
 
 // ---- statuses (reasons are malloc'd: the post-return code frees them) ----
 
@@ -196,6 +332,7 @@ static bool glue_status_eq(const glue_status *a, const glue_status *b) {
   return true;
 }
 
+#ifndef GLUE_NO_CYCLE
 // ---- filter: per-node statuses -> filter-result ----
 
 // Filter's answer for the call's `slots`, from the policy's per-node decision: `decide(slot, &st)` fills the
@@ -242,6 +379,7 @@ static void glue_filter(const exports_kws_plugin_filter_list_node_slot_t *slots,
   ret->verdicts.ptr = verdicts;
   ret->verdicts.len = count;
 }
+#endif
 
 // ---- config: one string member of the JSON object from host.config() ----
 
@@ -409,7 +547,7 @@ bad:
 done:
   free(name);
   free(found);
-  filter_score_plugin_string_free(&cfg);
+  GLUE_W(string_free)(&cfg);
   return err;
 }
 

@@ -354,6 +354,17 @@ func importCycleStateRead(key, keyLen, ret uint32)
 //go:wasmimport kws:plugin/host@0.2.1 cycle-pod
 func importCyclePod(ret uint32)
 
+//go:wasmimport kws:plugin/host@0.2.1 waiting-pods
+func importWaitingPods(ret uint32)
+
+// allow-waiting-pod(uid, plugin: option<string>): the option is (discriminant, pointer, length).
+//
+//go:wasmimport kws:plugin/host@0.2.1 allow-waiting-pod
+func importAllowWaitingPod(uid, uidLen, some, plugin, pluginLen uint32) uint32
+
+//go:wasmimport kws:plugin/host@0.2.1 reject-waiting-pod
+func importRejectWaitingPod(uid, uidLen, some, plugin, pluginLen, reason, reasonLen uint32) uint32
+
 // importRet is where the host writes an import's answer (the largest, option<pod>, is 192 bytes); a package
 // variable, so it does not move while the host writes it.
 var importRet [24]uint64
@@ -418,4 +429,35 @@ func hostCyclePod() *Pod {
 	}
 	unpin(mark)
 	return out
+}
+
+// waitingPodAt reads a waiting-pod record (the pod at 0, the node at 184, pending-plugins at 192; 200 bytes).
+func waitingPodAt(e unsafe.Pointer) WaitingPod {
+	return WaitingPod{Pod: pod(e), Node: str(e, 184), PendingPlugins: listAt(e, 192, 8, strAt)}
+}
+
+// hostWaitingPods: list<waiting-pod>, copied out of the host's buffer.
+func hostWaitingPods() []WaitingPod {
+	mark := len(pins)
+	importWaitingPods(addr(importArea()))
+	out := listAt(importArea(), 0, 200, waitingPodAt)
+	unpin(mark)
+	return out
+}
+
+// hostAllowWaitingPod allows on behalf of this plugin (plugin: none).
+func hostAllowWaitingPod(uid string) bool {
+	p, n := strArg(uid)
+	ok := importAllowWaitingPod(p, n, 0, 0, 0) != 0
+	runtime.KeepAlive(uid)
+	return ok
+}
+
+func hostRejectWaitingPod(uid, reason string) bool {
+	p, n := strArg(uid)
+	rp, rn := strArg(reason)
+	ok := importRejectWaitingPod(p, n, 0, 0, 0, rp, rn) != 0
+	runtime.KeepAlive(uid)
+	runtime.KeepAlive(reason)
+	return ok
 }

@@ -1,6 +1,8 @@
 // Package kws is the Go SDK for kube-wasm-scheduler guest plugins (contract kws:plugin@0.2.1, world
-// filter-score-plugin): a plugin written in Go and compiled by the standard Go toolchain (GOOS=wasip1
-// GOARCH=wasm, -buildmode=c-shared) serves Filter, Score and NormalizeScore to the scheduler.
+// filter-score-plugin, or gang-plugin with the build tag kws_gang): a plugin written in Go and compiled by the
+// standard Go toolchain (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared) serves Filter, Score and NormalizeScore
+// to the scheduler, or PreFilter, Reserve and Permit with the pod view, the waiting pods and events
+// ([PreFilterer], [Permitter], [Pods], [WaitingPods], [EventsRegistrar]).
 //
 // A plugin is a type with the methods of the points it serves ([Filterer], [Scorer], [ScoreNormalizer],
 // optionally [Preparer] for per-node data derived when a node changes), built from its configuration by a

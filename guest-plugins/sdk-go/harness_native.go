@@ -8,13 +8,19 @@ import (
 )
 
 // Off Wasm the host is a fake that a Harness sets up, so a plugin's unit tests run with plain `go test`.
-var fake struct {
+var fake fakeHost
+
+// fakeHost is what the host would hold for the instance.
+type fakeHost struct {
 	config  string
 	logs    []string
 	pod     *Pod
 	fetches int
 	state   map[string][]byte
 	random  uint64
+	waiting []WaitingPod
+	allowed []string
+	rejects []string
 }
 
 var levelNames = [...]string{"debug", "info", "warn", "error"}
@@ -52,6 +58,30 @@ func hostCyclePod() *Pod {
 	return &p
 }
 
+func hostWaitingPods() []WaitingPod { return append([]WaitingPod{}, fake.waiting...) }
+
+// hostAllowWaitingPod records the allow and takes the pod off the fake's waiting list.
+func hostAllowWaitingPod(uid string) bool {
+	fake.allowed = append(fake.allowed, uid)
+	return fake.release(uid)
+}
+
+func hostRejectWaitingPod(uid, reason string) bool {
+	fake.rejects = append(fake.rejects, uid+": "+reason)
+	return fake.release(uid)
+}
+
+// release takes the pod with this UID off the waiting list; false when it was not there.
+func (f *fakeHost) release(uid string) bool {
+	for i, w := range f.waiting {
+		if w.Pod.UID == uid {
+			f.waiting = append(f.waiting[:i], f.waiting[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // Harness drives the SDK as the host would, for a plugin's unit tests (native builds only; under wasip1 the host
 // does). Each call with a pod starts a new cycle, as the host's cycle.begin does. The package's state is global,
 // as an instance's is, so tests that use a Harness must not run in parallel.
@@ -63,8 +93,45 @@ func NewHarness(config string) *Harness {
 	rt.built, rt.plugin, rt.err = false, nil, nil
 	rt.table = nodeTable{}
 	rt.pod = CyclePod{}
-	fake.config, fake.logs, fake.pod, fake.fetches, fake.state = config, nil, nil, 0, map[string][]byte{}
+	fake = fakeHost{config: config, state: map[string][]byte{}}
+	clear(view)
 	return &Harness{}
+}
+
+// ApplyPods sends pod view changes, as pods.apply.
+func (*Harness) ApplyPods(changes ...PodChange) {
+	for _, c := range changes {
+		applyPodChange(c)
+	}
+}
+
+// SetWaitingPods sets the pods the fake host shows waiting at Permit.
+func (*Harness) SetWaitingPods(pods ...WaitingPod) { fake.waiting = append([]WaitingPod{}, pods...) }
+
+// Allowed returns the UIDs the plugin allowed (AllowWaitingPod) since NewHarness, in order.
+func (*Harness) Allowed() []string { return fake.allowed }
+
+// Rejected returns the plugin's rejections (RejectWaitingPod) since NewHarness, as "uid: reason", in order.
+func (*Harness) Rejected() []string { return fake.rejects }
+
+// PreFilter is pre-filter.pre-filter.
+func (*Harness) PreFilter(pod *Pod) Status { return preFilter(pod) }
+
+// Reserve is reserve.reserve.
+func (*Harness) Reserve(pod *Pod, node string) Status { return reserve(pod, node) }
+
+// Unreserve is reserve.unreserve.
+func (*Harness) Unreserve(pod *Pod, node string) { unreserve(pod, node) }
+
+// Permit is permit.permit: the status and the wait in milliseconds.
+func (*Harness) Permit(pod *Pod, node string) (Status, uint64) { return permit(pod, node) }
+
+// EventsToRegister is events.events-to-register.
+func (*Harness) EventsToRegister() []ClusterEvent { return eventsToRegister() }
+
+// QueueingHint is events.queueing-hint.
+func (*Harness) QueueingHint(pod *Pod, event ClusterEvent, old, new *EventObject) QueueingHint {
+	return queueingHint(pod, event, old, new)
 }
 
 // Apply sends node table changes, as nodes.apply.

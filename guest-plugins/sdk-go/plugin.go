@@ -36,7 +36,9 @@ var constructor func(cfg *Config) (any, error)
 // Register names the plugin's constructor; call it once, from an init function. The plugin is built from its
 // configuration on the first call that needs it (the host's config.validate comes first); a constructor error
 // fails validate, so the scheduler refuses to start with the configuration, and fails every later call.
-// P must implement [Filterer] or [Scorer] (or both).
+// P must implement at least one of [Filterer], [Scorer], [PreFilterer], [Reserver], [Permitter] and
+// [EventsRegistrar]; which of them the host calls is the world the plugin is built for (filter-score-plugin
+// serves Filter and Score, gang-plugin PreFilter, Reserve, Permit, events and the pod view).
 func Register[P any](newPlugin func(cfg *Config) (P, error)) {
 	if constructor != nil {
 		panic("kws.Register called twice")
@@ -103,10 +105,10 @@ func build() (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin configuration %q: %v", raw, err)
 	}
-	_, f := p.(Filterer)
-	_, s := p.(Scorer)
-	if !f && !s {
-		return nil, fmt.Errorf("plugin %T serves neither Filter nor Score", p)
+	switch p.(type) {
+	case Filterer, Scorer, PreFilterer, Reserver, Permitter, EventsRegistrar:
+	default:
+		return nil, fmt.Errorf("plugin %T serves no extension point (Filter, Score, PreFilter, Reserve, Permit)", p)
 	}
 	return p, nil
 }

@@ -122,9 +122,10 @@ impl Language {
         Language::ALL.into_iter().find(|l| l.as_str() == s).ok_or_else(|| AuthorError::UnknownLanguage(s.to_string()))
     }
 
-    /// The extension points this language's glue can serve. The C, Python and JavaScript glue implement the
-    /// contract's `filter-score-plugin` world (their bindings are generated for one world), so such a project
-    /// serves exactly Filter and Score; the Rust SDK exports any mix of points.
+    /// The extension points `plugin new` writes a project of this language for. C, Python and JavaScript projects
+    /// start in the contract's `filter-score-plugin` world (their bindings are generated for one world), so they
+    /// serve exactly Filter and Score until `plugin.yaml` names another world (`gang-plugin`: the pod view,
+    /// events, PreFilter, Reserve, Permit); the Rust SDK exports any mix of points.
     pub fn points(self) -> &'static [Point] {
         match self {
             Language::Rust => &Point::ALL,
@@ -166,7 +167,7 @@ impl Point {
             })?;
             if !lang.points().contains(&p) {
                 return Err(AuthorError::Points(format!(
-                    "{} is not served by {} plugins, whose glue implements the world filter-score-plugin (points: filter,score); the Rust SDK serves any mix",
+                    "{} is not served by {} plugins, whose glue implements the world filter-score-plugin (points: filter,score; plugin.yaml's world: gang-plugin serves pre-filter,reserve,permit with the pod view and events); the Rust SDK serves any mix",
                     p.wit_interface(),
                     lang.as_str()
                 )));

@@ -21,6 +21,11 @@ pub(super) struct Manifest {
     /// the repository's own samples name the repository's `wit/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wit: Option<PathBuf>,
+    /// The contract's world the C, Python and JavaScript bindings are generated for (default
+    /// `filter-score-plugin`, the world `plugin new` writes for): a plugin that keeps the pod view or registers
+    /// events names a world that exports them (`gang-plugin`), and one that does not pays nothing for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
 }
 
 /// A project `plugin new` wrote.
@@ -34,6 +39,8 @@ pub struct Project {
     pub language: Language,
     /// The contract (`plugin.yaml`'s `wit`, default `wit/` in the project).
     pub wit: PathBuf,
+    /// The world its bindings are generated for (`plugin.yaml`'s `world`, default `filter-score-plugin`).
+    pub world: String,
 }
 
 /// What `plugin build` made.
@@ -65,7 +72,15 @@ impl Project {
         validate_name(&manifest.name)
             .map_err(|e| AuthorError::Manifest { path: path.clone(), message: format!("name: {e}") })?;
         let wit = dir.join(manifest.wit.as_deref().unwrap_or(Path::new("wit")));
-        Ok(Project { dir: dir.to_path_buf(), name: manifest.name, language: manifest.language, wit })
+        let world = manifest.world.unwrap_or_else(|| toolchain::GLUE_WORLD.to_string());
+        // A world name reaches wit-bindgen, componentize-py and clang's file names: a WIT identifier only.
+        if world.is_empty() || !world.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            return Err(AuthorError::Manifest {
+                path,
+                message: format!("world: {world:?} is not a world name of the contract (e.g. filter-score-plugin)"),
+            });
+        }
+        Ok(Project { dir: dir.to_path_buf(), name: manifest.name, language: manifest.language, wit, world })
     }
 
     /// Where `plugin build` writes the component: `build/NAME.wasm`.
@@ -122,7 +137,7 @@ impl Project {
             Language::Rust | Language::C => {
                 let core = match self.language {
                     Language::Rust => toolchain::build_rust(&self.dir, &self.name)?,
-                    _ => toolchain::build_c(&self.dir, &self.wit, &build, &self.name)?,
+                    _ => toolchain::build_c(&self.dir, &self.wit, &self.world, &build, &self.name)?,
                 };
                 wasm::componentize(&core, None, &out).map_err(component_err(&core))?
             }
@@ -130,8 +145,8 @@ impl Project {
             Language::Python | Language::Js => {
                 let tmp = build.join(format!("{}.wasm.new", self.name));
                 match self.language {
-                    Language::Python => toolchain::build_python(&self.dir, &self.wit, &build, &tmp)?,
-                    _ => toolchain::build_js(&self.dir, &self.wit, &tmp)?,
+                    Language::Python => toolchain::build_python(&self.dir, &self.wit, &self.world, &build, &tmp)?,
+                    _ => toolchain::build_js(&self.dir, &self.wit, &self.world, &tmp)?,
                 }
                 wasm::check_and_install(&tmp, &out).map_err(component_err(&tmp))?
             }

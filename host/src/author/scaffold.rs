@@ -101,7 +101,7 @@ fn render(req: &NewProject) -> Vec<(String, String)> {
     let plugin = plugin_name(&req.name);
     let subst = |text: &str| text.replace("{{name}}", &req.name).replace("{{Plugin}}", &plugin);
     let mut files: Vec<(String, String)> = Vec::new();
-    let manifest = Manifest { name: req.name.clone(), language: req.language, wit: None };
+    let manifest = Manifest { name: req.name.clone(), language: req.language, wit: None, world: None };
     files.push((
         MANIFEST.to_string(),
         format!(

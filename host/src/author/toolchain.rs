@@ -12,7 +12,7 @@ const SETUP_WASM: &str = include_str!("../../../scripts/setup-wasm.sh");
 /// The componentize-js driver (a file of its own so that it reads as JavaScript).
 const JS_COMPONENTIZE: &str = include_str!("js-componentize.mjs");
 
-/// The world the C, Python and JavaScript glue implements.
+/// The world the C, Python and JavaScript glue implements unless `plugin.yaml` names another.
 pub(super) const GLUE_WORLD: &str = "filter-score-plugin";
 
 /// `$KWS_CACHE` (default `~/.cache/kube-wasm-scheduler`), where setup-wasm.sh installs into `tools/`.
@@ -125,7 +125,7 @@ pub(super) fn build_rust(dir: &Path, name: &str) -> Result<PathBuf, AuthorError>
 
 /// Compiles a C project (`plugin.c` with the glue) to a core module: wit-bindgen's C bindings of the glue's world,
 /// then clang for wasm32-wasi as a reactor, with the repository's C guests' flags (scripts/c-guest.sh).
-pub(super) fn build_c(dir: &Path, wit: &Path, build: &Path, name: &str) -> Result<PathBuf, AuthorError> {
+pub(super) fn build_c(dir: &Path, wit: &Path, world: &str, build: &Path, name: &str) -> Result<PathBuf, AuthorError> {
     let wit_bindgen = find_tool("wit-bindgen").ok_or_else(|| missing("wit-bindgen", Language::C))?;
     let clang = find_tool("clang").ok_or_else(|| missing("clang", Language::C))?;
     let sysroot = Path::new("/usr");
@@ -136,7 +136,7 @@ pub(super) fn build_c(dir: &Path, wit: &Path, build: &Path, name: &str) -> Resul
     let _ = std::fs::remove_dir_all(&gen);
     std::fs::create_dir_all(&gen).map_err(|source| AuthorError::Io { path: gen.clone(), source })?;
     let mut cmd = Command::new(wit_bindgen);
-    cmd.arg("c").arg(wit).args(["--world", GLUE_WORLD, "--out-dir"]).arg(&gen);
+    cmd.arg("c").arg(wit).args(["--world", world, "--out-dir"]).arg(&gen);
     // Quiet unless it fails: it lists every file it generates.
     let step = "wit-bindgen c";
     let output = cmd.output().map_err(|e| AuthorError::BuildFailed { step: step.into(), status: e.to_string() })?;
@@ -146,7 +146,7 @@ pub(super) fn build_c(dir: &Path, wit: &Path, build: &Path, name: &str) -> Resul
         let _ = std::io::stderr().write_all(&output.stderr);
         return Err(AuthorError::BuildFailed { step: step.into(), status: output.status.to_string() });
     }
-    let world = GLUE_WORLD.replace('-', "_");
+    let world = world.replace('-', "_");
     let core = build.join(format!("{name}.core.wasm"));
     let mut cmd = Command::new(clang);
     cmd.args([
@@ -158,6 +158,8 @@ pub(super) fn build_c(dir: &Path, wit: &Path, build: &Path, name: &str) -> Resul
     ])
     .args(["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-function", "-mexec-model=reactor"])
     .arg("-Wl,--strip-debug")
+    // The glue's types are named after the world (`filter_score_plugin_string_t`): it reads the name from here.
+    .arg(format!("-DGLUE_WORLD={world}"))
     .arg("-I")
     .arg(&gen)
     .arg(dir.join("plugin.c"))
@@ -170,7 +172,7 @@ pub(super) fn build_c(dir: &Path, wit: &Path, build: &Path, name: &str) -> Resul
 }
 
 /// Builds a Python project (`app.py` and the modules beside it) into a component at `out` with componentize-py.
-pub(super) fn build_python(dir: &Path, wit: &Path, build: &Path, out: &Path) -> Result<(), AuthorError> {
+pub(super) fn build_python(dir: &Path, wit: &Path, world: &str, build: &Path, out: &Path) -> Result<(), AuthorError> {
     let componentize_py = find_tool("componentize-py").ok_or_else(|| missing("componentize-py", Language::Python))?;
     // Build from a copy of the modules: componentize-py leaves __pycache__ beside the modules it loads.
     let src = build.join("py-src");
@@ -187,7 +189,7 @@ pub(super) fn build_python(dir: &Path, wit: &Path, build: &Path, out: &Path) -> 
         }
     }
     let mut cmd = Command::new(componentize_py);
-    cmd.arg("-d").arg(wit).args(["-w", GLUE_WORLD, "componentize", "app", "-p"]).arg(&src).arg("-o").arg(out);
+    cmd.arg("-d").arg(wit).args(["-w", world, "componentize", "app", "-p"]).arg(&src).arg("-o").arg(out);
     let result = run(cmd, "componentize-py");
     let _ = std::fs::remove_dir_all(&src);
     result
@@ -195,7 +197,7 @@ pub(super) fn build_python(dir: &Path, wit: &Path, build: &Path, out: &Path) -> 
 
 /// Builds a JavaScript project (`plugin.js` and the modules beside it) into a component at `out` with
 /// componentize-js, through its driver (js-componentize.mjs).
-pub(super) fn build_js(dir: &Path, wit: &Path, out: &Path) -> Result<(), AuthorError> {
+pub(super) fn build_js(dir: &Path, wit: &Path, world: &str, out: &Path) -> Result<(), AuthorError> {
     let node = find_tool("node").ok_or_else(|| missing("node", Language::Js))?;
     let modules = tools_dir().join("js/node_modules");
     if !modules.join("@bytecodealliance/componentize-js/package.json").is_file() {
@@ -215,7 +217,7 @@ pub(super) fn build_js(dir: &Path, wit: &Path, out: &Path) -> Result<(), AuthorE
         .arg(&wit)
         .arg(dir.join("plugin.js"))
         .arg(&out)
-        .arg(GLUE_WORLD)
+        .arg(world)
         .stdin(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| failed(e.to_string()))?;

@@ -167,6 +167,8 @@ fn plugin_new_refuses_bad_input() {
     let tmp = TempDir::new("bad-input");
     std::fs::create_dir(tmp.0.join("taken")).unwrap();
     std::fs::write(tmp.0.join("taken/file"), "").unwrap();
+    std::fs::create_dir(tmp.0.join("bad-world")).unwrap();
+    std::fs::write(tmp.0.join("bad-world/plugin.yaml"), "name: bad-world\nlanguage: c\nworld: Gang Plugin\n").unwrap();
     for (args, want) in [
         (
             &["plugin", "new", "My_Plugin", "--lang", "rust"][..],
@@ -184,6 +186,10 @@ fn plugin_new_refuses_bad_input() {
         ),
         (&["plugin", "new", "taken", "--lang", "c"], "error: taken: exists and is not empty"),
         (&["plugin", "build", "taken"], "error: taken/plugin.yaml: not found: not a plugin project"),
+        (
+            &["plugin", "build", "bad-world"],
+            "error: bad-world/plugin.yaml: world: \"Gang Plugin\" is not a world name of the contract",
+        ),
     ] {
         let out = kws(&tmp.0).args(args).output().unwrap();
         let (stdout, stderr) = text(&out);

@@ -5,8 +5,8 @@
 use crate::util::*;
 use crate::wasm::{guest, registry_for};
 
-const GROUP: &str = "pod-group.scheduling.sigs.k8s.io/name";
-const MIN: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
+pub(crate) const GROUP: &str = "pod-group.scheduling.sigs.k8s.io/name";
+pub(crate) const MIN: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
 
 /// The default profile with the coscheduling guest at every point it serves (PrioritySort replaced), and the
 /// capacity-quota guest when `quotas` (its JSON config) is given.
@@ -29,19 +29,19 @@ fn profile(quotas: Option<&str>) -> String {
 }
 
 /// `count` nodes with room for `per_node` 1-CPU pods each.
-fn nodes(count: usize, per_node: usize) -> String {
+pub(crate) fn nodes(count: usize, per_node: usize) -> String {
     (0..count)
         .map(|i| format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: n{i}\n  labels: {{kubernetes.io/hostname: n{i}}}\nstatus:\n  allocatable: {{cpu: '{per_node}', memory: 64Gi, pods: '110'}}\n---\n"))
         .collect()
 }
 
 /// A pending pod requesting `cpu`, in `ns`, in gang `group` of `min` when given.
-fn pod(ns: &str, name: &str, cpu: &str, gang: Option<(&str, usize)>) -> String {
+pub(crate) fn pod(ns: &str, name: &str, cpu: &str, gang: Option<(&str, usize)>) -> String {
     let labels = gang.map_or(String::new(), |(g, min)| format!("\n  labels: {{{GROUP}: {g}, {MIN}: '{min}'}}"));
     format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}{labels}\nspec:\n  containers: [{{name: c, resources: {{requests: {{cpu: '{cpu}'}}}}}}]\n---\n")
 }
 
-fn gang(group: &str, size: usize, min: usize) -> String {
+pub(crate) fn gang(group: &str, size: usize, min: usize) -> String {
     (1..=size).map(|i| pod("default", &format!("{group}-{i}"), "1", Some((group, min)))).collect()
 }
 
@@ -50,7 +50,7 @@ fn run(profile: &str, cluster: &str) -> kube_wasm_scheduler::sim::Report {
     simulate(&reg, &cfg, cluster, 1, &[])
 }
 
-fn bound(r: &kube_wasm_scheduler::sim::Report) -> Vec<String> {
+pub(crate) fn bound(r: &kube_wasm_scheduler::sim::Report) -> Vec<String> {
     let mut v: Vec<String> = r.placements.iter().filter(|p| p.node.is_some()).map(|p| p.pod.clone()).collect();
     v.sort();
     v

@@ -16,6 +16,7 @@ mod deploy;
 mod extenders;
 mod framework;
 mod gang;
+mod glue;
 mod go_guest;
 mod guest_failures;
 mod hostile_sources;

@@ -1,0 +1,1 @@
+../priority-label-c/plugin_glue.h

@@ -1,0 +1,1 @@
+../priority-label-py/plugin_glue.py
