@@ -1,6 +1,6 @@
 // Command driver runs the live side-by-side benchmark (make bench-live) on a control plane started by
 // scripts/control-plane.sh: for each size (nodes x pods), shape (streaming, backlog) and repetition it runs every
-// kit.Contender in turn, interleaved (every other repetition in reverse order, so that the machine's drift over a
+// contender in turn, interleaved (every other repetition in reverse order, so that the machine's drift over a
 // pair of repetitions favours no one), each in a fresh namespace with its own schedulerName, and records pods/s,
 // creation-to-bound latency seen by its own watch, the scheduler's CPU, peak RSS, threads and connections to the API
 // server, and the API server's and etcd's CPU. Results go to OUT/runs.jsonl (one line per run as it ends),
@@ -37,7 +37,7 @@ type result struct {
 	Nodes         int    `json:"nodes"`
 	Pods          int    `json:"pods"`
 	Shape         string `json:"shape"`
-	Contender     string `json:"kit.Contender"`
+	Contender     string `json:"contender"`
 	Rep           int    `json:"rep"`
 	Namespace     string `json:"namespace"`
 	SchedulerName string `json:"scheduler_name"`
@@ -129,14 +129,14 @@ func main() {
 	flag.StringVar(&sizes, "sizes", "500x2000,5000x5000", "sizes, NODESxPODS, comma-separated")
 	flag.StringVar(&shapes, "shapes", "streaming,backlog", "shapes: streaming (scheduler ready, then pods created), backlog (pods created, then scheduler started)")
 	flag.StringVar(&contenders, "contenders", "kube,ours,null,ours-guests", "contenders, in the order they take turns")
-	flag.IntVar(&o.reps, "reps", 2, "repetitions of each (size, shape, kit.Contender)")
+	flag.IntVar(&o.reps, "reps", 2, "repetitions of each (size, shape, contender)")
 	flag.StringVar(&o.bins.KubeScheduler, "kube-scheduler", "", "kube-scheduler binary")
 	flag.StringVar(&o.bins.Ours, "ours", "", "kube-wasm-scheduler binary")
 	flag.StringVar(&o.bins.NullBinder, "null-binder", "", "null binder binary")
 	flag.IntVar(&o.bins.NullWorkers, "null-workers", 90, "the null binder's --workers: Bindings and Events in flight (0: a goroutine per pod, as kube-scheduler)")
 	flag.StringVar(&o.bins.GuestsDir, "guests", "", "directory holding qos-sort.wasm, priority-label.wasm, random-score.wasm")
-	flag.Float64Var(&o.qps, "qps", 5000, "clientConnection.qps of every kit.Contender")
-	flag.IntVar(&o.burst, "burst", 5000, "clientConnection.burst of every kit.Contender")
+	flag.Float64Var(&o.qps, "qps", 5000, "clientConnection.qps of every contender")
+	flag.IntVar(&o.burst, "burst", 5000, "clientConnection.burst of every contender")
 	flag.IntVar(&o.createWorkers, "create-workers", 16, "concurrent pod create calls")
 	flag.IntVar(&o.nodeWorkers, "node-workers", 32, "concurrent node create calls")
 	flag.IntVar(&o.zones, "zones", 10, "zones the nodes are spread over")
@@ -158,19 +158,19 @@ func main() {
 	for _, name := range list(contenders) {
 		c, ok := kit.Contenders[name]
 		if !ok {
-			die("kit.Contender %q: want kube, ours, null or ours-guests", name)
+			die("contender %q: want kube, ours, null or ours-guests", name)
 		}
 		o.contenders = append(o.contenders, c)
 	}
 	for _, c := range o.contenders {
 		need := map[string]string{"kube": o.bins.KubeScheduler, "ours": o.bins.Ours, "null": o.bins.NullBinder}[c.Kind]
 		if st, err := os.Stat(need); err != nil || st.IsDir() {
-			die("kit.Contender %s: binary %q not found (flags --kube-scheduler, --ours, --null-binder)", c.Name, need)
+			die("contender %s: binary %q not found (flags --kube-scheduler, --ours, --null-binder)", c.Name, need)
 		}
 		if c.Guests {
 			for _, g := range []string{"qos-sort", "priority-label", "random-score"} {
 				if _, err := os.Stat(filepath.Join(o.bins.GuestsDir, g+".wasm")); err != nil {
-					die("kit.Contender %s: %v (scripts/build-guests.sh builds it)", c.Name, err)
+					die("contender %s: %v (scripts/build-guests.sh builds it)", c.Name, err)
 				}
 			}
 		}
