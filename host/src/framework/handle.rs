@@ -267,6 +267,8 @@ pub struct PluginContext {
     pub profile: String,
     /// The feature gates of the run (upstream hands each plugin's constructor its `feature.Features`).
     pub features: crate::config::Features,
+    /// Where DynamicResources reports binding conditions (the live scheduler's `/metrics`).
+    pub dra_metrics: Arc<dyn super::metrics::DraMetrics>,
 }
 
 impl PluginContext {
@@ -281,6 +283,7 @@ impl PluginContext {
             listers: Arc::default(),
             profile: String::new(),
             features: crate::config::Features::default(),
+            dra_metrics: Arc::new(super::metrics::NoDraMetrics),
         }
     }
 }

@@ -13,6 +13,22 @@ pub trait PluginMetrics: Send + Sync {
     fn plugin_execution(&self, _plugin: &str, _point: &'static str, _status: Code, _duration: Duration) {}
 }
 
+/// Receives what DynamicResources' PreBind saw of devices' binding conditions (DRADeviceBindingConditions), with
+/// upstream's status labels: `success`, `failure`, `timeout` or `error`.
+pub trait DraMetrics: Send + Sync {
+    /// A PreBind waited `duration` for the binding conditions of an allocation that has a device of `driver`
+    /// (`scheduler_dra_bindingconditions_wait_duration_seconds{profile,driver,status}`, once per allocated device).
+    fn binding_conditions_wait(&self, _profile: &str, _driver: &str, _status: &'static str, _duration: Duration) {}
+    /// A device of `driver` with binding conditions was allocated in the attempt
+    /// (`scheduler_dra_bindingconditions_allocations_total{profile,driver,status}`).
+    fn binding_conditions_allocation(&self, _profile: &str, _driver: &str, _status: &'static str) {}
+}
+
+/// Records nothing (tests, the simulator).
+pub struct NoDraMetrics;
+
+impl DraMetrics for NoDraMetrics {}
+
 /// Receives what OpportunisticBatching did, with upstream's label values (see `framework::batch`).
 pub trait BatchMetrics: Send + Sync {
     /// A hint was not given, or was used or not (`scheduler_batch_attempts_total{profile,result}`).

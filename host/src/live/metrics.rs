@@ -7,18 +7,23 @@
 //! is scraped ([`SchedulerState`]) and encoded beside them, which gives the same numbers without a hook on every
 //! change.
 //!
-//! Left out of v1.37's list: the pod group and workload families (`scheduler_podgroup_*`, `scheduler_placement_*`,
-//! `scheduler_generated_placements_total`, `scheduler_workload_preemption_*`, `scheduler_preemption_workload_*`;
-//! there are no PodGroups here, so `scheduler_queued_entities` and `scheduler_queue_incoming_entities_total` only
-//! ever have `type="pod"`), `scheduler_pre_queueing_hint_evaluations_total` (SchedulerPreQueueingHints is alpha and off),
-//! `scheduler_dra_bindingconditions_*` (no binding conditions), `scheduler_preemption_evaluation_duration_seconds`,
-//! `scheduler_preemption_execution_duration_seconds` and `scheduler_preemption_pdb_violations_total` (not fed yet), `scheduler_event_handling_duration_seconds` and `scheduler_plugin_evaluation_total`
-//! (not fed yet: the second needs a count on every plugin call of every cycle, not only sampled ones),
-//! `scheduler_queueing_hint_execution_duration_seconds` and `scheduler_inflight_events` (the queue has no queueing
-//! hints), `scheduler_preemption_goroutines_*` (preemption is synchronous), the `scheduler_*async_api_call*`
-//! families (API calls are not dispatched asynchronously), `scheduler_goroutines` for operations other than
-//! binding (Filter and Score run on a thread pool, not goroutines), the volume binder's families (no VolumeBinding
-//! plugin) and component-base's process, Go runtime and REST client families.
+//! Registered only with their gates, as upstream: the PodGroup cycle's families (`scheduler_podgroup_*`,
+//! GenericWorkload) and the DRA binding-condition families (`scheduler_dra_bindingconditions_*`,
+//! DRADeviceBindingConditions, on by default).
+//!
+//! Left out of v1.37's list: the placement and workload families (`scheduler_placement_*`,
+//! `scheduler_generated_placements_total`, `scheduler_workload_preemption_*`, `scheduler_preemption_workload_*`: no
+//! workload-aware preemption or placement generation here), `type="pod_group"` series of `scheduler_queued_entities`
+//! and `scheduler_queue_incoming_entities_total` (a PodGroup's pods are queued one by one, so both count pods),
+//! `scheduler_pre_queueing_hint_evaluations_total` (SchedulerPreQueueingHints is alpha and off),
+//! `scheduler_preemption_evaluation_duration_seconds`, `scheduler_preemption_execution_duration_seconds` and
+//! `scheduler_preemption_pdb_violations_total` (not fed yet), `scheduler_event_handling_duration_seconds` and
+//! `scheduler_plugin_evaluation_total` (not fed yet: the second needs a count on every plugin call of every cycle,
+//! not only sampled ones), `scheduler_queueing_hint_execution_duration_seconds` and `scheduler_inflight_events` (not fed),
+//! `scheduler_preemption_goroutines_*` (preemption is synchronous), the `scheduler_*async_api_call*` families (API
+//! calls are not dispatched asynchronously), `scheduler_goroutines` for operations other than binding (Filter and
+//! Score run on a thread pool, not goroutines), the volume binder's families and component-base's process, Go
+//! runtime and REST client families.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -31,7 +36,7 @@ use prometheus::{
 };
 use thiserror::Error;
 
-use crate::framework::metrics::PluginMetrics;
+use crate::framework::metrics::{DraMetrics, PluginMetrics};
 use crate::framework::CycleTrace;
 use crate::framework::{Code, PodInfo};
 use crate::queue::{QueueName, QueueObserver};
@@ -67,6 +72,8 @@ const SLI_BUCKETS: Buckets = (0.01, 2.0, 20);
 /// The OpportunisticBatching latencies (`get_node_hint_duration_seconds`, `store_schedule_results_duration_seconds`,
 /// `batch_rescore_duration_seconds`): from 10 µs, doubling, 12 buckets.
 const BATCH_BUCKETS: Buckets = (0.00001, 2.0, 12);
+/// `dra_bindingconditions_wait_duration_seconds`: from 0.1 s, doubling, 14 buckets.
+const DRA_WAIT_BUCKETS: Buckets = (0.1, 2.0, 14);
 /// `pod_scheduling_attempts`: 1 to 16, doubling.
 const ATTEMPTS_BUCKETS: Buckets = (1.0, 2.0, 5);
 
@@ -172,6 +179,16 @@ pub struct Metrics {
     unschedulable_seen: Mutex<BTreeSet<(String, String)>>,
     /// The PodGroup cycle's families, registered only with the GenericWorkload gate (as upstream's).
     pod_groups: std::sync::OnceLock<PodGroupFamilies>,
+    /// The binding-condition families, registered only with the DRADeviceBindingConditions gate (as upstream's).
+    dra: std::sync::OnceLock<DraFamilies>,
+}
+
+/// `scheduler_dra_bindingconditions_*`: what DynamicResources' PreBind waited for.
+struct DraFamilies {
+    /// `scheduler_dra_bindingconditions_allocations_total{profile,driver,status}`.
+    allocations: IntCounterVec,
+    /// `scheduler_dra_bindingconditions_wait_duration_seconds{profile,driver,status}`.
+    wait_duration: HistogramVec,
 }
 
 /// `scheduler_podgroup_*`: what the PodGroup cycle reports.
@@ -293,6 +310,7 @@ impl Metrics {
             )?,
             unschedulable_seen: Mutex::default(),
             pod_groups: std::sync::OnceLock::new(),
+            dra: std::sync::OnceLock::new(),
             registry,
         })
     }
@@ -322,6 +340,30 @@ impl Metrics {
             )?,
         };
         let _ = self.pod_groups.set(families);
+        Ok(())
+    }
+
+    /// Registers the binding-condition families (DRADeviceBindingConditions, on by default since v1.36); once is
+    /// enough.
+    pub fn enable_dra_binding_conditions(&self) -> Result<(), MetricsError> {
+        if self.dra.get().is_some() {
+            return Ok(());
+        }
+        let f = Families(&self.registry);
+        let families = DraFamilies {
+            allocations: f.counter_vec(
+                "scheduler_dra_bindingconditions_allocations_total",
+                "[ALPHA] Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+                &["profile", "driver", "status"],
+            )?,
+            wait_duration: f.histogram_vec(
+                "scheduler_dra_bindingconditions_wait_duration_seconds",
+                "[ALPHA] Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+                DRA_WAIT_BUCKETS,
+                &["profile", "driver", "status"],
+            )?,
+        };
+        let _ = self.dra.set(families);
         Ok(())
     }
 
@@ -371,6 +413,19 @@ impl crate::framework::metrics::BatchMetrics for Metrics {
     }
     fn store_schedule_results(&self, profile: &str, d: Duration) {
         self.store_schedule_results_duration.with_label_values(&[profile]).observe(d.as_secs_f64());
+    }
+}
+
+impl DraMetrics for Metrics {
+    fn binding_conditions_wait(&self, profile: &str, driver: &str, status: &'static str, duration: Duration) {
+        if let Some(f) = self.dra.get() {
+            f.wait_duration.with_label_values(&[profile, driver, status]).observe(duration.as_secs_f64());
+        }
+    }
+    fn binding_conditions_allocation(&self, profile: &str, driver: &str, status: &'static str) {
+        if let Some(f) = self.dra.get() {
+            f.allocations.with_label_values(&[profile, driver, status]).inc();
+        }
     }
 }
 
@@ -981,6 +1036,27 @@ mod tests {
             r#"scheduler_podgroup_scheduling_attempt_duration_seconds_count{profile="default-scheduler",result="scheduled"} 1"#,
             "scheduler_podgroup_scheduling_algorithm_duration_seconds_count 1",
             "# HELP scheduler_podgroup_schedule_attempts_total [ALPHA] Number of attempts to schedule pod group",
+        ] {
+            assert!(out.contains(want), "{want}\n{out}");
+        }
+    }
+
+    /// The DRA binding-condition families exist only with their gate, with upstream's names, labels and buckets.
+    #[test]
+    fn dra_binding_condition_families_only_with_the_gate() {
+        let (m, state) = fed();
+        m.binding_conditions_allocation("kws", "gpu.example.com", "success");
+        assert!(!m.render_state(&state).contains("scheduler_dra_"), "gate off: no family");
+        m.enable_dra_binding_conditions().unwrap();
+        m.enable_dra_binding_conditions().unwrap();
+        m.binding_conditions_allocation("kws", "gpu.example.com", "timeout");
+        m.binding_conditions_wait("kws", "gpu.example.com", "timeout", Duration::from_secs(3));
+        let out = m.render_state(&state);
+        for want in [
+            r#"scheduler_dra_bindingconditions_allocations_total{driver="gpu.example.com",profile="kws",status="timeout"} 1"#,
+            r#"scheduler_dra_bindingconditions_wait_duration_seconds_bucket{driver="gpu.example.com",profile="kws",status="timeout",le="3.2"} 1"#,
+            r#"scheduler_dra_bindingconditions_wait_duration_seconds_bucket{driver="gpu.example.com",profile="kws",status="timeout",le="1.6"} 0"#,
+            "# TYPE scheduler_dra_bindingconditions_wait_duration_seconds histogram",
         ] {
             assert!(out.contains(want), "{want}\n{out}");
         }

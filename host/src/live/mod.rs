@@ -350,9 +350,17 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             );
             recorder.record(e);
         }));
+        let metrics = Arc::new(metrics::Metrics::default());
+        if cfg.features.generic_workload {
+            metrics.enable_pod_groups().map_err(|e| LiveError::Profile(format!("metrics: {e}")))?;
+        }
+        if cfg.features.dra_device_binding_conditions {
+            metrics.enable_dra_binding_conditions().map_err(|e| LiveError::Profile(format!("metrics: {e}")))?;
+        }
         let ctx = PluginContext {
             seed: rand_seed(),
             reload_period: Some(Duration::from_secs(2)),
+            dra_metrics: metrics.clone(),
             ..PluginContext::new(cluster.clone())
         };
         let profiles = Arc::new(
@@ -366,10 +374,6 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         }
         if cfg.features.generic_workload {
             crate::cluster::kube::pod_groups::served(&client).await.map_err(LiveError::Profile)?;
-        }
-        let metrics = Arc::new(metrics::Metrics::default());
-        if cfg.features.generic_workload {
-            metrics.enable_pod_groups().map_err(|e| LiveError::Profile(format!("metrics: {e}")))?;
         }
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff)
             .with_observer(metrics.clone());

@@ -331,6 +331,10 @@ pub struct DynamicResources {
     special_claims: AtomicU64,
     /// The run's feature gates (the allocator's, DRAExtendedResource).
     features: crate::config::Features,
+    /// The profile, as the binding-condition metrics label it.
+    profile: String,
+    /// Where the binding-condition metrics go.
+    metrics: Arc<dyn crate::framework::metrics::DraMetrics>,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -394,6 +398,8 @@ impl DynamicResources {
             binding_timeout,
             special_claims: AtomicU64::new(0),
             features: ctx.features,
+            profile: ctx.profile.clone(),
+            metrics: ctx.dra_metrics.clone(),
         })
     }
 
@@ -417,11 +423,29 @@ impl DynamicResources {
         if !waits {
             return Status::success();
         }
+        let start = std::time::Instant::now();
+        let (status, label) = self.poll_binding_conditions(&claims);
+        // As upstream: the wait once per allocated device, the allocation once per device with binding conditions.
+        let elapsed = start.elapsed();
+        for a in claims.iter().filter_map(|c| allocation(c)) {
+            for r in a.devices.iter().flat_map(|d| d.results.iter().flatten()) {
+                self.metrics.binding_conditions_wait(&self.profile, &r.driver, label, elapsed);
+                if r.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
+                    self.metrics.binding_conditions_allocation(&self.profile, &r.driver, label);
+                }
+            }
+        }
+        status
+    }
+
+    /// The claims as the informers show them, at once and then every 5s, until all are ready, one failed, or the
+    /// wait ran out: the status, and its label in the binding-condition metrics.
+    fn poll_binding_conditions(&self, claims: &[Arc<ResourceClaim>]) -> (Status, &'static str) {
         let deadline = std::time::Instant::now() + self.binding_timeout;
         loop {
             let objects = self.listers.objects();
             let mut ready = true;
-            for claim in &claims {
+            for claim in claims {
                 let key = format!(
                     "{}/{}",
                     claim.metadata.namespace.as_deref().unwrap_or(""),
@@ -433,23 +457,21 @@ impl DynamicResources {
                     _ => claim.clone(),
                 };
                 match claim_ready_for_binding(&latest) {
-                    Err(e) => return Status::error(e),
+                    Err(e) => return (Status::error(e), "failure"),
                     Ok(true) => {}
                     Ok(false) if claim_timed_out(&latest, self.binding_timeout) => {
-                        return Status::error(format!(
-                            "device binding timeout: claim={}",
-                            claim.metadata.name.as_deref().unwrap_or("")
-                        ))
+                        let name = claim.metadata.name.as_deref().unwrap_or("");
+                        return (Status::error(format!("device binding timeout: claim={name}")), "timeout");
                     }
                     Ok(false) => ready = false,
                 }
             }
             if ready {
-                return Status::success();
+                return (Status::success(), "success");
             }
             let now = std::time::Instant::now();
             if now >= deadline {
-                return Status::error("device binding timeout: context deadline exceeded");
+                return (Status::error("device binding timeout: context deadline exceeded"), "timeout");
             }
             std::thread::sleep(BINDING_POLL.min(deadline - now));
         }

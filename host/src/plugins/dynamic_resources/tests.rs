@@ -812,10 +812,27 @@ fn binding_conditions_are_met_failed_or_timed_out() {
     assert!(claim_timed_out(&claim(json!([]), "2020-01-01T00:00:00Z"), day));
 }
 
+/// The binding-condition metrics a plugin reported: (kind, profile, driver, status).
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<(&'static str, String, String, &'static str)>>);
+
+impl crate::framework::metrics::DraMetrics for Recorded {
+    fn binding_conditions_wait(&self, profile: &str, driver: &str, status: &'static str, _: Duration) {
+        self.0.lock().unwrap().push(("wait", profile.into(), driver.into(), status));
+    }
+    fn binding_conditions_allocation(&self, profile: &str, driver: &str, status: &'static str) {
+        self.0.lock().unwrap().push(("allocation", profile.into(), driver.into(), status));
+    }
+}
+
 #[test]
 fn pre_bind_fails_on_a_binding_failure_condition_and_waits_for_none_without_conditions() {
     // PreBind writes the allocation, then looks at the claim: its device reports the failure condition.
-    let (pl, cluster) = plugin();
+    let cluster = Arc::new(MemoryCluster::default());
+    let recorded = Arc::new(Recorded::default());
+    let ctx =
+        PluginContext { profile: "kws".into(), dra_metrics: recorded.clone(), ..PluginContext::new(cluster.clone()) };
+    let pl = DynamicResources::new(None, &ctx).unwrap();
     let o = {
         let mut o = objects(vec![claim("c", exactly("gpu", json!({})))]);
         o.resource_slices = vec![slice(
@@ -848,6 +865,9 @@ fn pre_bind_fails_on_a_binding_failure_condition_and_waits_for_none_without_cond
     let st = pl.pre_bind(&state, &p, "n1");
     assert_eq!(st.code(), Code::Error, "{}", st.message());
     assert!(st.message().contains("reason=R"), "{}", st.message());
+    // As upstream's metrics say it: one wait and one allocation with binding conditions, both failed.
+    let failure = |kind| (kind, "kws".to_string(), DRIVER.to_string(), "failure");
+    assert_eq!(*recorded.0.lock().unwrap(), [failure("wait"), failure("allocation")]);
     // The allocation PreBind wrote carries the device's conditions and the time it was made.
     let State(s) = state.read::<State>(NAME).unwrap().clone();
     let written = s.written.lock().unwrap()[&0].clone();
