@@ -413,10 +413,7 @@ fn stamps(files: &[PathBuf]) -> Vec<Option<(PathBuf, std::time::SystemTime, u64)
 fn sim_features(flags: &[String], emulated: Option<&str>) -> Result<config::Features, BadInput> {
     let bad = |e: String| BadInput(format!("--feature-gates: {e}"));
     let pairs = config::features::parse_pairs(flags.iter().map(String::as_str)).map_err(bad)?;
-    if let Some((other, _)) = pairs
-        .iter()
-        .find(|(k, _)| !matches!(*k, "AllAlpha" | "AllBeta") && !config::features::GATES.iter().any(|g| g.name == *k))
-    {
+    if let Some((other, _)) = pairs.iter().find(|(k, _)| !config::features::is_ours(k)) {
         let names: Vec<&str> = config::features::GATES.iter().map(|g| g.name).collect();
         return Err(bad(format!("{other}: the simulator takes AllAlpha, AllBeta and {}", names.join(", "))));
     }

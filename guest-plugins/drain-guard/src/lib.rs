@@ -11,7 +11,7 @@
 //!
 //! The configuration is the plugin's only state, so every instance of a pool decides alike.
 
-use kws_plugin_sdk::{Config, CyclePod, NodeInfo, Plugin, Pod, Status, Value};
+use kws_plugin_sdk::{Config, CyclePod, Declared, NodeInfo, Plugin, Pod, Status, Value};
 
 /// The Filter and PreBind reason.
 pub const REASON: &str = "node(s) were being drained";
@@ -44,6 +44,11 @@ impl Plugin for DrainGuard {
             Some(other) => return Err(format!("nodes must be a list of node names, got {other:?}")),
         };
         Ok(Self { draining })
+    }
+
+    /// It reads a node's name only, so the host need not resend a node each time a pod lands on it.
+    fn declare(&self) -> Declared {
+        Declared::IGNORES_NODE_USAGE
     }
 
     fn filter(&self, _pod: &CyclePod, node: &NodeInfo<'_, ()>) -> Status {

@@ -252,6 +252,11 @@ impl Features {
     }
 }
 
+/// Whether `--feature-gates` may name `name` and change something here: a gate of [`GATES`], or AllAlpha/AllBeta.
+pub fn is_ours(name: &str) -> bool {
+    matches!(name, "AllAlpha" | "AllBeta") || GATES.iter().any(|g| g.name == name)
+}
+
 /// `--feature-gates`' values, in the order given: `Gate=true|false` pairs, comma-separated.
 pub fn parse_pairs<'a>(values: impl IntoIterator<Item = &'a str>) -> Result<Vec<(&'a str, bool)>, String> {
     let mut out = Vec::new();

@@ -574,8 +574,7 @@ fn set(o: &mut Options, name: &str, v: &str, first: bool) -> Result<(), String> 
             // A gate upstream has but this scheduler does not act on changes nothing here: say so once per name.
             for (k, _) in v.split(',').filter_map(|p| p.split_once('=')) {
                 let k = k.trim();
-                let acted = crate::config::features::GATES.iter().any(|g| g.name == k)
-                    || matches!(k, "AllAlpha" | "AllBeta" | "ComponentFlagz" | "ComponentStatusz");
+                let acted = crate::config::features::is_ours(k) || matches!(k, "ComponentFlagz" | "ComponentStatusz");
                 let warning = format!("--feature-gates: {k}: checked, no effect here");
                 if !acted && !o.warnings.contains(&warning) {
                     o.warnings.push(warning);
