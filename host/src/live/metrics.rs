@@ -686,6 +686,30 @@ impl SchedulerState {
     }
 }
 
+/// The Wasm plugins still built for the previous contract (`kws_wasm_plugin_previous_contract{plugin,contract}`, 1
+/// each; none listed when every plugin is on the current one), so an operator sees what to rebuild before the next
+/// minor drops the adapter.
+fn previous_contract_plugins() -> MetricFamily {
+    let samples = crate::wasm::loaded_plugins()
+        .iter()
+        .filter(|p| p.stats.previous_contract.load(Ordering::Relaxed))
+        .map(|p| {
+            // Label names in the Go client's (sorted) order.
+            let labels = vec![
+                ("contract", crate::wasm::PREVIOUS_CONTRACT_VERSION.to_string()),
+                ("plugin", crate::framework::Plugin::name(&**p).to_string()),
+            ];
+            (labels, 1.0)
+        })
+        .collect();
+    scraped(
+        "kws_wasm_plugin_previous_contract",
+        "Wasm plugins built for the previous contract version, served through the adapter (rebuild them).",
+        MetricType::GAUGE,
+        samples,
+    )
+}
+
 /// The Wasm plugins' counters (`kws_wasm_plugin_*_total{plugin}`).
 fn wasm_plugins() -> Vec<MetricFamily> {
     type Get = fn(&crate::wasm::WasmStats) -> u64;
@@ -746,7 +770,11 @@ impl Metrics {
     pub fn render_state(&self, state: &SchedulerState) -> String {
         let mut families = self.registry.gather();
         // Families without samples are left out, as the registry leaves out its own.
-        let scraped = state.families(&self.unschedulable_seen).into_iter().chain(wasm_plugins());
+        let scraped = state
+            .families(&self.unschedulable_seen)
+            .into_iter()
+            .chain(wasm_plugins())
+            .chain([previous_contract_plugins()]);
         families.extend(scraped.filter(|f| !f.get_metric().is_empty()));
         // Sorted by name, as the Go client writes them.
         families.sort_by(|a, b| a.name().cmp(b.name()));

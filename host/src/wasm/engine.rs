@@ -66,20 +66,21 @@ impl WasmEngine {
     /// SHA-256 (hex).
     pub fn compile(&self, bytes: &[u8]) -> Result<(Component, String), WasmError> {
         let digest = sha256_hex(bytes);
-        let (c, _) = self.compile_digest(bytes, &digest)?;
+        let (c, _, _) = self.compile_digest(bytes, &digest)?;
         Ok((c, digest))
     }
 
     /// Compiles bytes whose SHA-256 is `digest` (the caller computed it), or returns them compiled: from this
-    /// process, or precompiled from the plugin cache, which keeps what is compiled here for the next start.
-    pub fn compile_digest(&self, bytes: &[u8], digest: &str) -> Result<(Component, Origin), WasmError> {
+    /// process, or precompiled from the plugin cache, which keeps what is compiled here for the next start. The
+    /// flag says whether the component was built for the previous contract (served through the adapter).
+    pub fn compile_digest(&self, bytes: &[u8], digest: &str) -> Result<(Component, Origin, bool), WasmError> {
         // A component of the previous contract is compiled adapted, and kept under the adapted bytes' digest: an
         // artifact compiled from its own bytes (by a host without the adapter) must never stand in for it.
         let adapted = super::adapt_previous_contract(bytes);
         let adapted_digest = adapted.as_deref().map(sha256_hex);
         let digest = adapted_digest.as_deref().unwrap_or(digest);
         if let Some(c) = self.compiled.lock().expect("compile cache lock").get(digest) {
-            return Ok((c.clone(), Origin::Memory));
+            return Ok((c.clone(), Origin::Memory, adapted.is_some()));
         }
         let cache = PluginCache::shared();
         let start = Instant::now();
@@ -90,7 +91,7 @@ impl WasmEngine {
                 "component loaded precompiled from the plugin cache (no compile)"
             );
             self.compiled.lock().expect("compile cache lock").insert(digest.to_string(), c.clone());
-            return Ok((c, Origin::Precompiled));
+            return Ok((c, Origin::Precompiled, adapted.is_some()));
         }
         if is_core_module(bytes) {
             return Err(WasmError::NotAComponent(
@@ -113,7 +114,7 @@ impl WasmEngine {
             cache.put_compiled(&self.engine, digest, &component);
         }
         self.compiled.lock().expect("compile cache lock").insert(digest.to_string(), component.clone());
-        Ok((component, Origin::Compiled))
+        Ok((component, Origin::Compiled, adapted.is_some()))
     }
 }
 

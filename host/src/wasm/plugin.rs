@@ -60,6 +60,8 @@ pub(super) fn notify_refusal(refused: &RefusedVersion<'_>) {
 pub struct WasmStats {
     /// Successful (re)loads, the first one included.
     pub loads: AtomicU64,
+    /// Whether the version serving was built for the previous contract and is served through the adapter.
+    pub previous_contract: std::sync::atomic::AtomicBool,
     /// Replacements of a running version.
     pub reloads: AtomicU64,
     /// Replacement versions that were refused (the previous version kept serving): a bad file, a failed pull or
@@ -170,6 +172,7 @@ impl WasmPlugin {
         let watched = args.component.as_path().and_then(file_stamp);
         let version = load_version(&args)?;
         let precompiled = version.origin == super::engine::Origin::Precompiled;
+        let adapted = version.adapted;
         let revision = version.revision;
         let loaded = Loaded::new(version.component, version.digest)?;
         let stats = Arc::new(WasmStats::default());
@@ -190,6 +193,7 @@ impl WasmPlugin {
             stats,
         });
         p.stats.loads.fetch_add(1, Ordering::Relaxed);
+        p.stats.previous_contract.store(adapted, Ordering::Relaxed);
         if precompiled {
             p.stats.precompiled_loads.fetch_add(1, Ordering::Relaxed);
         }

@@ -29,6 +29,8 @@ pub(crate) struct Version {
     pub(crate) revision: Option<String>,
     /// Whether it was compiled now or loaded compiled.
     pub(crate) origin: Origin,
+    /// Whether it was built for the previous contract (served through the adapter).
+    pub(crate) adapted: bool,
 }
 
 /// Fetches a plugin's component from its source (pin and pull policy applied) and compiles it.
@@ -38,8 +40,8 @@ pub(crate) fn load_version(args: &WasmArgs) -> Result<Version, WasmError> {
 
 /// Compiles fetched bytes (borrowed: an accepted OCI version's bytes go on to the plugin cache).
 fn compile(fetched: &Fetched) -> Result<Version, WasmError> {
-    let (component, origin) = WasmEngine::shared().compile_digest(&fetched.bytes, &fetched.digest)?;
-    Ok(Version { component, digest: fetched.digest.clone(), revision: fetched.revision.clone(), origin })
+    let (component, origin, adapted) = WasmEngine::shared().compile_digest(&fetched.bytes, &fetched.digest)?;
+    Ok(Version { component, digest: fetched.digest.clone(), revision: fetched.revision.clone(), origin, adapted })
 }
 
 /// The file's stamp, or `None` while it cannot be read.
@@ -112,6 +114,7 @@ impl WasmPlugin {
         if v.origin == Origin::Precompiled {
             self.stats.precompiled_loads.fetch_add(1, Ordering::Relaxed);
         }
+        self.stats.previous_contract.store(v.adapted, Ordering::Relaxed);
         *self.current.write().expect("current version lock") = loaded;
         Ok(true)
     }

@@ -88,3 +88,24 @@ fn components_of_contract_0_2_0_and_0_1_0_load_and_decide_as_the_same_guests_bui
     let info = check(&fixture("0.2.0", "random-score"));
     assert!(info.contains("Score") && info.contains("PostBind"), "{info}");
 }
+
+#[test]
+fn metrics_name_the_plugins_still_on_the_previous_contract() {
+    use kube_wasm_scheduler::live::metrics::{Metrics, SchedulerState};
+    use kube_wasm_scheduler::wasm::{WasmArgs, WasmPlugin};
+    let load = |name: &str, component: &Path| {
+        let args = WasmArgs::parse(
+            &serde_json::json!({"component": component, "config": {"labelKey": "rank"}}),
+            Path::new("/"),
+        );
+        WasmPlugin::load(name, args.unwrap(), 0).unwrap()
+    };
+    let _old = load("OldPriorityLabel", &fixture("0.1.0", "priority-label-c"));
+    let _today = load("PriorityLabelToday", &guest("priority-label-c"));
+    let out = Metrics::default().render_state(&SchedulerState::default());
+    assert!(
+        out.contains(r#"kws_wasm_plugin_previous_contract{contract="0.1.0",plugin="OldPriorityLabel"} 1"#),
+        "{out}"
+    );
+    assert!(!out.contains(r#"kws_wasm_plugin_previous_contract{contract="0.1.0",plugin="PriorityLabelToday"}"#));
+}
