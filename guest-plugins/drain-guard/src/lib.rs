@@ -11,7 +11,7 @@
 //!
 //! The configuration is the plugin's only state, so every instance of a pool decides alike.
 
-use kws_plugin_sdk::{Config, CyclePod, Declared, NodeInfo, Plugin, Pod, Status, Value};
+use kws_plugin_sdk::{Config, CyclePod, Declared, Node, NodeInfo, Plugin, Pod, Status, Value};
 
 /// The Filter and PreBind reason.
 pub const REASON: &str = "node(s) were being drained";
@@ -28,7 +28,8 @@ impl DrainGuard {
 }
 
 impl Plugin for DrainGuard {
-    type NodeData = ();
+    /// Whether the node is being drained, looked up once per node version rather than once per pod and node.
+    type NodeData = bool;
 
     fn new(config: &Config) -> Result<Self, String> {
         config.expect_keys(&["nodes"])?;
@@ -51,8 +52,12 @@ impl Plugin for DrainGuard {
         Declared::IGNORES_NODE_USAGE
     }
 
-    fn filter(&self, _pod: &CyclePod, node: &NodeInfo<'_, ()>) -> Status {
-        if self.draining(&node.name) {
+    fn prepare(&self, node: &Node) -> bool {
+        self.draining(&node.name)
+    }
+
+    fn filter(&self, _pod: &CyclePod, node: &NodeInfo<'_, bool>) -> Status {
+        if *node.data() {
             Status::unresolvable(REASON)
         } else {
             Status::success()

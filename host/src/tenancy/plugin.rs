@@ -53,9 +53,9 @@ struct CyclePolicies {
     selected: Vec<Arc<Served>>,
     /// Selected policies whose Filter runs this cycle (their PreFilter, if any, did not answer Skip).
     filters: Vec<Arc<Served>>,
-    /// The combined score of each node, by its id in the cycle's snapshot (computed at PreScore: a policy
-    /// normalizes over all nodes).
-    scores: Arc<HashMap<u32, i64>>,
+    /// The combined score of each node, indexed by its id in the cycle's snapshot (computed at PreScore: a policy
+    /// normalizes over all nodes; ids are dense, so a vector rather than a map).
+    scores: Arc<Vec<i64>>,
     /// Each scoring policy's raw and normalized scores, in PreScore's node order (for `--explain`).
     parts: Arc<Vec<ScorePart>>,
     /// The policies whose Permit answered Wait: the pod waits on each, by its key.
@@ -503,8 +503,10 @@ impl PreScorePlugin for TenantPolicies {
             parts.push(ScorePart { policy: s.clone(), raw, normalized: list.iter().map(|ns| ns.score).collect() });
         }
         let divisor = self.divisor();
-        let scores: HashMap<u32, i64> =
-            nodes.iter().zip(total).map(|(n, t)| (n.id, (t / divisor).min(MAX_NODE_SCORE))).collect();
+        let mut scores = vec![0; nodes.iter().map(|n| n.id as usize + 1).max().unwrap_or(0)];
+        for (n, t) in nodes.iter().zip(total) {
+            scores[n.id as usize] = (t / divisor).min(MAX_NODE_SCORE);
+        }
         if let Some(c) = state.read_mut::<CyclePolicies>(STATE_KEY) {
             c.scores = Arc::new(scores);
             c.parts = Arc::new(parts);
@@ -570,7 +572,7 @@ impl PermitPlugin for TenantPolicies {
 
 impl ScorePlugin for TenantPolicies {
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        Ok(state.read::<CyclePolicies>(STATE_KEY).and_then(|c| c.scores.get(&node.id).copied()).unwrap_or(0))
+        Ok(state.read::<CyclePolicies>(STATE_KEY).and_then(|c| c.scores.get(node.id as usize).copied()).unwrap_or(0))
     }
 
     fn explain_scores(&self, state: &CycleState, nodes: &[Arc<NodeInfo>]) -> Vec<PluginScoreTrace> {
