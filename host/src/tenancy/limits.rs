@@ -125,8 +125,6 @@ pub struct TenantPoliciesArgs {
     /// The cosign keys a tenant component (namespaced or cluster-wide) must be signed with, one of them; empty: no
     /// signature asked.
     pub signature_keys: Vec<CosignKey>,
-    /// Where those keys were read from, in the same order (for messages).
-    pub signature_key_paths: Vec<PathBuf>,
 }
 
 impl TenantPoliciesArgs {
@@ -146,7 +144,6 @@ impl TenantPoliciesArgs {
             }
         }
         let mut signature_keys = Vec::new();
-        let mut signature_key_paths = Vec::new();
         let named = raw.signature_key.iter().map(|k| ("signatureKey".to_string(), k));
         let listed = raw.signature_keys.iter().enumerate().map(|(i, k)| (format!("signatureKeys[{i}]"), k));
         for (field, k) in named.chain(listed) {
@@ -156,10 +153,7 @@ impl TenantPoliciesArgs {
                 Ok(key) if signature_keys.contains(&key) => {
                     errs.push(FieldError::new(field, format!("Duplicate value: {k:?} is a key already named")))
                 }
-                Ok(key) => {
-                    signature_keys.push(key);
-                    signature_key_paths.push(p);
-                }
+                Ok(key) => signature_keys.push(key),
                 Err(e) => errs.push(invalid(&field, format!("{k:?}"), &e)),
             }
         }
@@ -168,7 +162,6 @@ impl TenantPoliciesArgs {
             namespaced: namespaced.flatten(),
             allowed_sources: raw.allowed_sources,
             signature_keys,
-            signature_key_paths,
         })
     }
 }

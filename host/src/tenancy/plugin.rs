@@ -463,8 +463,7 @@ impl FilterPlugin for TenantPolicies {
 
 impl PreScorePlugin for TenantPolicies {
     fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>], snapshot: &Snapshot) -> Status {
-        let selected = state.read::<CyclePolicies>(STATE_KEY).map(|c| c.selected.clone()).unwrap_or_default();
-        let scorers: Vec<Arc<Served>> = selected.into_iter().filter(|s| s.admitted.serves(Point::Score)).collect();
+        let scorers = serving(state, Point::Score);
         if scorers.is_empty() {
             return Status::skip();
         }
