@@ -19,7 +19,7 @@ use kube::api::ObjectMeta;
 
 use super::ClusterError;
 use crate::framework::ClusterObjects;
-use crate::plugins::storage_helpers::claim_class;
+use crate::framework::storage::claim_class;
 
 /// The claim annotation the PersistentVolume controller sets once it has bound the claim.
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";

@@ -491,13 +491,13 @@ mod tests {
         Snapshot::from_nodes(
             names
                 .iter()
-                .map(|n| crate::plugins::testutil::node(serde_json::json!({"metadata": {"name": n}})))
+                .map(|n| crate::framework::testutil::node(serde_json::json!({"metadata": {"name": n}})))
                 .collect(),
         )
     }
 
     fn pod() -> PodInfo {
-        crate::plugins::testutil::pod(
+        crate::framework::testutil::pod(
             serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}),
         )
     }

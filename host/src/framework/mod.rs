@@ -19,6 +19,9 @@ pub mod runtime;
 pub mod signers;
 pub mod snapshot;
 pub mod status;
+pub mod storage;
+#[cfg(test)]
+pub mod testutil;
 pub mod trace;
 pub mod types;
 pub mod waiting_pods;

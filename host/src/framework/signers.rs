@@ -132,7 +132,7 @@ pub fn volumes(pod: &PodInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::testutil::pod;
+    use crate::framework::testutil::pod;
 
     #[test]
     fn unordered_parts_sign_alike_and_different_parts_do_not() {

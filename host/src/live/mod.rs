@@ -346,7 +346,9 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
                 &le.resource_namespace,
                 &le.resource_name,
                 &instance,
-                refused,
+                refused.plugin,
+                refused.source,
+                refused.error,
             );
             recorder.record(e);
         }));

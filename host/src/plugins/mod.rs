@@ -23,7 +23,6 @@ pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
-pub mod storage_helpers;
 pub mod taint_toleration;
 #[cfg(test)]
 pub mod testutil;

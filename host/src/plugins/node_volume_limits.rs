@@ -37,7 +37,7 @@ use crate::framework::{
     action, ClusterEvent, ClusterObjects, CycleState, EventObject, EventResource, FilterPlugin, NodeInfo, Plugin,
     PodInfo, PreFilterPlugin, PreFilterResult, QueueingHint, Status,
 };
-use crate::plugins::storage_helpers::{
+use crate::framework::storage::{
     claim_class, claim_key, claim_volume_name, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
     RESOURCE_PVC,
 };

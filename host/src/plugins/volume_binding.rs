@@ -50,7 +50,7 @@ use crate::plugins::helper::{aggregate, decode, invalid, ArgsError};
 use crate::plugins::node_affinity::compile_node_selector_lenient;
 use crate::plugins::node_resources::fit::{validate_shape, UtilizationShapePoint, MAX_CUSTOM_PRIORITY_SCORE};
 use crate::plugins::node_resources::resource_allocation::requested_to_capacity_ratio_score;
-use crate::plugins::storage_helpers::{
+use crate::framework::storage::{
     claim_class, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
     BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PVC,
 };

@@ -24,7 +24,7 @@ use crate::framework::{
     action, ClusterEvent, CycleState, EventObject, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, QueueingHint, Status,
 };
-use crate::plugins::storage_helpers::{claim_has_access_mode, claim_key, not_found, pod_volumes, RESOURCE_PVC};
+use crate::framework::storage::{claim_has_access_mode, claim_key, not_found, pod_volumes, RESOURCE_PVC};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "VolumeRestrictions";

@@ -22,7 +22,7 @@ use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, Status,
 };
-use crate::plugins::storage_helpers::{
+use crate::framework::storage::{
     claim_class, claim_key, claim_volume_name, label_zones_to_set, not_found, pod_volumes,
     BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PV, RESOURCE_PVC, RESOURCE_STORAGE_CLASS,
 };

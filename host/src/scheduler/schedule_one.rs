@@ -1046,12 +1046,16 @@ mod tests {
             )
             .with_binding_runtime(rt.handle().clone()),
         );
-        let file = crate::sim::generate::cluster(4, pods);
-        for n in file.nodes {
-            EventHandler::node_applied(&*scheduler, n);
+        for i in 0..4 {
+            let node = serde_json::json!({"metadata": {"name": format!("node-{i}")},
+                "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}});
+            EventHandler::node_applied(&*scheduler, serde_json::from_value(node).unwrap());
         }
-        for p in file.pending_pods {
-            EventHandler::pod_applied(&*scheduler, Arc::new(p));
+        for i in 0..pods {
+            let pod = crate::framework::testutil::pod(serde_json::json!({
+                "metadata": {"name": format!("pod-{i}"), "namespace": "default", "uid": format!("uid-{i}")},
+                "spec": {"containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "100m"}}}]}}));
+            EventHandler::pod_applied(&*scheduler, Arc::new(pod));
         }
         for _ in 0..pods {
             assert!(scheduler.schedule_one(), "a pod to schedule");

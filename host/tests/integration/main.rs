@@ -20,6 +20,7 @@ mod glue;
 mod go_guest;
 mod guest_failures;
 mod hostile_sources;
+mod layers;
 mod lifting;
 mod pod_ref;
 mod points;

@@ -103,12 +103,15 @@ fn pod_ref(pod: &PodInfo) -> ObjectReference {
 /// The Warning Event about a Wasm plugin version that was refused while the running one keeps serving. It regards
 /// the scheduler's own Lease (`leaderElection.resourceNamespace/resourceName`), the object client-go's leader
 /// election records the scheduler's own events on: `kubectl get events --field-selector involvedObject.kind=Lease`
-/// shows it whether or not leader election is on.
+/// shows it whether or not leader election is on. The plugin, where the version came from and why it was refused
+/// come as the Wasm host's refusal renders them, so the cluster seam needs nothing of the Wasm host.
 pub fn refused_version_event(
     lease_namespace: &str,
     lease_name: &str,
     instance: &str,
-    refused: &crate::wasm::RefusedVersion<'_>,
+    plugin: &str,
+    source: &dyn std::fmt::Display,
+    error: &dyn std::fmt::Display,
 ) -> Event {
     let now = k8s_openapi::jiff::Timestamp::now();
     Event {
@@ -122,7 +125,7 @@ pub fn refused_version_event(
         reason: Some("WasmPluginVersionRefused".into()),
         note: Some(truncate_note(&format!(
             "wasm plugin {:?}: a new version from {} was refused, the running one keeps serving: {}",
-            refused.plugin, refused.source, refused.error
+            plugin, source, error
         ))),
         type_: Some("Warning".into()),
         regarding: Some(ObjectReference {
@@ -388,10 +391,8 @@ mod tests {
 
     #[test]
     fn a_refused_plugin_version_is_a_warning_on_the_scheduler_s_lease() {
-        let source = crate::wasm::Source::parse("oci://127.0.0.1:5000/p:v2", std::path::Path::new("/")).unwrap();
-        let error = crate::wasm::WasmError::NotAComponent("bad magic".into());
-        let refused = crate::wasm::RefusedVersion { plugin: "PriorityLabel", source: &source, error: &error };
-        let e = refused_version_event("kube-system", "kube-wasm-scheduler", "host_1", &refused);
+        let (source, error) = ("oci://127.0.0.1:5000/p:v2", "not a WebAssembly component: bad magic");
+        let e = refused_version_event("kube-system", "kube-wasm-scheduler", "host_1", "PriorityLabel", &source, &error);
         assert_eq!((e.type_.as_deref(), e.reason.as_deref()), (Some("Warning"), Some("WasmPluginVersionRefused")));
         let r = e.regarding.unwrap();
         assert_eq!((r.kind.as_deref(), r.name.as_deref()), (Some("Lease"), Some("kube-wasm-scheduler")));

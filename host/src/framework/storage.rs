@@ -101,7 +101,7 @@ pub fn label_zones_to_set(value: &str) -> Option<BTreeSet<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::testutil::pod;
+    use crate::framework::testutil::pod;
     use serde_json::json;
 
     fn pvc(v: serde_json::Value) -> PersistentVolumeClaim {
