@@ -35,7 +35,7 @@ def free_port():
 
 
 def run_measured(argv):
-    """Runs argv; (user+sys seconds, peak RSS bytes, wall seconds)."""
+    """Runs argv; (user+sys seconds, peak RSS bytes, wall seconds, its rusage)."""
     start = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
@@ -43,7 +43,7 @@ def run_measured(argv):
     err = p.stderr.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         die(f"{' '.join(argv)} failed: {err[-2000:]}")
-    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, wall
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, wall, ru
 
 
 def cluster(namespaces, pods, nodes, registry, with_policies):
@@ -137,11 +137,13 @@ def main():
         results = {"without": [], "with": []}
         for r in range(a.rounds):
             for name in ("without", "with") if r % 2 == 0 else ("with", "without"):
-                cpu, rss, wall = run_measured([a.bin, "simulate", "--config", profile, "--cluster", files[name],
+                cpu, rss, wall, ru = run_measured([a.bin, "simulate", "--config", profile, "--cluster", files[name],
                                               "--output", "json"])
                 results[name].append((cpu, rss, wall))
-                print(f"bench-tenancy: round {r + 1} {name:<7} cpu {cpu:.2f}s rss {rss / 2**20:.0f} MiB wall {wall:.2f}s",
-                      file=sys.stderr)
+                # user and system time apart, page faults and context switches: what tells a slow round's cause.
+                print(f"bench-tenancy: round {r + 1} {name:<7} cpu {cpu:.2f}s (user {ru.ru_utime:.2f}s, sys "
+                      f"{ru.ru_stime:.2f}s) rss {rss / 2**20:.0f} MiB wall {wall:.2f}s faults {ru.ru_minflt} "
+                      f"switches {ru.ru_nvcsw}+{ru.ru_nivcsw}", file=sys.stderr)
     finally:
         reg.kill()
         reg.wait()

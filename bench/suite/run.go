@@ -428,23 +428,34 @@ func (r *runner) createNodes(ctx context.Context, i int, op Op) error {
 			node.Status = v1.NodeStatus{Capacity: res, Allocatable: res, Phase: v1.NodeRunning,
 				Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}
 		}
-		if node.Name == "" {
-			node.Name = node.GenerateName + rand.String(5)
+		// The driver draws a generated name itself (the hostname label and a unique label carry it); five random
+		// characters collide about once in 5,000 nodes, where the API server would draw again, so it draws again
+		// on AlreadyExists too.
+		generated := node.Name == ""
+		name := func() {
+			if generated {
+				node.Name = node.GenerateName + rand.String(5)
+			}
+			if node.Labels == nil {
+				node.Labels = map[string]string{}
+			}
+			node.Labels["kubernetes.io/hostname"] = node.Name
+			if s := op.LabelNodePrepareStrategy; s != nil && len(s.LabelValues) > 0 {
+				node.Labels[s.LabelKey] = s.LabelValues[j%len(s.LabelValues)]
+			}
+			if s := op.UniqueNodeLabelStrategy; s != nil {
+				node.Labels[s.LabelKey] = fmt.Sprintf("%s-%d", node.Name, j)
+			}
 		}
-		if node.Labels == nil {
-			node.Labels = map[string]string{}
-		}
-		node.Labels["kubernetes.io/hostname"] = node.Name
-		if s := op.LabelNodePrepareStrategy; s != nil && len(s.LabelValues) > 0 {
-			node.Labels[s.LabelKey] = s.LabelValues[j%len(s.LabelValues)]
-		}
-		if s := op.UniqueNodeLabelStrategy; s != nil {
-			node.Labels[s.LabelKey] = fmt.Sprintf("%s-%d", node.Name, j)
-		}
+		name()
 		var created *v1.Node
 		if err := kit.Retry(ctx, func() error {
 			var err error
 			created, err = r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+			for draws := 0; err != nil && generated && apierrors.IsAlreadyExists(err) && draws < 10; draws++ {
+				name()
+				created, err = r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+			}
 			if err != nil {
 				return fmt.Errorf("creating node %s: %w", node.Name, err)
 			}
