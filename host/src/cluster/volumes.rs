@@ -18,8 +18,8 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::ObjectMeta;
 
 use super::ClusterError;
-use crate::framework::ClusterObjects;
 use crate::framework::storage::claim_class;
+use crate::framework::ClusterObjects;
 
 /// The claim annotation the PersistentVolume controller sets once it has bound the claim.
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";

@@ -10,6 +10,7 @@ pub mod handle;
 pub mod interface;
 pub mod labels;
 pub mod metrics;
+pub mod node_memo;
 pub mod parallelize;
 pub mod pod_view;
 pub mod quantity;

@@ -166,10 +166,12 @@ pub struct HostPort {
 }
 
 /// A compiled pod (anti-)affinity term.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AffinityTerm {
-    /// Namespaces the term applies to (the pod's own when none is named and no namespace selector is set).
-    pub namespaces: HashSet<String>,
+    /// Namespaces the term applies to (the pod's own when none is named and no namespace selector is set), each
+    /// once. A list, not a set: terms name a few namespaces, and comparing a few strings is cheaper than hashing
+    /// one (the check runs for every existing pod in InterPodAffinity's PreFilter and PreScore).
+    pub namespaces: Vec<String>,
     /// The namespace selector (`Nothing` when unset).
     pub namespace_selector: Selector,
     /// The pod label selector.
@@ -200,9 +202,11 @@ impl AffinityTerm {
             Some(s) => Selector::from_label_selector(s)?,
             None => Selector::Nothing,
         };
-        let mut namespaces: HashSet<String> = term.namespaces.iter().flatten().cloned().collect();
+        let mut namespaces: Vec<String> = term.namespaces.iter().flatten().cloned().collect();
+        namespaces.sort_unstable();
+        namespaces.dedup();
         if namespaces.is_empty() && term.namespace_selector.is_none() {
-            namespaces.insert(ns.to_string());
+            namespaces.push(ns.to_string());
         }
         Ok(AffinityTerm { namespaces, namespace_selector, selector, topology_key: term.topology_key.clone() })
     }
@@ -216,7 +220,7 @@ impl AffinityTerm {
 }
 
 /// A compiled preferred (anti-)affinity term with its weight.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WeightedAffinityTerm {
     /// The term.
     pub term: AffinityTerm,

@@ -4,12 +4,14 @@
 //!
 //! Counting by topology pair happens once per pod (PreFilter, PreScore); Filter and Score only look it up.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rustc_hash::FxHashMap;
 
 use serde::Deserialize;
 
-use crate::framework::labels::Labels;
+use crate::framework::labels::{Labels, Selector};
+use crate::framework::node_memo::NodeMemo;
 use crate::framework::types::{AffinityTerm, WeightedAffinityTerm};
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
@@ -58,6 +60,27 @@ impl Default for InterPodAffinityArgs {
 #[derive(Debug)]
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
+    /// PreFilter's per-node counts of pods matching the incoming pod's required terms, for the last terms seen.
+    matched: Mutex<NodeMemo<RequiredTerms, MatchedOnNode>>,
+    /// PreScore's per-node score sums, for the last incoming pod shape seen.
+    contributions: Mutex<NodeMemo<ScoreKey, Vec<(String, i64)>>>,
+}
+
+/// The incoming pod's required affinity and anti-affinity terms.
+type RequiredTerms = (Vec<AffinityTerm>, Vec<AffinityTerm>);
+
+/// One node's pods matching all of the incoming pod's required affinity terms, and each of its required
+/// anti-affinity terms.
+type MatchedOnNode = (i64, Vec<i64>);
+
+/// What PreScore's per-node sums depend on besides the node's pods: the incoming pod's namespace, labels and
+/// preferred terms, and its namespace's labels (existing pods' namespace selectors read them).
+type ScoreKey = (String, Labels, Vec<WeightedAffinityTerm>, Vec<WeightedAffinityTerm>, Option<Labels>);
+
+/// True when whether a pod matches the term does not depend on namespace labels (no namespace selector, or one
+/// selecting every namespace): then what a node's pods match depends on the pods alone, and may be kept per node.
+fn namespace_labels_unread(t: &AffinityTerm) -> bool {
+    matches!(t.namespace_selector, Selector::Nothing) || t.namespace_selector.is_everything()
 }
 
 impl InterPodAffinityArgs {
@@ -75,13 +98,17 @@ impl InterPodAffinityArgs {
 impl InterPodAffinity {
     /// Builds the plugin; `hardPodAffinityWeight` out of [0, 100] is an error naming the field.
     pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<InterPodAffinity, String> {
-        Ok(InterPodAffinity { args: InterPodAffinityArgs::parse(args)? })
+        Ok(InterPodAffinity {
+            args: InterPodAffinityArgs::parse(args)?,
+            matched: Mutex::default(),
+            contributions: Mutex::default(),
+        })
     }
 }
 
 /// Topology key → topology value → count (or score). Nested so lookups by borrowed label strings allocate
-/// nothing.
-type TopologyCounts = HashMap<String, HashMap<String, i64>>;
+/// nothing; Fx-hashed, as the keys are label strings the scheduler reads, not input chosen to collide.
+type TopologyCounts = FxHashMap<String, FxHashMap<String, i64>>;
 
 /// Adds `delta` to the pair (key, the node's value for key) when the node has the key; drops pairs (and keys)
 /// that fall to zero.
@@ -189,19 +216,44 @@ impl PreFilterPlugin for InterPodAffinity {
             return (None, Status::skip());
         }
         if !aff.is_empty() || !anti.is_empty() {
-            for node in snapshot.nodes() {
-                let labels = node.labels();
+            // Matching pods are counted per node, then added to the node's pairs once: the same counts as one
+            // bump per pod, with one label lookup and one hash per node and term instead of per pod. The counts
+            // are kept per node while the terms and the node stay the same (a workload's next pod finds only the
+            // node that got the last one changed).
+            let count = |node: &NodeInfo| {
+                let mut matched = (0i64, vec![0i64; anti.len()]);
                 for existing in &node.pods {
-                    if matches_all_incoming(aff, existing, snapshot) {
-                        for t in aff {
-                            bump(&mut s.affinity, labels, &t.topology_key, 1);
-                        }
+                    matched.0 += i64::from(matches_all_incoming(aff, existing, snapshot));
+                    for (n, t) in matched.1.iter_mut().zip(anti) {
+                        *n += i64::from(incoming_term_matches(t, existing, snapshot));
                     }
-                    for t in anti {
-                        if incoming_term_matches(t, existing, snapshot) {
-                            bump(&mut s.anti_affinity, labels, &t.topology_key, 1);
-                        }
+                }
+                matched
+            };
+            let add = |s: &mut PreFilterState, node: &NodeInfo, (aff_matched, anti_matched): &MatchedOnNode| {
+                let labels = node.labels();
+                if *aff_matched > 0 {
+                    for t in aff {
+                        bump(&mut s.affinity, labels, &t.topology_key, *aff_matched);
                     }
+                }
+                for (&n, t) in anti_matched.iter().zip(anti) {
+                    bump(&mut s.anti_affinity, labels, &t.topology_key, n);
+                }
+            };
+            let keep = aff.iter().chain(anti).all(namespace_labels_unread);
+            let mut memo = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
+            if keep {
+                memo.key(|(a, b)| a == aff && b == anti, || (aff.clone(), anti.clone()));
+            }
+            for node in snapshot.nodes() {
+                if node.pods.is_empty() {
+                    continue;
+                }
+                if keep {
+                    memo.with(node, || count(node), |m| add(&mut s, node, m));
+                } else {
+                    add(&mut s, node, &count(node));
                 }
             }
             s.self_affinity = matches_all_incoming(aff, pod, snapshot);
@@ -307,48 +359,62 @@ struct PreScoreState {
     topology_score: TopologyCounts,
 }
 
+/// One node's score contributions by topology key, summed over its pods before they are added to the pairs: the
+/// same sums as a bump per pod and term, with one label lookup and one hash per node and key.
+#[derive(Default)]
+struct NodeContributions<'a>(Vec<(&'a str, i64)>);
+
+impl<'a> NodeContributions<'a> {
+    fn add(&mut self, key: &'a str, delta: i64) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, d)) => *d += delta,
+            None => self.0.push((key, delta)),
+        }
+    }
+
+    /// The sums, owned (no allocation for a node without any).
+    fn into_owned(self) -> Vec<(String, i64)> {
+        self.0.into_iter().map(|(k, d)| (k.to_string(), d)).collect()
+    }
+}
+
 impl InterPodAffinity {
-    /// Adds the contributions of one existing pod (on `node`) to the pair scores.
-    fn process_existing_pod(
+    /// Adds the contributions of one existing pod to its node's sums.
+    fn process_existing_pod<'a>(
         &self,
-        scores: &mut TopologyCounts,
-        pod: &PodInfo,
+        sums: &mut NodeContributions<'a>,
+        pod: &'a PodInfo,
         ns_labels: Option<&Labels>,
-        existing: &PodInfo,
-        node: &NodeInfo,
+        existing: &'a PodInfo,
         snapshot: &Snapshot,
     ) {
-        let labels = node.labels();
-        if labels.is_empty() {
-            return;
-        }
-        let incoming = |scores: &mut TopologyCounts, terms: &[WeightedAffinityTerm], sign: i64| {
+        let incoming = |sums: &mut NodeContributions<'a>, terms: &'a [WeightedAffinityTerm], sign: i64| {
             for t in terms {
                 if incoming_term_matches(&t.term, existing, snapshot) {
-                    bump(scores, labels, &t.term.topology_key, sign * i64::from(t.weight));
+                    sums.add(&t.term.topology_key, sign * i64::from(t.weight));
                 }
             }
         };
         // The incoming pod's preferred terms matched by the existing pod.
-        incoming(scores, &pod.preferred_affinity_terms, 1);
-        incoming(scores, &pod.preferred_anti_affinity_terms, -1);
+        incoming(sums, &pod.preferred_affinity_terms, 1);
+        incoming(sums, &pod.preferred_anti_affinity_terms, -1);
         // The existing pod's terms matched by the incoming pod.
         let hard = self.args.hard_pod_affinity_weight;
         if hard > 0 {
             for t in &existing.required_affinity_terms {
                 if t.matches(pod, ns_labels) {
-                    bump(scores, labels, &t.topology_key, i64::from(hard));
+                    sums.add(&t.topology_key, i64::from(hard));
                 }
             }
         }
         for t in &existing.preferred_affinity_terms {
             if t.term.matches(pod, ns_labels) {
-                bump(scores, labels, &t.term.topology_key, i64::from(t.weight));
+                sums.add(&t.term.topology_key, i64::from(t.weight));
             }
         }
         for t in &existing.preferred_anti_affinity_terms {
             if t.term.matches(pod, ns_labels) {
-                bump(scores, labels, &t.term.topology_key, -i64::from(t.weight));
+                sums.add(&t.term.topology_key, -i64::from(t.weight));
             }
         }
     }
@@ -364,20 +430,47 @@ impl PreScorePlugin for InterPodAffinity {
             return Status::skip();
         }
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
-        let mut scores = TopologyCounts::new();
-        if has_constraints {
-            // Every existing pod may match the incoming pod's preferred terms.
-            for node in snapshot.nodes() {
-                for existing in &node.pods {
-                    self.process_existing_pod(&mut scores, pod, ns_labels, existing, node, snapshot);
-                }
+        let mut scores = TopologyCounts::default();
+        let sums = |pods: &[Arc<PodInfo>]| {
+            let mut sums = NodeContributions::default();
+            for existing in pods {
+                self.process_existing_pod(&mut sums, pod, ns_labels, existing, snapshot);
             }
+            sums.into_owned()
+        };
+        let add = |scores: &mut TopologyCounts, labels: &Labels, sums: &Vec<(String, i64)>| {
+            for (k, d) in sums {
+                bump(scores, labels, k, *d);
+            }
+        };
+        // The sums are kept per node while the pod's shape and the node stay the same, as PreFilter's counts.
+        let (aff, anti) = (&pod.preferred_affinity_terms, &pod.preferred_anti_affinity_terms);
+        let keep = aff.iter().chain(anti).all(|t| namespace_labels_unread(&t.term));
+        let mut memo = self.contributions.lock().unwrap_or_else(PoisonError::into_inner);
+        if keep {
+            memo.key(
+                |(ns, labels, a, b, nsl)| {
+                    *ns == pod.namespace && labels == pod.labels() && a == aff && b == anti && nsl.as_ref() == ns_labels
+                },
+                || (pod.namespace.clone(), pod.labels().clone(), aff.clone(), anti.clone(), ns_labels.cloned()),
+            );
+        }
+        // With preferred terms of its own, every existing pod may match the incoming pod's; without, only existing
+        // pods with affinity terms can contribute.
+        let candidates: Box<dyn Iterator<Item = (&NodeInfo, &[Arc<PodInfo>])>> = if has_constraints {
+            Box::new(snapshot.nodes().iter().map(|n| (&**n, n.pods.as_slice())))
         } else {
-            // Only existing pods with affinity terms can contribute.
-            for node in snapshot.have_pods_with_affinity() {
-                for existing in &node.pods_with_affinity {
-                    self.process_existing_pod(&mut scores, pod, ns_labels, existing, node, snapshot);
-                }
+            Box::new(snapshot.have_pods_with_affinity().map(|n| (&**n, n.pods_with_affinity.as_slice())))
+        };
+        for (node, pods) in candidates {
+            let labels = node.labels();
+            if labels.is_empty() || pods.is_empty() {
+                continue;
+            }
+            if keep {
+                memo.with(node, || sums(pods), |v| add(&mut scores, labels, v));
+            } else {
+                add(&mut scores, labels, &sums(pods));
             }
         }
         if scores.is_empty() {
@@ -910,6 +1003,48 @@ mod tests {
             let snap = score_cluster(pods);
             assert_eq!(scores(&plugin(args), &p, &snap), want, "{name}");
         }
+    }
+
+    /// PreFilter's counts and PreScore's sums kept per node give what a fresh plugin computes: for the same nodes
+    /// again, after one node changed (a new generation), and for other pod shapes.
+    #[test]
+    fn kept_per_node_results_match_a_fresh_plugin() {
+        let stamped = |snap: Snapshot, gens: [u64; 5]| {
+            let nodes = snap.nodes().iter().zip(gens).map(|(n, g)| NodeInfo { generation: g, ..(**n).clone() });
+            let mut s = Snapshot::from_nodes(nodes.collect());
+            s.objects = snap.objects.clone();
+            s
+        };
+        let db_affine = |name: &str| {
+            let affinity = merge(
+                required("podAffinity", vec![term("db", "zone")]),
+                preferred("podAntiAffinity", vec![(5, term("db", HOST))]),
+            );
+            apod(name, "default", json!({"app": "db"}), affinity)
+        };
+        let before =
+            vec![("a", db_affine("e1")), ("x", plain("e2", json!({"app": "web"}))), ("y", plain("e4", json!({})))];
+        let mut after = before.clone();
+        after.push(("y", db_affine("e3")));
+        let snaps =
+            [stamped(cluster(before, json!({})), [1, 2, 3, 4, 5]), stamped(cluster(after, json!({})), [1, 2, 3, 6, 5])];
+        let kept = plugin(json!({}));
+        for incoming in [db_affine("p"), plain("q", json!({"app": "db"})), db_affine("r")] {
+            for snap in &snaps {
+                for _ in 0..2 {
+                    let fresh = plugin(json!({}));
+                    assert_eq!(
+                        filter_all(&kept, &incoming, snap),
+                        filter_all(&fresh, &incoming, snap),
+                        "{}",
+                        incoming.name
+                    );
+                    assert_eq!(scores(&kept, &incoming, snap), scores(&fresh, &incoming, snap), "{}", incoming.name);
+                }
+            }
+        }
+        // The change is seen: with e3 on y, zone z2 has a db pod and p may go there.
+        assert_ne!(filter_all(&kept, &db_affine("p"), &snaps[0]), filter_all(&kept, &db_affine("p"), &snaps[1]));
     }
 
     #[test]

@@ -31,15 +31,15 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::CSINode;
 
+use crate::framework::storage::{
+    claim_class, claim_key, claim_volume_name, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
+    RESOURCE_PVC,
+};
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, ClusterObjects, CycleState, EventObject, EventResource, FilterPlugin, NodeInfo, Plugin,
     PodInfo, PreFilterPlugin, PreFilterResult, QueueingHint, Status,
-};
-use crate::framework::storage::{
-    claim_class, claim_key, claim_volume_name, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
-    RESOURCE_PVC,
 };
 
 /// The plugin's name in profiles.

@@ -41,6 +41,10 @@ use crate::cluster::volumes::{
 use crate::config::check_go_seconds;
 use crate::framework::labels::{no_labels, CompiledNodeSelector, Labels, Selector};
 use crate::framework::quantity::Quantity;
+use crate::framework::storage::{
+    claim_class, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
+    BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PVC,
+};
 use crate::framework::{
     action, ClusterClient, ClusterEvent, ClusterObjects, CycleState, EventResource, FilterPlugin, Listers, NodeInfo,
     Plugin, PluginContext, PodInfo, PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin,
@@ -50,10 +54,6 @@ use crate::plugins::helper::{aggregate, decode, invalid, ArgsError};
 use crate::plugins::node_affinity::compile_node_selector_lenient;
 use crate::plugins::node_resources::fit::{validate_shape, UtilizationShapePoint, MAX_CUSTOM_PRIORITY_SCORE};
 use crate::plugins::node_resources::resource_allocation::requested_to_capacity_ratio_score;
-use crate::framework::storage::{
-    claim_class, ephemeral_claim_is_for_pod, not_found, pod_volumes, volume_claim_name,
-    BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PVC,
-};
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "VolumeBinding";

@@ -18,13 +18,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
+use crate::framework::storage::{claim_has_access_mode, claim_key, not_found, pod_volumes, RESOURCE_PVC};
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventObject, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, QueueingHint, Status,
 };
-use crate::framework::storage::{claim_has_access_mode, claim_key, not_found, pod_volumes, RESOURCE_PVC};
 
 /// The plugin's name in profiles.
 pub const NAME: &str = "VolumeRestrictions";

@@ -16,15 +16,15 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::framework::storage::{
+    claim_class, claim_key, claim_volume_name, label_zones_to_set, not_found, pod_volumes,
+    BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PV, RESOURCE_PVC, RESOURCE_STORAGE_CLASS,
+};
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
     action, ClusterEvent, CycleState, EventResource, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, Status,
-};
-use crate::framework::storage::{
-    claim_class, claim_key, claim_volume_name, label_zones_to_set, not_found, pod_volumes,
-    BINDING_WAIT_FOR_FIRST_CONSUMER, RESOURCE_PV, RESOURCE_PVC, RESOURCE_STORAGE_CLASS,
 };
 
 /// The plugin's name in profiles.
