@@ -3,7 +3,7 @@
 //! domain against the global minimum.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use super::common::{count_matching, has_all_keys, included, missing, Constraint, DO_NOT_SCHEDULE};
 use super::{PodTopologySpread, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH};
@@ -119,26 +119,42 @@ impl PreFilterPlugin for PodTopologySpread {
         // Domains in the order first seen (deterministic critical paths), borrowed from the snapshot.
         let mut domains: Vec<Vec<(&str, i64)>> = vec![Vec::new(); constraints.len()];
         let mut index: Vec<HashMap<&str, usize>> = vec![HashMap::new(); constraints.len()];
+        // A node's counts depend only on its pods, the pod's namespace and the selectors: kept per node while
+        // those hold, so a workload's next pod matches only the pods of the node that changed.
+        let mut memo = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
+        memo.key(
+            |(ns, selectors)| *ns == pod.namespace && selectors.iter().eq(constraints.iter().map(|c| &c.selector)),
+            || (pod.namespace.clone(), constraints.iter().map(|c| c.selector.clone()).collect()),
+        );
+        let count = |node: &NodeInfo| -> Vec<i64> {
+            constraints.iter().map(|c| count_matching(&node.pods, &c.selector, &pod.namespace)).collect()
+        };
         for node in snapshot.nodes() {
             let labels = node.labels();
             if !has_all_keys(labels, &constraints) {
                 continue;
             }
             let affinity_ok = node_affinity.matches(&node.name, node.labels());
-            for (i, c) in constraints.iter().enumerate() {
-                if !included(c, affinity_ok, node, tolerations) {
-                    continue;
-                }
-                let v = labels[&c.topology_key].as_str();
-                let n = count_matching(&node.pods, &c.selector, &pod.namespace);
-                let d = &mut domains[i];
-                let at = *index[i].entry(v).or_insert_with(|| {
-                    d.push((v, 0));
-                    d.len() - 1
-                });
-                d[at].1 += n;
-            }
+            memo.with(
+                node,
+                || count(node),
+                |counts| {
+                    for (i, c) in constraints.iter().enumerate() {
+                        if !included(c, affinity_ok, node, tolerations) {
+                            continue;
+                        }
+                        let v = labels[&c.topology_key].as_str();
+                        let d = &mut domains[i];
+                        let at = *index[i].entry(v).or_insert_with(|| {
+                            d.push((v, 0));
+                            d.len() - 1
+                        });
+                        d[at].1 += counts[i];
+                    }
+                },
+            );
         }
+        drop(memo);
         let mut s = PreFilterState {
             self_match: Arc::new(constraints.iter().map(|c| c.selector.matches(pod.labels())).collect()),
             constraints: Arc::new(constraints),
@@ -492,5 +508,34 @@ mod tests {
         p.update("a", 0);
         assert_eq!(p.min(), 0);
         assert_eq!(p.paths, [("a", 0), ("c", 2)]);
+    }
+
+    /// PreFilter's counts kept per node give what a fresh plugin computes: for the same nodes again, after one node
+    /// changed (a new generation), and for another selector.
+    #[test]
+    fn kept_per_node_counts_match_a_fresh_plugin() {
+        use crate::framework::NodeInfo;
+        let stamped = |snap: Snapshot, gens: [u64; 4]| {
+            let nodes = snap.nodes().iter().zip(gens).map(|(n, g)| NodeInfo { generation: g, ..(**n).clone() });
+            Snapshot::from_nodes(nodes.collect())
+        };
+        let before = vec![("a", foo("p1")), ("x", foo("p2")), ("y", epod("p3", "default", json!({"bar": ""})))];
+        let mut after = before.clone();
+        after.extend([("y", foo("p4")), ("y", foo("p5"))]);
+        let snaps = [stamped(cluster(before, &[], &[]), [1, 2, 3, 4]), stamped(cluster(after, &[], &[]), [1, 2, 3, 5])];
+        let by_foo = incoming(json!({"foo": ""}), vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({}))], json!({}));
+        let mut bar = constraint(1, "zone", DO_NOT_SCHEDULE, json!({}));
+        bar["labelSelector"] = json!({"matchLabels": {"bar": ""}});
+        let by_bar = incoming(json!({"bar": ""}), vec![bar], json!({}));
+        let kept = plugin(json!({}));
+        for p in [&by_foo, &by_bar, &by_foo] {
+            for snap in &snaps {
+                for _ in 0..2 {
+                    assert_eq!(filter_all(&kept, p, snap), filter_all(&plugin(json!({})), p, snap));
+                }
+            }
+        }
+        // The change is seen: two more foo pods in z2 turn the skew around.
+        assert_ne!(filter_all(&kept, &by_foo, &snaps[0]), filter_all(&kept, &by_foo, &snaps[1]));
     }
 }

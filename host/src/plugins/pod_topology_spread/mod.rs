@@ -9,6 +9,8 @@
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use serde::Deserialize;
 
+use crate::framework::labels::Selector;
+use crate::framework::node_memo::NodeMemo;
 use crate::framework::PluginContext;
 use crate::framework::{action, ClusterEvent, EventResource, Plugin};
 use crate::plugins::helper::{aggregate, decode, invalid, ArgsError, FieldError};
@@ -52,6 +54,9 @@ pub struct PodTopologySpreadArgs {
 pub struct PodTopologySpread {
     default_constraints: Vec<TopologySpreadConstraint>,
     system_defaulted: bool,
+    /// PreFilter's per-node counts of pods matching each hard constraint's selector, for the last namespace and
+    /// selectors seen (a workload's pods share them), kept while the node's generation holds.
+    matched: std::sync::Mutex<NodeMemo<(String, Vec<Selector>), Vec<i64>>>,
 }
 
 /// The built-in default constraints (`defaultingType: System`).
@@ -80,6 +85,7 @@ impl PodTopologySpread {
         Ok(PodTopologySpread {
             default_constraints: if system { system_default_constraints() } else { args.default_constraints },
             system_defaulted: system,
+            matched: Default::default(),
         })
     }
 }
