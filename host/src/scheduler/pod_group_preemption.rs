@@ -297,7 +297,7 @@ mod tests {
     #[test]
     fn victims_are_ordered_as_upstreams_more_important_victim() {
         let mut v =
-            vec![victim(1, 1, 1, 5), victim(1, 1, 1, 3), victim(1, 2, 1, 9), victim(1, 2, 3, 9), victim(5, 1, 1, 9)];
+            [victim(1, 1, 1, 5), victim(1, 1, 1, 3), victim(1, 2, 1, 9), victim(1, 2, 3, 9), victim(5, 1, 1, 9)];
         v.sort_by(more_important_first);
         let got: Vec<(i32, u8, usize, i64)> =
             v.iter().map(|v| (v.priority, v.rank, v.pods.len(), v.earliest)).collect();

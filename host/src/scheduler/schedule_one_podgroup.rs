@@ -4,21 +4,24 @@
 //!
 //! 1. The members are ordered as upstream orders a group's queued pods: priority (highest first), attempts (most
 //!    first), queue time, name.
-//! 2. Each member in turn runs the scheduling algorithm (PreFilter → Score, no PostFilter) against the snapshot,
-//!    and a member that fits is assumed on its node and reserved, so the next member sees it there. After each,
+//! 2. Each member in turn runs the scheduling algorithm (PreFilter → Score, no PostFilter) against a working copy
+//!    of the snapshot, and a member that fits is assumed there on its node and reserved, so the next member sees
+//!    it (upstream assumes in its snapshot, not its cache, during a PodGroup cycle). After each,
 //!    GangScheduling's PlacementFeasible decides: the group is given up as soon as `minCount` can no longer be
 //!    reached (the rest are not tried), and is feasible once it is.
 //! 3. The trials are undone (Unreserve, forget), then:
 //!    - feasible: each member that fit is assumed and reserved for real and goes through Permit and binding, in
 //!      order (GangScheduling's Permit holds the first ones until `minCount` are assumed, and the last allows
 //!      them all); each member that did not fit fails with its own reasons;
-//!    - not feasible: every member fails — one that did not fit with its own reasons, one that fit (or was not
-//!      tried) with the group's (`minCount (3) cannot be satisfied: 2 scheduled, 0 remaining`).
+//!    - not feasible: upstream's PodGroupPostFilter runs (DefaultPreemption's pod group preemption,
+//!      pod_group_preemption.rs) and adds its word to the group's status; then every member fails — one that did
+//!      not fit with its own reasons, one that fit (or was not tried) with the group's (`minCount (3) cannot be
+//!      satisfied: 2 scheduled, 0 remaining`). When preemption found room, its victims are evicted and each member
+//!      is nominated to its node first: the victims' deletions requeue the group, whose next cycle finds the room.
 //! 4. The PodGroup's `PodGroupInitiallyScheduled` condition says how it went (True once, then never taken back).
 //!
-//! Not done here: the PodGroupPostFilter point (upstream's workload-aware preemption by DefaultPreemption and
-//! DynamicResources): a group that does not fit waits for an event, it preempts nothing. A shadow profile does not
-//! decide beside a PodGroup cycle.
+//! Not done here: PodGroupPostFilter as a pluggable point (only DefaultPreemption's, natively; not DynamicResources'
+//! claim deallocation). A shadow profile does not decide beside a PodGroup cycle.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -343,6 +346,7 @@ impl Scheduler {
 
     /// Upstream's `submitPodGroupAlgorithmResult`: binding for the members that fit a feasible group, a failure for
     /// every other member; the group's condition and metrics.
+    #[allow(clippy::too_many_arguments)]
     fn end_pod_group_cycle(
         self: &Arc<Self>,
         fwk: &Framework,
