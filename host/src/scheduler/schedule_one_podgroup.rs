@@ -666,6 +666,31 @@ mod tests {
     }
 
     #[test]
+    fn a_victim_pod_group_with_disruption_mode_all_is_evicted_whole() {
+        // A low-priority PodGroup has a pod of 2 CPUs on each node; a gang of one member of 3 CPUs needs one of
+        // them gone. With disruption mode `all` both go (the group is one victim), with `single` only one.
+        for (mode, want) in [("all", 2), ("single", 1)] {
+            let (c, s) = scheduler(2);
+            let low: PodGroup = serde_json::from_value(json!({"metadata": {"name": "low", "namespace": "ns"},
+                "spec": {"priority": 0, "disruptionMode": {mode: {}},
+                    "schedulingPolicy": {"gang": {"minCount": 2}}}}))
+            .unwrap();
+            c.apply_pod_group(low);
+            c.apply_pod(prio_pod("low-1", Some("low"), "2", 0, Some("n1")));
+            c.apply_pod(prio_pod("low-2", Some("low"), "2", 0, Some("n2")));
+            let mut g = gang("g", 1);
+            g.spec.priority = Some(100);
+            c.apply_pod_group(g);
+            c.apply_pod(prio_pod("g-1", Some("g"), "3", 100, None));
+            assert!(s.schedule_one(), "the group's cycle");
+            assert_eq!(deletes(&c).len(), want, "{mode}: {:?}", deletes(&c));
+            s.queue.lock().unwrap().flush_backoff_completed(u64::MAX);
+            drain(&s);
+            assert_eq!(binds(&c), ["ns/g-1"], "{mode}");
+        }
+    }
+
+    #[test]
     fn a_gang_that_does_not_fit_even_without_its_victims_preempts_nobody() {
         // Each member asks for more than a node holds: evicting everything would not help.
         let (c, s) = scheduler(2);
