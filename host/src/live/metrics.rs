@@ -13,7 +13,7 @@
 //!
 //! Left out of v1.37's list: the placement and workload families (`scheduler_placement_*`,
 //! `scheduler_generated_placements_total`, `scheduler_workload_preemption_*`, `scheduler_preemption_workload_*`: no
-//! workload-aware preemption or placement generation here), `type="pod_group"` series of `scheduler_queued_entities`
+//! placement generation here, and workload-aware preemption does not feed them yet), `type="pod_group"` series of `scheduler_queued_entities`
 //! and `scheduler_queue_incoming_entities_total` (a PodGroup's pods are queued one by one, so both count pods),
 //! `scheduler_pre_queueing_hint_evaluations_total` (SchedulerPreQueueingHints is alpha and off),
 //! `scheduler_preemption_evaluation_duration_seconds`, `scheduler_preemption_execution_duration_seconds` and

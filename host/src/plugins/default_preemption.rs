@@ -437,6 +437,50 @@ fn split_by_pdb_violation(pods: Vec<Arc<PodInfo>>, budgets: &[Budget<'_>]) -> (V
     (violating, non_violating)
 }
 
+/// Upstream `FilterVictimsWithPDBViolation` for pod group preemption: splits victims (each the pods evicted
+/// together, in order) into those whose eviction would exceed a PodDisruptionBudget's allowed disruptions, with
+/// how many of their pods would, and the others; indices into `victims`, order kept. A victim is violating as a
+/// whole when any of its pods is; the budgets are counted down as pods are matched to them.
+pub fn split_victims_by_pdb_violation(
+    victims: &[&[Arc<PodInfo>]],
+    snapshot: &Snapshot,
+) -> (Vec<(usize, usize)>, Vec<usize>) {
+    let budgets = compile_budgets(snapshot);
+    let mut allowed: Vec<i32> = budgets.iter().map(|b| b.allowed).collect();
+    let mut violates = |p: &PodInfo| {
+        if p.labels().is_empty() {
+            return false;
+        }
+        for (i, b) in budgets.iter().enumerate() {
+            if b.pdb.metadata.namespace.as_deref().unwrap_or("default") != p.namespace
+                || !b.selector.matches(p.labels())
+            {
+                continue;
+            }
+            let disrupted = b.pdb.status.as_ref().and_then(|s| s.disrupted_pods.as_ref());
+            if disrupted.is_some_and(|d| d.contains_key(&p.name)) {
+                continue;
+            }
+            allowed[i] -= 1;
+            // Upstream stops at the first budget exceeded.
+            if allowed[i] < 0 {
+                return true;
+            }
+        }
+        false
+    };
+    let (mut violating, mut non_violating) = (Vec::new(), Vec::new());
+    for (i, pods) in victims.iter().enumerate() {
+        let count = pods.iter().filter(|p| violates(p)).count();
+        if count > 0 {
+            violating.push((i, count));
+        } else {
+            non_violating.push(i);
+        }
+    }
+    (violating, non_violating)
+}
+
 /// Upstream `pickOneNodeForPreemption`: fewest PDB violations, then the lowest highest-victim priority, then the
 /// smallest sum of priorities (each shifted by 2^31 so that more negative-priority victims still weigh more), then
 /// the fewest victims, then the latest start among the highest-priority victims, then the first candidate.

@@ -7,6 +7,7 @@ mod clock;
 mod eventhandlers;
 mod node_search;
 mod observer;
+mod pod_group_preemption;
 mod profile;
 mod schedule_one;
 mod schedule_one_podgroup;

@@ -10,7 +10,7 @@ use std::process::Command;
 use super::{bin, root};
 
 /// The integration workloads not run here, with the reason above their use.
-const SKIP: &str = "^(SchedulingWithResourceClaimTemplateListAttributes/|SharedPodGroupResourceClaim/1podgroup_1000pods$|SharedPodGroupResourceClaimTemplate/|GangPreemption)";
+const SKIP: &str = "^(SchedulingWithResourceClaimTemplateListAttributes/|SharedPodGroupResourceClaim/1podgroup_1000pods$|SharedPodGroupResourceClaimTemplate/)";
 
 /// Every integration workload completes, its measured pods ending as they did for kube-scheduler.
 #[test]
@@ -30,8 +30,7 @@ fn scheduler_perf_integration_workloads_end_as_kube_scheduler_left_them() {
         // Where ours is known to differ from kube-scheduler v1.37.2 (docs/performance.md, "Where ours differs"):
         // DRA CEL without list-typed attributes (ListAttributes); DRAWorkloadResourceClaims (claims owned by and
         // reserved for a PodGroup: SharedPodGroupResourceClaimTemplate, and SharedPodGroupResourceClaim/
-        // 1podgroup_1000pods, whose 257th per-pod reservation the API server refuses) and gang preemption not
-        // implemented. SharedPodGroupResourceClaimTemplate/1podgroup_1000pods completed for
+        // 1podgroup_1000pods, whose 257th per-pod reservation the API server refuses) not implemented. SharedPodGroupResourceClaimTemplate/1podgroup_1000pods completed for
         // kube-scheduler on a fresh control plane only.
         .args(["--skip", SKIP])
         // A pod that is never scheduled fails the run after this long, not after the default five minutes.
