@@ -99,6 +99,12 @@ pub trait ClusterClient: Send + Sync {
     }
     /// Evicts a preemption victim.
     fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError>;
+    /// Evicts a preemption's victims, one result per victim in order. The default deletes them one after
+    /// another; a client that talks to an API server sends them all at once, as upstream deletes victims in
+    /// parallel: a preemption then costs one round trip, not one per victim.
+    fn delete_pods(&self, pods: &[Arc<PodInfo>], preemptor: &PodInfo) -> Vec<Result<(), ClusterError>> {
+        pods.iter().map(|p| self.delete_pod(p, preemptor)).collect()
+    }
     /// Sets or clears `status.nominatedNodeName`.
     fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError>;
     /// Sets `status.nominatedNodeName` to the node a binding cycle is about to wait for or prepare

@@ -495,8 +495,8 @@ impl Scheduler {
     /// the cache and the queue the way every deletion does: as a cluster event, through the event handlers.
     fn apply_preemption(&self, pod: &Arc<PodInfo>, r: PostFilterResult) {
         let Some(node) = r.nominated_node_name.clone().filter(|n| !n.is_empty()) else { return };
-        for v in &r.victims {
-            if let Err(e) = self.cluster.delete_pod(v, pod) {
+        for (v, deleted) in r.victims.iter().zip(self.cluster.delete_pods(&r.victims, pod)) {
+            if let Err(e) = deleted {
                 tracing::warn!(victim = %v.key(), error = %e, "evicting preemption victim failed");
                 continue;
             }

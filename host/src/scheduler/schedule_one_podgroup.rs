@@ -324,8 +324,8 @@ impl Scheduler {
     fn evict_for_pod_group(&self, group: &PodGroup, attempts: &[Attempt], victims: &[Arc<PodInfo>]) {
         let Some(preemptor) = attempts.first().map(|a| &a.qpi.pod_info) else { return };
         let uid = group.metadata.uid.as_deref().unwrap_or_default();
-        for v in victims {
-            if let Err(e) = self.cluster.delete_pod(v, preemptor) {
+        for (v, deleted) in victims.iter().zip(self.cluster.delete_pods(victims, preemptor)) {
+            if let Err(e) = deleted {
                 tracing::warn!(victim = %v.key(), error = %e, "evicting pod group preemption victim failed");
                 continue;
             }

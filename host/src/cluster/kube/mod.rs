@@ -6,6 +6,7 @@
 //! cluster's changes to the scheduler's event handlers.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{
@@ -169,6 +170,21 @@ impl KubeCluster {
     }
 }
 
+impl KubeCluster {
+    /// Deletes a preemption victim, on the condition that it is still the pod (uid) the preemption chose.
+    async fn deletion(&self, pod: &PodInfo) -> Result<(), ClusterError> {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: pod.pod.metadata.uid.clone(), resource_version: None }),
+            ..Default::default()
+        };
+        self.pods(&pod.namespace)
+            .delete(&pod.name, &dp)
+            .await
+            .map(|_| ())
+            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+    }
+}
+
 impl ClusterClient for KubeCluster {
     fn bind(&self, pod: &PodInfo, node: &str) -> Result<(), ClusterError> {
         self.runtime.block_on(self.binding(pod, node))
@@ -179,14 +195,11 @@ impl ClusterClient for KubeCluster {
     }
 
     fn delete_pod(&self, pod: &PodInfo, _preemptor: &PodInfo) -> Result<(), ClusterError> {
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions { uid: pod.pod.metadata.uid.clone(), resource_version: None }),
-            ..Default::default()
-        };
-        self.runtime
-            .block_on(self.pods(&pod.namespace).delete(&pod.name, &dp))
-            .map(|_| ())
-            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+        self.runtime.block_on(self.deletion(pod))
+    }
+
+    fn delete_pods(&self, pods: &[Arc<PodInfo>], _preemptor: &PodInfo) -> Vec<Result<(), ClusterError>> {
+        self.runtime.block_on(futures::future::join_all(pods.iter().map(|p| self.deletion(p))))
     }
 
     /// Queued, not sent: the scheduling loop does not wait for it (a failure is logged).
