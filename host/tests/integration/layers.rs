@@ -59,7 +59,8 @@ fn upward_imports(files: &[(String, String)]) -> Vec<(String, String, String)> {
         if module == "lib" || module == "main" {
             continue;
         }
-        let own = *rank.get(module).unwrap_or_else(|| panic!("host/src/{path}: module {module:?} has no layer in LAYERS"));
+        let own =
+            *rank.get(module).unwrap_or_else(|| panic!("host/src/{path}: module {module:?} has no layer in LAYERS"));
         for target in crate_paths(src) {
             if let Some(&r) = rank.get(target.as_str()) {
                 if r >= own && target != module {
@@ -92,15 +93,20 @@ fn every_module_imports_only_modules_below_it() {
     sources(&root, &root, &mut files);
     assert!(files.len() > 100, "read only {} files under {}", files.len(), root.display());
     let bad = upward_imports(&files);
-    let lines: Vec<String> = bad.iter().map(|(p, m, t)| format!("host/src/{p}: {m} imports {t}, which is not below it")).collect();
+    let lines: Vec<String> =
+        bad.iter().map(|(p, m, t)| format!("host/src/{p}: {m} imports {t}, which is not below it")).collect();
     assert!(lines.is_empty(), "{} imports against the layers:\n{}", lines.len(), lines.join("\n"));
 }
 
 #[test]
 fn the_check_sees_plain_grouped_and_qualified_paths() {
-    let src = "use crate::framework::X;\nuse crate::{wasm::Y, plugins};\nfn f() { crate::live::run(); my_crate::sim::z(); }";
+    let src =
+        "use crate::framework::X;\nuse crate::{wasm::Y, plugins};\nfn f() { crate::live::run(); my_crate::sim::z(); }";
     assert_eq!(crate_paths(src), ["framework", "wasm", "plugins", "live"]);
-    let files = vec![("cluster/a.rs".to_string(), src.to_string()), ("framework/b.rs".to_string(), "use crate::config::C;".into())];
+    let files = vec![
+        ("cluster/a.rs".to_string(), src.to_string()),
+        ("framework/b.rs".to_string(), "use crate::config::C;".into()),
+    ];
     let bad = upward_imports(&files);
     let named: Vec<&str> = bad.iter().map(|(_, _, t)| t.as_str()).collect();
     assert_eq!(named, ["live", "plugins", "wasm"]);

@@ -56,8 +56,12 @@ pub struct PodTopologySpread {
     system_defaulted: bool,
     /// PreFilter's per-node counts of pods matching each hard constraint's selector, for the last namespace and
     /// selectors seen (a workload's pods share them), kept while the node's generation holds.
-    matched: std::sync::Mutex<NodeMemo<(String, Vec<Selector>), Vec<i64>>>,
+    matched: std::sync::Mutex<NodeMemo<NamespaceSelectors, Vec<i64>>>,
 }
+
+/// The incoming pod's namespace and its hard constraints' selectors: what a node's counts depend on besides its
+/// pods.
+type NamespaceSelectors = (String, Vec<Selector>);
 
 /// The built-in default constraints (`defaultingType: System`).
 pub fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
