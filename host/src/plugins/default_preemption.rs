@@ -404,30 +404,41 @@ fn scaled_value(v: &IntOrString, total: i32) -> Option<i32> {
     }
 }
 
+/// Counts a pod's eviction against the budgets that select it (unless a budget already lists it as disrupted);
+/// true when one of them is exceeded. `stop_at_first` ends the count at the first budget exceeded (pod group
+/// preemption), otherwise every matching budget is charged (single-pod preemption), as upstream's two paths do.
+fn charge_budgets(budgets: &[Budget<'_>], allowed: &mut [i32], p: &PodInfo, stop_at_first: bool) -> bool {
+    if p.labels().is_empty() {
+        return false;
+    }
+    let mut violated = false;
+    for (i, b) in budgets.iter().enumerate() {
+        if b.pdb.metadata.namespace.as_deref().unwrap_or("default") != p.namespace || !b.selector.matches(p.labels())
+        {
+            continue;
+        }
+        let disrupted = b.pdb.status.as_ref().and_then(|s| s.disrupted_pods.as_ref());
+        if disrupted.is_some_and(|d| d.contains_key(&p.name)) {
+            continue;
+        }
+        allowed[i] -= 1;
+        if allowed[i] < 0 {
+            violated = true;
+            if stop_at_first {
+                break;
+            }
+        }
+    }
+    violated
+}
+
 /// Splits pods (kept in order) into those whose eviction would exceed a PDB's allowed disruptions and the others
 /// (upstream `filterPodsWithPDBViolation`). The budgets are counted down as pods are assigned to them.
 fn split_by_pdb_violation(pods: Vec<Arc<PodInfo>>, budgets: &[Budget<'_>]) -> (Vec<Arc<PodInfo>>, Vec<Arc<PodInfo>>) {
     let mut allowed: Vec<i32> = budgets.iter().map(|b| b.allowed).collect();
     let (mut violating, mut non_violating) = (Vec::new(), Vec::new());
     for p in pods {
-        let mut violated = false;
-        if !p.labels().is_empty() {
-            for (i, b) in budgets.iter().enumerate() {
-                if b.pdb.metadata.namespace.as_deref().unwrap_or("default") != p.namespace
-                    || !b.selector.matches(p.labels())
-                {
-                    continue;
-                }
-                let disrupted = b.pdb.status.as_ref().and_then(|s| s.disrupted_pods.as_ref());
-                if disrupted.is_some_and(|d| d.contains_key(&p.name)) {
-                    continue;
-                }
-                allowed[i] -= 1;
-                if allowed[i] < 0 {
-                    violated = true;
-                }
-            }
-        }
+        let violated = charge_budgets(budgets, &mut allowed, &p, false);
         if violated {
             violating.push(p);
         } else {
@@ -447,28 +458,8 @@ pub fn split_victims_by_pdb_violation(
 ) -> (Vec<(usize, usize)>, Vec<usize>) {
     let budgets = compile_budgets(snapshot);
     let mut allowed: Vec<i32> = budgets.iter().map(|b| b.allowed).collect();
-    let mut violates = |p: &PodInfo| {
-        if p.labels().is_empty() {
-            return false;
-        }
-        for (i, b) in budgets.iter().enumerate() {
-            if b.pdb.metadata.namespace.as_deref().unwrap_or("default") != p.namespace
-                || !b.selector.matches(p.labels())
-            {
-                continue;
-            }
-            let disrupted = b.pdb.status.as_ref().and_then(|s| s.disrupted_pods.as_ref());
-            if disrupted.is_some_and(|d| d.contains_key(&p.name)) {
-                continue;
-            }
-            allowed[i] -= 1;
-            // Upstream stops at the first budget exceeded.
-            if allowed[i] < 0 {
-                return true;
-            }
-        }
-        false
-    };
+    // Upstream stops at the first budget exceeded here.
+    let mut violates = |p: &PodInfo| charge_budgets(&budgets, &mut allowed, p, true);
     let (mut violating, mut non_violating) = (Vec::new(), Vec::new());
     for (i, pods) in victims.iter().enumerate() {
         let count = pods.iter().filter(|p| violates(p)).count();
