@@ -397,8 +397,27 @@ impl Scan<'_> {
     }
 }
 
+/// `s` with control characters (line breaks, tabs) written as escapes, so an error naming a field or key the user
+/// wrote stays on one line.
+pub fn escape_controls(s: &str) -> String {
+    s.chars().fold(String::with_capacity(s.len()), |mut out, c| {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+        out
+    })
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn escaped_controls_keep_an_error_on_one_line() {
+        assert_eq!(escape_controls("metadata.labels.a/\nb: x\ty"), "metadata.labels.a/\\nb: x\\ty");
+        assert_eq!(escape_controls("plain"), "plain");
+    }
     use super::*;
 
     #[test]

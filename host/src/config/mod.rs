@@ -217,9 +217,9 @@ pub fn parse_with(
         return Err(too_many_profiles(file, n));
     }
     let raw: KubeSchedulerConfiguration = serde_path_to_error::deserialize(generic).map_err(|e| {
-        let path = e.path().to_string();
+        let path = crate::yaml::escape_controls(&e.path().to_string());
         let field = if path.is_empty() || path == "." { "(document)".to_string() } else { path };
-        err(&field, e.inner().to_string())
+        err(&field, crate::yaml::escape_controls(&e.inner().to_string()))
     })?;
     complete(file, raw, known, features)
 }

@@ -413,8 +413,7 @@ fn charge_budgets(budgets: &[Budget<'_>], allowed: &mut [i32], p: &PodInfo, stop
     }
     let mut violated = false;
     for (i, b) in budgets.iter().enumerate() {
-        if b.pdb.metadata.namespace.as_deref().unwrap_or("default") != p.namespace || !b.selector.matches(p.labels())
-        {
+        if b.pdb.metadata.namespace.as_deref().unwrap_or("default") != p.namespace || !b.selector.matches(p.labels()) {
             continue;
         }
         let disrupted = b.pdb.status.as_ref().and_then(|s| s.disrupted_pods.as_ref());

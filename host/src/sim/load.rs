@@ -541,11 +541,10 @@ fn make_template_claims(pod: &mut Pod, objects: &mut ClusterObjects) {
 fn decode<T: DeserializeOwned + Serialize>(v: &serde_json::Value) -> Result<T, String> {
     let o: T = serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." || path.is_empty() {
-            e.inner().to_string()
-        } else {
-            format!("{path}: {}", e.inner())
-        }
+        let message =
+            if path == "." || path.is_empty() { e.inner().to_string() } else { format!("{path}: {}", e.inner()) };
+        // A map key in the path (a label's) may hold a line break; the error stays one line.
+        crate::yaml::escape_controls(&message)
     })?;
     let back = serde_json::to_value(&o).map_err(|e| e.to_string())?;
     validate::unknown_fields(v, &back)?;

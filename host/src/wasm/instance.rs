@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+/// The least time `config.validate` gets when a plugin loads, whatever the plugin's per-call deadline.
+const CONFIG_VALIDATE_DEADLINE: Duration = Duration::from_secs(2);
+
 use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, Resource, ResourceTable, Val};
 use wasmtime::{Store, StoreLimitsBuilder, Trap, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
@@ -548,11 +551,15 @@ impl WasmPlugin {
         let refused = |why: String| WasmError::Config(why);
         let mut inst =
             self.new_instance(loaded).map_err(|e| refused(format!("cannot start it: {}", trap_reason(&e))))?;
-        inst.store.set_epoch_deadline(WasmEngine::deadline(self.args.timeout));
+        // Loading is not on the scheduling path, and a fresh instance's first call may start an interpreter (the
+        // Python and JavaScript guests), which on a busy machine can take longer than a per-call deadline meant
+        // for Filter or Score: validate gets at least CONFIG_VALIDATE_DEADLINE, still a bound on a guest that loops.
+        let limit = self.args.timeout.max(CONFIG_VALIDATE_DEADLINE);
+        inst.store.set_epoch_deadline(WasmEngine::deadline(limit));
         inst.store.data_mut().held = Some(Vec::new());
         let r = idx.load(&mut inst.store, &inst.instance).and_then(|g| g.call_validate(&mut inst.store)).map_err(|e| {
             match trap(e) {
-                CallError::Timeout => refused(format!("config.validate timed out after {:?}", self.args.timeout)),
+                CallError::Timeout => refused(format!("config.validate timed out after {limit:?}")),
                 CallError::Trap(m) | CallError::Invalid(m) => refused(format!("config.validate trapped: {m}")),
                 // trap() answers Timeout or Trap only.
                 CallError::CircuitOpen(..) => refused("config.validate failed".into()),
