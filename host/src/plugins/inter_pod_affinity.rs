@@ -379,6 +379,21 @@ impl<'a> NodeContributions<'a> {
 }
 
 impl InterPodAffinity {
+    /// The sums one node's `pods` contribute.
+    fn node_sums<'a>(
+        &self,
+        pod: &'a PodInfo,
+        ns_labels: Option<&Labels>,
+        pods: &'a [Arc<PodInfo>],
+        snapshot: &Snapshot,
+    ) -> NodeContributions<'a> {
+        let mut sums = NodeContributions::default();
+        for existing in pods {
+            self.process_existing_pod(&mut sums, pod, ns_labels, existing, snapshot);
+        }
+        sums
+    }
+
     /// Adds the contributions of one existing pod to its node's sums.
     fn process_existing_pod<'a>(
         &self,
@@ -431,18 +446,6 @@ impl PreScorePlugin for InterPodAffinity {
         }
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
         let mut scores = TopologyCounts::default();
-        let sums = |pods: &[Arc<PodInfo>]| {
-            let mut sums = NodeContributions::default();
-            for existing in pods {
-                self.process_existing_pod(&mut sums, pod, ns_labels, existing, snapshot);
-            }
-            sums.into_owned()
-        };
-        let add = |scores: &mut TopologyCounts, labels: &Labels, sums: &Vec<(String, i64)>| {
-            for (k, d) in sums {
-                bump(scores, labels, k, *d);
-            }
-        };
         // The sums are kept per node while the pod's shape and the node stay the same, as PreFilter's counts.
         let (aff, anti) = (&pod.preferred_affinity_terms, &pod.preferred_anti_affinity_terms);
         let keep = aff.iter().chain(anti).all(|t| namespace_labels_unread(&t.term));
@@ -468,9 +471,20 @@ impl PreScorePlugin for InterPodAffinity {
                 continue;
             }
             if keep {
-                memo.with(node, || sums(pods), |v| add(&mut scores, labels, v));
+                memo.with(
+                    node,
+                    || self.node_sums(pod, ns_labels, pods, snapshot).into_owned(),
+                    |kept| {
+                        for (k, d) in kept {
+                            bump(&mut scores, labels, k, *d);
+                        }
+                    },
+                );
             } else {
-                add(&mut scores, labels, &sums(pods));
+                // Not kept: added from the borrowed sums, with no owned copy per node.
+                for (k, d) in self.node_sums(pod, ns_labels, pods, snapshot).0 {
+                    bump(&mut scores, labels, k, d);
+                }
             }
         }
         if scores.is_empty() {

@@ -28,7 +28,7 @@ use std::time::Instant;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
 use super::schedule_one::Attempt;
-use super::schedule_one_podgroup::{assume_in, forget_in};
+use super::schedule_one_podgroup::{forget_in, place_in};
 use super::Scheduler;
 use crate::framework::{Code, CycleState, Framework, PodInfo, Snapshot, Status};
 use crate::plugins::default_preemption::{self, POLICY_NEVER};
@@ -230,7 +230,7 @@ impl Scheduler {
         };
         for p in &victim.pods {
             let node = p.node_name().unwrap_or_default();
-            assume_in_keeping_nomination(working, p, node);
+            place_in(working, p, node);
             let n = snapshot_node(working, node)?;
             for (i, member, _) in assigned {
                 let a = &mut trial[*i];
@@ -249,7 +249,7 @@ impl Scheduler {
                 fits = false;
                 break;
             }
-            assume_in_keeping_nomination(working, member, node);
+            place_in(working, member, node);
             a.fwk.run_reserve(&mut a.state, member, node);
             placed.push((*i, member.clone(), node.clone()));
         }
@@ -275,13 +275,6 @@ impl Scheduler {
         }
         result
     }
-}
-
-/// Puts `pod` on `node` in a working snapshot, leaving nominations as they are (upstream's snapshot `AddPod`).
-fn assume_in_keeping_nomination(snapshot: &mut Snapshot, pod: &Arc<PodInfo>, node: &str) {
-    let nominated = snapshot.nominated.clone();
-    assume_in(snapshot, pod, node);
-    snapshot.nominated = nominated;
 }
 
 #[cfg(test)]

@@ -491,11 +491,16 @@ impl Scheduler {
         Ok(ScheduleResult { host: best[0].clone(), best })
     }
 
-    /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`. The victims' deletion reaches
-    /// the cache and the queue the way every deletion does: as a cluster event, through the event handlers.
-    fn apply_preemption(&self, pod: &Arc<PodInfo>, r: PostFilterResult) {
-        let Some(node) = r.nominated_node_name.clone().filter(|n| !n.is_empty()) else { return };
-        for (v, deleted) in r.victims.iter().zip(self.cluster.delete_pods(&r.victims, pod)) {
+    /// Deletes a preemption's victims (all at once), and for each one deleted records the `Preempted` Event with
+    /// `message` and tells the observer; `node` is the node preempted on, each victim's own when `None`.
+    pub(super) fn evict_victims(
+        &self,
+        victims: &[Arc<PodInfo>],
+        preemptor: &PodInfo,
+        message: &str,
+        node: Option<&str>,
+    ) {
+        for (v, deleted) in victims.iter().zip(self.cluster.delete_pods(victims, preemptor)) {
             if let Err(e) = deleted {
                 tracing::warn!(victim = %v.key(), error = %e, "evicting preemption victim failed");
                 continue;
@@ -505,13 +510,20 @@ impl Scheduler {
                 PodEvent {
                     type_: "Normal",
                     reason: "Preempted",
-                    message: format!("Preempted by pod {} on node {}", pod.uid, node),
-                    scheduler_name: pod.scheduler_name().to_string(),
+                    message: message.to_string(),
+                    scheduler_name: preemptor.scheduler_name().to_string(),
                     rejected: false,
                 },
             );
-            self.observer.preempted(v, pod, &node);
+            self.observer.preempted(v, preemptor, node.unwrap_or_else(|| v.node_name().unwrap_or_default()));
         }
+    }
+
+    /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`. The victims' deletion reaches
+    /// the cache and the queue the way every deletion does: as a cluster event, through the event handlers.
+    fn apply_preemption(&self, pod: &Arc<PodInfo>, r: PostFilterResult) {
+        let Some(node) = r.nominated_node_name.clone().filter(|n| !n.is_empty()) else { return };
+        self.evict_victims(&r.victims, pod, &format!("Preempted by pod {} on node {}", pod.uid, node), Some(&node));
         let mut q = self.queue.lock().expect("queue lock");
         // Lower-priority pods nominated to the same node lose their nomination.
         let lower: Vec<Arc<PodInfo>> =

@@ -32,7 +32,7 @@ use super::schedule_one::{rejected_on, Attempt, Batching, Decider, ScheduleError
 use super::Scheduler;
 use crate::framework::diagnosis::{fit_error_message, NO_NODES_AVAILABLE};
 use crate::framework::{
-    Code, CycleState, CycleTrace, Framework, PodEvent, PodGroupCondition, PodInfo, QueuedPodInfo, Snapshot, Status,
+    Code, CycleState, CycleTrace, Framework, PodGroupCondition, PodInfo, QueuedPodInfo, Snapshot, Status,
 };
 use crate::plugins::gang_scheduling;
 
@@ -73,14 +73,19 @@ fn unschedulable_group(group: &Status) -> Status {
     Status::with_reasons(Code::Unschedulable, reasons)
 }
 
-/// Assumes `pod` on `node` in a working snapshot, and takes it off its nomination there (upstream's assume in a
-/// PodGroup cycle deletes the pod's nomination).
-pub(super) fn assume_in(snapshot: &mut Snapshot, pod: &Arc<PodInfo>, node: &str) {
+/// Puts `pod` on `node` in a working snapshot, its nomination left as it is (upstream's snapshot `AddPod`).
+pub(super) fn place_in(snapshot: &mut Snapshot, pod: &Arc<PodInfo>, node: &str) {
     if let Some(n) = snapshot.get(node) {
         let mut n = (**n).clone();
         n.add_pod(pod.clone());
         snapshot.update_nodes(vec![Arc::new(n)]);
     }
+}
+
+/// Assumes `pod` on `node` in a working snapshot, and takes it off its nomination there (upstream's assume in a
+/// PodGroup cycle deletes the pod's nomination).
+pub(super) fn assume_in(snapshot: &mut Snapshot, pod: &Arc<PodInfo>, node: &str) {
+    place_in(snapshot, pod, node);
     if snapshot.nominated.values().flatten().any(|p| p.uid == pod.uid) {
         let mut nominated = (*snapshot.nominated).clone();
         for pods in nominated.values_mut() {
@@ -324,24 +329,8 @@ impl Scheduler {
     fn evict_for_pod_group(&self, group: &PodGroup, attempts: &[Attempt], victims: &[Arc<PodInfo>]) {
         let Some(preemptor) = attempts.first().map(|a| &a.qpi.pod_info) else { return };
         let uid = group.metadata.uid.as_deref().unwrap_or_default();
-        for (v, deleted) in victims.iter().zip(self.cluster.delete_pods(victims, preemptor)) {
-            if let Err(e) = deleted {
-                tracing::warn!(victim = %v.key(), error = %e, "evicting pod group preemption victim failed");
-                continue;
-            }
-            self.cluster.record(
-                v,
-                PodEvent {
-                    type_: "Normal",
-                    reason: "Preempted",
-                    // Upstream names the PodGroup and the preemption's domain, the whole cluster.
-                    message: format!("Preempted by PodGroup {uid} on node cluster"),
-                    scheduler_name: preemptor.scheduler_name().to_string(),
-                    rejected: false,
-                },
-            );
-            self.observer.preempted(v, preemptor, v.node_name().unwrap_or_default());
-        }
+        // Upstream names the PodGroup and the preemption's domain, the whole cluster.
+        self.evict_victims(victims, preemptor, &format!("Preempted by PodGroup {uid} on node cluster"), None);
     }
 
     /// Upstream's `submitPodGroupAlgorithmResult`: binding for the members that fit a feasible group, a failure for
