@@ -98,6 +98,11 @@ pub static GATES: &[Gate] = &[
         specs: &[s(33, false, Alpha), s(37, true, Beta)],
         field: |f| &mut f.storage_capacity_scoring,
     },
+    Gate {
+        name: "SchedulerPopFromBackoffQ",
+        specs: &[s(33, true, Beta)],
+        field: |f| &mut f.scheduler_pop_from_backoff_q,
+    },
     Gate { name: "OpportunisticBatching", specs: &[s(35, true, Beta)], field: |f| &mut f.opportunistic_batching },
     Gate {
         name: "NominatedNodeNameForExpectation",
@@ -137,6 +142,9 @@ pub struct Features {
     /// the next pod with the same signature the runner-up node of the previous cycle as a hint, checked like a
     /// nominated node, instead of filtering and scoring every node again.
     pub opportunistic_batching: bool,
+    /// SchedulerPopFromBackoffQ (beta, on by default since v1.33): when activeQ is empty the next pod comes from
+    /// backoffQ, and backoff ends on whole seconds.
+    pub scheduler_pop_from_backoff_q: bool,
 }
 
 impl Default for Features {
@@ -207,6 +215,7 @@ impl Features {
             storage_capacity_scoring: false,
             nominated_node_name_for_expectation: false,
             opportunistic_batching: false,
+            scheduler_pop_from_backoff_q: false,
         };
         let last = |name: &str| pairs.iter().rev().find(|(k, _)| *k == name).map(|&(_, on)| on);
         let (all_alpha, all_beta) = (last("AllAlpha"), last("AllBeta"));
@@ -289,6 +298,7 @@ mod tests {
         assert!(v35.nominated_node_name_for_expectation && !at(34).nominated_node_name_for_expectation);
         assert!(v35.opportunistic_batching && !at(34).opportunistic_batching);
         assert!(!v37.generic_workload);
+        assert!(at(34).scheduler_pop_from_backoff_q && v37.scheduler_pop_from_backoff_q);
     }
 
     #[test]

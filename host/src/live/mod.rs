@@ -378,6 +378,7 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
             crate::cluster::kube::pod_groups::served(&client).await.map_err(LiveError::Profile)?;
         }
         let queue = SchedulingQueue::new(profiles.clone(), &names, cfg.pod_initial_backoff, cfg.pod_max_backoff)
+            .with_pop_from_backoff(cfg.features.scheduler_pop_from_backoff_q)
             .with_observer(metrics.clone());
         let scheduler = Arc::new(
             Scheduler::new(

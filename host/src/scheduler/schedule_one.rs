@@ -882,7 +882,8 @@ impl Scheduler {
         let pod = qpi.pod_info.clone();
         let error = s.code() == Code::Error;
         let message = if s.message().is_empty() { s.code().as_str().to_string() } else { s.message() };
-        qpi.unschedulable_plugins = plugins.into_iter().collect();
+        // Upstream names rejecting plugins only for a rejection; an error is retried from errorBackoffQ.
+        qpi.unschedulable_plugins = if error { Default::default() } else { plugins.into_iter().collect() };
         let now = self.clock.now();
         self.queue.lock().expect("queue lock").add_unschedulable(qpi, cycle, error, now);
         self.cluster.record(

@@ -263,7 +263,8 @@ impl Simulation {
             &profiles.names(),
             config.pod_initial_backoff,
             config.pod_max_backoff,
-        );
+        )
+        .with_pop_from_backoff(config.features.scheduler_pop_from_backoff_q);
         let observer = Arc::new(SimObserver::default());
         let scheduler = Arc::new(
             Scheduler::new(

@@ -70,20 +70,91 @@ fn unschedulable_pods_move_only_on_events_their_rejector_registered() {
     assert_eq!(q.pending().get(&QueueName::Active), Some(&1), "backoff (1s) already over at 5s: straight to activeQ");
 }
 
+/// A pod rejected by `plugin` at `now`, with an event during its attempt (so it goes to backoffQ).
+fn fail_with_event(q: &mut SchedulingQueue, name: &str, priority: i32, plugin: &str, now: u64) {
+    q.add(pod(name, priority), now);
+    let mut info = q.pop().unwrap();
+    info.unschedulable_plugins.insert(plugin.to_string());
+    let cycle = q.scheduling_cycle();
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), now);
+    q.add_unschedulable(info, cycle, false, now);
+}
+
 #[test]
 fn a_pod_still_backing_off_goes_to_backoff_and_flushes_when_it_expires() {
-    let mut q = queue();
+    // SchedulerPopFromBackoffQ off: the expiry is exact, and nothing is popped before it.
+    let mut q = queue().with_pop_from_backoff(false);
     q.add(pod("p", 0), 0);
     let info = q.pop().unwrap();
     let cycle = q.scheduling_cycle();
     q.add_unschedulable(info, cycle, false, 0);
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), SEC / 2);
     assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
-    assert_eq!(q.next_backoff_expiry(), Some(SEC));
+    assert_eq!(q.next_backoff_expiry(), Some(SEC + 1), "upstream: backing off until the expiry is in the past");
     q.flush_backoff_completed(SEC / 2);
     assert!(q.pop().is_none());
     q.flush_backoff_completed(SEC);
+    assert!(q.pop().is_none(), "still backing off at its expiry");
+    q.flush_backoff_completed(SEC + 1);
     assert_eq!(q.pop().unwrap().attempts, 2);
+}
+
+#[test]
+fn with_pop_from_backoff_an_empty_active_queue_takes_backoffs_first_and_backoff_ends_on_whole_seconds() {
+    let arrivals = Arc::new(Arrivals::default());
+    let mut q = queue().with_observer(arrivals.clone());
+    // Failed at 0.3 s: 1 s of backoff ends at 1.3 s, truncated to the 1 s window, flushed once that window has
+    // passed (at 2 s).
+    fail_with_event(&mut q, "p", 0, "NodeResourcesFit", 3 * SEC / 10);
+    assert_eq!(q.next_backoff_expiry(), Some(2 * SEC));
+    q.flush_backoff_completed(19 * SEC / 10);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1), "window not over at 1.9 s");
+    q.flush_backoff_completed(2 * SEC);
+    assert_eq!(q.pending().get(&QueueName::Active), Some(&1), "flushed at 2 s");
+    // activeQ empty: the next pod comes from backoffQ at once.
+    let p = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 2 * SEC);
+    let mut p = p;
+    p.unschedulable_plugins.insert("NodeResourcesFit".into());
+    q.add_unschedulable(p, cycle, false, 2 * SEC);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
+    assert_eq!(q.pop().unwrap().attempts, 3, "popped while backing off");
+    assert_eq!(arrivals.0.lock().unwrap().last(), Some(&(QueueName::Active, "PopFromBackoffQ")));
+    // Without the gate the same queue has nothing to pop.
+    let mut off = queue().with_pop_from_backoff(false);
+    fail_with_event(&mut off, "p", 0, "NodeResourcesFit", 0);
+    assert!(off.pop().is_none());
+}
+
+#[test]
+fn with_pop_from_backoff_one_window_is_ordered_by_queue_sort_and_errors_are_not_popped_early() {
+    let mut q = queue();
+    // Both expire in the 1 s window; the later failure has the higher priority and comes first.
+    fail_with_event(&mut q, "early-low", 0, "NodeResourcesFit", 2 * SEC / 10);
+    fail_with_event(&mut q, "late-high", 100, "NodeResourcesFit", 7 * SEC / 10);
+    // A pod whose attempt ended in an error (no rejecting plugin) waits in errorBackoffQ.
+    q.add(pod("errored", 1000), 8 * SEC / 10);
+    let e = q.pop().unwrap();
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable(e, cycle, true, 8 * SEC / 10);
+    let names: Vec<String> = std::iter::from_fn(|| q.pop()).map(|i| i.pod_info.name.clone()).collect();
+    assert_eq!(names, ["late-high", "early-low"]);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1), "the errored pod is not popped early");
+    q.flush_backoff_completed(2 * SEC);
+    assert_eq!(q.pop().unwrap().pod_info.name, "errored");
+    // Without the gate the earlier expiry comes first, priority aside.
+    let mut off = queue().with_pop_from_backoff(false);
+    fail_with_event(&mut off, "early-low", 0, "NodeResourcesFit", 2 * SEC / 10);
+    fail_with_event(&mut off, "late-high", 100, "NodeResourcesFit", 7 * SEC / 10);
+    off.flush_backoff_completed(2 * SEC);
+    let names: Vec<String> = std::iter::from_fn(|| off.pop()).map(|i| i.pod_info.name.clone()).collect();
+    assert_eq!(names, ["late-high", "early-low"], "both flushed: activeQ orders them");
+    let mut off = queue().with_pop_from_backoff(false);
+    fail_with_event(&mut off, "early-low", 0, "NodeResourcesFit", 2 * SEC / 10);
+    fail_with_event(&mut off, "late-high", 100, "NodeResourcesFit", 7 * SEC / 10);
+    off.flush_backoff_completed(SEC + 3 * SEC / 10);
+    assert_eq!(off.pop().unwrap().pod_info.name, "early-low", "only the earlier expiry is over at 1.3 s");
 }
 
 #[test]
@@ -154,10 +225,11 @@ fn each_arrival_in_a_queue_is_reported_with_upstreams_event_label() {
     let cycle = q.scheduling_cycle();
     q.add_unschedulable(info, cycle, false, 0);
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), SEC / 2);
-    q.flush_backoff_completed(SEC);
+    // The 1 s expiry's window is over at 2 s.
+    q.flush_backoff_completed(2 * SEC);
     let info = q.pop().unwrap();
     let cycle = q.scheduling_cycle();
-    q.add_unschedulable(info, cycle, true, SEC);
+    q.add_unschedulable(info, cycle, true, 2 * SEC);
     assert_eq!(
         *arrivals.0.lock().unwrap(),
         [
