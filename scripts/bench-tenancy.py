@@ -5,7 +5,9 @@
 own config), 5,000 pods across them on 200 nodes, placed by `kube-wasm-scheduler simulate` (the scheduler's own
 cycle, no API server) with the policies and without them, interleaved, several rounds. The guests are pulled from
 the CNCF distribution registry on 127.0.0.1 (scripts/build-registry.sh). Reports scheduler CPU per pod (user +
-system, from the child's rusage), peak RSS, their ratios, and RSS growth per policy.
+system, from the child's rusage), peak RSS, their ratios, and RSS growth per policy. Each round also runs both
+cluster files without their pods: what is left of a run's CPU once that load (reading the file, fetching and
+instantiating the policies, building the node tables) is taken away is the scheduling's, per pod.
 
 Usage: scripts/bench-tenancy.py [--rounds N] [--bin PATH] [--namespaces N] [--pods N] [--nodes N]
 """
@@ -126,22 +128,24 @@ def main():
             f.write(PROFILE)
         files = {}
         for name, with_policies in (("without", False), ("with", True)):
-            files[name] = os.path.join(work, f"cluster-{name}.yaml")
-            with open(files[name], "w") as f:
-                f.write(cluster(a.namespaces, a.pods, a.nodes, host, with_policies))
+            for pods, suffix in ((a.pods, ""), (0, "-load")):
+                files[name + suffix] = os.path.join(work, f"cluster-{name}{suffix}.yaml")
+                with open(files[name + suffix], "w") as f:
+                    f.write(cluster(a.namespaces, pods, a.nodes, host, with_policies))
         # A private plugin cache, warmed once: every measured run loads the components from it, as a restarted
         # scheduler would (the first pull is not what a steady cluster pays).
         env_cache = os.path.join(work, "plugin-cache")
         os.environ["KWS_PLUGIN_CACHE"] = env_cache
         run_measured([a.bin, "simulate", "--config", profile, "--cluster", files["with"], "--output", "json"])
-        results = {"without": [], "with": []}
+        results = {"without": [], "with": [], "without-load": [], "with-load": []}
+        order = ("without", "with", "without-load", "with-load")
         for r in range(a.rounds):
-            for name in ("without", "with") if r % 2 == 0 else ("with", "without"):
+            for name in order if r % 2 == 0 else tuple(reversed(order)):
                 cpu, rss, wall, ru = run_measured([a.bin, "simulate", "--config", profile, "--cluster", files[name],
                                               "--output", "json"])
                 results[name].append((cpu, rss, wall))
                 # user and system time apart, page faults and context switches: what tells a slow round's cause.
-                print(f"bench-tenancy: round {r + 1} {name:<7} cpu {cpu:.2f}s (user {ru.ru_utime:.2f}s, sys "
+                print(f"bench-tenancy: round {r + 1} {name:<12} cpu {cpu:.2f}s (user {ru.ru_utime:.2f}s, sys "
                       f"{ru.ru_stime:.2f}s) rss {rss / 2**20:.0f} MiB wall {wall:.2f}s faults {ru.ru_minflt} "
                       f"switches {ru.ru_nvcsw}+{ru.ru_nivcsw}", file=sys.stderr)
     finally:
@@ -155,12 +159,18 @@ def main():
 
     cpu = {k: median([c for c, _, _ in v]) for k, v in results.items()}
     rss = {k: median([m for _, m, _ in v]) for k, v in results.items()}
-    print(f"| run ({a.pods} pods, {a.nodes} nodes, {a.namespaces} namespaces) | CPU per pod | peak RSS |")
-    print("|---|---|---|")
+    # Per round, the run minus the same cluster without pods (medians of the differences).
+    sched = {k: median([c - l for (c, _, _), (l, _, _) in zip(results[k], results[k + "-load"])])
+             for k in ("without", "with")}
+    print(f"| run ({a.pods} pods, {a.nodes} nodes, {a.namespaces} namespaces) | CPU per pod, whole run "
+          f"| CPU per pod, scheduling (run − load) | load CPU | peak RSS |")
+    print("|---|---|---|---|---|")
     for k in ("without", "with"):
         label = "no tenant policies" if k == "without" else f"{a.namespaces} SchedulingPolicies"
-        print(f"| {label} | {cpu[k] / a.pods * 1e6:.0f} µs | {rss[k] / 2**20:.0f} MiB |")
-    print(f"| ratio | {cpu['with'] / cpu['without']:.2f}× | {rss['with'] / rss['without']:.2f}× |")
+        print(f"| {label} | {cpu[k] / a.pods * 1e6:.0f} µs | {sched[k] / a.pods * 1e6:.0f} µs "
+              f"| {cpu[k + '-load'] * 1e3:.0f} ms | {rss[k] / 2**20:.0f} MiB |")
+    print(f"| ratio | {cpu['with'] / cpu['without']:.2f}× | {sched['with'] / sched['without']:.2f}× "
+          f"| {cpu['with-load'] / cpu['without-load']:.2f}× | {rss['with'] / rss['without']:.2f}× |")
     print(f"\nRSS growth per policy: {(rss['with'] - rss['without']) / a.namespaces / 2**20:.2f} MiB "
           f"(medians of {a.rounds} interleaved rounds)")
 
