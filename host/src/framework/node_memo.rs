@@ -38,12 +38,24 @@ impl<K, V> NodeMemo<K, V> {
     /// Hands `f` the value for `node`: the kept one for its generation, or one `compute` makes (and keeps, unless
     /// the node is a cycle's own changed copy).
     pub fn with<R>(&mut self, node: &NodeInfo, compute: impl FnOnce() -> V, f: impl FnOnce(&V) -> R) -> R {
+        self.with_valid(node, |_| true, compute, f)
+    }
+
+    /// `with`, where a kept value is used only while `valid` also says it holds (for a value that depends on more
+    /// than the key, such as some of the incoming pod's labels).
+    pub fn with_valid<R>(
+        &mut self,
+        node: &NodeInfo,
+        valid: impl FnOnce(&V) -> bool,
+        compute: impl FnOnce() -> V,
+        f: impl FnOnce(&V) -> R,
+    ) -> R {
         if node.generation == 0 {
             return f(&compute());
         }
         match self.nodes.entry(node.id) {
             Entry::Occupied(mut e) => {
-                if e.get().0 != node.generation {
+                if e.get().0 != node.generation || !valid(&e.get().1) {
                     *e.get_mut() = (node.generation, compute());
                 }
                 f(&e.get().1)

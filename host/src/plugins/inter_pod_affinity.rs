@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 
 use serde::Deserialize;
 
-use crate::framework::labels::{Labels, Selector};
+use crate::framework::labels::{Labels, Requirement, Selector};
 use crate::framework::node_memo::NodeMemo;
 use crate::framework::types::{AffinityTerm, WeightedAffinityTerm};
 use crate::framework::PluginContext;
@@ -63,7 +63,7 @@ pub struct InterPodAffinity {
     /// PreFilter's per-node counts of pods matching the incoming pod's required terms, for the last terms seen.
     matched: Mutex<NodeMemo<RequiredTerms, MatchedOnNode>>,
     /// PreScore's per-node score sums, for the last incoming pod shape seen.
-    contributions: Mutex<NodeMemo<ScoreKey, Vec<(String, i64)>>>,
+    contributions: Mutex<NodeMemo<ScoreKey, KeptSums>>,
 }
 
 /// The incoming pod's required affinity and anti-affinity terms.
@@ -75,7 +75,23 @@ type MatchedOnNode = (i64, Vec<i64>);
 
 /// What PreScore's per-node sums depend on besides the node's pods: the incoming pod's namespace, labels and
 /// preferred terms, and its namespace's labels (existing pods' namespace selectors read them).
-type ScoreKey = (String, Labels, Vec<WeightedAffinityTerm>, Vec<WeightedAffinityTerm>, Option<Labels>);
+type ScoreKey = (String, Vec<WeightedAffinityTerm>, Vec<WeightedAffinityTerm>, Option<Labels>);
+
+/// A node's kept score sums, with the incoming pod's values (None: absent) for the label keys its existing pods'
+/// terms read: the sums hold for the next pod while its values for those keys are the same. So the key need not
+/// hold the incoming pod's whole label set (scheduler_perf gives each pod a label of its own, which no term reads).
+#[derive(Debug)]
+struct KeptSums {
+    sums: Vec<(String, i64)>,
+    reads: Vec<(String, Option<String>)>,
+}
+
+impl KeptSums {
+    fn holds_for(&self, pod: &PodInfo) -> bool {
+        let labels = pod.labels();
+        self.reads.iter().all(|(k, v)| labels.get(k) == v.as_ref())
+    }
+}
 
 /// True when whether a pod matches the term does not depend on namespace labels (no namespace selector, or one
 /// selecting every namespace): then what a node's pods match depends on the pods alone, and may be kept per node.
@@ -394,6 +410,25 @@ impl InterPodAffinity {
         sums
     }
 
+    /// The incoming pod's values for the label keys that `pods`' terms which count in PreScore read.
+    fn label_keys_read(&self, pods: &[Arc<PodInfo>], pod: &PodInfo) -> Vec<(String, Option<String>)> {
+        let hard = self.args.hard_pod_affinity_weight > 0;
+        let mut reads: Vec<(String, Option<String>)> = Vec::new();
+        for existing in pods {
+            let required = existing.required_affinity_terms.iter().filter(|_| hard);
+            let preferred = existing.preferred_affinity_terms.iter().chain(&existing.preferred_anti_affinity_terms);
+            for t in required.chain(preferred.map(|w| &w.term)) {
+                let Selector::All(reqs) = &t.selector else { continue };
+                for k in reqs.iter().map(Requirement::key) {
+                    if !reads.iter().any(|(r, _)| r == k) {
+                        reads.push((k.to_string(), pod.labels().get(k).cloned()));
+                    }
+                }
+            }
+        }
+        reads
+    }
+
     /// Adds the contributions of one existing pod to its node's sums.
     fn process_existing_pod<'a>(
         &self,
@@ -452,10 +487,8 @@ impl PreScorePlugin for InterPodAffinity {
         let mut memo = self.contributions.lock().unwrap_or_else(PoisonError::into_inner);
         if keep {
             memo.key(
-                |(ns, labels, a, b, nsl)| {
-                    *ns == pod.namespace && labels == pod.labels() && a == aff && b == anti && nsl.as_ref() == ns_labels
-                },
-                || (pod.namespace.clone(), pod.labels().clone(), aff.clone(), anti.clone(), ns_labels.cloned()),
+                |(ns, a, b, nsl)| *ns == pod.namespace && a == aff && b == anti && nsl.as_ref() == ns_labels,
+                || (pod.namespace.clone(), aff.clone(), anti.clone(), ns_labels.cloned()),
             );
         }
         // With preferred terms of its own, every existing pod may match the incoming pod's; without, only existing
@@ -471,11 +504,15 @@ impl PreScorePlugin for InterPodAffinity {
                 continue;
             }
             if keep {
-                memo.with(
+                memo.with_valid(
                     node,
-                    || self.node_sums(pod, ns_labels, pods, snapshot).into_owned(),
+                    |kept| kept.holds_for(pod),
+                    || KeptSums {
+                        sums: self.node_sums(pod, ns_labels, pods, snapshot).into_owned(),
+                        reads: self.label_keys_read(pods, pod),
+                    },
                     |kept| {
-                        for (k, d) in kept {
+                        for (k, d) in &kept.sums {
                             bump(&mut scores, labels, k, *d);
                         }
                     },
@@ -1029,13 +1066,14 @@ mod tests {
             s.objects = snap.objects.clone();
             s
         };
-        let db_affine = |name: &str| {
+        let db_affine_with = |name: &str, labels: serde_json::Value| {
             let affinity = merge(
                 required("podAffinity", vec![term("db", "zone")]),
                 preferred("podAntiAffinity", vec![(5, term("db", HOST))]),
             );
-            apod(name, "default", json!({"app": "db"}), affinity)
+            apod(name, "default", labels, affinity)
         };
+        let db_affine = |name: &str| db_affine_with(name, json!({"app": "db"}));
         let before =
             vec![("a", db_affine("e1")), ("x", plain("e2", json!({"app": "web"}))), ("y", plain("e4", json!({})))];
         let mut after = before.clone();
@@ -1043,7 +1081,18 @@ mod tests {
         let snaps =
             [stamped(cluster(before, json!({})), [1, 2, 3, 4, 5]), stamped(cluster(after, json!({})), [1, 2, 3, 6, 5])];
         let kept = plugin(json!({}));
-        for incoming in [db_affine("p"), plain("q", json!({"app": "db"})), db_affine("r")] {
+        // The same terms with labels of their own (kept: no term reads `signature`), then with another value for
+        // the key the existing pods' terms read (computed again).
+        let signed = |name: &str, app: &str| db_affine_with(name, json!({"app": app, "signature": name}));
+        for incoming in [
+            db_affine("p"),
+            plain("q", json!({"app": "db"})),
+            db_affine("r"),
+            signed("s1", "db"),
+            signed("s2", "db"),
+            signed("s3", "web"),
+            signed("s4", "db"),
+        ] {
             for snap in &snaps {
                 for _ in 0..2 {
                     let fresh = plugin(json!({}));
