@@ -412,13 +412,13 @@ pub fn escape_controls(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn escaped_controls_keep_an_error_on_one_line() {
         assert_eq!(escape_controls("metadata.labels.a/\nb: x\ty"), "metadata.labels.a/\\nb: x\\ty");
         assert_eq!(escape_controls("plain"), "plain");
     }
-    use super::*;
 
     #[test]
     fn portable_yaml_reads_back_the_same_and_quotes_what_yaml_1_1_would_retype() {

@@ -73,8 +73,9 @@ type RequiredTerms = (Vec<AffinityTerm>, Vec<AffinityTerm>);
 /// anti-affinity terms.
 type MatchedOnNode = (i64, Vec<i64>);
 
-/// What PreScore's per-node sums depend on besides the node's pods: the incoming pod's namespace, labels and
-/// preferred terms, and its namespace's labels (existing pods' namespace selectors read them).
+/// What PreScore's per-node sums depend on besides the node's pods and the incoming pod's labels (checked per node,
+/// [`KeptSums`]): the incoming pod's namespace and preferred terms, and its namespace's labels (existing pods'
+/// namespace selectors read them).
 type ScoreKey = (String, Vec<WeightedAffinityTerm>, Vec<WeightedAffinityTerm>, Option<Labels>);
 
 /// A node's kept score sums, with the incoming pod's values (None: absent) for the label keys its existing pods'

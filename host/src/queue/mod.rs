@@ -372,8 +372,7 @@ impl SchedulingQueue {
         let uid = info.pod_info.uid.clone();
         // Pods of one window are ordered by QueueSort: the key, when it gives one, is taken once here.
         info.sort_key = self.profiles.first().sort_key(&info);
-        // Upstream keeps pods that failed with no rejecting plugin (an error) apart, in errorBackoffQ.
-        let error = info.unschedulable_plugins.is_empty();
+        let error = in_error_backoff(&info);
         self.put(uid.clone(), Entry { info, queue: QueueName::Backoff, backoff_until: until });
         let Self { entries, profiles, backoff, error_backoff, .. } = self;
         let window = if error { error_backoff } else { backoff }.entry(until).or_default();
@@ -385,7 +384,7 @@ impl SchedulingQueue {
     /// Takes `uid` (whose entry `e` was just taken) out of its backoff window.
     fn remove_backoff(&mut self, uid: &str, e: &Entry) {
         let Self { entries, profiles, backoff, error_backoff, .. } = self;
-        let heaps = if e.info.unschedulable_plugins.is_empty() { error_backoff } else { backoff };
+        let heaps = if in_error_backoff(&e.info) { error_backoff } else { backoff };
         let Some(window) = heaps.get_mut(&e.backoff_until) else { return };
         window.retain(|u| u != uid);
         if window.is_empty() {
@@ -690,6 +689,11 @@ impl SchedulingQueue {
 
 // The heaps (activeQ, and each backoff window) are ordered by the profile's QueueSort, so they cannot use
 // `BinaryHeap`'s `Ord`: they are vectors of UIDs with these helpers.
+
+/// Upstream keeps pods that failed with no rejecting plugin (an error) apart, in errorBackoffQ.
+fn in_error_backoff(info: &QueuedPodInfo) -> bool {
+    info.unschedulable_plugins.is_empty()
+}
 
 /// QueueSort's order of two queued pods, by UID.
 fn order<'a>(entries: &'a HashMap<String, Entry>, profiles: &'a Arc<dyn Profiles>) -> impl Fn(&str, &str) -> bool + 'a {

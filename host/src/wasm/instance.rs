@@ -8,9 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-/// The least time `config.validate` gets when a plugin loads, whatever the plugin's per-call deadline.
-const CONFIG_VALIDATE_DEADLINE: Duration = Duration::from_secs(2);
-
 use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, Resource, ResourceTable, Val};
 use wasmtime::{Store, StoreLimitsBuilder, Trap, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
@@ -26,6 +23,9 @@ use super::output::{GuestOutput, Source};
 use super::{ComponentInfo, WasmError, WasmPlugin};
 use crate::framework::pod_view::PodChange;
 use crate::framework::{ClusterEvent, NodeInfo, PodInfo, Status};
+
+/// The least time `config.validate` gets when a plugin loads, whatever the plugin's per-call deadline.
+const CONFIG_VALIDATE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Extra deadline per node sent to a guest's node table.
 const SYNC_BUDGET_PER_NODE: Duration = Duration::from_millis(1);
