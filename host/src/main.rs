@@ -291,7 +291,7 @@ fn main() -> ExitCode {
 /// An error on one line, whatever it quotes: a key or value from the input may hold a newline or another
 /// control character, which is written escaped (`\n`), as Go's `%q` would.
 fn one_line(message: &str) -> String {
-    message.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    kube_wasm_scheduler::yaml::escape_controls(message)
 }
 
 /// The live scheduler's flags as text: kube-scheduler's flags are all text, so one that is not is bad input.

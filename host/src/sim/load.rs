@@ -94,10 +94,13 @@ pub struct ClusterFileError {
 
 impl std::fmt::Display for ClusterFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A name or key in the file may hold a line break (which the API server would refuse); the error saying so
+        // stays on one line.
+        let (object, message) = (yaml::escape_controls(&self.object), yaml::escape_controls(&self.message));
         if self.index.is_empty() {
-            write!(f, "{}: {}", self.file, self.message)
+            write!(f, "{}: {message}", self.file)
         } else {
-            write!(f, "{}: document {}{}: {}", self.file, self.index, self.object, self.message)
+            write!(f, "{}: document {}{object}: {message}", self.file, self.index)
         }
     }
 }
@@ -582,6 +585,17 @@ mod tests {
         assert_eq!(c.pending_pods.len(), 1);
         assert_eq!(c.pending_pods[0].priority, 1000);
         assert_eq!(c.bound_pods.len(), 1);
+    }
+
+    /// A name holding a line break is refused on one line that shows the break escaped, as the property test of
+    /// mutated examples found (a PersistentVolumeClaim named "0\ndefault").
+    #[test]
+    fn a_name_with_a_line_break_is_refused_on_one_line() {
+        let e = parse("c.yaml", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: \"0\\ndefault\"}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(r"c.yaml: document 0 (PersistentVolumeClaim 0\ndefault"), "{e}");
+        assert!(!e.contains('\n'), "{e:?}");
     }
 
     #[test]
