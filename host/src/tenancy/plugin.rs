@@ -574,6 +574,15 @@ impl ScorePlugin for TenantPolicies {
         Ok(state.read::<CyclePolicies>(STATE_KEY).and_then(|c| c.scores.get(node.id as usize).copied()).unwrap_or(0))
     }
 
+    /// The scores PreScore combined, with one read of the cycle's state for the whole batch.
+    fn score_nodes(&self, state: &CycleState, _pod: &PodInfo, nodes: &[&NodeInfo], out: &mut [i64]) -> Status {
+        let scores = state.read::<CyclePolicies>(STATE_KEY).map(|c| &c.scores[..]).unwrap_or_default();
+        for (o, n) in out.iter_mut().zip(nodes) {
+            *o = scores.get(n.id as usize).copied().unwrap_or(0);
+        }
+        Status::success()
+    }
+
     fn explain_scores(&self, state: &CycleState, nodes: &[Arc<NodeInfo>]) -> Vec<PluginScoreTrace> {
         let Some(c) = state.read::<CyclePolicies>(STATE_KEY) else { return Vec::new() };
         c.parts

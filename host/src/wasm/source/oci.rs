@@ -9,7 +9,7 @@ use std::sync::Arc;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
+use oci_client::{Client, ParseError, Reference};
 use reqwest::Url;
 
 use super::registry::{self, Registry};
@@ -48,7 +48,7 @@ impl fmt::Display for OciRef {
 impl OciRef {
     /// Parses what follows `oci://`.
     pub fn parse(text: &str) -> Result<OciRef, String> {
-        let reference = Reference::try_from(text).map_err(|e| format!("\"oci://{text}\": {e}"))?;
+        let reference = parse_reference(text).map_err(|e| format!("\"oci://{text}\": {e}"))?;
         if let Some(d) = reference.digest() {
             registry::sha256_hex_of(d).map_err(|e| format!("\"oci://{text}\": {e}"))?;
         }
@@ -287,6 +287,110 @@ pub fn pull(r: &OciRef, docker_config: Option<&Path>) -> Result<Fetched, WasmErr
     block_on(pull_at(r, &r.at_reference(), &pull)).map_err(WasmError::from)
 }
 
+/// A reference as oci-client's `Reference::try_from` reads it, without its regular expression for ASCII text:
+/// that expression's Unicode classes take tens of milliseconds to compile, paid by the first reference a process
+/// reads (a scheduler's start, every `plugin` command). The grammar is distribution's (`[domain/]path[:tag][@digest]`);
+/// text that is not ASCII goes to oci-client, whose `\w` in tags is Unicode's. The same answers, field by field
+/// and error by error, are checked against oci-client in the tests.
+fn parse_reference(text: &str) -> Result<Reference, ParseError> {
+    if !text.is_ascii() {
+        return Reference::try_from(text);
+    }
+    if text.is_empty() {
+        return Err(ParseError::NameEmpty);
+    }
+    let (before, digest) = match text.split_once('@') {
+        Some((b, d)) => (b, Some(d)),
+        None => (text, None),
+    };
+    // A ':' after the last '/' starts the tag; one before it can only be a registry's port.
+    let (name, tag) = match before.rfind(':') {
+        Some(i) if before[i..].find('/').is_none() => (&before[..i], Some(&before[i + 1..])),
+        _ => (before, None),
+    };
+    let tag_ok = |t: &str| {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        (1..=128).contains(&t.len()) && t.starts_with(word) && t.chars().all(|c| word(c) || c == '.' || c == '-')
+    };
+    let digest_ok = |d: &str| {
+        let Some((algorithm, hex)) = d.split_once(':') else { return false };
+        let parts_ok = algorithm
+            .split(['-', '_', '+', '.'])
+            .all(|p| p.starts_with(|c: char| c.is_ascii_alphabetic()) && p.chars().all(|c| c.is_ascii_alphanumeric()));
+        parts_ok && hex.len() >= 32 && hex.chars().all(|c| c.is_ascii_hexdigit())
+    };
+    if !reference_name_ok(name) || !tag.is_none_or(tag_ok) || !digest.is_none_or(digest_ok) {
+        return Err(ParseError::ReferenceInvalidFormat);
+    }
+    let (registry, repository) = split_domain(name);
+    if repository.len() > 255 {
+        return Err(ParseError::NameTooLong);
+    }
+    if let Some(d) = digest {
+        let want = match d.split_once(':') {
+            Some(("sha256", _)) => 64,
+            Some(("sha384", _)) => 96,
+            Some(("sha512", _)) => 128,
+            _ => return Err(ParseError::DigestUnsupported),
+        };
+        if d.len() - d.find(':').map_or(0, |i| i + 1) != want {
+            return Err(ParseError::DigestInvalidLength);
+        }
+    }
+    Ok(match (tag, digest) {
+        (Some(t), Some(d)) => Reference::with_tag_and_digest(registry, repository, t.into(), d.into()),
+        (None, Some(d)) => Reference::with_digest(registry, repository, d.into()),
+        (t, None) => Reference::with_tag(registry, repository, t.unwrap_or("latest").into()),
+    })
+}
+
+/// `[domain/]path(/path)*`: a domain is dot-separated alphanumeric labels (inner '-') with an optional numeric
+/// port; a path component is lowercase alphanumeric runs joined by '.', '_', '__' or any run of '-'.
+fn reference_name_ok(name: &str) -> bool {
+    let label = |l: &str| {
+        l.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && l.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    let domain = |d: &str| {
+        let (host, port) = match d.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (d, None),
+        };
+        host.split('.').all(label) && port.is_none_or(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    };
+    let path = |p: &str| {
+        let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        p.starts_with(alnum)
+            && p.ends_with(alnum)
+            && p.split(alnum)
+                .filter(|sep| !sep.is_empty())
+                .all(|sep| matches!(sep, "." | "_" | "__") || sep.chars().all(|c| c == '-'))
+    };
+    let mut parts = name.split('/');
+    let first = parts.next().unwrap_or_default();
+    let rest: Vec<&str> = parts.collect();
+    rest.iter().all(|p| path(p)) && (path(first) || (!rest.is_empty() && domain(first)))
+}
+
+/// distribution's `splitDockerDomain`: a first component without '.' or ':' (and not `localhost`) is a Docker Hub
+/// repository, and a Docker Hub name of one component is under `library/`.
+fn split_domain(name: &str) -> (String, String) {
+    let (mut domain, mut remainder) = match name.split_once('/') {
+        Some((left, right)) if left.contains(['.', ':']) || left == "localhost" => {
+            (left.to_string(), right.to_string())
+        }
+        _ => ("docker.io".to_string(), name.to_string()),
+    };
+    if domain == "index.docker.io" {
+        domain = "docker.io".into();
+    }
+    if domain == "docker.io" && !remainder.contains('/') {
+        remainder = format!("library/{remainder}");
+    }
+    (domain, remainder)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +403,84 @@ mod tests {
             .map(|(t, size)| OciDescriptor { media_type: t.to_string(), size: *size, ..Default::default() })
             .collect();
         m
+    }
+
+    /// The same answer as oci-client's parser: the fields of a reference, or the same error.
+    fn same_as_oci_client(text: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        let ours = parse_reference(text);
+        let theirs = Reference::try_from(text);
+        let fields = |r: &Reference| {
+            (
+                r.registry().to_string(),
+                r.repository().to_string(),
+                r.tag().map(str::to_string),
+                r.digest().map(str::to_string),
+            )
+        };
+        match (&ours, &theirs) {
+            (Ok(a), Ok(b)) => proptest::prop_assert_eq!(fields(a), fields(b), "{:?}", text),
+            (Err(a), Err(b)) => proptest::prop_assert_eq!(a, b, "{:?}", text),
+            _ => proptest::prop_assert!(false, "{text:?}: ours {ours:?}, oci-client {theirs:?}"),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn references_read_as_oci_client_reads_them() {
+        let hex = "0123456789abcdef".repeat(8);
+        for text in [
+            "127.0.0.1:5000/policies/drain-guard:1",
+            "localhost:5000/a@sha256:",
+            &format!("localhost:5000/a@sha256:{}", &hex[..64]),
+            &format!("r.example.com/a/b:v1.2_x@sha256:{}", &hex[..64]),
+            &format!("a@sha512:{hex}"),
+            &format!("a@sha384:{}", &hex[..96]),
+            &format!("a@sha256:{}", &hex[..63]),
+            &format!("a@md5:{}", &hex[..32]),
+            "localhost:5000",
+            "localhost/a",
+            "index.docker.io/nginx",
+            "Foo/bar",
+            "foo/Bar",
+            "a__b/c---d.e_f:tag",
+            "a___b",
+            "a._b",
+            "a:",
+            "a:b:c",
+            "a:b/c",
+            ":tag",
+            "host:99999/x",
+            "host:/x",
+            "-a/b",
+            "a-/b",
+            &format!("a:{}", "t".repeat(128)),
+            &format!("a:{}", "t".repeat(129)),
+            &format!("r.io/{}", "a".repeat(260)),
+            "a:.x",
+            "a:_x",
+            "a@sha256:xyz",
+            "",
+            "a:tägg",
+        ] {
+            same_as_oci_client(text).unwrap();
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 2000, failure_persistence: None, ..Default::default() })]
+
+        /// Random text over the grammar's characters, and references built from random parts.
+        #[test]
+        fn random_references_read_as_oci_client_reads_them(
+            text in "[a-zA-Z0-9._:/@+-]{0,24}",
+            domain in "([a-zA-Z0-9-]{1,6}(\\.[a-zA-Z0-9-]{1,6}){0,2}(:[0-9]{0,5})?/)?",
+            path in "[a-z0-9._-]{1,8}(/[a-z0-9._-]{1,8}){0,2}",
+            tag in "(:[a-zA-Z0-9_.-]{0,10})?",
+            digest in "(@[a-zA-Z0-9+._-]{1,7}:[0-9a-fA-F]{0,3}([0-9a-f]{32}){0,4})?",
+        ) {
+            same_as_oci_client(&text)?;
+            same_as_oci_client(&format!("{domain}{path}{tag}{digest}"))?;
+        }
     }
 
     #[test]
