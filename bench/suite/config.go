@@ -116,6 +116,13 @@ type Selected struct {
 	Ops             []Op
 	// Unsupported says why the suite cannot run this workload ("" when it can).
 	Unsupported string
+	// Family is the directory of the configuration file below the scheduler_perf root (affinity, misc,
+	// dra/extendedresource...): upstream runs and reports each directory as its own benchmark.
+	Family string
+	// Threshold is upstream's CI floor for the workload's SchedulingThroughput average (0: none), resolved for
+	// the family by inFamily; threshold keeps the workload's raw value until then.
+	Threshold float64
+	threshold json.RawMessage
 }
 
 // Name is TestCase/Workload, as upstream names its sub-tests.
@@ -151,6 +158,51 @@ func loadFile(path string) ([]TestCase, error) {
 		tcs[i].File = path
 	}
 	return tcs, nil
+}
+
+// familyOf is the family of a configuration file: its directory relative to the scheduler_perf root perfDir,
+// with "/" separators ("scheduler_perf" for a file at the root itself).
+func familyOf(perfDir, file string) string {
+	rel, err := filepath.Rel(perfDir, filepath.Dir(file))
+	if err != nil || rel == "." {
+		return "scheduler_perf"
+	}
+	return filepath.ToSlash(rel)
+}
+
+// thresholdOf is upstream's threshold for a workload of family: a plain number, or from a map of topic to number
+// (the dra workloads' `threshold: {dra: 56}`) the entry of the topic the family's benchmark passes. Upstream's
+// topics are the directory names, joined with "_" (dra_extendedresource) or their last element (gangscheduling),
+// some without their own "_" (topologyspreading); a map naming none of them has no threshold for the family, as
+// upstream's thresholds.Get returns 0 then.
+func thresholdOf(raw json.RawMessage, family string) float64 {
+	if len(raw) == 0 {
+		return 0
+	}
+	var v float64
+	if json.Unmarshal(raw, &v) == nil {
+		return v
+	}
+	var byTopic map[string]float64
+	if json.Unmarshal(raw, &byTopic) != nil {
+		return 0
+	}
+	joined, last := strings.ReplaceAll(family, "/", "_"), filepath.Base(family)
+	for _, topic := range []string{joined, last, strings.ReplaceAll(joined, "_", ""), strings.ReplaceAll(last, "_", "")} {
+		if v, ok := byTopic[topic]; ok {
+			return v
+		}
+	}
+	return 0
+}
+
+// inFamily sets the family of workloads selected from one configuration file, and their thresholds for it.
+func inFamily(sel []Selected, family string) []Selected {
+	for i := range sel {
+		sel[i].Family = family
+		sel[i].Threshold = thresholdOf(sel[i].threshold, family)
+	}
+	return sel
 }
 
 // suiteLabels maps SUITE to the labels a workload must all carry (upstream's -perf-scheduling-label-filter).
@@ -190,7 +242,7 @@ func selectWorkloads(tcs []TestCase, want []string, filter *regexp.Regexp) []Sel
 			if !hasAll(append(append([]string{}, tc.Labels...), w.Labels...), want) {
 				continue
 			}
-			s := Selected{TestCase: tc.Name, Workload: w.Name, File: tc.File, FeatureGates: map[string]bool{}}
+			s := Selected{TestCase: tc.Name, Workload: w.Name, File: tc.File, FeatureGates: map[string]bool{}, threshold: w.Threshold}
 			if filter != nil && !filter.MatchString(s.Name()) {
 				continue
 			}

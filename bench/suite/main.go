@@ -3,12 +3,13 @@
 // kube-wasm-scheduler, and optionally ours with the sample guests or the null binder — and reports upstream's
 // SchedulingThroughput (average and percentiles of per-second samples over the measured ops) beside the
 // scheduler's CPU seconds, peak RSS, the API server's CPU and the measured pods scheduled and left pending.
+// It writes results.json, summary.md and a plot per workload family (report.go); --report writes them again from
+// earlier runs' results.json, merged, starting nothing.
 // bench/suite/run.sh (make bench-suite) starts the control plane and builds it; see docs/performance.md.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -32,7 +33,12 @@ func fieldsEverything() fields.Selector { return fields.Everything() }
 
 // Result is one run: one workload, one contender, one repetition.
 type Result struct {
-	Workload     string          `json:"workload"`
+	Workload string `json:"workload"`
+	// Family is the workload's directory below scheduler_perf (affinity, misc, dra...), which the report and the
+	// plots group by; Threshold is upstream's SchedulingThroughput floor for it (0: none). Both are absent from
+	// results written before they were recorded.
+	Family       string          `json:"family,omitempty"`
+	Threshold    float64         `json:"threshold,omitempty"`
 	Contender    string          `json:"contender"`
 	Rep          int             `json:"rep"`
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
@@ -70,6 +76,7 @@ type options struct {
 	timeout                            time.Duration
 	list, apiFlags                     bool
 	record, expect                     string
+	report                             string
 }
 
 // usage prints a one-line error and exits 2 (bad input).
@@ -99,8 +106,19 @@ func main() {
 	flag.StringVar(&o.expect, "expect", "", "compare every run's scheduled/pending counts with this JSON file (written by --record); exit 3 on a difference")
 	flag.BoolVar(&o.apiFlags, "apiserver-flags", false, "print the kube-apiserver flags the selected workloads need (feature gates, API versions) and exit")
 	flag.BoolVar(&o.list, "list", false, "list the selected workloads and what is not supported, run nothing")
+	flag.StringVar(&o.report, "report", "", "DIR[,DIR...]: merge these runs' results.json into summary.md, results.json and plot-<family>.svg in --out, run nothing (--perf-dir, if given, fills in the family and threshold of older results)")
 	flag.Parse()
 	o.bins.NullWorkers = 90
+	if o.report != "" {
+		if o.out == "" {
+			usage("--report needs --out")
+		}
+		if err := report(strings.Split(o.report, ","), o.out, o.perfDir); err != nil {
+			fmt.Fprintf(os.Stderr, "suite: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	want, err := suiteLabels(o.suite)
 	if err != nil {
@@ -135,7 +153,7 @@ func main() {
 		if err != nil {
 			usage("%v", err)
 		}
-		sel = append(sel, selectWorkloads(tcs, want, filter)...)
+		sel = append(sel, inFamily(selectWorkloads(tcs, want, filter), familyOf(o.perfDir, f))...)
 	}
 	var skip *regexp.Regexp
 	if o.skip != "" {
@@ -259,7 +277,7 @@ func brief(r Result) string {
 }
 
 func runOne(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, o options, kubeconfig string, apiPID, apiPort, run int, s Selected, c kit.Contender, rep int) (r Result) {
-	r = Result{Workload: s.Name(), Contender: c.Name, Rep: rep, FeatureGates: s.FeatureGates}
+	r = Result{Workload: s.Name(), Family: s.Family, Threshold: s.Threshold, Contender: c.Name, Rep: rep, FeatureGates: s.FeatureGates}
 	dir := filepath.Join(o.out, "runs", fmt.Sprintf("%03d-%s-%s-%d", run, strings.ReplaceAll(s.Name(), "/", "_"), c.Name, rep))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.Error = err.Error()
@@ -351,46 +369,4 @@ func lastLine(path string) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-// write stores results.json and summary.md in out.
-func write(out string, results []Result, unsupported []Unsupported) {
-	b, _ := json.MarshalIndent(map[string]any{"results": results, "notRun": unsupported}, "", "  ")
-	if err := os.WriteFile(filepath.Join(out, "results.json"), append(b, '\n'), 0o644); err != nil {
-		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
-	}
-	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(markdown(results, unsupported)), 0o644); err != nil {
-		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
-	}
-}
-
-func markdown(results []Result, unsupported []Unsupported) string {
-	var b strings.Builder
-	b.WriteString("| workload | contender | rep | measured op | pods/s avg | p50 | p90 | p95 | p99 | samples | measured pods | scheduled | pending | all pods scheduled/pending | sched CPU s | sched peak RSS MiB | API server CPU s | outcome |\n")
-	b.WriteString("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-	for _, r := range results {
-		outcome := "ok"
-		if r.NotApplicable != "" {
-			outcome = "not applicable: " + r.NotApplicable
-		} else if !r.OK {
-			outcome = "error: " + r.Error
-		}
-		outcome = strings.ReplaceAll(outcome, "|", "\\|")
-		if len(r.Measurements) == 0 {
-			fmt.Fprintf(&b, "| %s | %s | %d | – | | | | | | | | | | %d/%d | %.2f | %.0f | %.2f | %s |\n", r.Workload, r.Contender, r.Rep, r.Scheduled, r.Pending, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
-		}
-		for _, m := range r.Measurements {
-			t := m.Throughput
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %d | %d | %d | %d/%d | %.2f | %.0f | %.2f | %s |\n",
-				r.Workload, r.Contender, r.Rep, m.Name, t.Average, t.Perc50, t.Perc90, t.Perc95, t.Perc99, t.Samples,
-				m.Pods, m.Scheduled, m.Pending, r.Scheduled, r.Pending, r.SchedCPUS, r.SchedRSSMiB, r.APICPUS, outcome)
-		}
-	}
-	if len(unsupported) > 0 {
-		b.WriteString("\nNot run (selected, but the suite cannot run them yet):\n\n| workload | file | reason |\n|---|---|---|\n")
-		for _, u := range unsupported {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", u.Workload, u.File, u.Reason)
-		}
-	}
-	return b.String()
 }

@@ -4,6 +4,9 @@
 # kube-apiserver by kube-scheduler v1.37.2 and kube-wasm-scheduler in turn. See docs/performance.md.
 #
 # Usage: bench/suite/run.sh [suite flags...]        (`go run ./bench/suite -h` lists them)
+# Report: go -C bench/suite run . --report A,B --out C   (or ~/.cache/kube-wasm-scheduler/bench-suite/bin/suite, which
+#         a run builds): earlier runs' results.json merged into C's summary.md, results.json and plot-<family>.svg,
+#         nothing started; absolute paths, as go -C runs it in bench/suite
 # Environment:
 #   SUITE              short (performance+short, default), all (every performance workload),
 #                      integration (integration-test+short)
@@ -13,7 +16,8 @@
 #   BENCH_OUT          output directory (default ~/.cache/kube-wasm-scheduler/bench-suite/<timestamp>)
 #   KWS_BIN            kube-wasm-scheduler binary (default: cargo build --release)
 #   KUBE_VERSION       the k8s.io/kubernetes module whose workloads run (default as scripts/build-kube.sh: v1.37.2)
-# Output (in BENCH_OUT): results.json, summary.md (a Markdown table, and what was not run and why), runs/<run>/
+# Output (in BENCH_OUT): results.json, summary.md (a Markdown table, what was not run and why, and the contenders
+# side by side against the targets), plot-<family>.svg (one chart per workload family), runs/<run>/
 # (each scheduler's config and log). The control plane is stopped and deleted at the end, also on failure or Ctrl-C.
 set -euo pipefail
 
