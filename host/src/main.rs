@@ -16,6 +16,7 @@ use kube_wasm_scheduler::live::{LiveError, LiveOptions};
 use kube_wasm_scheduler::options::{self, LoggingFormat, Options};
 use kube_wasm_scheduler::sim::{self, render_explain, render_table, SimOptions, Simulation};
 use kube_wasm_scheduler::wasm;
+use kube_wasm_scheduler::yaml::escape_controls;
 
 /// The binary's plugins: the in-tree ones and the tenant policies' `TenantPolicies`.
 fn in_tree_registry() -> Registry {
@@ -277,21 +278,17 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // One line whatever the error quotes: a key or value from the input may hold a line break, written
+            // escaped (`\n`) as Go's `%q` would.
             if let Some(b) = e.downcast_ref::<BadInput>() {
-                eprintln!("error: {}", one_line(&b.to_string()));
+                eprintln!("error: {}", escape_controls(&b.to_string()));
                 ExitCode::from(2)
             } else {
-                eprintln!("error: {}", one_line(&format!("{e:#}")));
+                eprintln!("error: {}", escape_controls(&format!("{e:#}")));
                 ExitCode::from(1)
             }
         }
     }
-}
-
-/// An error on one line, whatever it quotes: a key or value from the input may hold a newline or another
-/// control character, which is written escaped (`\n`), as Go's `%q` would.
-fn one_line(message: &str) -> String {
-    kube_wasm_scheduler::yaml::escape_controls(message)
 }
 
 /// The live scheduler's flags as text: kube-scheduler's flags are all text, so one that is not is bad input.

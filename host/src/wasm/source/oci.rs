@@ -305,7 +305,7 @@ fn parse_reference(text: &str) -> Result<Reference, ParseError> {
     };
     // A ':' after the last '/' starts the tag; one before it can only be a registry's port.
     let (name, tag) = match before.rfind(':') {
-        Some(i) if before[i..].find('/').is_none() => (&before[..i], Some(&before[i + 1..])),
+        Some(i) if !before[i..].contains('/') => (&before[..i], Some(&before[i + 1..])),
         _ => (before, None),
     };
     let tag_ok = |t: &str| {
@@ -326,14 +326,15 @@ fn parse_reference(text: &str) -> Result<Reference, ParseError> {
     if repository.len() > 255 {
         return Err(ParseError::NameTooLong);
     }
-    if let Some(d) = digest {
-        let want = match d.split_once(':') {
-            Some(("sha256", _)) => 64,
-            Some(("sha384", _)) => 96,
-            Some(("sha512", _)) => 128,
+    // A well-formed digest has its ':' (digest_ok).
+    if let Some((algorithm, hex)) = digest.and_then(|d| d.split_once(':')) {
+        let want = match algorithm {
+            "sha256" => 64,
+            "sha384" => 96,
+            "sha512" => 128,
             _ => return Err(ParseError::DigestUnsupported),
         };
-        if d.len() - d.find(':').map_or(0, |i| i + 1) != want {
+        if hex.len() != want {
             return Err(ParseError::DigestInvalidLength);
         }
     }
@@ -367,10 +368,11 @@ fn reference_name_ok(name: &str) -> bool {
                 .filter(|sep| !sep.is_empty())
                 .all(|sep| matches!(sep, "." | "_" | "__") || sep.chars().all(|c| c == '-'))
     };
-    let mut parts = name.split('/');
-    let first = parts.next().unwrap_or_default();
-    let rest: Vec<&str> = parts.collect();
-    rest.iter().all(|p| path(p)) && (path(first) || (!rest.is_empty() && domain(first)))
+    // The first component may be a domain only when a path follows it.
+    match name.split_once('/') {
+        None => path(name),
+        Some((first, rest)) => rest.split('/').all(path) && (path(first) || domain(first)),
+    }
 }
 
 /// distribution's `splitDockerDomain`: a first component without '.' or ':' (and not `localhost`) is a Docker Hub
