@@ -718,14 +718,28 @@ func (r *runner) deletePods(ctx context.Context, op Op) error {
 // noFinalizers is the merge patch that drops an object's finalizers: no controller here would ever remove them.
 var noFinalizers = []byte(`{"metadata":{"finalizers":null}}`)
 
+// deleteAllPods deletes every pod of ns at once. One DeleteCollection of tens of thousands of pods can outlast the API
+// server's request timeout (a minute), which ends the request but keeps what it deleted, so it is sent again until
+// one completes.
+func (r *runner) deleteAllPods(ctx context.Context, ns string) error {
+	zero := int64(0)
+	var err error
+	for attempt := 0; attempt < 10 && ctx.Err() == nil; attempt++ {
+		err = r.client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("deleting pods in %s: %w", ns, err)
+}
+
 // cleanup deletes what the run made: its pods (at once: no kubelet confirms a graceful deletion), then its
 // namespaces (finalized here: the throwaway control plane runs no namespace controller) and nodes, and waits until
 // they are gone so the next run starts from the same empty cluster.
 func (r *runner) cleanup(ctx context.Context) error {
-	zero := int64(0)
 	for ns := range r.createdNS {
-		if err := r.client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-			return fmt.Errorf("deleting pods in %s: %w", ns, err)
+		if err := r.deleteAllPods(ctx, ns); err != nil {
+			return err
 		}
 		_ = r.client.CoreV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		// Pods with finalizers (SchedulingDeletedPodsWithFinalizers) stay until someone removes them: here.
