@@ -103,6 +103,11 @@ pub static GATES: &[Gate] = &[
         specs: &[s(33, true, Beta)],
         field: |f| &mut f.scheduler_pop_from_backoff_q,
     },
+    Gate {
+        name: "SchedulerAsyncPreemption",
+        specs: &[s(32, false, Alpha), s(33, true, Beta)],
+        field: |f| &mut f.scheduler_async_preemption,
+    },
     Gate { name: "OpportunisticBatching", specs: &[s(35, true, Beta)], field: |f| &mut f.opportunistic_batching },
     Gate {
         name: "NominatedNodeNameForExpectation",
@@ -145,6 +150,9 @@ pub struct Features {
     /// SchedulerPopFromBackoffQ (beta, on by default since v1.33): when activeQ is empty the next pod comes from
     /// backoffQ, and backoff ends on whole seconds.
     pub scheduler_pop_from_backoff_q: bool,
+    /// SchedulerAsyncPreemption (beta, on by default since v1.33): a preemption's victims are deleted off the
+    /// scheduling loop, and the preemptor waits at DefaultPreemption's PreEnqueue until they are gone.
+    pub scheduler_async_preemption: bool,
 }
 
 impl Default for Features {
@@ -216,6 +224,7 @@ impl Features {
             nominated_node_name_for_expectation: false,
             opportunistic_batching: false,
             scheduler_pop_from_backoff_q: false,
+            scheduler_async_preemption: false,
         };
         let last = |name: &str| pairs.iter().rev().find(|(k, _)| *k == name).map(|&(_, on)| on);
         let (all_alpha, all_beta) = (last("AllAlpha"), last("AllBeta"));
@@ -299,6 +308,7 @@ mod tests {
         assert!(v35.opportunistic_batching && !at(34).opportunistic_batching);
         assert!(!v37.generic_workload);
         assert!(at(34).scheduler_pop_from_backoff_q && v37.scheduler_pop_from_backoff_q);
+        assert!(at(34).scheduler_async_preemption && v37.scheduler_async_preemption);
     }
 
     #[test]

@@ -105,6 +105,15 @@ pub trait ClusterClient: Send + Sync {
     fn delete_pods(&self, pods: &[Arc<PodInfo>], preemptor: &PodInfo) -> Vec<Result<(), ClusterError>> {
         pods.iter().map(|p| self.delete_pod(p, preemptor)).collect()
     }
+    /// `delete_pods` as a future that holds no thread while the cluster answers (asynchronous preemption);
+    /// `None` (the default): the scheduler calls `delete_pods` and waits.
+    fn delete_pods_async(
+        &self,
+        _pods: &[Arc<PodInfo>],
+        _preemptor: &PodInfo,
+    ) -> Option<BoxFuture<'static, Vec<Result<(), ClusterError>>>> {
+        None
+    }
     /// Sets or clears `status.nominatedNodeName`.
     fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError>;
     /// Sets `status.nominatedNodeName` to the node a binding cycle is about to wait for or prepare
@@ -275,6 +284,8 @@ pub struct PluginContext {
     pub features: crate::config::Features,
     /// Where DynamicResources reports binding conditions (the live scheduler's `/metrics`).
     pub dra_metrics: Arc<dyn super::metrics::DraMetrics>,
+    /// The preemptions under way, shared by every profile and the scheduler (DefaultPreemption's PreEnqueue).
+    pub preempting: Arc<super::preempting::Preempting>,
 }
 
 impl PluginContext {
@@ -290,6 +301,7 @@ impl PluginContext {
             profile: String::new(),
             features: crate::config::Features::default(),
             dra_metrics: Arc::new(super::metrics::NoDraMetrics),
+            preempting: Arc::default(),
         }
     }
 }

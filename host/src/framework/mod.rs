@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod node_memo;
 pub mod parallelize;
 pub mod pod_view;
+pub mod preempting;
 pub mod quantity;
 pub mod registry;
 pub mod rng;

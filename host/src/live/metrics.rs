@@ -8,8 +8,9 @@
 //! change.
 //!
 //! Registered only with their gates, as upstream: the PodGroup cycle's families (`scheduler_podgroup_*`,
-//! GenericWorkload) and the DRA binding-condition families (`scheduler_dra_bindingconditions_*`,
-//! DRADeviceBindingConditions, on by default).
+//! GenericWorkload), the DRA binding-condition families (`scheduler_dra_bindingconditions_*`,
+//! DRADeviceBindingConditions, on by default) and the asynchronous preemption's (`scheduler_preemption_goroutines_*`,
+//! SchedulerAsyncPreemption, on by default).
 //!
 //! Left out of v1.37's list: the placement and workload families (`scheduler_placement_*`,
 //! `scheduler_generated_placements_total`, `scheduler_workload_preemption_*`, `scheduler_preemption_workload_*`: no
@@ -20,7 +21,7 @@
 //! `scheduler_preemption_pdb_violations_total` (not fed yet), `scheduler_event_handling_duration_seconds` and
 //! `scheduler_plugin_evaluation_total` (not fed yet: the second needs a count on every plugin call of every cycle,
 //! not only sampled ones), `scheduler_queueing_hint_execution_duration_seconds` and `scheduler_inflight_events` (not fed),
-//! `scheduler_preemption_goroutines_*` (preemption is synchronous), the `scheduler_*async_api_call*` families (API
+//! the `scheduler_*async_api_call*` families (API
 //! calls are not dispatched asynchronously), `scheduler_goroutines` for operations other than binding (Filter and
 //! Score run on a thread pool, not goroutines), the volume binder's families and component-base's process, Go
 //! runtime and REST client families.
@@ -74,6 +75,8 @@ const SLI_BUCKETS: Buckets = (0.01, 2.0, 20);
 const BATCH_BUCKETS: Buckets = (0.00001, 2.0, 12);
 /// `dra_bindingconditions_wait_duration_seconds`: from 0.1 s, doubling, 14 buckets.
 const DRA_WAIT_BUCKETS: Buckets = (0.1, 2.0, 14);
+/// `preemption_goroutines_duration_seconds`: from 10 ms, doubling, 20 buckets.
+const PREEMPTION_GOROUTINE_BUCKETS: Buckets = (0.01, 2.0, 20);
 /// `pod_scheduling_attempts`: 1 to 16, doubling.
 const ATTEMPTS_BUCKETS: Buckets = (1.0, 2.0, 5);
 
@@ -181,6 +184,16 @@ pub struct Metrics {
     pod_groups: std::sync::OnceLock<PodGroupFamilies>,
     /// The binding-condition families, registered only with the DRADeviceBindingConditions gate (as upstream's).
     dra: std::sync::OnceLock<DraFamilies>,
+    /// The asynchronous preemption's families, registered only with the SchedulerAsyncPreemption gate.
+    preemption_goroutines: std::sync::OnceLock<PreemptionGoroutineFamilies>,
+}
+
+/// `scheduler_preemption_goroutines_*`: the asynchronous preemptions' deletions.
+struct PreemptionGoroutineFamilies {
+    /// `scheduler_preemption_goroutines_duration_seconds{result}`.
+    duration: HistogramVec,
+    /// `scheduler_preemption_goroutines_execution_total{result}`.
+    executions: IntCounterVec,
 }
 
 /// `scheduler_dra_bindingconditions_*`: what DynamicResources' PreBind waited for.
@@ -311,6 +324,7 @@ impl Metrics {
             unschedulable_seen: Mutex::default(),
             pod_groups: std::sync::OnceLock::new(),
             dra: std::sync::OnceLock::new(),
+            preemption_goroutines: std::sync::OnceLock::new(),
             registry,
         })
     }
@@ -340,6 +354,30 @@ impl Metrics {
             )?,
         };
         let _ = self.pod_groups.set(families);
+        Ok(())
+    }
+
+    /// Registers the asynchronous preemption's families (SchedulerAsyncPreemption, on by default since v1.33);
+    /// once is enough.
+    pub fn enable_async_preemption(&self) -> Result<(), MetricsError> {
+        if self.preemption_goroutines.get().is_some() {
+            return Ok(());
+        }
+        let f = Families(&self.registry);
+        let families = PreemptionGoroutineFamilies {
+            duration: f.histogram_vec(
+                "scheduler_preemption_goroutines_duration_seconds",
+                "[ALPHA] (Deprecated since 1.37.0) Duration in seconds for running goroutines for the preemption.",
+                PREEMPTION_GOROUTINE_BUCKETS,
+                &["result"],
+            )?,
+            executions: f.counter_vec(
+                "scheduler_preemption_goroutines_execution_total",
+                "[ALPHA] Number of preemption goroutines executed.",
+                &["result"],
+            )?,
+        };
+        let _ = self.preemption_goroutines.set(families);
         Ok(())
     }
 
@@ -448,6 +486,14 @@ impl Observer for Metrics {
         self.preemption_attempts.inc();
         if let Some(n) = victims {
             self.preemption_victims.observe(n as f64);
+        }
+    }
+
+    fn preemption_goroutine(&self, failed: bool, d: Duration) {
+        if let Some(f) = self.preemption_goroutines.get() {
+            let result = if failed { "error" } else { "success" };
+            f.duration.with_label_values(&[result]).observe(d.as_secs_f64());
+            f.executions.with_label_values(&[result]).inc();
         }
     }
 
@@ -1064,6 +1110,28 @@ mod tests {
             r#"scheduler_podgroup_scheduling_attempt_duration_seconds_count{profile="default-scheduler",result="scheduled"} 1"#,
             "scheduler_podgroup_scheduling_algorithm_duration_seconds_count 1",
             "# HELP scheduler_podgroup_schedule_attempts_total [ALPHA] Number of attempts to schedule pod group",
+        ] {
+            assert!(out.contains(want), "{want}\n{out}");
+        }
+    }
+
+    /// The asynchronous preemption's families exist only with their gate, with upstream's names, help and buckets.
+    #[test]
+    fn preemption_goroutine_families_only_with_the_gate() {
+        let (m, state) = fed();
+        m.preemption_goroutine(false, Duration::from_millis(30));
+        assert!(!m.render_state(&state).contains("scheduler_preemption_goroutines_"), "gate off: no family");
+        m.enable_async_preemption().unwrap();
+        m.enable_async_preemption().unwrap();
+        m.preemption_goroutine(false, Duration::from_millis(30));
+        m.preemption_goroutine(true, Duration::from_millis(5));
+        let out = m.render_state(&state);
+        for want in [
+            r#"scheduler_preemption_goroutines_execution_total{result="success"} 1"#,
+            r#"scheduler_preemption_goroutines_execution_total{result="error"} 1"#,
+            r#"scheduler_preemption_goroutines_duration_seconds_bucket{result="success",le="0.02"} 0"#,
+            r#"scheduler_preemption_goroutines_duration_seconds_bucket{result="success",le="0.04"} 1"#,
+            "# HELP scheduler_preemption_goroutines_duration_seconds [ALPHA] (Deprecated since 1.37.0) Duration",
         ] {
             assert!(out.contains(want), "{want}\n{out}");
         }

@@ -356,6 +356,9 @@ pub fn run(cfg: SchedulerConfig, mut registry: Registry, opts: LiveOptions) -> R
         if cfg.features.generic_workload {
             metrics.enable_pod_groups().map_err(|e| LiveError::Profile(format!("metrics: {e}")))?;
         }
+        if cfg.features.scheduler_async_preemption {
+            metrics.enable_async_preemption().map_err(|e| LiveError::Profile(format!("metrics: {e}")))?;
+        }
         if cfg.features.dra_device_binding_conditions {
             metrics.enable_dra_binding_conditions().map_err(|e| LiveError::Profile(format!("metrics: {e}")))?;
         }

@@ -1,11 +1,14 @@
 //! DefaultPreemption: when no node fits a pod, find a node where evicting lower-priority pods makes room, as
 //! upstream kube-scheduler's `defaultpreemption` plugin and `preemption.Evaluator` do.
 //!
-//! The plugin only decides: it returns the nominated node and the victims in a [`PostFilterResult`]; the framework
-//! deletes the victims, sets the nomination and clears lower-priority nominations on that node.
+//! The plugin only decides: it returns the nominated node and the victims in a [`PostFilterResult`]; the scheduler
+//! deletes the victims (with SchedulerAsyncPreemption, off its loop), sets the nomination and clears
+//! lower-priority nominations on that node.
 //!
-//! Upstream also refuses to preempt again while victims on the pod's nominated node are terminating. Our snapshot
-//! drops a deleted pod at once (it never holds terminating pods), so that check can never fire here and is left out.
+//! Upstream also refuses to preempt again while victims on the pod's nominated node are terminating. The cache
+//! drops a deleted pod at once, so here a terminating victim is one whose deletion a preemption sent and the cache
+//! has not seen yet (`framework::preempting`); with SchedulerAsyncPreemption, PreEnqueue holds a preemptor until
+//! its own preemption's deletions are done.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,11 +19,12 @@ use serde::Deserialize;
 
 use crate::framework::diagnosis::reason_histogram;
 use crate::framework::labels::Selector;
+use crate::framework::preempting::Preempting;
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
-    ClusterEvent, Code, CycleState, NodeInfo, NodeToStatus, Plugin, PodInfo, PostFilterHandle, PostFilterPlugin,
-    PostFilterResult, PreemptionCandidate, Status,
+    action, ClusterEvent, Code, CycleState, EventObject, EventResource, NodeInfo, NodeToStatus, Plugin, PodInfo,
+    PostFilterHandle, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionCandidate, QueueingHint, Status,
 };
 use crate::plugins::helper::{self, decode, invalid, ArgsError};
 
@@ -32,6 +36,10 @@ pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 /// Message for a pod whose preemptionPolicy is Never (upstream's wording).
 pub const POLICY_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+/// Message for a pod whose nominated node still holds victims of its earlier preemption (upstream's wording).
+pub const TERMINATING_ON_NOMINATED: &str = "not eligible due to a terminating pod on the nominated node.";
+/// Why PreEnqueue holds a preemptor back (upstream's wording).
+pub const WAITING_FOR_PREEMPTION: &str = "waiting for the preemption for this pod to be finished";
 /// Message when the extenders left no candidate (upstream's wording).
 pub const NO_CANDIDATE: &str = "no candidate node for preemption";
 /// Prefix the plugin puts on every message it returns, as upstream's PostFilter does.
@@ -86,6 +94,10 @@ impl DefaultPreemptionArgs {
 #[derive(Debug, Clone)]
 pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
+    /// SchedulerAsyncPreemption: the scheduler deletes victims off its loop, and PreEnqueue holds the preemptor.
+    async_preemption: bool,
+    /// The preemptions under way.
+    preempting: Arc<Preempting>,
 }
 
 /// A node where the pod fits once its victims are gone.
@@ -100,8 +112,12 @@ struct Budget<'a> {
 
 impl DefaultPreemption {
     /// Builds the plugin from its args (defaults when absent); a bad value is an error naming the field.
-    pub fn new(args: Option<&serde_json::Value>, _ctx: &PluginContext) -> Result<DefaultPreemption, String> {
-        Ok(DefaultPreemption { args: DefaultPreemptionArgs::parse(args)? })
+    pub fn new(args: Option<&serde_json::Value>, ctx: &PluginContext) -> Result<DefaultPreemption, String> {
+        Ok(DefaultPreemption {
+            args: DefaultPreemptionArgs::parse(args)?,
+            async_preemption: ctx.features.scheduler_async_preemption,
+            preempting: ctx.preempting.clone(),
+        })
     }
 
     /// How many candidates to look for among `num_nodes` potential nodes (upstream `calculateNumCandidates`).
@@ -122,6 +138,9 @@ impl DefaultPreemption {
             return (None, Status::unschedulable(POLICY_NEVER));
         }
         let snapshot = handle.snapshot();
+        if self.victims_terminating_on_nominated_node(pod, filtered, snapshot) {
+            return (None, Status::unschedulable(TERMINATING_ON_NOMINATED));
+        }
         if snapshot.is_empty() {
             return (None, Status::error("no nodes available"));
         }
@@ -167,6 +186,25 @@ impl DefaultPreemption {
         // Since v1.35 upstream's success says where and what: the pod's FailedScheduling message ends with it.
         let found = format!("found a potential placement for pod on node {node}, preempting {} victims", victims.len());
         (Some(PostFilterResult { nominated_node_name: Some(node), victims }), Status::new(Code::Success, found))
+    }
+
+    /// Whether the pod's nominated node still holds lower-priority pods whose deletion a preemption sent and the
+    /// cache has not seen yet (upstream's `PodEligibleToPreemptOthers`: a pod does not preempt again while pods
+    /// terminating by preemption remain on its nominated node, unless that node cannot take it whatever happens).
+    /// The nomination is the scheduler's own (the snapshot's), else the pod's `status.nominatedNodeName`.
+    fn victims_terminating_on_nominated_node(
+        &self,
+        pod: &PodInfo,
+        filtered: &NodeToStatus,
+        snapshot: &Snapshot,
+    ) -> bool {
+        let ours = snapshot.nominated.iter().find(|(_, pods)| pods.iter().any(|p| p.uid == pod.uid)).map(|(n, _)| n);
+        let Some(name) = ours.map(String::as_str).or_else(|| pod.nominated_node_name()) else { return false };
+        if filtered.get(name).is_some_and(|s| s.code() == Code::UnschedulableAndUnresolvable) {
+            return false;
+        }
+        let Some(node) = snapshot.get(name) else { return false };
+        node.pods.iter().any(|p| p.priority < pod.priority && self.preempting.is_terminating(&p.uid))
     }
 
     /// Tries the potential nodes from `offset` on, in order, until enough candidates are found (upstream
@@ -222,12 +260,36 @@ impl Plugin for DefaultPreemption {
     fn name(&self) -> &str {
         NAME
     }
-    /// Upstream registers no event unless asynchronous preemption is on: this plugin never rejects a pod by itself
-    /// (the Filter plugins that did are the ones whose events requeue it).
+    /// Upstream registers no event unless asynchronous preemption is on: without it this plugin never rejects a
+    /// pod by itself (the Filter plugins that did are the ones whose events requeue it). With it, an assigned
+    /// pod's deletion, whose hint is always Skip: those Filter plugins, not this one, decide when to requeue.
     fn events_to_register(&self) -> Vec<ClusterEvent> {
-        Vec::new()
+        if !self.async_preemption {
+            return Vec::new();
+        }
+        vec![ClusterEvent::new(EventResource::AssignedPod, action::DELETE)]
     }
-    crate::serves!(post_filter);
+    fn queueing_hint(
+        &self,
+        _pod: &PodInfo,
+        _event: &ClusterEvent,
+        _old: Option<&EventObject>,
+        _new: Option<&EventObject>,
+    ) -> QueueingHint {
+        QueueingHint::QueueSkip
+    }
+    crate::serves!(pre_enqueue, post_filter);
+}
+
+impl PreEnqueuePlugin for DefaultPreemption {
+    /// Holds a pod back while its own preemption's victims are being deleted (upstream's PreEnqueue with
+    /// SchedulerAsyncPreemption; without it, Success).
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if self.async_preemption && self.preempting.is_running(&pod.uid) {
+            return Status::unresolvable(WAITING_FOR_PREEMPTION);
+        }
+        Status::success()
+    }
 }
 
 impl PostFilterPlugin for DefaultPreemption {
@@ -864,6 +926,42 @@ mod tests {
         for c in cases {
             run(c);
         }
+    }
+
+    #[test]
+    fn a_pod_does_not_preempt_again_while_its_nominated_node_holds_its_terminating_victims() {
+        let context = ctx();
+        let pl = DefaultPreemption::new(None, &context).expect("defaults");
+        // node-a holds v1 and v2, whose deletion an earlier preemption sent; node-b holds w.
+        let nodes = vec![
+            nd("node-a", 1000, vec![low("v1", 0, 500), low("v2", 0, 500)]),
+            nd("node-b", 1000, vec![low("w", 0, 1000)]),
+        ];
+        let mut h = TestHandle::new(nodes, Vec::new(), 0);
+        let pre = Arc::new(preemptor(10, 1000));
+        h.snapshot.nominated = Arc::new([("node-a".to_string(), vec![pre.clone()])].into_iter().collect());
+        context.preempting.start("earlier", ["v1".to_string(), "v2".to_string()]);
+        context.preempting.finish("earlier", []);
+        let filtered = unsched(&["node-a", "node-b"]);
+        let (res, st) = pl.post_filter(&CycleState::new(), &pre, &filtered, &h);
+        assert!(res.is_none(), "the nomination stays");
+        assert_eq!(
+            (st.code(), st.message()),
+            (Code::Unschedulable, format!("{MESSAGE_PREFIX}{TERMINATING_ON_NOMINATED}"))
+        );
+        // Unless the nominated node cannot take the pod whatever is evicted.
+        let mut hopeless = filtered.clone();
+        hopeless.insert("node-a".to_string(), Status::unresolvable("node(s) had untolerated taint"));
+        let (res, st) = pl.post_filter(&CycleState::new(), &pre, &hopeless, &h);
+        assert!(st.is_success(), "{st}");
+        assert_eq!(res.and_then(|r| r.nominated_node_name).as_deref(), Some("node-b"));
+        // One victim seen gone: the other still terminates there.
+        context.preempting.pod_deleted("v1");
+        assert_eq!(pl.post_filter(&CycleState::new(), &pre, &filtered, &h).1.code(), Code::Unschedulable);
+        context.preempting.pod_deleted("v2");
+        let (res, st) = pl.post_filter(&CycleState::new(), &pre, &filtered, &h);
+        assert!(st.is_success(), "{st}");
+        assert!(res.and_then(|r| r.nominated_node_name).is_some());
     }
 
     #[test]

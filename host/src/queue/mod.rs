@@ -54,6 +54,8 @@ pub mod event {
     pub const POP_FROM_BACKOFF_Q: &str = "PopFromBackoffQ";
     /// The pod waited in unschedulable longer than the periodic flush allows.
     pub const UNSCHEDULABLE_TIMEOUT: &str = "UnschedulableTimeout";
+    /// The pod was moved to activeQ by the scheduler itself (`ForceActivate`).
+    pub const FORCE_ACTIVATE: &str = "ForceActivate";
 }
 
 /// Told when a pod enters a part of the queue (upstream's `scheduler_queue_incoming_pods_total`). Called under the
@@ -539,6 +541,32 @@ impl SchedulingQueue {
             _ => {
                 self.put(uid.to_string(), e);
             }
+        }
+    }
+
+    /// Moves a pod waiting as unschedulable or gated to activeQ, through PreEnqueue (upstream's `Activate`, as
+    /// asynchronous preemption calls it when deleting a victim failed). A pod elsewhere stays where it is.
+    pub fn activate(&mut self, uid: &str, now: u64) {
+        let Some(e) = self.take(uid) else { return };
+        if !matches!(e.queue, QueueName::Gated | QueueName::Unschedulable) {
+            self.put(uid.to_string(), e);
+            return;
+        }
+        let queue = self.enqueue(e.info, 0, now, false);
+        if queue != QueueName::Gated {
+            self.incoming(queue, event::FORCE_ACTIVATE);
+        }
+    }
+
+    /// Runs PreEnqueue again for a pod that `plugin` holds back (a preemptor whose preemption just ended with
+    /// its victims' deletions seen before it registered them), moving it on when nothing holds it any more.
+    pub fn recheck_gated(&mut self, uid: &str, plugin: &str, now: u64) {
+        let gated = self
+            .entries
+            .get(uid)
+            .is_some_and(|e| e.queue == QueueName::Gated && e.info.gated_by.as_deref() == Some(plugin));
+        if gated {
+            self.requeue(uid, now, event::FORCE_ACTIVATE);
         }
     }
 

@@ -33,6 +33,8 @@ impl EventHandler for Scheduler {
     fn pod_deleted(&self, uid: &str) {
         let removed = self.cache.lock().expect("cache lock").remove_pod(uid).ok();
         self.profiles.pod_view().removed(uid);
+        // Before the queue hears of it: a preemptor this deletion requeues must find its preemption over.
+        self.profiles.preempting().pod_deleted(uid);
         let now = self.clock.now();
         let mut q = self.queue.lock().expect("queue lock");
         q.delete(uid);

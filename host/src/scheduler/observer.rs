@@ -52,6 +52,9 @@ pub trait Observer: PluginMetrics + BatchMetrics {
     /// PostFilter ran for a pod no node fits (`scheduler_preemption_attempts_total`); `victims` is how many pods
     /// it chose to evict when it nominated a node (`scheduler_preemption_victims`).
     fn preemption_attempt(&self, _victims: Option<usize>) {}
+    /// An asynchronous preemption's deletions ended after `d`, some of them `failed`
+    /// (`scheduler_preemption_goroutines_*`).
+    fn preemption_goroutine(&self, _failed: bool, _duration: Duration) {}
     /// A pod that Permit made wait was allowed or rejected (`scheduler_permit_wait_duration_seconds{result}`).
     fn permit_wait(&self, _result: Code, _duration: Duration) {}
     /// A pod was bound after `attempts` attempts, `since_queued` after it first entered activeQ

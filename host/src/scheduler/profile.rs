@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::{is_shadow, ConfigError, Features, SchedulerConfig};
 use crate::framework::parallelize::Parallelizer;
 use crate::framework::pod_view::PodView;
+use crate::framework::preempting::Preempting;
 use crate::framework::{Framework, FrameworkError, Listers, PluginContext, Registry};
 use crate::queue::Profiles;
 
@@ -22,6 +23,8 @@ pub struct ProfileMap {
     shadows: HashMap<String, Arc<Framework>>,
     /// The feature gates the configuration was completed with.
     features: Features,
+    /// The preemptions under way, as the profiles' DefaultPreemption sees them.
+    preempting: Arc<Preempting>,
 }
 
 impl ProfileMap {
@@ -36,6 +39,7 @@ impl ProfileMap {
             listers: Arc::default(),
             shadows: HashMap::new(),
             features: Features::default(),
+            preempting: Arc::default(),
         }
     }
 
@@ -81,6 +85,17 @@ impl ProfileMap {
     /// The pod view the profiles' plugins follow.
     pub fn pod_view(&self) -> &Arc<PodView> {
         &self.pods
+    }
+
+    /// The map whose DefaultPreemption holds back the preemptors `preempting` lists.
+    pub fn with_preempting(mut self, preempting: Arc<Preempting>) -> ProfileMap {
+        self.preempting = preempting;
+        self
+    }
+
+    /// The preemptions under way (asynchronous preemption).
+    pub fn preempting(&self) -> &Arc<Preempting> {
+        &self.preempting
     }
 
     /// The framework for a schedulerName.
@@ -189,6 +204,7 @@ pub fn build_profiles(
     Ok(ProfileMap::new(serving)
         .with_shadows(shadows)
         .with_pod_view(ctx.pods.clone())
+        .with_preempting(ctx.preempting.clone())
         .with_listers(ctx.listers.clone())
         .with_features(config.features))
 }

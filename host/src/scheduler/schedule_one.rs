@@ -21,6 +21,7 @@ use crate::framework::{
     Framework, NodeInfo, PodEvent, PodInfo, PodSignature, PostFilterHandle, PostFilterResult, PreemptionCandidate,
     QueuedPodInfo, Snapshot, Status,
 };
+use crate::plugins::default_preemption;
 
 /// Upstream `findNodesThatPassExtenders` after the framework's Filter; when an extender rejected nodes the pod
 /// counts as unschedulable by "Extender", so any cluster event may requeue it (upstream #122019).
@@ -124,6 +125,15 @@ struct Assumed {
     host: String,
     /// This binding cycle set the pod's `status.nominatedNodeName` to the node.
     nominated: bool,
+}
+
+/// What a preemption's deletions gave.
+#[derive(Debug, Default)]
+struct Evicted {
+    /// Some deletion failed (not for want of the pod).
+    failed: bool,
+    /// The victims no deletion of which is coming: failed, or gone already.
+    not_deleted: Vec<String>,
 }
 
 impl Scheduler {
@@ -492,7 +502,8 @@ impl Scheduler {
     }
 
     /// Deletes a preemption's victims (all at once), and for each one deleted records the `Preempted` Event with
-    /// `message` and tells the observer; `node` is the node preempted on, each victim's own when `None`.
+    /// `message` and tells the observer; `node` is the node preempted on, each victim's own when `None`. The
+    /// victims count as terminating until their deletion is seen (see `framework::preempting`).
     pub(super) fn evict_victims(
         &self,
         victims: &[Arc<PodInfo>],
@@ -500,10 +511,38 @@ impl Scheduler {
         message: &str,
         node: Option<&str>,
     ) {
-        for (v, deleted) in victims.iter().zip(self.cluster.delete_pods(victims, preemptor)) {
-            if let Err(e) = deleted {
-                tracing::warn!(victim = %v.key(), error = %e, "evicting preemption victim failed");
-                continue;
+        let preempting = self.profiles.preempting();
+        preempting.start(&preemptor.uid, victims.iter().map(|v| v.uid.clone()));
+        let results = self.cluster.delete_pods(victims, preemptor);
+        let evicted = self.victims_evicted(victims, preemptor, message, node, results);
+        preempting.finish(&preemptor.uid, evicted.not_deleted.iter().map(String::as_str));
+    }
+
+    /// Records what each victim's deletion gave (see `evict_victims`). A victim already gone (deleted by someone
+    /// else, or by an earlier preemption whose deletion the cache has not seen yet) is no failure, as upstream's.
+    fn victims_evicted(
+        &self,
+        victims: &[Arc<PodInfo>],
+        preemptor: &PodInfo,
+        message: &str,
+        node: Option<&str>,
+        results: Vec<Result<(), ClusterError>>,
+    ) -> Evicted {
+        let mut evicted = Evicted::default();
+        for (v, deleted) in victims.iter().zip(results) {
+            match deleted {
+                Ok(()) => {}
+                Err(ClusterError::Conflict { message, .. }) => {
+                    tracing::debug!(victim = %v.key(), %message, "preemption victim already gone");
+                    evicted.not_deleted.push(v.uid.clone());
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(victim = %v.key(), error = %e, "evicting preemption victim failed");
+                    evicted.failed = true;
+                    evicted.not_deleted.push(v.uid.clone());
+                    continue;
+                }
             }
             self.cluster.record(
                 v,
@@ -517,13 +556,58 @@ impl Scheduler {
             );
             self.observer.preempted(v, preemptor, node.unwrap_or_else(|| v.node_name().unwrap_or_default()));
         }
+        evicted
+    }
+
+    /// Asynchronous preemption (SchedulerAsyncPreemption, upstream's `prepareCandidateAsync`): the victims'
+    /// deletions run as a task while the scheduling loop goes on, and the preemptor waits at DefaultPreemption's
+    /// PreEnqueue until they are done. When a deletion fails the preemptor is activated, as upstream does, lest it
+    /// wait for events that will not come. Answers false, doing nothing, where the gate is off, the cluster cannot
+    /// delete without holding the thread, or there is no runtime (the simulator: deletions stay in the cycle).
+    fn evict_victims_async(
+        self: &Arc<Self>,
+        victims: &[Arc<PodInfo>],
+        preemptor: &Arc<PodInfo>,
+        message: &str,
+        node: &str,
+    ) -> bool {
+        let Some(rt) = self.binding_runtime.as_ref().filter(|_| self.profiles.features().scheduler_async_preemption)
+        else {
+            return false;
+        };
+        if victims.is_empty() {
+            return false;
+        }
+        let Some(deleting) = self.cluster.delete_pods_async(victims, preemptor) else { return false };
+        let preempting = self.profiles.preempting().clone();
+        preempting.start(&preemptor.uid, victims.iter().map(|v| v.uid.clone()));
+        let (this, victims, preemptor) = (self.clone(), victims.to_vec(), preemptor.clone());
+        let (message, node) = (message.to_string(), node.to_string());
+        let started = Instant::now();
+        rt.spawn(async move {
+            let results = deleting.await;
+            let evicted = this.victims_evicted(&victims, &preemptor, &message, Some(&node), results);
+            preempting.finish(&preemptor.uid, evicted.not_deleted.iter().map(String::as_str));
+            this.observer.preemption_goroutine(evicted.failed, started.elapsed());
+            let now = this.clock.now();
+            let mut q = this.queue.lock().expect("queue lock");
+            if evicted.failed {
+                q.activate(&preemptor.uid, now);
+            } else {
+                q.recheck_gated(&preemptor.uid, default_preemption::NAME, now);
+            }
+        });
+        true
     }
 
     /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`. The victims' deletion reaches
     /// the cache and the queue the way every deletion does: as a cluster event, through the event handlers.
-    fn apply_preemption(&self, pod: &Arc<PodInfo>, r: PostFilterResult) {
+    fn apply_preemption(self: &Arc<Self>, pod: &Arc<PodInfo>, r: PostFilterResult) {
         let Some(node) = r.nominated_node_name.clone().filter(|n| !n.is_empty()) else { return };
-        self.evict_victims(&r.victims, pod, &format!("Preempted by pod {} on node {}", pod.uid, node), Some(&node));
+        let message = format!("Preempted by pod {} on node {}", pod.uid, node);
+        if !self.evict_victims_async(&r.victims, pod, &message, &node) {
+            self.evict_victims(&r.victims, pod, &message, Some(&node));
+        }
         let mut q = self.queue.lock().expect("queue lock");
         // Lower-priority pods nominated to the same node lose their nomination.
         let lower: Vec<Arc<PodInfo>> =
@@ -966,7 +1050,7 @@ impl PostFilterHandle for Handle<'_> {
 mod tests {
     use super::sampled;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     use futures::future::BoxFuture;
@@ -979,11 +1063,36 @@ mod tests {
     use crate::scheduler::{build_profiles, NoopObserver, RealClock, Scheduler, SchedulerOptions};
 
     /// An API server that holds every Binding until the test opens the gate: the sync `bind` blocks its thread,
-    /// `bind_async` only its task.
+    /// `bind_async` only its task. Victims' deletions sent without waiting (`delete_pods_async`) are held by their
+    /// own gate, and answered as `deletion_answer` says.
     struct GatedCluster {
         inner: MemoryCluster,
         started: AtomicUsize,
         gate: Arc<tokio::sync::Semaphore>,
+        deletions: Arc<tokio::sync::Semaphore>,
+        deletion_answer: Mutex<DeletionAnswer>,
+    }
+
+    /// How `GatedCluster` answers a victim's deletion.
+    #[derive(Clone, Copy, PartialEq)]
+    enum DeletionAnswer {
+        Deleted,
+        /// The API server failed.
+        Refused,
+        /// The pod was gone already (404).
+        Gone,
+    }
+
+    impl GatedCluster {
+        fn new(open: usize) -> GatedCluster {
+            GatedCluster {
+                inner: MemoryCluster::default(),
+                started: AtomicUsize::new(0),
+                gate: Arc::new(tokio::sync::Semaphore::new(open)),
+                deletions: Arc::new(tokio::sync::Semaphore::new(0)),
+                deletion_answer: Mutex::new(DeletionAnswer::Deleted),
+            }
+        }
     }
 
     impl ClusterClient for GatedCluster {
@@ -1006,6 +1115,29 @@ mod tests {
         }
         fn delete_pod(&self, pod: &PodInfo, preemptor: &PodInfo) -> Result<(), ClusterError> {
             self.inner.delete_pod(pod, preemptor)
+        }
+        fn delete_pods_async(
+            &self,
+            pods: &[Arc<PodInfo>],
+            preemptor: &PodInfo,
+        ) -> Option<BoxFuture<'static, Vec<Result<(), ClusterError>>>> {
+            let gate = self.deletions.clone();
+            let answers: Vec<Result<(), ClusterError>> = match *self.deletion_answer.lock().unwrap() {
+                DeletionAnswer::Refused => pods
+                    .iter()
+                    .map(|p| Err(ClusterError::Other { object: p.key(), message: "refused".into() }))
+                    .collect(),
+                DeletionAnswer::Gone => pods
+                    .iter()
+                    .map(|p| Err(ClusterError::Conflict { object: p.key(), message: "not found".into() }))
+                    .collect(),
+                // Recorded as sent; the watch's deletion events are the test's to deliver.
+                DeletionAnswer::Deleted => pods.iter().map(|p| self.inner.delete_pod(p, preemptor)).collect(),
+            };
+            Some(Box::pin(async move {
+                let _open = gate.acquire().await.expect("gate");
+                answers
+            }))
         }
         fn set_nominated_node(&self, pod: &PodInfo, node: Option<&str>) -> Result<(), ClusterError> {
             self.inner.set_nominated_node(pod, node)
@@ -1033,11 +1165,7 @@ mod tests {
         profiles: &str,
         pods: usize,
     ) -> (Arc<GatedCluster>, Arc<Scheduler>) {
-        let cluster = Arc::new(GatedCluster {
-            inner: MemoryCluster::default(),
-            started: AtomicUsize::new(0),
-            gate: Arc::new(tokio::sync::Semaphore::new(open)),
-        });
+        let cluster = Arc::new(GatedCluster::new(open));
         let mut registry = crate::plugins::in_tree_registry();
         if let Some((name, plugin)) = extra {
             registry.register(name, Arc::new(move |_, _| Ok(plugin.clone()))).unwrap();
@@ -1093,6 +1221,94 @@ mod tests {
         wait_for("every binding cycle finished", || scheduler.bindings_in_flight() == 0);
         let binds = cluster.inner.writes().iter().filter(|w| matches!(w, Write::Bind { .. })).count();
         assert_eq!(binds, PODS);
+    }
+
+    /// A scheduler as `scheduled` builds (no pods of its own), whose four nodes are each full with one
+    /// low-priority pod (`victim-<i>`, all of a node's 8 CPUs), and a high-priority pod `pre` that fits only by
+    /// preempting one; `pre`'s first cycle has run. Deletions are answered with `answer`.
+    fn preempted(rt: &tokio::runtime::Runtime, answer: DeletionAnswer) -> (Arc<GatedCluster>, Arc<Scheduler>) {
+        let (cluster, scheduler) = scheduled(rt, 100, None, "", 0);
+        *cluster.deletion_answer.lock().unwrap() = answer;
+        let pod = |name: &str, priority: i32, node: Option<&str>| {
+            let mut spec = serde_json::json!({"priority": priority, "containers": [{"name": "app", "image": "app:1",
+                "resources": {"requests": {"cpu": "8"}}}]});
+            if let Some(n) = node {
+                spec["nodeName"] = serde_json::json!(n);
+            }
+            Arc::new(crate::framework::testutil::pod(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")}, "spec": spec})))
+        };
+        for i in 0..4 {
+            EventHandler::pod_applied(&*scheduler, pod(&format!("victim-{i}"), 0, Some(&format!("node-{i}"))));
+        }
+        EventHandler::pod_applied(&*scheduler, pod("pre", 100, None));
+        assert!(scheduler.schedule_one(), "the preemptor's cycle");
+        (cluster, scheduler)
+    }
+
+    /// The victims whose deletion was sent, by pod key.
+    fn deleted(cluster: &GatedCluster) -> Vec<String> {
+        let writes = cluster.inner.writes();
+        writes.iter().filter_map(|w| if let Write::Delete { pod, .. } = w { Some(pod.clone()) } else { None }).collect()
+    }
+
+    /// Where `uid` waits in the queue, and the plugin holding it back if one does.
+    fn queued(scheduler: &Scheduler, uid: &str) -> Option<(crate::queue::QueueName, Option<String>)> {
+        let q = scheduler.queue.lock().unwrap();
+        q.pending_pods().into_iter().find(|(i, _)| i.pod_info.uid == uid).map(|(i, n)| (n, i.gated_by.clone()))
+    }
+
+    #[test]
+    fn an_asynchronous_preemption_holds_its_preemptor_until_the_victims_are_gone() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (cluster, scheduler) = preempted(&rt, DeletionAnswer::Deleted);
+        let victims = deleted(&cluster);
+        assert_eq!(victims.len(), 1, "one victim's deletion sent: {victims:?}");
+        assert!(scheduler.profiles.preempting().is_running("uid-pre"), "the deletion is not answered yet");
+        // Another node's pod goes: the event that would requeue the preemptor finds it held at PreEnqueue.
+        let other = (0..4).map(|i| format!("victim-{i}")).find(|v| format!("default/{v}") != victims[0]).unwrap();
+        EventHandler::pod_deleted(&*scheduler, &format!("uid-{other}"));
+        assert_eq!(
+            queued(&scheduler, "uid-pre"),
+            Some((crate::queue::QueueName::Gated, Some(crate::plugins::default_preemption::NAME.to_string()))),
+            "held while its victims are being deleted"
+        );
+        assert!(!scheduler.schedule_one(), "nothing to schedule while the preemptor is held");
+        // The deletion answers, and its watch event arrives: the preemptor is let in and binds.
+        cluster.deletions.add_permits(1);
+        wait_for("the preemption's task to end", || !scheduler.profiles.preempting().is_running("uid-pre"));
+        let victim_uid = format!("uid-{}", victims[0].trim_start_matches("default/"));
+        EventHandler::pod_deleted(&*scheduler, &victim_uid);
+        assert!(scheduler.schedule_one(), "the preemptor is tried again");
+        wait_for("the preemptor's binding", || {
+            cluster.inner.writes().iter().any(|w| matches!(w, Write::Bind { pod, .. } if pod == "default/pre"))
+        });
+        assert_eq!(deleted(&cluster).len(), 1, "one preemption only");
+    }
+
+    #[test]
+    fn a_failed_asynchronous_preemption_activates_its_preemptor() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (cluster, scheduler) = preempted(&rt, DeletionAnswer::Refused);
+        assert!(matches!(queued(&scheduler, "uid-pre"), Some((crate::queue::QueueName::Unschedulable, _))));
+        cluster.deletions.add_permits(1);
+        // No event comes (nothing was deleted): the failure itself moves the preemptor on.
+        wait_for("the preemptor to be activated", || {
+            matches!(queued(&scheduler, "uid-pre"), Some((crate::queue::QueueName::Active, _)))
+        });
+        assert!(!scheduler.profiles.preempting().is_running("uid-pre"));
+    }
+
+    #[test]
+    fn a_victim_already_gone_is_no_failed_preemption() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (cluster, scheduler) = preempted(&rt, DeletionAnswer::Gone);
+        cluster.deletions.add_permits(1);
+        wait_for("the preemption's task to end", || !scheduler.profiles.preempting().is_running("uid-pre"));
+        // As after a deletion that succeeded: the preemptor waits for the deletion's event, not activated, and
+        // the victim, whose deletion is not coming, does not count as terminating.
+        assert!(matches!(queued(&scheduler, "uid-pre"), Some((crate::queue::QueueName::Unschedulable, _))));
+        assert!(scheduler.profiles.preempting().is_empty());
     }
 
     /// A PostBind plugin that takes a while and counts how many of its calls ran at once; `panics`: every other

@@ -172,16 +172,13 @@ impl KubeCluster {
 
 impl KubeCluster {
     /// Deletes a preemption victim, on the condition that it is still the pod (uid) the preemption chose.
-    async fn deletion(&self, pod: &PodInfo) -> Result<(), ClusterError> {
+    fn deletion(&self, pod: &PodInfo) -> impl Future<Output = Result<(), ClusterError>> + Send + 'static {
         let dp = DeleteParams {
             preconditions: Some(Preconditions { uid: pod.pod.metadata.uid.clone(), resource_version: None }),
             ..Default::default()
         };
-        self.pods(&pod.namespace)
-            .delete(&pod.name, &dp)
-            .await
-            .map(|_| ())
-            .map_err(|e| classify(format!("pod {}", pod.key()), e))
+        let (api, name, key) = (self.pods(&pod.namespace), pod.name.clone(), pod.key());
+        async move { api.delete(&name, &dp).await.map(|_| ()).map_err(|e| classify(format!("pod {key}"), e)) }
     }
 }
 
@@ -200,6 +197,14 @@ impl ClusterClient for KubeCluster {
 
     fn delete_pods(&self, pods: &[Arc<PodInfo>], _preemptor: &PodInfo) -> Vec<Result<(), ClusterError>> {
         self.runtime.block_on(futures::future::join_all(pods.iter().map(|p| self.deletion(p))))
+    }
+
+    fn delete_pods_async(
+        &self,
+        pods: &[Arc<PodInfo>],
+        _preemptor: &PodInfo,
+    ) -> Option<BoxFuture<'static, Vec<Result<(), ClusterError>>>> {
+        Some(Box::pin(futures::future::join_all(pods.iter().map(|p| self.deletion(p)).collect::<Vec<_>>())))
     }
 
     /// Queued, not sent: the scheduling loop does not wait for it (a failure is logged).
