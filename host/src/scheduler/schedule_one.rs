@@ -194,10 +194,12 @@ impl Scheduler {
             Err(ScheduleError::Status(s)) => {
                 drop(snapshot);
                 self.observer.scheduling_algorithm(a.start.elapsed());
+                self.clear_nomination(&pod);
                 self.fail(a, s, Vec::new());
             }
             Err(ScheduleError::NoNodes) => {
                 drop(snapshot);
+                self.clear_nomination(&pod);
                 self.observer.scheduling_algorithm(a.start.elapsed());
                 self.fail(a, Status::unschedulable(NO_NODES_AVAILABLE), Vec::new());
             }
@@ -236,11 +238,16 @@ impl Scheduler {
                         });
                     }
                     drop(snapshot);
-                    if let Some(r) = r.filter(|_| s.is_success()) {
-                        self.apply_preemption(&pod, r);
+                    match r {
+                        Some(r) if s.is_success() => self.apply_preemption(&pod, r),
+                        // No candidate anywhere: the pod gives up the node it was nominated to (upstream's
+                        // ModeOverride with no node).
+                        Some(r) if r.nominated_node_name.as_deref() == Some("") => self.clear_nomination(&pod),
+                        _ => {}
                     }
                 } else {
                     drop(snapshot);
+                    self.clear_nomination(&pod);
                 }
                 self.observer.scheduling_algorithm(a.start.elapsed());
                 let msg = fit_error_message(num_all_nodes, &diagnosis);
@@ -598,6 +605,16 @@ impl Scheduler {
             }
         });
         true
+    }
+
+    /// Upstream's `clearNominatedNode` after a failed cycle (no nodes, an error, no PostFilter, or a preemption
+    /// that found no candidate): the pod no longer holds room on the node it was nominated to, in the queue's
+    /// nominations and, when its status names one, in the API.
+    fn clear_nomination(&self, pod: &PodInfo) {
+        self.queue.lock().expect("queue lock").delete_nominated(&pod.uid);
+        if pod.nominated_node_name().is_some() {
+            let _ = self.cluster.set_nominated_node(pod, None);
+        }
     }
 
     /// Evicts the victims and nominates the pod, as upstream's `prepareCandidate`. The victims' deletion reaches
@@ -1309,6 +1326,28 @@ mod tests {
         // the victim, whose deletion is not coming, does not count as terminating.
         assert!(matches!(queued(&scheduler, "uid-pre"), Some((crate::queue::QueueName::Unschedulable, _))));
         assert!(scheduler.profiles.preempting().is_empty());
+    }
+
+    #[test]
+    fn a_pod_whose_preemption_finds_no_candidate_gives_up_its_nomination() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (cluster, scheduler) = scheduled(&rt, 100, None, "", 0);
+        // Nominated to node-0 by an earlier preemption, it now fits nowhere and no node has a victim for it.
+        let big = crate::framework::testutil::pod(serde_json::json!({
+            "metadata": {"name": "big", "namespace": "default", "uid": "uid-big"},
+            "spec": {"priority": 100, "containers": [{"name": "app", "image": "app:1",
+                "resources": {"requests": {"cpu": "64"}}}]},
+            "status": {"nominatedNodeName": "node-0"}}));
+        EventHandler::pod_applied(&*scheduler, Arc::new(big));
+        assert_eq!(scheduler.queue.lock().unwrap().nominated_node("uid-big"), Some("node-0"));
+        assert!(scheduler.schedule_one());
+        assert_eq!(scheduler.queue.lock().unwrap().nominated_node("uid-big"), None, "room on node-0 given up");
+        let cleared = cluster
+            .inner
+            .writes()
+            .iter()
+            .any(|w| matches!(w, Write::Nominate { pod, node: None } if pod == "default/big"));
+        assert!(cleared, "status.nominatedNodeName cleared");
     }
 
     /// A PostBind plugin that takes a while and counts how many of its calls ran at once; `panics`: every other
