@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::framework::labels::{Labels, Requirement, Selector};
 use crate::framework::node_memo::NodeMemo;
 use crate::framework::types::{AffinityTerm, WeightedAffinityTerm};
+use crate::framework::ClusterObjects;
 use crate::framework::PluginContext;
 use crate::framework::Snapshot;
 use crate::framework::{
@@ -62,16 +63,24 @@ pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
     /// PreFilter's per-node counts of pods matching the incoming pod's required terms, for the last terms seen.
     matched: Mutex<NodeMemo<RequiredTerms, MatchedOnNode>>,
+    /// PreFilter's per-node counts of existing pods' required anti-affinity terms the incoming pod matches, by
+    /// topology key, for the last namespace seen (checked per node against the pod's labels, as [`KeptSums`]).
+    existing_anti: Mutex<NodeMemo<NamespaceKey, KeptSums>>,
     /// PreScore's per-node score sums, for the last incoming pod shape seen.
     contributions: Mutex<NodeMemo<ScoreKey, KeptSums>>,
 }
 
-/// The incoming pod's required affinity and anti-affinity terms.
-type RequiredTerms = (Vec<AffinityTerm>, Vec<AffinityTerm>);
+/// The incoming pod's required affinity and anti-affinity terms, and, when a term has a namespace selector, the
+/// cluster objects (namespace labels) the counts were made with: kept counts hold while the snapshot's objects are
+/// the same ones (held here, so that a later set cannot reuse their address).
+type RequiredTerms = (Vec<AffinityTerm>, Vec<AffinityTerm>, Option<Arc<ClusterObjects>>);
 
 /// One node's pods matching all of the incoming pod's required affinity terms, and each of its required
 /// anti-affinity terms.
 type MatchedOnNode = (i64, Vec<i64>);
+
+/// The incoming pod's namespace and that namespace's labels (existing pods' namespace selectors read them).
+type NamespaceKey = (String, Option<Labels>);
 
 /// What PreScore's per-node sums depend on besides the node's pods and the incoming pod's labels (checked per node,
 /// [`KeptSums`]): the incoming pod's namespace and preferred terms, and its namespace's labels (existing pods'
@@ -92,6 +101,31 @@ impl KeptSums {
         let labels = pod.labels();
         self.reads.iter().all(|(k, v)| labels.get(k) == v.as_ref())
     }
+}
+
+/// How many of the required anti-affinity terms of `node`'s pods `pod` matches, by topology key, with the pod's
+/// values for the label keys those terms read.
+fn existing_anti_affinity_on(node: &NodeInfo, pod: &PodInfo, ns_labels: Option<&Labels>) -> KeptSums {
+    let mut kept = KeptSums { sums: Vec::new(), reads: Vec::new() };
+    for existing in &node.pods_with_required_anti_affinity {
+        for t in &existing.required_anti_affinity_terms {
+            if let Selector::All(reqs) = &t.selector {
+                for k in reqs.iter().map(Requirement::key) {
+                    if !kept.reads.iter().any(|(r, _)| r == k) {
+                        kept.reads.push((k.to_string(), pod.labels().get(k).cloned()));
+                    }
+                }
+            }
+            if !t.matches(pod, ns_labels) {
+                continue;
+            }
+            match kept.sums.iter_mut().find(|(k, _)| *k == t.topology_key) {
+                Some((_, n)) => *n += 1,
+                None => kept.sums.push((t.topology_key.clone(), 1)),
+            }
+        }
+    }
+    kept
 }
 
 /// True when whether a pod matches the term does not depend on namespace labels (no namespace selector, or one
@@ -118,6 +152,7 @@ impl InterPodAffinity {
         Ok(InterPodAffinity {
             args: InterPodAffinityArgs::parse(args)?,
             matched: Mutex::default(),
+            existing_anti: Mutex::default(),
             contributions: Mutex::default(),
         })
     }
@@ -217,17 +252,28 @@ impl PreFilterPlugin for InterPodAffinity {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snapshot: &Snapshot) -> (PreFilterResult, Status) {
         let mut s = PreFilterState::default();
         // Existing pods' required anti-affinity: only nodes hosting such pods.
+        // Counted per node and topology key, and kept per node while the pod's namespace (and its labels) and its
+        // values for the label keys those terms read stay the same.
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
+        let mut memo = self.existing_anti.lock().unwrap_or_else(PoisonError::into_inner);
+        memo.key(
+            |(ns, nsl)| *ns == pod.namespace && nsl.as_ref() == ns_labels,
+            || (pod.namespace.clone(), ns_labels.cloned()),
+        );
         for node in snapshot.have_pods_with_required_anti_affinity() {
             let labels = node.labels();
-            for existing in &node.pods_with_required_anti_affinity {
-                for t in &existing.required_anti_affinity_terms {
-                    if t.matches(pod, ns_labels) {
-                        bump(&mut s.existing_anti_affinity, labels, &t.topology_key, 1);
+            memo.with_valid(
+                node,
+                |kept| kept.holds_for(pod),
+                || existing_anti_affinity_on(node, pod, ns_labels),
+                |kept| {
+                    for (k, n) in &kept.sums {
+                        bump(&mut s.existing_anti_affinity, labels, k, *n);
                     }
-                }
-            }
+                },
+            );
         }
+        drop(memo);
         let (aff, anti) = (&pod.required_affinity_terms, &pod.required_anti_affinity_terms);
         if s.existing_anti_affinity.is_empty() && aff.is_empty() && anti.is_empty() {
             return (None, Status::skip());
@@ -258,20 +304,21 @@ impl PreFilterPlugin for InterPodAffinity {
                     bump(&mut s.anti_affinity, labels, &t.topology_key, n);
                 }
             };
-            let keep = aff.iter().chain(anti).all(namespace_labels_unread);
+            let objects = (!aff.iter().chain(anti).all(namespace_labels_unread)).then(|| snapshot.objects.clone());
             let mut memo = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
-            if keep {
-                memo.key(|(a, b)| a == aff && b == anti, || (aff.clone(), anti.clone()));
-            }
+            let same_objects = |kept: &Option<Arc<ClusterObjects>>| match (kept, &objects) {
+                (Some(k), Some(o)) => Arc::ptr_eq(k, o),
+                (k, o) => k.is_none() && o.is_none(),
+            };
+            memo.key(
+                |(a, b, o)| a == aff && b == anti && same_objects(o),
+                || (aff.clone(), anti.clone(), objects.clone()),
+            );
             for node in snapshot.nodes() {
                 if node.pods.is_empty() {
                     continue;
                 }
-                if keep {
-                    memo.with(node, || count(node), |m| add(&mut s, node, m));
-                } else {
-                    add(&mut s, node, &count(node));
-                }
+                memo.with(node, || count(node), |m| add(&mut s, node, m));
             }
             s.self_affinity = matches_all_incoming(aff, pod, snapshot);
         }
@@ -1109,6 +1156,68 @@ mod tests {
         }
         // The change is seen: with e3 on y, zone z2 has a db pod and p may go there.
         assert_ne!(filter_all(&kept, &db_affine("p"), &snaps[0]), filter_all(&kept, &db_affine("p"), &snaps[1]));
+    }
+
+    /// The snapshot with its nodes numbered as the cache stamps them (generation 1, 2, ...): kept per-node results
+    /// apply to them.
+    fn numbered(snap: Snapshot) -> Snapshot {
+        let nodes =
+            snap.nodes().iter().enumerate().map(|(i, n)| NodeInfo { generation: i as u64 + 1, ..(**n).clone() });
+        let mut s = Snapshot::from_nodes(nodes.collect());
+        s.objects = snap.objects.clone();
+        s
+    }
+
+    /// PreFilter's counts for terms with a namespace selector are kept per node while the namespaces' labels
+    /// (the snapshot's cluster objects) stay the same, and made again when they change, the nodes unchanged.
+    #[test]
+    fn kept_counts_for_namespace_selectors_follow_namespace_labels() {
+        let green = |name: &str, ns: &str| apod(name, ns, json!({"app": "db"}), json!({}));
+        let pods = vec![("a", green("e1", "tools")), ("x", green("e2", "default"))];
+        // The same nodes and pods; only the labels of namespace `tools` differ.
+        let devops = numbered(cluster(pods.clone(), json!({"tools": {"team": "devops"}, "default": {}})));
+        let other = numbered(cluster(pods, json!({"tools": {"team": "other"}, "default": {}})));
+        let selector = merge(term("db", HOST), json!({"namespaceSelector": {"matchLabels": {"team": "devops"}}}));
+        let incoming = apod("p", "default", json!({}), required("podAntiAffinity", vec![selector]));
+        let kept = plugin(json!({}));
+        for snap in [&devops, &other, &other, &devops] {
+            assert_eq!(filter_all(&kept, &incoming, snap), filter_all(&plugin(json!({})), &incoming, snap));
+        }
+        assert_ne!(
+            filter_all(&kept, &incoming, &devops),
+            filter_all(&kept, &incoming, &other),
+            "e1 counts only in devops"
+        );
+    }
+
+    /// PreFilter's counts of existing pods' required anti-affinity kept per node give what a fresh plugin computes,
+    /// for incoming pods that differ in a label the terms read, in one they do not read, and in their namespace.
+    #[test]
+    fn kept_existing_anti_affinity_counts_match_a_fresh_plugin() {
+        let selector = merge(term("db", HOST), json!({"namespaceSelector": {"matchLabels": {"team": "devops"}}}));
+        let anti =
+            |name: &str, ns: &str| apod(name, ns, json!({}), required("podAntiAffinity", vec![selector.clone()]));
+        let snap = numbered(cluster(
+            vec![("a", anti("e1", "tools")), ("x", anti("e2", "default"))],
+            json!({"tools": {"team": "devops"}, "default": {"team": "devops"}, "web": {}}),
+        ));
+        let kept = plugin(json!({}));
+        let incoming =
+            |name: &str, ns: &str, app: &str| apod(name, ns, json!({"app": app, "signature": name}), json!({}));
+        for p in [
+            incoming("p1", "default", "db"),
+            incoming("p2", "default", "db"),
+            incoming("p3", "default", "web"),
+            incoming("p4", "web", "db"),
+            incoming("p5", "default", "db"),
+        ] {
+            assert_eq!(filter_all(&kept, &p, &snap), filter_all(&plugin(json!({})), &p, &snap), "{}", p.name);
+        }
+        assert_ne!(
+            filter_all(&kept, &incoming("q1", "default", "db"), &snap),
+            filter_all(&kept, &incoming("q2", "default", "web"), &snap),
+            "only a db pod is kept off a and x"
+        );
     }
 
     #[test]
