@@ -21,10 +21,9 @@
 //! `scheduler_preemption_pdb_violations_total` (not fed yet), `scheduler_event_handling_duration_seconds` and
 //! `scheduler_plugin_evaluation_total` (not fed yet: the second needs a count on every plugin call of every cycle,
 //! not only sampled ones), `scheduler_queueing_hint_execution_duration_seconds` and `scheduler_inflight_events` (not fed),
-//! the `scheduler_*async_api_call*` families (API
-//! calls are not dispatched asynchronously), `scheduler_goroutines` for operations other than binding (Filter and
-//! Score run on a thread pool, not goroutines), the volume binder's families and component-base's process, Go
-//! runtime and REST client families.
+//! the `scheduler_*async_api_call*` families (API calls are not dispatched asynchronously), `scheduler_goroutines`
+//! for operations other than binding (Filter and Score run on a thread pool, not goroutines), the volume binder's
+//! families and component-base's process, Go runtime and REST client families.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;

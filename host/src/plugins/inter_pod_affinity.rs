@@ -308,7 +308,8 @@ impl PreFilterPlugin for InterPodAffinity {
             let mut memo = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
             let same_objects = |kept: &Option<Arc<ClusterObjects>>| match (kept, &objects) {
                 (Some(k), Some(o)) => Arc::ptr_eq(k, o),
-                (k, o) => k.is_none() && o.is_none(),
+                (None, None) => true,
+                _ => false,
             };
             memo.key(
                 |(a, b, o)| a == aff && b == anti && same_objects(o),

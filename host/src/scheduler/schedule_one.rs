@@ -127,15 +127,6 @@ struct Assumed {
     nominated: bool,
 }
 
-/// What a preemption's deletions gave.
-#[derive(Debug, Default)]
-struct Evicted {
-    /// Some deletion failed (not for want of the pod).
-    failed: bool,
-    /// The victims no deletion of which is coming: failed, or gone already.
-    not_deleted: Vec<String>,
-}
-
 impl Scheduler {
     /// Pops one pod and runs its scheduling cycle (and, unless binding is asynchronous, its binding cycle).
     /// Returns false when activeQ is empty.
@@ -518,15 +509,14 @@ impl Scheduler {
         message: &str,
         node: Option<&str>,
     ) {
-        let preempting = self.profiles.preempting();
-        preempting.start(&preemptor.uid, victims.iter().map(|v| v.uid.clone()));
+        self.profiles.preempting().start(&preemptor.uid, victims.iter().map(|v| v.uid.clone()));
         let results = self.cluster.delete_pods(victims, preemptor);
-        let evicted = self.victims_evicted(victims, preemptor, message, node, results);
-        preempting.finish(&preemptor.uid, evicted.not_deleted.iter().map(String::as_str));
+        self.victims_evicted(victims, preemptor, message, node, results);
     }
 
-    /// Records what each victim's deletion gave (see `evict_victims`). A victim already gone (deleted by someone
-    /// else, or by an earlier preemption whose deletion the cache has not seen yet) is no failure, as upstream's.
+    /// Records what each victim's deletion gave (see `evict_victims`) and ends the preemption in the registry;
+    /// answers whether a deletion failed. A victim already gone (deleted by someone else, or by an earlier
+    /// preemption whose deletion the cache has not seen yet) is no failure, as upstream's.
     fn victims_evicted(
         &self,
         victims: &[Arc<PodInfo>],
@@ -534,20 +524,22 @@ impl Scheduler {
         message: &str,
         node: Option<&str>,
         results: Vec<Result<(), ClusterError>>,
-    ) -> Evicted {
-        let mut evicted = Evicted::default();
+    ) -> bool {
+        let mut failed = false;
+        // The victims no deletion of which is coming: they stop counting as terminating.
+        let mut not_deleted: Vec<&str> = Vec::new();
         for (v, deleted) in victims.iter().zip(results) {
             match deleted {
                 Ok(()) => {}
                 Err(ClusterError::Conflict { message, .. }) => {
                     tracing::debug!(victim = %v.key(), %message, "preemption victim already gone");
-                    evicted.not_deleted.push(v.uid.clone());
+                    not_deleted.push(&v.uid);
                     continue;
                 }
                 Err(e) => {
                     tracing::warn!(victim = %v.key(), error = %e, "evicting preemption victim failed");
-                    evicted.failed = true;
-                    evicted.not_deleted.push(v.uid.clone());
+                    failed = true;
+                    not_deleted.push(&v.uid);
                     continue;
                 }
             }
@@ -563,7 +555,8 @@ impl Scheduler {
             );
             self.observer.preempted(v, preemptor, node.unwrap_or_else(|| v.node_name().unwrap_or_default()));
         }
-        evicted
+        self.profiles.preempting().finish(&preemptor.uid, not_deleted);
+        failed
     }
 
     /// Asynchronous preemption (SchedulerAsyncPreemption, upstream's `prepareCandidateAsync`): the victims'
@@ -586,19 +579,17 @@ impl Scheduler {
             return false;
         }
         let Some(deleting) = self.cluster.delete_pods_async(victims, preemptor) else { return false };
-        let preempting = self.profiles.preempting().clone();
-        preempting.start(&preemptor.uid, victims.iter().map(|v| v.uid.clone()));
+        self.profiles.preempting().start(&preemptor.uid, victims.iter().map(|v| v.uid.clone()));
         let (this, victims, preemptor) = (self.clone(), victims.to_vec(), preemptor.clone());
         let (message, node) = (message.to_string(), node.to_string());
         let started = Instant::now();
         rt.spawn(async move {
             let results = deleting.await;
-            let evicted = this.victims_evicted(&victims, &preemptor, &message, Some(&node), results);
-            preempting.finish(&preemptor.uid, evicted.not_deleted.iter().map(String::as_str));
-            this.observer.preemption_goroutine(evicted.failed, started.elapsed());
+            let failed = this.victims_evicted(&victims, &preemptor, &message, Some(&node), results);
+            this.observer.preemption_goroutine(failed, started.elapsed());
             let now = this.clock.now();
             let mut q = this.queue.lock().expect("queue lock");
-            if evicted.failed {
+            if failed {
                 q.activate(&preemptor.uid, now);
             } else {
                 q.recheck_gated(&preemptor.uid, default_preemption::NAME, now);
