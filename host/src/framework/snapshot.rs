@@ -168,14 +168,24 @@ impl Snapshot {
 
     /// Replaces the nodes that changed, in place. Returns false when a name is unknown (the caller rebuilds).
     pub(crate) fn update_nodes(&mut self, changed: Vec<Arc<NodeInfo>>) -> bool {
-        let mut affinity_touched = false;
         for n in changed {
             let Some(&i) = self.index.get(&n.name) else { return false };
-            affinity_touched |= !self.nodes[i].pods_with_affinity.is_empty() || !n.pods_with_affinity.is_empty();
+            // The lists change only where a node gains or loses its last such pod: kept sorted by index (the
+            // order a rebuild gives) by one search each, not a scan of every node per cycle.
+            let old = &self.nodes[i];
+            set_member(
+                &mut self.with_affinity,
+                i,
+                !old.pods_with_affinity.is_empty(),
+                !n.pods_with_affinity.is_empty(),
+            );
+            set_member(
+                &mut self.with_required_anti_affinity,
+                i,
+                !old.pods_with_required_anti_affinity.is_empty(),
+                !n.pods_with_required_anti_affinity.is_empty(),
+            );
             self.nodes[i] = n;
-        }
-        if affinity_touched {
-            self.rebuild_affinity_lists();
         }
         true
     }
@@ -184,5 +194,53 @@ impl Snapshot {
         self.with_affinity = (0..self.nodes.len()).filter(|&i| !self.nodes[i].pods_with_affinity.is_empty()).collect();
         self.with_required_anti_affinity =
             (0..self.nodes.len()).filter(|&i| !self.nodes[i].pods_with_required_anti_affinity.is_empty()).collect();
+    }
+}
+
+/// Adds `i` to or removes it from the sorted `list` when its membership changes from `was` to `is`.
+fn set_member(list: &mut Vec<usize>, i: usize, was: bool, is: bool) {
+    if was == is {
+        return;
+    }
+    match (list.binary_search(&i), is) {
+        (Err(at), true) => list.insert(at, i),
+        (Ok(at), false) => {
+            list.remove(at);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::testutil::{node, pod};
+
+    /// The lists a snapshot keeps in place are the lists a rebuild gives, as nodes gain and lose pods with
+    /// affinity.
+    #[test]
+    fn affinity_lists_kept_in_place_match_a_rebuild() {
+        let anti = serde_json::json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}]}});
+        let with = |name: &str, affinity: bool| {
+            let mut n = node(serde_json::json!({"metadata": {"name": name}}));
+            if affinity {
+                let p = pod(serde_json::json!({"metadata": {"name": format!("p-{name}"), "namespace": "default"},
+                    "spec": {"nodeName": name, "affinity": anti.clone()}}));
+                n.add_pod(Arc::new(p));
+            }
+            Arc::new(n)
+        };
+        let names: Vec<String> = (0..6).map(|i| format!("n{i}")).collect();
+        let mut s = Snapshot::default();
+        s.replace_nodes(names.iter().enumerate().map(|(i, n)| with(n, i % 2 == 0)).collect());
+        for (i, on) in [(1, true), (0, false), (5, true), (3, true), (2, false), (5, false), (1, true)] {
+            assert!(s.update_nodes(vec![with(&names[i], on)]));
+            let mut rebuilt = s.clone();
+            rebuilt.rebuild_affinity_lists();
+            assert_eq!(s.with_affinity, rebuilt.with_affinity, "after node {i} set to {on}");
+            assert_eq!(s.with_required_anti_affinity, rebuilt.with_required_anti_affinity);
+        }
+        assert_eq!(s.with_required_anti_affinity, vec![1, 3, 4]);
     }
 }
