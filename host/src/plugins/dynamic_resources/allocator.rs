@@ -110,12 +110,13 @@ fn has_counters(slice: &ResourceSlice) -> bool {
 /// in (driver, pool) order, those with devices that have binding conditions last, as upstream's since v1.36.
 fn gather_pools<'a>(
     slices: &'a [Arc<ResourceSlice>],
+    by_node: &SlicesByNode,
     node: &str,
     labels: &Labels,
     partitionable: bool,
 ) -> Result<Vec<Pool<'a>>, AllocatorError> {
     let mut pools: BTreeMap<(&str, &str), Vec<&'a ResourceSlice>> = BTreeMap::new();
-    for slice in slices {
+    for slice in by_node.for_node(node).into_iter().map(|i| &slices[i]) {
         let spec = &slice.spec;
         // Without DRAPartitionableDevices, upstream's allocator skips the slices that need it.
         if !partitionable && (spec.per_device_node_selection.is_some() || has_counters(slice)) {
@@ -389,6 +390,36 @@ struct Picked<'a> {
     share: Option<(String, BTreeMap<String, ApiQuantity>, ConsumedCapacity)>,
 }
 
+/// Indices into the slices: by the node a slice names (`spec.nodeName`), and those of every other slice. A node's
+/// slices are then found without comparing every slice of the cluster with every node a cycle filters; a slice
+/// that names another node could never reach it, so leaving it out changes nothing.
+#[derive(Debug, Default)]
+pub struct SlicesByNode {
+    named: HashMap<String, Vec<usize>>,
+    other: Vec<usize>,
+}
+
+impl SlicesByNode {
+    /// Indexes `slices`.
+    pub fn new(slices: &[Arc<ResourceSlice>]) -> SlicesByNode {
+        let mut index = SlicesByNode::default();
+        for (i, s) in slices.iter().enumerate() {
+            match s.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+                Some(n) => index.named.entry(n.to_string()).or_default().push(i),
+                None => index.other.push(i),
+            }
+        }
+        index
+    }
+
+    /// The indices of the slices that may reach `node`, in the slices' order (pools keep their slices' order).
+    fn for_node(&self, node: &str) -> Vec<usize> {
+        let mut v: Vec<usize> = self.named.get(node).into_iter().flatten().chain(&self.other).copied().collect();
+        v.sort_unstable();
+        v
+    }
+}
+
 /// What the allocator reads: the devices already taken, the classes, the slices and the selectors' programs.
 pub struct Allocator<'a> {
     /// Devices allocated by claims (their status, the assume cache, or in flight); admin-access results excluded.
@@ -397,6 +428,8 @@ pub struct Allocator<'a> {
     pub classes: &'a HashMap<String, Arc<DeviceClass>>,
     /// Every ResourceSlice.
     pub slices: &'a [Arc<ResourceSlice>],
+    /// `slices` by the node they name.
+    pub by_node: &'a SlicesByNode,
     /// Every DeviceTaintRule: their taints apply to the devices they select, besides the devices' own.
     pub taint_rules: &'a [Arc<DeviceTaintRule>],
     /// Devices that allow multiple allocations and are allocated (shared), with the capacity their shares
@@ -661,7 +694,7 @@ impl<'a> Allocator<'a> {
         labels: &Labels,
         claims: &[Arc<ResourceClaim>],
     ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
-        let pools = gather_pools(self.slices, node, labels, self.features.dra_partitionable_devices)?;
+        let pools = gather_pools(self.slices, self.by_node, node, labels, self.features.dra_partitionable_devices)?;
         let mut search = Search {
             alloc: self,
             node,
@@ -925,7 +958,8 @@ impl<'a, 'b> Search<'a, 'b> {
         for (class, selectors) in owners {
             for (i, s) in selectors.iter().enumerate() {
                 let Some(cel) = &s.cel else { continue };
-                let whose = match class {
+                // Named only for an error: this runs per device, selector and node.
+                let whose = || match class {
                     Some(c) => format!("class {c}"),
                     None => format!("claim {}", claim_ref(&self.claims[ci])),
                 };
@@ -933,9 +967,13 @@ impl<'a, 'b> Search<'a, 'b> {
                     .alloc
                     .cel
                     .get_or_compile(&cel.expression)
-                    .map_err(|e| AllocatorError(format!("{whose}: selector #{i}: CEL compile error: {e}")))?;
-                let matches = super::cel::device_matches(&program, &view)
-                    .map_err(|e| AllocatorError(format!("{whose}: selector #{i}: CEL runtime error: {e}")))?;
+                    .map_err(|e| AllocatorError(format!("{}: selector #{i}: CEL compile error: {e}", whose())))?;
+                let (_, _, di) = at;
+                let matches = self
+                    .alloc
+                    .cel
+                    .device_matches(&cel.expression, &program, slice, di, &view)
+                    .map_err(|e| AllocatorError(format!("{}: selector #{i}: CEL runtime error: {e}", whose())))?;
                 if !matches {
                     self.matches.borrow_mut().insert((at, ci, ri, si), false);
                     return Ok(false);

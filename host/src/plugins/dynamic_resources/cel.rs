@@ -23,7 +23,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 use cel::extractors::This;
 use cel::objects::Opaque;
 use cel::{Context, ExecutionError, FunctionContext, Program, Value};
-use k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceCapacity};
+use k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceCapacity, ResourceSlice};
+use rustc_hash::FxHashMap;
 
 use crate::framework::quantity::Quantity;
 
@@ -232,11 +233,26 @@ static ROOT: LazyLock<Context<'static, 'static>> = LazyLock::new(|| {
 pub type Compiled = Result<Arc<Program>, String>;
 
 /// Compiled selectors by expression, shared by every cycle (upstream's `cel.Cache`): a class's selectors are
-/// compiled once, not per pod and node.
+/// compiled once, not per pod and node. Also what each selector answered for each device of a ResourceSlice, by
+/// the slice's UID and resourceVersion: an answer depends only on the expression and the device (its driver,
+/// attributes, capacity and `allowMultipleAllocations`, all in the slice), and evaluating means building the
+/// device's whole CEL value, while every cycle asks again for every device of every node it filters.
 #[derive(Default)]
 pub struct CelCache {
     programs: Mutex<HashMap<String, Compiled>>,
+    answers: Mutex<FxHashMap<String, SliceAnswers>>,
 }
+
+/// One ResourceSlice's answers (device index → expression → answer), for one resourceVersion.
+#[derive(Default)]
+struct SliceAnswers {
+    resource_version: String,
+    devices: Vec<Vec<(Arc<str>, Result<bool, String>)>>,
+}
+
+/// Slices whose answers are kept at most: past it the answers start again (slices replaced or deleted leave
+/// theirs behind until then).
+const MAX_SLICES_ANSWERED: usize = 65_536;
 
 impl fmt::Debug for CelCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -254,6 +270,46 @@ impl CelCache {
         let compiled = compile(expression);
         programs.insert(expression.to_string(), compiled.clone());
         compiled
+    }
+
+    /// [`device_matches`] for device `index` of `slice`, answered from what was kept when the slice (its UID and
+    /// resourceVersion; a slice without both is evaluated every time) was asked before.
+    pub fn device_matches(
+        &self,
+        expression: &str,
+        program: &Program,
+        slice: &ResourceSlice,
+        index: usize,
+        device: &DeviceView<'_>,
+    ) -> Result<bool, String> {
+        let meta = &slice.metadata;
+        let Some((uid, version)) = meta.uid.as_deref().zip(meta.resource_version.as_deref()) else {
+            return device_matches(program, device);
+        };
+        let kept = |answers: &FxHashMap<String, SliceAnswers>| {
+            let s = answers.get(uid).filter(|s| s.resource_version == version)?;
+            let (_, answer) = s.devices.get(index)?.iter().find(|(e, _)| **e == *expression)?;
+            Some(answer.clone())
+        };
+        if let Some(answer) = kept(&self.answers.lock().expect("CEL answers lock")) {
+            return answer;
+        }
+        let answer = device_matches(program, device);
+        let mut answers = self.answers.lock().expect("CEL answers lock");
+        if answers.len() >= MAX_SLICES_ANSWERED && !answers.contains_key(uid) {
+            answers.clear();
+        }
+        let s = answers.entry(uid.to_string()).or_default();
+        if s.resource_version != version {
+            *s = SliceAnswers { resource_version: version.to_string(), devices: Vec::new() };
+        }
+        if s.devices.len() <= index {
+            s.devices.resize_with(index + 1, Vec::new);
+        }
+        if !s.devices[index].iter().any(|(e, _)| **e == *expression) {
+            s.devices[index].push((Arc::from(expression), answer.clone()));
+        }
+        answer
     }
 }
 
@@ -405,5 +461,47 @@ mod tests {
                 Err(e) => assert!(got.as_ref().is_err_and(|g| g.starts_with(e)), "{expr}: {got:?}"),
             }
         }
+    }
+
+    /// Kept answers are per slice version, device and expression: a slice whose device changed (a new
+    /// resourceVersion) is asked again, another device or expression is never answered with this one's, and a
+    /// runtime error is kept as the error.
+    #[test]
+    fn kept_answers_follow_the_slice_version_device_and_expression() {
+        let slice = |version: &str, model: &str| -> ResourceSlice {
+            serde_json::from_value(json!({
+                "metadata": {"name": "s", "uid": "u1", "resourceVersion": version},
+                "spec": {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                    "nodeName": "n1", "devices": [
+                        {"name": "d0", "attributes": {"model": {"string": model}}},
+                        {"name": "d1", "attributes": {"model": {"string": "h100"}}}]}
+            }))
+            .unwrap()
+        };
+        let cache = CelCache::default();
+        let ask = |s: &ResourceSlice, index: usize, expr: &str| {
+            let d = &s.spec.devices.as_ref().unwrap()[index];
+            let view = DeviceView {
+                driver: &s.spec.driver,
+                attributes: d.attributes.as_ref(),
+                capacity: d.capacity.as_ref(),
+                allow_multiple_allocations: false,
+            };
+            let program = cache.get_or_compile(expr).unwrap();
+            cache.device_matches(expr, &program, s, index, &view)
+        };
+        let a100 = r#"device.attributes["gpu.example.com"].model == "a100""#;
+        let h100 = r#"device.attributes["gpu.example.com"].model == "h100""#;
+        let missing = r#"device.attributes["gpu.example.com"].nope == 1"#;
+        let v1 = slice("1", "a100");
+        assert_eq!(ask(&v1, 0, a100), Ok(true));
+        assert_eq!(ask(&v1, 0, a100), Ok(true), "kept");
+        assert_eq!(ask(&v1, 1, a100), Ok(false), "another device");
+        assert_eq!(ask(&v1, 0, h100), Ok(false), "another expression");
+        assert_eq!(ask(&v1, 0, missing), Err("no such key: nope".to_string()));
+        assert_eq!(ask(&v1, 0, missing), Err("no such key: nope".to_string()), "an error is kept as the error");
+        let v2 = slice("2", "h100");
+        assert_eq!(ask(&v2, 0, a100), Ok(false), "a new version of the slice is asked again");
+        assert_eq!(ask(&v2, 0, h100), Ok(true));
     }
 }

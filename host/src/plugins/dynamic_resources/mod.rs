@@ -141,6 +141,8 @@ struct AllocationInput {
     allocated: HashSet<DeviceId>,
     /// Shared devices and the capacity their shares consume.
     shared: HashMap<DeviceId, allocator::ConsumedCapacity>,
+    /// The slices by the node they name.
+    by_node: allocator::SlicesByNode,
 }
 
 #[derive(Clone, Default)]
@@ -847,7 +849,8 @@ impl PreFilterPlugin for DynamicResources {
         }
         if !inner.to_allocate.is_empty() {
             let (allocated, shared) = tracker.allocated_devices(objects);
-            inner.allocation = Some(AllocationInput { objects: objects.clone(), allocated, shared });
+            let by_node = allocator::SlicesByNode::new(&objects.resource_slices);
+            inner.allocation = Some(AllocationInput { objects: objects.clone(), allocated, shared, by_node });
         }
         inner.claims = claims;
         state.write(NAME, State(Arc::new(inner)));
@@ -899,6 +902,7 @@ impl FilterPlugin for DynamicResources {
                 allocated: &input.allocated,
                 classes: &input.objects.device_classes,
                 slices: &input.objects.resource_slices,
+                by_node: &input.by_node,
                 taint_rules: &input.objects.device_taint_rules,
                 shared: &input.shared,
                 cel: &self.cel,
