@@ -16,8 +16,14 @@ use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, Stor
 use super::labels::Labels;
 use super::types::{NodeInfo, PodInfo};
 
-/// Cluster objects other than pods and nodes that plugins read. Replaced as a whole when one changes (rare); the
-/// objects are shared, so a new set costs a reference per object, not a copy.
+/// Objects of one kind by `namespace/name` (or name), in a persistent map: a clone shares the map, and a version
+/// with one object changed shares all but O(log n) of it with the one before. Used for the kinds a cluster has by
+/// the thousand and changes one at a time (claims, volumes and their claims, CSINodes).
+pub type ObjectMap<T> = imbl::HashMap<String, Arc<T>>;
+
+/// Cluster objects other than pods and nodes that plugins read. Replaced as a whole when one changes; the objects
+/// are shared, so a new set costs a reference per object of the small kinds, and for the large kinds
+/// ([`ObjectMap`]) what the changed object touches.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
     /// Namespace name → labels (for namespace selectors in affinity terms).
@@ -33,19 +39,19 @@ pub struct ClusterObjects {
     /// ReplicationControllers (default topology spreading).
     pub replication_controllers: Vec<Arc<ReplicationController>>,
     /// PersistentVolumeClaims by `namespace/name`.
-    pub pvcs: HashMap<String, Arc<PersistentVolumeClaim>>,
+    pub pvcs: ObjectMap<PersistentVolumeClaim>,
     /// PersistentVolumes by name.
-    pub pvs: HashMap<String, Arc<PersistentVolume>>,
+    pub pvs: ObjectMap<PersistentVolume>,
     /// StorageClasses by name.
     pub storage_classes: HashMap<String, Arc<StorageClass>>,
     /// CSINodes by name (the node's name).
-    pub csi_nodes: HashMap<String, Arc<CSINode>>,
+    pub csi_nodes: ObjectMap<CSINode>,
     /// CSIDrivers by name.
     pub csi_drivers: HashMap<String, Arc<CSIDriver>>,
     /// CSIStorageCapacities.
     pub csi_storage_capacities: Vec<Arc<CSIStorageCapacity>>,
     /// ResourceClaims by `namespace/name`.
-    pub resource_claims: HashMap<String, Arc<ResourceClaim>>,
+    pub resource_claims: ObjectMap<ResourceClaim>,
     /// ResourceClaimTemplates by `namespace/name`.
     pub resource_claim_templates: HashMap<String, Arc<ResourceClaimTemplate>>,
     /// DeviceClasses by name.

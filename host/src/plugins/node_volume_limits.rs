@@ -371,7 +371,7 @@ mod tests {
     /// `in-tree` of an in-tree class, `nfs` bound to a non-CSI PV, an ephemeral claim `p-eph` owned by pod uid
     /// `p`, and `q-eph` and `e0-eph` owned by someone else. CSINodes: `limited` (EBS 2, GCE without a count).
     fn objects() -> ClusterObjects {
-        let mut pvs: HashMap<String, Arc<PersistentVolume>> =
+        let mut pvs: crate::framework::ObjectMap<PersistentVolume> =
             (0..4).map(|i| pv(&format!("pv-ebs-{i}"), EBS)).chain([pv("pv-gce-0", GCE)]).collect();
         pvs.insert(
             "pv-nfs".into(),
