@@ -359,7 +359,8 @@ pub fn start(client: Client, handler: Arc<dyn EventHandler>, synced: Arc<AtomicB
 
 /// Hands the event handler the objects as the stores hold them after a change of one kind.
 ///
-/// Every publication reads all the stores, and the watches run on several runtime workers at once: two
+/// Every publication reads the stores (the large kinds' maps only where an object changed, [`Large`]), and the
+/// watches run on several runtime workers at once: two
 /// publications that overlap could reach the handler in the opposite order of their reads, and the later one would
 /// put back older objects than the cache already had. A claim that its own watch had just delivered would vanish
 /// from the cache again, with no event to come that would bring it back; a pod rejected for want of it would wait

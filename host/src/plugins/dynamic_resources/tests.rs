@@ -443,8 +443,16 @@ fn pre_bind_writes_allocation_and_reservation() {
     let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "a"}]), json!([]));
     let mut state = CycleState::new();
     pl.pre_filter(&mut state, &p, &snap);
+    assert!(pl.filter(&state, &p, &n("n1")).is_success());
     assert!(pl.filter(&state, &p, &n("n2")).is_success());
     assert!(pl.reserve(&mut state, &p, "n2").is_success());
+    {
+        // The binding cycle keeps only the chosen node's allocation, not Filter's for every node nor the
+        // allocator's inputs.
+        let State(s) = state.read::<State>(NAME).unwrap();
+        assert!(s.allocation.is_none(), "the allocator's inputs dropped at Reserve");
+        assert_eq!(s.by_node.lock().unwrap().keys().collect::<Vec<_>>(), ["n2"]);
+    }
     assert!(pl.pre_bind_pre_flight(&state, &p, "n2").is_success());
     let st = pl.pre_bind(&state, &p, "n2");
     assert!(st.is_success(), "{st}");
