@@ -247,8 +247,11 @@ pub struct CelCache {
 #[derive(Default)]
 struct SliceAnswers {
     resource_version: String,
-    devices: Vec<Vec<(Arc<str>, Result<bool, String>)>>,
+    devices: Vec<Vec<Answer>>,
 }
+
+/// An expression and what it answered for one device.
+type Answer = (Arc<str>, Result<bool, String>);
 
 /// Slices whose answers are kept at most: past it the answers start again (slices replaced or deleted leave
 /// theirs behind until then).
