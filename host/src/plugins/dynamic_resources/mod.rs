@@ -184,15 +184,23 @@ impl ClaimTracker {
         let Some(api) = objects.resource_claims.get(key) else {
             return self.assumed.get(key).filter(|_| self.created.contains_key(key)).cloned();
         };
+        Some(self.newer(key, api).clone())
+    }
+
+    /// The API's copy of the claim with `key`, unless PreBind wrote a newer one.
+    fn newer<'a>(&'a self, key: &str, api: &'a Arc<ResourceClaim>) -> &'a Arc<ResourceClaim> {
         match self.assumed.get(key) {
-            Some(a) if rv_number(a) > rv_number(api) => Some(a.clone()),
-            _ => Some(api.clone()),
+            Some(a) if rv_number(a) > rv_number(api) => a,
+            _ => api,
         }
     }
 
-    /// Every claim's key as this scheduler knows them: the API's and those PreBind created.
-    fn keys<'a>(&'a self, objects: &'a ClusterObjects) -> impl Iterator<Item = &'a String> + 'a {
-        objects.resource_claims.keys().chain(self.created.keys().filter(|k| !objects.resource_claims.contains_key(*k)))
+    /// Every claim as this scheduler knows them (as [`ClaimTracker::claim`] gives each): the API's and those
+    /// PreBind created, borrowed, as this runs per cycle over every claim of the cluster.
+    fn claims<'a>(&'a self, objects: &'a ClusterObjects) -> impl Iterator<Item = &'a Arc<ResourceClaim>> + 'a {
+        let api = objects.resource_claims.iter().map(|(key, c)| self.newer(key, c));
+        let created = self.created.keys().filter(|k| !objects.resource_claims.contains_key(*k));
+        api.chain(created.filter_map(|k| self.assumed.get(k)))
     }
 
     /// Every device some claim holds, by its status or in flight (upstream `ListAllAllocatedDevices`); results
@@ -219,18 +227,8 @@ impl ClaimTracker {
                 }
             }
         };
-        // As `keys` and `claim`, without a second lookup and a reference count per claim: this runs per cycle
-        // over every claim of the cluster.
-        for (key, api) in objects.resource_claims.iter() {
-            match self.assumed.get(key) {
-                Some(a) if rv_number(a) > rv_number(api) => add(a),
-                _ => add(api),
-            }
-        }
-        for key in self.created.keys().filter(|k| !objects.resource_claims.contains_key(*k)) {
-            if let Some(c) = self.assumed.get(key) {
-                add(c);
-            }
+        for c in self.claims(objects) {
+            add(c);
         }
         for c in self.in_flight.values() {
             add(c);
@@ -776,10 +774,7 @@ impl PreFilterPlugin for DynamicResources {
         if !extended_resources.is_empty() {
             // The claim an earlier attempt created (Filter refuses it, PostFilter deletes it), else a new one in
             // memory.
-            let earlier = tracker
-                .keys(objects)
-                .filter_map(|k| tracker.claim(objects, k))
-                .find(|c| extended::is_pods_extended_resource_claim(pod, c));
+            let earlier = tracker.claims(objects).find(|c| extended::is_pods_extended_resource_claim(pod, c)).cloned();
             let claim = earlier.unwrap_or_else(|| {
                 let n = self.special_claims.fetch_add(1, Ordering::Relaxed);
                 Arc::new(extended::special_claim(pod, format!("{}-extended-resources-{n}", pod.uid)))
