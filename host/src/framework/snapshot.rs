@@ -19,7 +19,7 @@ use super::types::{NodeInfo, PodInfo};
 /// Objects of one kind by `namespace/name` (or name), in a persistent map: a clone shares the map, and a version
 /// with one object changed shares all but O(log n) of it with the one before. Used for the kinds a cluster has by
 /// the thousand and changes one at a time (claims, volumes and their claims, CSINodes).
-pub type ObjectMap<T> = imbl::HashMap<String, Arc<T>>;
+pub type ObjectMap<T> = imbl::OrdMap<String, Arc<T>>;
 
 /// Cluster objects other than pods and nodes that plugins read. Replaced as a whole when one changes; the objects
 /// are shared, so a new set costs a reference per object of the small kinds, and for the large kinds

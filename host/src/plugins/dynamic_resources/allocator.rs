@@ -15,6 +15,7 @@
 //! nothing.
 
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -55,6 +56,112 @@ impl std::fmt::Display for DeviceId {
     }
 }
 
+/// Devices that claims hold, counted per result, so that the claims can be counted in and out one at a time: the
+/// plugin keeps the API's claims' devices across cycles and changes them per changed claim, instead of gathering
+/// every claim's results per pod.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HeldDevices {
+    /// Devices held whole, with how many results hold each (one, unless claims disagree).
+    whole: HashMap<DeviceId, i64>,
+    /// Devices that allow multiple allocations: how many shares hold each, and the capacity they consume together
+    /// (milli-units).
+    shares: HashMap<DeviceId, (i64, ConsumedCapacity)>,
+}
+
+impl HeldDevices {
+    /// Counts in (`sign` 1) or out (`sign` -1) what the claim's allocation holds (upstream
+    /// `ListAllAllocatedDevices`): results with admin access hold nothing, results with a share ID hold the capacity
+    /// they consumed rather than the device.
+    pub fn count(&mut self, claim: &ResourceClaim, sign: i64) {
+        let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
+        let results = allocation.and_then(|a| a.devices.as_ref()).and_then(|d| d.results.as_deref());
+        for r in results.unwrap_or(&[]) {
+            let id = DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() };
+            if r.share_id.is_some() {
+                let consumed = r
+                    .consumed_capacity
+                    .iter()
+                    .flatten()
+                    .map(|(name, q)| (name.as_str(), crate::framework::quantity::parse_milli(&q.0).unwrap_or(0)));
+                self.hold_share(id, consumed, sign);
+            } else if r.admin_access != Some(true) {
+                self.hold(id, sign);
+            }
+        }
+    }
+
+    /// Counts one holder of the whole device in or out.
+    pub fn hold(&mut self, id: DeviceId, sign: i64) {
+        match self.whole.entry(id) {
+            Entry::Occupied(mut e) => {
+                *e.get_mut() += sign;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+            Entry::Vacant(e) => {
+                e.insert(sign);
+            }
+        }
+    }
+
+    /// Counts one share of the device, consuming `consumed`, in or out.
+    pub fn hold_share<'c>(&mut self, id: DeviceId, consumed: impl IntoIterator<Item = (&'c str, i64)>, sign: i64) {
+        let mut e = match self.shares.entry(id) {
+            Entry::Occupied(e) => e,
+            Entry::Vacant(e) => e.insert_entry(Default::default()),
+        };
+        let (shares, capacity) = e.get_mut();
+        *shares += sign;
+        for (name, v) in consumed {
+            *capacity.entry(name.to_string()).or_default() += sign * v;
+        }
+        if *shares == 0 {
+            e.remove();
+        }
+    }
+}
+
+/// Every device claims hold, as the allocator reads it: the API's claims' (kept across cycles) and, on top, what
+/// this scheduler changed that the API does not show yet (claims it wrote or created, allocations in flight).
+#[derive(Clone, Copy)]
+pub struct AllocatedDevices<'a> {
+    /// The devices of the claims as the API lists them.
+    pub api: &'a HeldDevices,
+    /// The scheduler's changes: its newer copies counted in and the API's copies they replace counted out.
+    pub ours: &'a HeldDevices,
+}
+
+impl AllocatedDevices<'_> {
+    /// Whether some claim holds the whole device.
+    pub fn contains(&self, id: &DeviceId) -> bool {
+        let held = |h: &HeldDevices| h.whole.get(id).copied().unwrap_or(0);
+        held(self.api) + held(self.ours) > 0
+    }
+
+    /// Whether some share of the device is allocated.
+    pub fn is_shared(&self, id: &DeviceId) -> bool {
+        let shares = |h: &HeldDevices| h.shares.get(id).map_or(0, |s| s.0);
+        shares(self.api) + shares(self.ours) > 0
+    }
+
+    /// The capacity the device's allocated shares consume, when it has some.
+    pub fn shared(&self, id: &DeviceId) -> Option<std::borrow::Cow<'_, ConsumedCapacity>> {
+        use std::borrow::Cow;
+        match (self.api.shares.get(id), self.ours.shares.get(id)) {
+            (None, None) => None,
+            (Some((n, c)), None) | (None, Some((n, c))) => (*n > 0).then_some(Cow::Borrowed(c)),
+            (Some((a, api)), Some((o, ours))) => (a + o > 0).then(|| {
+                let mut sum = api.clone();
+                for (name, v) in ours {
+                    *sum.entry(name.clone()).or_default() += v;
+                }
+                Cow::Owned(sum)
+            }),
+        }
+    }
+}
+
 /// Why a claim cannot be allocated at all (a broken claim, class, selector or pool), as opposed to not fitting on
 /// this node. The message is upstream's.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -64,6 +171,23 @@ pub struct AllocatorError(pub String);
 /// `namespace/name` of a claim, as upstream's `klog.KObj` prints it.
 pub fn claim_ref(claim: &ResourceClaim) -> String {
     format!("{}/{}", claim.metadata.namespace.as_deref().unwrap_or(""), claim.metadata.name.as_deref().unwrap_or(""))
+}
+
+/// A request of a claim, as errors name it: `claim <namespace>/<name>, request <request>[/<sub-request>]`.
+struct RequestAt<'a> {
+    claim: &'a ResourceClaim,
+    parent: Option<&'a str>,
+    name: &'a str,
+}
+
+impl std::fmt::Display for RequestAt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "claim {}, request ", claim_ref(self.claim))?;
+        match self.parent {
+            Some(p) => write!(f, "{p}/{}", self.name),
+            None => f.write_str(self.name),
+        }
+    }
 }
 
 /// One pool's slices that reach the node (upstream `Pool`).
@@ -422,8 +546,8 @@ impl SlicesByNode {
 
 /// What the allocator reads: the devices already taken, the classes, the slices and the selectors' programs.
 pub struct Allocator<'a> {
-    /// Devices allocated by claims (their status, the assume cache, or in flight); admin-access results excluded.
-    pub allocated: &'a HashSet<DeviceId>,
+    /// Devices allocated by claims (their status, the assume cache, or in flight), whole or shared.
+    pub allocated: AllocatedDevices<'a>,
     /// DeviceClasses by name.
     pub classes: &'a HashMap<String, Arc<DeviceClass>>,
     /// Every ResourceSlice.
@@ -432,9 +556,6 @@ pub struct Allocator<'a> {
     pub by_node: &'a SlicesByNode,
     /// Every DeviceTaintRule: their taints apply to the devices they select, besides the devices' own.
     pub taint_rules: &'a [Arc<DeviceTaintRule>],
-    /// Devices that allow multiple allocations and are allocated (shared), with the capacity their shares
-    /// consume (DRAConsumableCapacity).
-    pub shared: &'a HashMap<DeviceId, ConsumedCapacity>,
     /// Compiled selectors.
     pub cel: &'a CelCache,
     /// The run's gates: device taints, taint rules and partitionable devices count only where theirs are on
@@ -845,26 +966,21 @@ impl<'a, 'b> Search<'a, 'b> {
         (ri, si): (usize, usize),
         spec: RequestSpec<'b>,
     ) -> Result<RequestData<'b>, AllocatorError> {
-        let claim = claim_ref(&self.claims[ci]);
-        let name = match spec.parent {
-            Some(p) => format!("{p}/{}", spec.name),
-            None => spec.name.to_string(),
-        };
+        // Named in errors only: formatted then, not per request per node.
+        let at = RequestAt { claim: &self.claims[ci], parent: spec.parent, name: spec.name };
         for (i, s) in spec.selectors.iter().enumerate() {
             if s.cel.is_none() {
                 return Err(AllocatorError(format!(
-                    "claim {claim}, request {name}, selector #{i}: CEL expression empty (unsupported selector type?)"
+                    "{at}, selector #{i}: CEL expression empty (unsupported selector type?)"
                 )));
             }
         }
         if spec.class.is_empty() {
-            return Err(AllocatorError(format!(
-                "claim {claim}, request {name}: missing device class name (unsupported request type?)"
-            )));
+            return Err(AllocatorError(format!("{at}: missing device class name (unsupported request type?)")));
         }
         let Some(class) = self.alloc.classes.get(spec.class).cloned() else {
             return Err(AllocatorError(format!(
-                "claim {claim}, request {name}: could not retrieve device class {}: deviceclass.resource.k8s.io {:?} not found",
+                "{at}: could not retrieve device class {}: deviceclass.resource.k8s.io {:?} not found",
                 spec.class, spec.class
             )));
         };
@@ -885,15 +1001,15 @@ impl<'a, 'b> Search<'a, 'b> {
             MODE_ALL => {
                 data.all = true;
                 for (pi, pool) in self.pools.iter().enumerate() {
-                    let id = format!("{}/{}", pool.driver, pool.name);
+                    let id = format_args!("{}/{}", pool.driver, pool.name);
                     if pool.incomplete {
                         return Err(AllocatorError(format!(
-                            "claim {claim}, request {name}: asks for all devices, but resource pool {id} is currently being updated"
+                            "{at}: asks for all devices, but resource pool {id} is currently being updated"
                         )));
                     }
                     if pool.invalid.is_some() {
                         return Err(AllocatorError(format!(
-                            "claim {claim}, request {name}: asks for all devices, but resource pool {id} is currently invalid"
+                            "{at}: asks for all devices, but resource pool {id} is currently invalid"
                         )));
                     }
                     for (sl, slice) in pool.slices.iter().enumerate() {
@@ -907,9 +1023,7 @@ impl<'a, 'b> Search<'a, 'b> {
                                     &slice.spec.devices.as_ref().expect("indexed")[di],
                                     None,
                                 )
-                                .map_err(|e| {
-                                    AllocatorError(format!("claim {claim}, request {name}: checking capacity: {e}"))
-                                })?
+                                .map_err(|e| AllocatorError(format!("{at}: checking capacity: {e}")))?
                             {
                                 data.all_devices.push((pi, sl, di));
                             }
@@ -918,9 +1032,7 @@ impl<'a, 'b> Search<'a, 'b> {
                 }
                 data.num_devices = data.all_devices.len();
             }
-            other => {
-                return Err(AllocatorError(format!("claim {claim}, request {name}: unsupported count mode {other}")))
-            }
+            other => return Err(AllocatorError(format!("{at}: unsupported count mode {other}"))),
         }
         Ok(data)
     }
@@ -1071,7 +1183,7 @@ impl<'a, 'b> Search<'a, 'b> {
         let (_, device, id) = self.device(at);
         let data = &self.requests[r.claim][r.request][r.sub];
         fits_capacity(
-            self.alloc.shared.get(&id),
+            self.alloc.allocated.shared(&id).as_deref(),
             data.capacity,
             device,
             self.allocating_capacity.get(&id).map(|e| &e.1),
@@ -1197,7 +1309,7 @@ impl<'a, 'b> Search<'a, 'b> {
         let tolerations = data.tolerations;
         // Partitionable devices: the counters the device consumes must still be there (a further share of a
         // device already holds them).
-        let shared = multiple && (self.alloc.shared.contains_key(&id) || self.allocating_capacity.contains_key(&id));
+        let shared = multiple && (self.alloc.allocated.is_shared(&id) || self.allocating_capacity.contains_key(&id));
         // Without their gates, upstream's allocator passes over devices that consume counters or that have binding
         // conditions.
         if !self.alloc.features.dra_partitionable_devices

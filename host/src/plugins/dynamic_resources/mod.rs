@@ -40,14 +40,14 @@ pub mod allocator;
 pub mod cel;
 pub mod extended;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ContainerExtendedResourceRequest, PodExtendedResourceClaimStatus};
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceClaim, DeviceClass, ResourceClaim, ResourceClaimConsumerReference,
+    AllocationResult, DeviceClaim, DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -55,12 +55,13 @@ use crate::config::parse_go_duration;
 use crate::framework::labels::CompiledNodeSelector;
 use crate::framework::{
     action, ClusterClient, ClusterError, ClusterEvent, ClusterObjects, Code, CycleState, EventObject, EventResource,
-    FilterPlugin, Listers, NodeInfo, NodeScore, NodeToStatus, Plugin, PluginContext, PodInfo, PostFilterHandle,
-    PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
-    QueueingHint, ReservePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+    FilterPlugin, Listers, NodeInfo, NodeScore, NodeToStatus, ObjectMap, Plugin, PluginContext, PodInfo,
+    PostFilterHandle, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
+    PreFilterResult, QueueingHint, ReservePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
 use crate::plugins::helper::{aggregate, decode, default_normalize_score, invalid, ArgsError, FieldError};
-use allocator::{claim_ref, Allocator, DeviceId};
+use allocator::{claim_ref, AllocatedDevices, Allocator, HeldDevices};
+use imbl::ordmap::DiffItem;
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "DynamicResources";
@@ -138,11 +139,12 @@ impl StateInner {
 /// The inputs of the allocator, gathered once per pod.
 struct AllocationInput {
     objects: Arc<ClusterObjects>,
-    allocated: HashSet<DeviceId>,
-    /// Shared devices and the capacity their shares consume.
-    shared: HashMap<DeviceId, allocator::ConsumedCapacity>,
+    /// The devices the API's claims hold (kept across cycles, see [`KeptClaims`]).
+    api_devices: Arc<HeldDevices>,
+    /// What this scheduler changed on top of the API's claims (its newer copies, in-flight allocations).
+    our_devices: HeldDevices,
     /// The slices by the node they name.
-    by_node: allocator::SlicesByNode,
+    by_node: Arc<allocator::SlicesByNode>,
 }
 
 #[derive(Clone, Default)]
@@ -195,46 +197,114 @@ impl ClaimTracker {
         }
     }
 
-    /// Every claim as this scheduler knows them (as [`ClaimTracker::claim`] gives each): the API's and those
-    /// PreBind created, borrowed, as this runs per cycle over every claim of the cluster.
-    fn claims<'a>(&'a self, objects: &'a ClusterObjects) -> impl Iterator<Item = &'a Arc<ResourceClaim>> + 'a {
-        let api = objects.resource_claims.iter().map(|(key, c)| self.newer(key, c));
+    /// The extended resource claim an earlier attempt made for the pod, as this scheduler knows it (upstream
+    /// `findExtendedResourceClaim` over every claim): among the API's, through the index `kept` has of them, and
+    /// those PreBind created that the API does not list yet.
+    fn extended_claim(&self, objects: &ClusterObjects, kept: &KeptClaims, pod: &PodInfo) -> Option<Arc<ResourceClaim>> {
+        let keys = kept.extended.get(&pod.uid).into_iter().flatten();
+        let api = keys.filter_map(|key| objects.resource_claims.get(key).map(|c| self.newer(key, c)));
         let created = self.created.keys().filter(|k| !objects.resource_claims.contains_key(*k));
-        api.chain(created.filter_map(|k| self.assumed.get(k)))
+        let mut found = api.chain(created.filter_map(|k| self.assumed.get(k)));
+        found.find(|c| extended::is_pods_extended_resource_claim(pod, c)).cloned()
     }
 
-    /// Every device some claim holds, by its status or in flight (upstream `ListAllAllocatedDevices`); results
-    /// with admin access hold nothing. Results with a share ID are shares of a device that allows multiple
-    /// allocations: they hold the capacity they consumed (the second map), not the device.
-    fn allocated_devices(
-        &self,
-        objects: &ClusterObjects,
-    ) -> (HashSet<DeviceId>, HashMap<DeviceId, allocator::ConsumedCapacity>) {
-        let mut out = HashSet::new();
-        let mut shared: HashMap<DeviceId, allocator::ConsumedCapacity> = HashMap::new();
-        let mut add = |claim: &ResourceClaim| {
-            let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
-            for r in results.and_then(|d| d.results.as_deref()).unwrap_or(&[]) {
-                let id = DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() };
-                if r.share_id.is_some() {
-                    let consumed = shared.entry(id).or_default();
-                    for (name, q) in r.consumed_capacity.iter().flatten() {
-                        *consumed.entry(name.clone()).or_default() +=
-                            crate::framework::quantity::parse_milli(&q.0).unwrap_or(0);
-                    }
-                } else if r.admin_access != Some(true) {
-                    out.insert(id);
+    /// What this scheduler holds that the API's claims do not show yet (with [`KeptClaims`], upstream
+    /// `ListAllAllocatedDevices`): claims PreBind wrote, counted in, the API copies they replace counted out; claims
+    /// PreBind created; allocations in flight.
+    fn our_devices(&self, objects: &ClusterObjects) -> HeldDevices {
+        let mut ours = HeldDevices::default();
+        for (key, assumed) in &self.assumed {
+            match objects.resource_claims.get(key) {
+                Some(api) if Arc::ptr_eq(self.newer(key, api), assumed) => {
+                    ours.count(api, -1);
+                    ours.count(assumed, 1);
                 }
+                Some(_) => {}
+                None if self.created.contains_key(key) => ours.count(assumed, 1),
+                None => {}
             }
-        };
-        for c in self.claims(objects) {
-            add(c);
         }
         for c in self.in_flight.values() {
-            add(c);
+            ours.count(c, 1);
         }
-        (out, shared)
+        ours
     }
+}
+
+/// What the plugin keeps of the API's claims across cycles: the devices they hold and which are extended resource
+/// claims, brought up to date by the claims that changed since it last looked (the claims' persistent map compares
+/// by shared structure, so a change costs what it touches, not the cluster's claim count).
+#[derive(Debug, Default)]
+struct KeptClaims {
+    /// The claims as last seen.
+    seen: ObjectMap<ResourceClaim>,
+    /// The devices they hold.
+    held: Arc<HeldDevices>,
+    /// Extended resource claims, by the UID of their controlling owner (a pod): `namespace/name`s.
+    extended: HashMap<String, BTreeSet<String>>,
+}
+
+impl KeptClaims {
+    /// Brings what is kept up to `claims`; the devices they hold.
+    fn update(&mut self, claims: &ObjectMap<ResourceClaim>) -> Arc<HeldDevices> {
+        if !self.seen.ptr_eq(claims) {
+            let held = Arc::make_mut(&mut self.held);
+            let extended = &mut self.extended;
+            let mut count = |key: &String, claim: &ResourceClaim, sign: i64| {
+                held.count(claim, sign);
+                for owner in extended_owners(claim) {
+                    let keys = extended.entry(owner.to_string()).or_default();
+                    if sign > 0 {
+                        keys.insert(key.clone());
+                    } else {
+                        keys.remove(key);
+                        if keys.is_empty() {
+                            extended.remove(owner);
+                        }
+                    }
+                }
+            };
+            for change in self.seen.diff(claims) {
+                match change {
+                    DiffItem::Add(key, c) => count(key, c, 1),
+                    DiffItem::Remove(key, c) => count(key, c, -1),
+                    DiffItem::Update { old: (key, old), new: (_, new) } => {
+                        count(key, old, -1);
+                        count(key, new, 1);
+                    }
+                }
+            }
+            self.seen = claims.clone();
+        }
+        self.held.clone()
+    }
+}
+
+/// The index of the ResourceSlices by node, kept while the cluster's slices are the same objects (a cycle per pod
+/// would otherwise index every slice again).
+#[derive(Debug, Default)]
+struct KeptSlices {
+    seen: Vec<Arc<ResourceSlice>>,
+    by_node: Arc<allocator::SlicesByNode>,
+}
+
+impl KeptSlices {
+    /// The index of `slices`.
+    fn update(&mut self, slices: &[Arc<ResourceSlice>]) -> Arc<allocator::SlicesByNode> {
+        let same = self.seen.len() == slices.len() && self.seen.iter().zip(slices).all(|(a, b)| Arc::ptr_eq(a, b));
+        if !same {
+            self.by_node = Arc::new(allocator::SlicesByNode::new(slices));
+            self.seen = slices.to_vec();
+        }
+        self.by_node.clone()
+    }
+}
+
+/// The UIDs of the claim's controlling owners, when it is marked as an extended resource claim.
+fn extended_owners(claim: &ResourceClaim) -> impl Iterator<Item = &str> {
+    let marked = claim.metadata.annotations.as_ref().and_then(|a| a.get(extended::EXTENDED_RESOURCE_CLAIM_ANNOTATION));
+    let owners = claim.metadata.owner_references.iter().flatten().filter(|r| r.controller == Some(true));
+    owners.filter(move |_| marked.is_some_and(|v| v == "true")).map(|r| r.uid.as_str())
 }
 
 /// The claim's UID, the key of in-flight allocations; `namespace/name` for a claim without one (a hand-written
@@ -333,6 +403,10 @@ pub struct DynamicResources {
     listers: Arc<Listers>,
     cel: cel::CelCache,
     tracker: Mutex<ClaimTracker>,
+    /// What the plugin keeps of the API's claims across cycles.
+    kept: Mutex<KeptClaims>,
+    /// The ResourceSlices by the node they name, kept while the slices stay the same.
+    kept_slices: Mutex<KeptSlices>,
     /// How long PreBind waits for the devices' binding conditions (`bindingTimeout`, 600s by default).
     binding_timeout: Duration,
     /// Numbers the temporary UIDs of in-memory extended resource claims (upstream draws a random UUID).
@@ -403,6 +477,8 @@ impl DynamicResources {
             listers: ctx.listers.clone(),
             cel: cel::CelCache::default(),
             tracker: Mutex::default(),
+            kept: Mutex::default(),
+            kept_slices: Mutex::default(),
             binding_timeout,
             special_claims: AtomicU64::new(0),
             features: ctx.features,
@@ -762,6 +838,8 @@ impl PreFilterPlugin for DynamicResources {
         }
         let mut tracker = self.tracker();
         tracker.prune(objects);
+        let mut kept = self.kept.lock().expect("dra kept claims lock");
+        let api_devices = kept.update(&objects.resource_claims);
         let mut claims = if has_claims(pod) {
             match pod_claims(pod, |k| tracker.claim(objects, k)) {
                 Ok(c) => c,
@@ -774,7 +852,7 @@ impl PreFilterPlugin for DynamicResources {
         if !extended_resources.is_empty() {
             // The claim an earlier attempt created (Filter refuses it, PostFilter deletes it), else a new one in
             // memory.
-            let earlier = tracker.claims(objects).find(|c| extended::is_pods_extended_resource_claim(pod, c)).cloned();
+            let earlier = tracker.extended_claim(objects, &kept, pod);
             let claim = earlier.unwrap_or_else(|| {
                 let n = self.special_claims.fetch_add(1, Ordering::Relaxed);
                 Arc::new(extended::special_claim(pod, format!("{}-extended-resources-{n}", pod.uid)))
@@ -851,9 +929,9 @@ impl PreFilterPlugin for DynamicResources {
             }
         }
         if !inner.to_allocate.is_empty() {
-            let (allocated, shared) = tracker.allocated_devices(objects);
-            let by_node = allocator::SlicesByNode::new(&objects.resource_slices);
-            inner.allocation = Some(AllocationInput { objects: objects.clone(), allocated, shared, by_node });
+            let our_devices = tracker.our_devices(objects);
+            let by_node = self.kept_slices.lock().expect("dra kept slices lock").update(&objects.resource_slices);
+            inner.allocation = Some(AllocationInput { objects: objects.clone(), api_devices, our_devices, by_node });
         }
         inner.claims = claims;
         state.write(NAME, State(Arc::new(inner)));
@@ -902,12 +980,11 @@ impl FilterPlugin for DynamicResources {
                 })
                 .collect();
             let allocator = Allocator {
-                allocated: &input.allocated,
+                allocated: AllocatedDevices { api: &input.api_devices, ours: &input.our_devices },
                 classes: &input.objects.device_classes,
                 slices: &input.objects.resource_slices,
                 by_node: &input.by_node,
                 taint_rules: &input.objects.device_taint_rules,
-                shared: &input.shared,
                 cel: &self.cel,
                 features: self.features,
             };

@@ -1,7 +1,7 @@
 //! Unit tests of DynamicResources, after upstream's `dynamicresources_test.go` and the structured allocator's
 //! shared test cases.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
@@ -82,21 +82,18 @@ fn allocate(
     ]
     .into_iter()
     .collect();
-    let allocated: HashSet<DeviceId> = allocated
-        .iter()
-        .map(|d| {
-            let (pool, device) = d.split_once('/').unwrap();
-            DeviceId { driver: DRIVER.into(), pool: pool.into(), device: device.into() }
-        })
-        .collect();
+    let mut held = HeldDevices::default();
+    for d in allocated {
+        let (pool, device) = d.split_once('/').unwrap();
+        held.hold(DeviceId { driver: DRIVER.into(), pool: pool.into(), device: device.into() }, 1);
+    }
     let cel = CelCache::default();
     let a = Allocator {
-        allocated: &allocated,
+        allocated: AllocatedDevices { api: &held, ours: &HeldDevices::default() },
         classes: &classes,
         slices,
         by_node: &allocator::SlicesByNode::new(slices),
         taint_rules: &[],
-        shared: &HashMap::new(),
         cel: &cel,
         features: Default::default(),
     };
@@ -260,18 +257,17 @@ fn allocator_counts_modes_selectors_and_pools() {
 /// The allocation results on n1 with class "gpu" (any device), no taint rules, and `shared` devices' capacity.
 fn results_on_n1(
     slices: &[Arc<ResourceSlice>],
-    shared: &HashMap<DeviceId, allocator::ConsumedCapacity>,
+    shared: &HeldDevices,
     claims: &[Arc<ResourceClaim>],
 ) -> Result<Option<Vec<AllocationResult>>, String> {
     let classes = [class("gpu", &[])].into_iter().collect();
     let cel = CelCache::default();
     let a = Allocator {
-        allocated: &HashSet::new(),
+        allocated: AllocatedDevices { api: shared, ours: &HeldDevices::default() },
         classes: &classes,
         slices,
         by_node: &allocator::SlicesByNode::new(slices),
         taint_rules: &[],
-        shared,
         cel: &cel,
         features: Default::default(),
     };
@@ -281,7 +277,7 @@ fn results_on_n1(
 #[test]
 fn allocation_results_name_the_node_of_local_devices() {
     let slices = [slice("n1", Some("n1"), 1, 1, gpus("n1", 1, "a100"))];
-    let r = results_on_n1(&slices, &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let r = results_on_n1(&slices, &HeldDevices::default(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     let sel = r[0].node_selector.as_ref().unwrap();
     let field = &sel.node_selector_terms[0].match_fields.as_ref().unwrap()[0];
     assert_eq!((field.key.as_str(), field.values.as_deref()), ("metadata.name", Some(&["n1".to_string()][..])));
@@ -509,13 +505,12 @@ fn allocate_shared(
     claims: &[Arc<ResourceClaim>],
 ) -> Result<SharedPicks, String> {
     let slices = [slice("n1", Some("n1"), 1, 1, devices)];
-    let shared: HashMap<DeviceId, allocator::ConsumedCapacity> = shared
-        .iter()
-        .map(|(d, name, q)| {
-            let id = DeviceId { driver: DRIVER.into(), pool: "n1".into(), device: d.to_string() };
-            (id, [(name.to_string(), crate::framework::quantity::parse_milli(q).unwrap())].into_iter().collect())
-        })
-        .collect();
+    let mut held = HeldDevices::default();
+    for (d, name, q) in shared {
+        let id = DeviceId { driver: DRIVER.into(), pool: "n1".into(), device: d.to_string() };
+        held.hold_share(id, [(*name, crate::framework::quantity::parse_milli(q).unwrap())], 1);
+    }
+    let shared = held;
     let results = results_on_n1(&slices, &shared, claims)?;
     Ok(results.map(|v| {
         v.iter()
@@ -620,12 +615,11 @@ fn allocate_with_rules(
         rules.iter().map(|r| Arc::new(serde_json::from_value(r.clone()).unwrap())).collect();
     let cel = CelCache::default();
     let a = Allocator {
-        allocated: &HashSet::new(),
+        allocated: AllocatedDevices { api: &HeldDevices::default(), ours: &HeldDevices::default() },
         classes: &classes,
         slices,
         by_node: &allocator::SlicesByNode::new(slices),
         taint_rules: &rules,
-        shared: &HashMap::new(),
         cel: &cel,
         features: Default::default(),
     };
@@ -729,7 +723,7 @@ fn device_taints_keep_devices_from_requests_that_do_not_tolerate_them() {
     // The result records the request's tolerations, as upstream's.
     let slices = [slice("n1", Some("n1"), 1, 1, only_tainted)];
     let tolerant = tolerating(json!({"key": "bad", "operator": "Exists"}));
-    let got = results_on_n1(&slices, &HashMap::new(), &[tolerant]).unwrap().unwrap();
+    let got = results_on_n1(&slices, &HeldDevices::default(), &[tolerant]).unwrap().unwrap();
     let r = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
     assert_eq!(r.tolerations.as_ref().unwrap()[0].operator.as_deref(), Some("Exists"));
 }
@@ -927,17 +921,18 @@ fn per_device_node_selection_and_binds_to_node_pin_the_claim_to_the_node() {
         "perDeviceNodeSelection": true, "devices": [{"name": "on-n2", "nodeName": "n2"}, {"name": "on-n1", "nodeName": "n1"}]});
     let s: Arc<ResourceSlice> =
         Arc::new(serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap());
-    let r = results_on_n1(&[s], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let r = results_on_n1(&[s], &HeldDevices::default(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     assert_eq!(ids(&r[0]), ["on-n1"], "the device for n2 does not reach n1");
     let fields = r[0].node_selector.as_ref().unwrap().node_selector_terms[0].match_fields.clone().unwrap();
     assert_eq!(fields[0].values.as_deref(), Some(&["n1".to_string()][..]));
     // A network-attached device (all nodes) that binds to its node pins the claim to the node it was allocated on.
     let binds = slice("net", None, 1, 1, json!([{"name": "d", "bindsToNode": true}]));
-    let r = results_on_n1(&[binds], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let r =
+        results_on_n1(&[binds], &HeldDevices::default(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     let fields = r[0].node_selector.as_ref().unwrap().node_selector_terms[0].match_fields.clone().unwrap();
     assert_eq!(fields[0].values.as_deref(), Some(&["n1".to_string()][..]));
     let free = slice("net", None, 1, 1, json!([{"name": "d"}]));
-    let r = results_on_n1(&[free], &HashMap::new(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
+    let r = results_on_n1(&[free], &HeldDevices::default(), &[claim("c", exactly("gpu", json!({})))]).unwrap().unwrap();
     assert!(r[0].node_selector.is_none(), "available everywhere");
 }
 
@@ -1097,4 +1092,80 @@ fn an_extended_resource_neither_on_the_node_nor_from_a_class_does_not_fit() {
     let other = pod(json!({"metadata": {"name": "o", "namespace": "default"}, "spec": {"containers": [
         {"name": "c", "resources": {"requests": {"example.com/fpga": "1"}, "limits": {"example.com/fpga": "1"}}}]}}));
     assert!(pl.pre_filter(&mut CycleState::new(), &other, &snap).1.is_skip());
+}
+
+/// What the plugin keeps of the claims across cycles (devices held, extended resource claims by owner) matches a
+/// count of every claim from scratch after each change: added, re-allocated, shared, admin access, removed, among
+/// enough other claims that the maps share structure between versions.
+#[test]
+fn kept_claims_follow_the_claims_change_by_change() {
+    let fresh = |claims: &ObjectMap<ResourceClaim>| {
+        let mut held = HeldDevices::default();
+        let mut extended: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (key, c) in claims {
+            held.count(c, 1);
+            for owner in extended_owners(c) {
+                extended.entry(owner.to_string()).or_default().insert(key.clone());
+            }
+        }
+        (held, extended)
+    };
+    let allocated = |name: &str, results: Value, owner: Option<&str>| -> Arc<ResourceClaim> {
+        let mut c = (*claim(name, exactly("gpu", json!({})))).clone();
+        c.status = Some(serde_json::from_value(json!({"allocation": {"devices": {"results": results}}})).unwrap());
+        if let Some(uid) = owner {
+            c.metadata.annotations =
+                Some([(extended::EXTENDED_RESOURCE_CLAIM_ANNOTATION.to_string(), "true".to_string())].into());
+            c.metadata.owner_references = Some(vec![serde_json::from_value(
+                json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": uid, "controller": true}),
+            )
+            .unwrap()]);
+        }
+        Arc::new(c)
+    };
+    let gpu = |d: &str| json!({"request": "req-0", "driver": DRIVER, "pool": "n1", "device": d});
+    let share = |d: &str, id: &str, mem: &str| {
+        json!({"request": "req-0", "driver": DRIVER, "pool": "n1", "device": d, "shareID": id,
+            "consumedCapacity": {"memory": mem}})
+    };
+    let admin = |d: &str| json!({"request": "req-0", "driver": DRIVER, "pool": "n1", "device": d, "adminAccess": true});
+    let mut claims: ObjectMap<ResourceClaim> = (0..300)
+        .map(|i| {
+            let name = format!("other-{i:03}");
+            (format!("default/{name}"), allocated(&name, json!([gpu(&format!("other-gpu-{i}"))]), None))
+        })
+        .collect();
+    let changes: Vec<(&str, Option<Arc<ResourceClaim>>)> = vec![
+        ("a", Some(allocated("a", json!([gpu("gpu-0")]), None))),
+        ("b", Some(allocated("b", json!([share("gpu-1", "s1", "10Gi")]), None))),
+        ("c", Some(allocated("c", json!([admin("gpu-0")]), None))),
+        ("d", Some(allocated("d", json!([share("gpu-1", "s2", "5Gi")]), None))),
+        ("a", Some(allocated("a", json!([gpu("gpu-2"), gpu("gpu-3")]), None))),
+        ("b", None),
+        ("e", Some(allocated("e", json!([gpu("gpu-4")]), Some("pod-uid")))),
+        ("f", Some(allocated("f", json!([]), Some("pod-uid")))),
+        ("e", Some(allocated("e", json!([gpu("gpu-5")]), Some("pod-uid")))),
+        ("other-150", None),
+        ("a", None),
+        ("e", None),
+        ("d", None),
+    ];
+    let mut kept = KeptClaims::default();
+    kept.update(&claims);
+    for (step, (name, change)) in changes.into_iter().enumerate() {
+        let key = format!("default/{name}");
+        match change {
+            Some(c) => claims.insert(key, c),
+            None => claims.remove(&key),
+        };
+        let held = kept.update(&claims);
+        let (want_held, want_extended) = fresh(&claims);
+        assert_eq!(*held, want_held, "step {step}: {name}");
+        assert_eq!(kept.extended, want_extended, "step {step}: {name}");
+    }
+    let allocated = AllocatedDevices { api: &kept.held, ours: &HeldDevices::default() };
+    let id = |d: &str| DeviceId { driver: DRIVER.into(), pool: "n1".into(), device: d.into() };
+    assert!(allocated.contains(&id("other-gpu-0")) && !allocated.contains(&id("other-gpu-150")));
+    assert!(!allocated.contains(&id("gpu-0")) && !allocated.is_shared(&id("gpu-1")), "admin access holds nothing");
+    assert_eq!(kept.extended.get("pod-uid").map(|k| k.len()), Some(1), "f is still there");
 }
