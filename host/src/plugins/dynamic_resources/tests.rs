@@ -1163,9 +1163,20 @@ fn kept_claims_follow_the_claims_change_by_change() {
         assert_eq!(*held, want_held, "step {step}: {name}");
         assert_eq!(kept.extended, want_extended, "step {step}: {name}");
     }
+    // Every other claim re-allocated in turn, one change per cycle, as PreBind's writes come back: a change at any
+    // position of the map, next to parts the versions share.
+    for i in 0..300 {
+        let name = format!("other-{i:03}");
+        if i != 150 {
+            claims.insert(format!("default/{name}"), allocated(&name, json!([gpu(&format!("moved-gpu-{i}"))]), None));
+        }
+        let held = kept.update(&claims);
+        assert_eq!(*held, fresh(&claims).0, "{name} re-allocated");
+    }
     let allocated = AllocatedDevices { api: &kept.held, ours: &HeldDevices::default() };
     let id = |d: &str| DeviceId { driver: DRIVER.into(), pool: "n1".into(), device: d.into() };
-    assert!(allocated.contains(&id("other-gpu-0")) && !allocated.contains(&id("other-gpu-150")));
+    assert!(allocated.contains(&id("moved-gpu-0")) && !allocated.contains(&id("other-gpu-0")));
+    assert!(!allocated.contains(&id("other-gpu-150")) && !allocated.contains(&id("moved-gpu-150")));
     assert!(!allocated.contains(&id("gpu-0")) && !allocated.is_shared(&id("gpu-1")), "admin access holds nothing");
     assert_eq!(kept.extended.get("pod-uid").map(|k| k.len()), Some(1), "f is still there");
 }
