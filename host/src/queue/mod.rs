@@ -486,11 +486,14 @@ impl SchedulingQueue {
             .filter(|u| u.as_str() != except_uid)
             .filter(|u| {
                 let entry = &self.entries[*u];
-                match (entry.queue, e.registered_only) {
-                    (QueueName::Gated, false) => true,
-                    (QueueName::Gated, true) => {
-                        entry.info.gated_by.as_deref().is_some_and(|p| self.registered(&entry.info, p, e))
-                    }
+                match entry.queue {
+                    // As upstream: a gated pod moves on only for an event its gating plugin registered, and when
+                    // the plugin's hint says the event may help (every pod gated for a missing ResourceClaim would
+                    // otherwise run PreEnqueue again on every cluster event).
+                    QueueName::Gated => match entry.info.gated_by.as_deref() {
+                        Some(p) => self.registered(&entry.info, p, e),
+                        None => !e.registered_only,
+                    },
                     _ => self.event_may_help(&entry.info, e),
                 }
             })

@@ -468,3 +468,62 @@ fn a_queue_sort_that_gives_keys_is_asked_once_per_arrival_and_never_to_compare()
     assert_eq!(key_calls.load(Ordering::Relaxed) as u64, n, "one key per arrival");
     assert_eq!(less_calls.load(Ordering::Relaxed), 0, "keys compared by the queue itself");
 }
+
+/// A PreEnqueue plugin that holds pods back while `closed`, counting its calls; it registers only new nodes.
+struct Gate {
+    closed: Arc<std::sync::atomic::AtomicBool>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Plugin for Gate {
+    fn name(&self) -> &str {
+        "Gate"
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![ClusterEvent::new(EventResource::Node, action::ADD)]
+    }
+    kube_wasm_scheduler::serves!(pre_enqueue);
+}
+
+impl PreEnqueuePlugin for Gate {
+    fn pre_enqueue(&self, _pod: &PodInfo) -> Status {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.closed.load(Ordering::Relaxed) {
+            Status::unresolvable("gate closed")
+        } else {
+            Status::success()
+        }
+    }
+}
+
+#[test]
+fn a_gated_pod_is_checked_again_only_on_events_its_gate_registered() {
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut reg = kube_wasm_scheduler::plugins::in_tree_registry();
+    let (c, n) = (closed.clone(), calls.clone());
+    reg.register(
+        "Gate",
+        Arc::new(move |_, _| Ok(Arc::new(Gate { closed: c.clone(), calls: n.clone() }) as Arc<dyn Plugin>)),
+    )
+    .unwrap();
+    let cfg = config(&reg, &profile("    preEnqueue:\n      enabled: [{name: Gate}]\n"));
+    let ctx = PluginContext::new(Arc::new(MemoryCluster::default()));
+    let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
+    let mut q =
+        SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1));
+    let gated = |q: &SchedulingQueue| q.pending().get(&QueueName::Gated).copied().unwrap_or(0);
+    q.add(pod("p", 0), 0);
+    assert_eq!((gated(&q), calls.load(Ordering::Relaxed)), (1, 1));
+    // Events the gate did not register leave the pod where it is, unchecked (upstream skips them for gated pods).
+    q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::ADD), SEC);
+    q.on_event(ClusterEvent::new(EventResource::ResourceClaim, action::UPDATE), SEC);
+    assert_eq!((gated(&q), calls.load(Ordering::Relaxed)), (1, 1), "checked again on an unregistered event");
+    // A registered one runs the gate again.
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 2 * SEC);
+    assert_eq!((gated(&q), calls.load(Ordering::Relaxed)), (1, 2));
+    closed.store(false, Ordering::Relaxed);
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 3 * SEC);
+    assert_eq!(gated(&q), 0, "the open gate let the pod on");
+    assert_eq!(q.pop().map(|p| p.pod_info.name.clone()).as_deref(), Some("p"));
+}
