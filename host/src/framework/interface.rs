@@ -154,6 +154,8 @@ pub enum EventObject {
     Node(Arc<NodeInfo>),
     /// A PodGroup (GenericWorkload).
     PodGroup(Arc<k8s_openapi::api::scheduling::v1beta1::PodGroup>),
+    /// A ResourceClaim (DynamicResources' hints tell the claim a pod waits for from the others).
+    ResourceClaim(Arc<k8s_openapi::api::resource::v1::ResourceClaim>),
 }
 
 /// A plugin's verdict on whether a cluster event may make a pod it rejected schedulable (upstream's

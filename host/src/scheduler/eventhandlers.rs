@@ -7,11 +7,13 @@
 
 use std::sync::Arc;
 
+use imbl::ordmap::DiffItem;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::Scheduler;
 use crate::cluster::EventHandler;
-use crate::framework::{action, ClusterEvent, ClusterObjects, EventObject, EventResource, PodInfo};
+use crate::framework::{action, ClusterEvent, ClusterObjects, EventObject, EventResource, ObjectMap, PodInfo};
 
 impl EventHandler for Scheduler {
     fn pod_applied(&self, pod: Arc<PodInfo>) {
@@ -88,9 +90,50 @@ impl EventHandler for Scheduler {
             }
             return;
         }
+        if resource == EventResource::ResourceClaim {
+            // Upstream's claim events carry the claim: DynamicResources' hint moves only the pods that wait for
+            // that claim (or could use what a deallocation freed), not every pod with a claim per change.
+            if let Some(changes) = claim_changes(&before.resource_claims, &objects.resource_claims) {
+                let mut q = self.queue.lock().expect("queue lock");
+                for (event, old, new) in changes {
+                    q.on_event_with(event, old.as_ref(), new.as_ref(), now);
+                }
+                return;
+            }
+        }
         self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(resource, action::ALL), now);
     }
 }
+
+/// The most claim changes told one by one; a larger change (a relist) is one event without objects, which every
+/// hint answers as "may help".
+const MAX_CLAIM_EVENTS: usize = 64;
+
+/// The ResourceClaims added, changed and deleted between two versions of the claims' map, as events with their
+/// objects before and after; `None` when there are more than [`MAX_CLAIM_EVENTS`]. The maps share structure, so
+/// this costs what changed.
+fn claim_changes(before: &ObjectMap<ResourceClaim>, after: &ObjectMap<ResourceClaim>) -> Option<Vec<ClaimChange>> {
+    let obj = |c: &Arc<ResourceClaim>| Some(EventObject::ResourceClaim(Arc::clone(c)));
+    let mut out = Vec::new();
+    for change in before.diff(after) {
+        if out.len() == MAX_CLAIM_EVENTS {
+            return None;
+        }
+        out.push(match change {
+            DiffItem::Add(_, new) => (ClusterEvent::new(EventResource::ResourceClaim, action::ADD), None, obj(new)),
+            DiffItem::Remove(_, old) => {
+                (ClusterEvent::new(EventResource::ResourceClaim, action::DELETE), obj(old), None)
+            }
+            DiffItem::Update { old: (_, old), new: (_, new) } => {
+                (ClusterEvent::new(EventResource::ResourceClaim, action::UPDATE), obj(old), obj(new))
+            }
+        });
+    }
+    Some(out)
+}
+
+/// A claim event with the claim before and after.
+type ClaimChange = (ClusterEvent, Option<EventObject>, Option<EventObject>);
 
 type PodGroups = std::collections::HashMap<String, Arc<k8s_openapi::api::scheduling::v1beta1::PodGroup>>;
 
@@ -269,5 +312,52 @@ mod tests {
 
         cluster.apply_pod(running("1"));
         retried_and_bound(&cluster, &clock, &s, "the resize", "ns/batch");
+    }
+
+    /// A claim's change reaches the queue as one event with the claim before and after; a relist-sized change as
+    /// one event without objects.
+    #[test]
+    fn claim_changes_are_told_one_by_one_up_to_a_bound() {
+        use crate::framework::{action, EventObject, ObjectMap};
+        use k8s_openapi::api::resource::v1::ResourceClaim;
+        let claim = |name: &str, rv: &str| {
+            let c: ResourceClaim = serde_json::from_value(
+                json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}, "spec": {}}),
+            )
+            .unwrap();
+            (format!("ns/{name}"), Arc::new(c))
+        };
+        let before: ObjectMap<ResourceClaim> = (0..200).map(|i| claim(&format!("c{i:03}"), "1")).collect();
+        let mut after = before.clone();
+        let (k, v) = claim("c100", "2");
+        after.insert(k, v);
+        after.remove("ns/c007");
+        let (k, v) = claim("new", "1");
+        after.insert(k, v);
+        let changes = super::claim_changes(&before, &after).unwrap();
+        let told: Vec<(u8, Option<String>, Option<String>)> = changes
+            .iter()
+            .map(|(e, old, new)| {
+                let rv = |o: &Option<EventObject>| match o {
+                    Some(EventObject::ResourceClaim(c)) => Some(format!(
+                        "{}@{}",
+                        c.metadata.name.clone().unwrap(),
+                        c.metadata.resource_version.clone().unwrap()
+                    )),
+                    _ => None,
+                };
+                (e.actions, rv(old), rv(new))
+            })
+            .collect();
+        assert_eq!(
+            told,
+            [
+                (action::DELETE, Some("c007@1".into()), None),
+                (action::UPDATE, Some("c100@1".into()), Some("c100@2".into())),
+                (action::ADD, None, Some("new@1".into())),
+            ]
+        );
+        let relisted: ObjectMap<ResourceClaim> = (0..200).map(|i| claim(&format!("c{i:03}"), "3")).collect();
+        assert!(super::claim_changes(&before, &relisted).is_none());
     }
 }

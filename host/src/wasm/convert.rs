@@ -318,13 +318,14 @@ pub fn registered_events(e: &wit::ClusterEvent) -> impl Iterator<Item = ClusterE
         .map(move |(r, _)| ClusterEvent::new(*r, actions))
 }
 
-/// An event's object in contract form; none for a kind the contract has no record for (a PodGroup reaches a
-/// guest as an `other` event without its object, as the other kinds the contract does not name).
+/// An event's object in contract form; none for a kind the contract has no record for (a PodGroup or a
+/// ResourceClaim reaches a guest as an `other` event without its object, as the other kinds the contract does not
+/// name).
 pub fn event_object(o: &EventObject) -> Option<wit::EventObject> {
     match o {
         EventObject::Pod(p) => Some(wit::EventObject::Pod(pod(p))),
         EventObject::Node(n) => Some(wit::EventObject::Node(node(n))),
-        EventObject::PodGroup(_) => None,
+        EventObject::PodGroup(_) | EventObject::ResourceClaim(_) => None,
     }
 }
 

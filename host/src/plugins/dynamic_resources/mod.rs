@@ -780,14 +780,18 @@ impl Plugin for DynamicResources {
         ]
     }
 
-    /// Upstream `isSchedulableAfterPodChange`: only an update of the pod itself can name its claims.
+    /// Upstream `isSchedulableAfterPodChange`: only an update of the pod itself can name its claims; and
+    /// `isSchedulableAfterClaimChange`: a claim's change matters to the pods that use it, and a deallocation to any.
     fn queueing_hint(
         &self,
         pod: &PodInfo,
         event: &ClusterEvent,
-        _old: Option<&EventObject>,
+        old: Option<&EventObject>,
         new: Option<&EventObject>,
     ) -> QueueingHint {
+        if event.resource == EventResource::ResourceClaim {
+            return self.hint_after_claim_change(pod, old, new);
+        }
         if event.resource != EventResource::UnscheduledPod {
             return QueueingHint::Queue;
         }
@@ -806,6 +810,50 @@ impl Plugin for DynamicResources {
     }
 
     crate::serves!(pre_enqueue, pre_filter, filter, post_filter, score, reserve, pre_bind, sign);
+}
+
+impl DynamicResources {
+    /// Upstream `isSchedulableAfterClaimChange`, for an event that carries the claim (without it, the pod is
+    /// queued).
+    fn hint_after_claim_change(
+        &self,
+        pod: &PodInfo,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> QueueingHint {
+        let claim = |o: Option<&EventObject>| match o {
+            Some(EventObject::ResourceClaim(c)) => Some(c.clone()),
+            _ => None,
+        };
+        let (old, new) = (claim(old), claim(new));
+        let Some(modified) = new else {
+            // Deleted: it freed nothing unless it was still allocated.
+            return match old {
+                Some(o) if allocation(&o).is_none() => QueueingHint::QueueSkip,
+                _ => QueueingHint::Queue,
+            };
+        };
+        let objects = self.listers.objects();
+        let tracker = self.tracker();
+        let Ok(claims) = pod_claims(pod, |k| tracker.claim(&objects, k)) else {
+            // One of the pod's claims is still missing (or not the pod's): not schedulable yet.
+            return QueueingHint::QueueSkip;
+        };
+        drop(tracker);
+        if old.as_ref().is_some_and(|o| allocation(o).is_some()) && allocation(&modified).is_none() {
+            // Deallocated: its devices may serve this pod.
+            return QueueingHint::Queue;
+        }
+        if !claims.iter().any(|c| c.metadata.uid.is_some() && c.metadata.uid == modified.metadata.uid) {
+            return QueueingHint::QueueSkip;
+        }
+        match old {
+            None => QueueingHint::Queue,
+            // Only a change of the status (an allocation, reservation or device status) matters.
+            Some(o) if o.status == modified.status => QueueingHint::QueueSkip,
+            Some(_) => QueueingHint::Queue,
+        }
+    }
 }
 
 impl PreEnqueuePlugin for DynamicResources {

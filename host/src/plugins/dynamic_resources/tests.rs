@@ -1180,3 +1180,33 @@ fn kept_claims_follow_the_claims_change_by_change() {
     assert!(!allocated.contains(&id("gpu-0")) && !allocated.is_shared(&id("gpu-1")), "admin access holds nothing");
     assert_eq!(kept.extended.get("pod-uid").map(|k| k.len()), Some(1), "f is still there");
 }
+
+/// Upstream `isSchedulableAfterClaimChange`: a claim's event moves the pods that use it (created, or its status
+/// changed), any pod when it was deallocated, and no pod still missing one of its claims.
+#[test]
+fn claim_events_move_the_pods_that_wait_for_that_claim() {
+    let (pl, _) = plugin();
+    let mine = claim("mine", exactly("gpu", json!({})));
+    let other = claim("other", exactly("gpu", json!({})));
+    pl.listers.set(Arc::new(objects(vec![mine.clone(), other.clone()])));
+    let p = pod_with("p", json!([{"name": "r", "resourceClaimName": "mine"}]), json!([]));
+    let waiting = pod_with("w", json!([{"name": "r", "resourceClaimName": "missing"}]), json!([]));
+    let ev = |a| ClusterEvent::new(EventResource::ResourceClaim, a);
+    let obj = |c: &Arc<ResourceClaim>| Some(EventObject::ResourceClaim(c.clone()));
+    let allocated = Arc::new(allocated_on_n1("other"));
+    let hint = |pod: &PodInfo, a, old: Option<EventObject>, new: Option<EventObject>| {
+        pl.queueing_hint(pod, &ev(a), old.as_ref(), new.as_ref())
+    };
+    use QueueingHint::{Queue, QueueSkip};
+    assert_eq!(hint(&p, action::ADD, None, obj(&mine)), Queue, "its claim appeared");
+    assert_eq!(hint(&p, action::ADD, None, obj(&other)), QueueSkip, "another pod's claim");
+    assert_eq!(hint(&waiting, action::ADD, None, obj(&mine)), QueueSkip, "its own claim is still missing");
+    assert_eq!(hint(&p, action::UPDATE, obj(&mine), obj(&mine)), QueueSkip, "status unchanged");
+    let mut changed = (*mine).clone();
+    changed.status = allocated.status.clone();
+    assert_eq!(hint(&p, action::UPDATE, obj(&mine), obj(&Arc::new(changed))), Queue, "its status changed");
+    assert_eq!(hint(&p, action::UPDATE, obj(&allocated), obj(&other)), Queue, "another claim freed its devices");
+    assert_eq!(hint(&p, action::DELETE, obj(&other), None), QueueSkip, "an unallocated claim went");
+    assert_eq!(hint(&p, action::DELETE, obj(&allocated), None), Queue, "an allocated claim went");
+    assert_eq!(hint(&p, action::ALL, None, None), Queue, "no object: may help");
+}
