@@ -35,7 +35,7 @@ pub use handle::{ClusterClient, ClusterError, Listers, PluginContext, PodEvent, 
 pub use interface::*;
 pub use registry::Registry;
 pub use runtime::{Framework, FrameworkError};
-pub use snapshot::{ClusterObjects, ObjectMap, PolicyObject, Snapshot};
+pub use snapshot::{object_changes, ClusterObjects, ObjectMap, PolicyObject, Snapshot};
 pub use status::{Code, Status};
 pub use trace::{CycleTrace, ExtenderTrace};
 pub use types::{NodeInfo, PodInfo, QosClass, QueuedPodInfo, Resource};

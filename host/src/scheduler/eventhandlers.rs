@@ -7,13 +7,14 @@
 
 use std::sync::Arc;
 
-use imbl::ordmap::DiffItem;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::Scheduler;
 use crate::cluster::EventHandler;
-use crate::framework::{action, ClusterEvent, ClusterObjects, EventObject, EventResource, ObjectMap, PodInfo};
+use crate::framework::{
+    action, object_changes, ClusterEvent, ClusterObjects, EventObject, EventResource, ObjectMap, PodInfo,
+};
 
 impl EventHandler for Scheduler {
     fn pod_applied(&self, pod: Arc<PodInfo>) {
@@ -113,21 +114,18 @@ const MAX_CLAIM_EVENTS: usize = 64;
 /// objects before and after; `None` when there are more than [`MAX_CLAIM_EVENTS`]. The maps share structure, so
 /// this costs what changed.
 fn claim_changes(before: &ObjectMap<ResourceClaim>, after: &ObjectMap<ResourceClaim>) -> Option<Vec<ClaimChange>> {
-    let obj = |c: &Arc<ResourceClaim>| Some(EventObject::ResourceClaim(Arc::clone(c)));
+    let obj = |c: Option<&Arc<ResourceClaim>>| c.map(|c| EventObject::ResourceClaim(Arc::clone(c)));
     let mut out = Vec::new();
-    for change in before.diff(after) {
+    for (_, old, new) in object_changes(before, after) {
         if out.len() == MAX_CLAIM_EVENTS {
             return None;
         }
-        out.push(match change {
-            DiffItem::Add(_, new) => (ClusterEvent::new(EventResource::ResourceClaim, action::ADD), None, obj(new)),
-            DiffItem::Remove(_, old) => {
-                (ClusterEvent::new(EventResource::ResourceClaim, action::DELETE), obj(old), None)
-            }
-            DiffItem::Update { old: (_, old), new: (_, new) } => {
-                (ClusterEvent::new(EventResource::ResourceClaim, action::UPDATE), obj(old), obj(new))
-            }
-        });
+        let action = match (old, new) {
+            (None, _) => action::ADD,
+            (_, None) => action::DELETE,
+            _ => action::UPDATE,
+        };
+        out.push((ClusterEvent::new(EventResource::ResourceClaim, action), obj(old), obj(new)));
     }
     Some(out)
 }

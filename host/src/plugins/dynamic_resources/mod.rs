@@ -54,14 +54,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::config::parse_go_duration;
 use crate::framework::labels::CompiledNodeSelector;
 use crate::framework::{
-    action, ClusterClient, ClusterError, ClusterEvent, ClusterObjects, Code, CycleState, EventObject, EventResource,
-    FilterPlugin, Listers, NodeInfo, NodeScore, NodeToStatus, ObjectMap, Plugin, PluginContext, PodInfo,
+    action, object_changes, ClusterClient, ClusterError, ClusterEvent, ClusterObjects, Code, CycleState, EventObject,
+    EventResource, FilterPlugin, Listers, NodeInfo, NodeScore, NodeToStatus, ObjectMap, Plugin, PluginContext, PodInfo,
     PostFilterHandle, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
     PreFilterResult, QueueingHint, ReservePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
 use crate::plugins::helper::{aggregate, decode, default_normalize_score, invalid, ArgsError, FieldError};
 use allocator::{claim_ref, AllocatedDevices, Allocator, HeldDevices};
-use imbl::ordmap::DiffItem;
 
 /// The plugin's name in profiles (also its CycleState key).
 pub const NAME: &str = "DynamicResources";
@@ -264,14 +263,12 @@ impl KeptClaims {
                     }
                 }
             };
-            for change in self.seen.diff(claims) {
-                match change {
-                    DiffItem::Add(key, c) => count(key, c, 1),
-                    DiffItem::Remove(key, c) => count(key, c, -1),
-                    DiffItem::Update { old: (key, old), new: (_, new) } => {
-                        count(key, old, -1);
-                        count(key, new, 1);
-                    }
+            for (key, old, new) in object_changes(&self.seen, claims) {
+                if let Some(old) = old {
+                    count(key, old, -1);
+                }
+                if let Some(new) = new {
+                    count(key, new, 1);
                 }
             }
             self.seen = claims.clone();
