@@ -17,7 +17,9 @@
 use std::cell::RefCell;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{
@@ -62,10 +64,10 @@ impl std::fmt::Display for DeviceId {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HeldDevices {
     /// Devices held whole, with how many results hold each (one, unless claims disagree).
-    whole: HashMap<DeviceId, i64>,
+    whole: FxHashMap<DeviceId, i64>,
     /// Devices that allow multiple allocations: how many shares hold each, and the capacity they consume together
     /// (milli-units).
-    shares: HashMap<DeviceId, (i64, ConsumedCapacity)>,
+    shares: FxHashMap<DeviceId, (i64, ConsumedCapacity)>,
 }
 
 impl HeldDevices {
@@ -204,22 +206,78 @@ struct Pool<'a> {
     invalid: Option<String>,
 }
 
+/// A pool as [`gather_pools`] finds it for a node, by indices into the slices, with its devices' IDs: kept per node
+/// in [`SlicesByNode`] while the slices are the same objects, so a cycle does not gather and validate every node's
+/// pools again nor name every device again.
+#[derive(Debug)]
+struct KeptPool {
+    /// A slice of the pool, for the driver's and the pool's names.
+    named_by: usize,
+    slices: Vec<usize>,
+    elsewhere: Vec<usize>,
+    /// The counter sets: (slice, index in its `sharedCounters`).
+    counter_sets: Vec<(usize, usize)>,
+    incomplete: bool,
+    invalid: Option<String>,
+    /// Per slice (as `slices`), per device: its ID.
+    ids: Vec<Vec<DeviceId>>,
+}
+
+impl KeptPool {
+    fn pool<'a>(&self, slices: &'a [Arc<ResourceSlice>]) -> Pool<'a> {
+        let spec = &slices[self.named_by].spec;
+        let counter_sets = self
+            .counter_sets
+            .iter()
+            .map(|&(sl, i)| {
+                let set = &slices[sl].spec.shared_counters.as_ref().expect("indexed counter sets")[i];
+                (set.name.as_str(), set)
+            })
+            .collect();
+        Pool {
+            driver: &spec.driver,
+            name: &spec.pool.name,
+            slices: self.slices.iter().map(|&i| &*slices[i]).collect(),
+            elsewhere: self.elsewhere.iter().map(|&i| &*slices[i]).collect(),
+            counter_sets,
+            incomplete: self.incomplete,
+            invalid: self.invalid.clone(),
+        }
+    }
+}
+
+/// A node's pools, as kept: valid for the node's labels when the slices' node selection read them.
+#[derive(Debug)]
+struct KeptPools {
+    partitionable: bool,
+    labels: Option<Labels>,
+    pools: Vec<KeptPool>,
+}
+
+/// Nodes whose pools are kept, at most: past it the kept pools start again (nodes gone leave theirs behind until then).
+const MAX_NODES_KEPT: usize = 100_000;
+
 fn selector_matches(sel: &NodeSelector, node: &str, labels: &Labels) -> Result<bool, String> {
     Ok(CompiledNodeSelector::new(sel)?.matches(node, labels))
 }
 
-/// Upstream `NodeMatches`: a node name, all nodes, or a node selector; none of them matches no node.
+/// Upstream `NodeMatches`: a node name, all nodes, or a node selector; none of them matches no node. `read` is set
+/// when the answer depended on the node's labels.
 fn node_matches(
     name: Option<&str>,
     all: Option<bool>,
     sel: Option<&NodeSelector>,
     node: &str,
     labels: &Labels,
+    read: &mut bool,
 ) -> Result<bool, String> {
     match (name.unwrap_or(""), all == Some(true), sel) {
         (n, _, _) if !n.is_empty() => Ok(n == node),
         (_, true, _) => Ok(true),
-        (_, _, Some(s)) => selector_matches(s, node, labels),
+        (_, _, Some(s)) => {
+            *read = true;
+            selector_matches(s, node, labels)
+        }
         _ => Ok(false),
     }
 }
@@ -232,15 +290,17 @@ fn has_counters(slice: &ResourceSlice) -> bool {
 /// node. A pool whose slices do not all reach the node is complete when the rest of its current generation exists
 /// (slices with counter sets, or devices for other nodes), and left out when a newer generation exists. Pools come
 /// in (driver, pool) order, those with devices that have binding conditions last, as upstream's since v1.36.
-fn gather_pools<'a>(
-    slices: &'a [Arc<ResourceSlice>],
+fn gather_pools(
+    slices: &[Arc<ResourceSlice>],
     by_node: &SlicesByNode,
     node: &str,
     labels: &Labels,
     partitionable: bool,
-) -> Result<Vec<Pool<'a>>, AllocatorError> {
-    let mut pools: BTreeMap<(&str, &str), Vec<&'a ResourceSlice>> = BTreeMap::new();
-    for slice in by_node.for_node(node).into_iter().map(|i| &slices[i]) {
+) -> Result<KeptPools, AllocatorError> {
+    let mut read_labels = false;
+    let mut pools: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for i in by_node.for_node(node) {
+        let slice = &slices[i];
         let spec = &slice.spec;
         // Without DRAPartitionableDevices, upstream's allocator skips the slices that need it.
         if !partitionable && (spec.per_device_node_selection.is_some() || has_counters(slice)) {
@@ -256,13 +316,27 @@ fn gather_pools<'a>(
             || spec.all_nodes == Some(true)
             || spec.node_selector.is_some()
         {
-            node_matches(spec.node_name.as_deref(), spec.all_nodes, spec.node_selector.as_ref(), node, labels)
-                .map_err(|e| failed(String::new(), e))?
+            node_matches(
+                spec.node_name.as_deref(),
+                spec.all_nodes,
+                spec.node_selector.as_ref(),
+                node,
+                labels,
+                &mut read_labels,
+            )
+            .map_err(|e| failed(String::new(), e))?
         } else if spec.per_device_node_selection == Some(true) {
             let mut any = false;
             for d in spec.devices.iter().flatten() {
-                if node_matches(d.node_name.as_deref(), d.all_nodes, d.node_selector.as_ref(), node, labels)
-                    .map_err(|e| failed(format!("device {} in ", d.name), e))?
+                if node_matches(
+                    d.node_name.as_deref(),
+                    d.all_nodes,
+                    d.node_selector.as_ref(),
+                    node,
+                    labels,
+                    &mut read_labels,
+                )
+                .map_err(|e| failed(format!("device {} in ", d.name), e))?
                 {
                     any = true;
                     break;
@@ -276,25 +350,27 @@ fn gather_pools<'a>(
             continue;
         }
         let pool = pools.entry((spec.driver.as_str(), spec.pool.name.as_str())).or_default();
-        match pool.first().map(|s| s.spec.pool.generation) {
+        match pool.first().map(|&s| slices[s].spec.pool.generation) {
             Some(g) if spec.pool.generation < g => continue,
             Some(g) if spec.pool.generation > g => pool.clear(),
             _ => {}
         }
-        pool.push(slice);
+        pool.push(i);
     }
     let mut result = Vec::new();
     let mut with_binding_conditions = Vec::new();
     for ((driver, name), mut here) in pools {
-        let generation = here[0].spec.pool.generation;
-        let count = here[0].spec.pool.resource_slice_count;
+        let named_by = here[0];
+        let generation = slices[named_by].spec.pool.generation;
+        let count = slices[named_by].spec.pool.resource_slice_count;
         let mut elsewhere = Vec::new();
         if here.len() as i64 != count {
             let mut all = Vec::new();
             let mut obsolete = false;
-            for s in slices.iter().filter(|s| s.spec.driver == driver && s.spec.pool.name == name) {
+            for (i, s) in slices.iter().enumerate().filter(|(_, s)| s.spec.driver == driver && s.spec.pool.name == name)
+            {
                 match s.spec.pool.generation.cmp(&generation) {
-                    std::cmp::Ordering::Equal => all.push(&**s),
+                    std::cmp::Ordering::Equal => all.push(i),
                     std::cmp::Ordering::Greater => obsolete = true,
                     std::cmp::Ordering::Less => {}
                 }
@@ -303,38 +379,51 @@ fn gather_pools<'a>(
                 continue;
             }
             if all.len() as i64 != count {
-                result.push(Pool {
-                    driver,
-                    name,
+                result.push(KeptPool {
+                    named_by,
                     slices: Vec::new(),
                     elsewhere: Vec::new(),
-                    counter_sets: BTreeMap::new(),
+                    counter_sets: Vec::new(),
                     incomplete: true,
                     invalid: None,
+                    ids: Vec::new(),
                 });
                 continue;
             }
-            elsewhere = all.into_iter().filter(|s| !here.iter().any(|h| std::ptr::eq(*h, *s))).collect();
+            elsewhere = all.into_iter().filter(|i| !here.contains(i)).collect();
         }
-        here.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let (counter_slices, device_slices): (Vec<_>, Vec<_>) = here.into_iter().partition(|s| has_counters(s));
-        let (counter_elsewhere, elsewhere): (Vec<_>, Vec<_>) = elsewhere.into_iter().partition(|s| has_counters(s));
-        let mut pool = Pool {
-            driver,
-            name,
+        here.sort_by(|&a, &b| slices[a].metadata.name.cmp(&slices[b].metadata.name));
+        let (counter_slices, device_slices): (Vec<_>, Vec<_>) =
+            here.into_iter().partition(|&i| has_counters(&slices[i]));
+        let (counter_elsewhere, elsewhere): (Vec<_>, Vec<_>) =
+            elsewhere.into_iter().partition(|&i| has_counters(&slices[i]));
+        let mut pool = KeptPool {
+            named_by,
             slices: device_slices,
             elsewhere,
-            counter_sets: BTreeMap::new(),
+            counter_sets: Vec::new(),
             incomplete: false,
             invalid: None,
+            ids: Vec::new(),
         };
-        pool.invalid = validate_pool(&mut pool, counter_slices.iter().chain(&counter_elsewhere));
+        pool.invalid = validate_pool(slices, &mut pool, counter_slices.iter().chain(&counter_elsewhere));
         if pool.invalid.is_some() {
             pool.slices.clear();
             pool.elsewhere.clear();
         }
-        let binding =
-            pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()).any(|d| d.binding_conditions.is_some());
+        pool.ids = pool
+            .slices
+            .iter()
+            .map(|&i| {
+                let ids = slices[i].spec.devices.iter().flatten();
+                ids.map(|d| DeviceId { driver: driver.into(), pool: name.into(), device: d.name.clone() }).collect()
+            })
+            .collect();
+        let binding = pool
+            .slices
+            .iter()
+            .flat_map(|&i| slices[i].spec.devices.iter().flatten())
+            .any(|d| d.binding_conditions.is_some());
         if binding {
             with_binding_conditions.push(pool);
         } else {
@@ -342,34 +431,34 @@ fn gather_pools<'a>(
         }
     }
     result.extend(with_binding_conditions);
-    Ok(result)
+    Ok(KeptPools { partitionable, labels: read_labels.then(|| labels.clone()), pools: result })
 }
 
 /// Upstream `buildPool`'s checks: device names unique among the slices for the node, counter set names unique, and
 /// every counter a device consumes declared by the pool. Fills the pool's counter sets; the reason when invalid.
-fn validate_pool<'a, 's>(
-    pool: &mut Pool<'a>,
-    counter_slices: impl Iterator<Item = &'s &'a ResourceSlice>,
-) -> Option<String>
-where
-    'a: 's,
-{
-    let mut names = HashSet::new();
-    for d in pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
+fn validate_pool<'s>(
+    slices: &[Arc<ResourceSlice>],
+    pool: &mut KeptPool,
+    counter_slices: impl Iterator<Item = &'s usize>,
+) -> Option<String> {
+    let mut names = FxHashSet::default();
+    for d in pool.slices.iter().flat_map(|&i| slices[i].spec.devices.iter().flatten()) {
         if !names.insert(d.name.as_str()) {
             return Some(format!("duplicate device name {}", d.name));
         }
     }
-    for s in counter_slices {
-        for set in s.spec.shared_counters.iter().flatten() {
-            if pool.counter_sets.insert(set.name.as_str(), set).is_some() {
+    let mut sets: BTreeMap<&str, &CounterSet> = BTreeMap::new();
+    for &sl in counter_slices {
+        for (i, set) in slices[sl].spec.shared_counters.iter().flatten().enumerate() {
+            if sets.insert(set.name.as_str(), set).is_some() {
                 return Some(format!("duplicate counter set name {}", set.name));
             }
+            pool.counter_sets.push((sl, i));
         }
     }
-    for d in pool.slices.iter().chain(&pool.elsewhere).flat_map(|s| s.spec.devices.iter().flatten()) {
+    for d in pool.slices.iter().chain(&pool.elsewhere).flat_map(|&i| slices[i].spec.devices.iter().flatten()) {
         for c in d.consumes_counters.iter().flatten() {
-            let Some(set) = pool.counter_sets.get(c.counter_set.as_str()) else {
+            let Some(set) = sets.get(c.counter_set.as_str()) else {
                 return Some(format!("counter set {} not found", c.counter_set));
             };
             if let Some(missing) = c.counters.keys().find(|k| !set.counters.contains_key(*k)) {
@@ -519,8 +608,10 @@ struct Picked<'a> {
 /// that names another node could never reach it, so leaving it out changes nothing.
 #[derive(Debug, Default)]
 pub struct SlicesByNode {
-    named: HashMap<String, Vec<usize>>,
+    named: FxHashMap<String, Vec<usize>>,
     other: Vec<usize>,
+    /// The nodes' pools as gathered from these slices, by node name.
+    kept: Mutex<FxHashMap<String, Arc<KeptPools>>>,
 }
 
 impl SlicesByNode {
@@ -541,6 +632,28 @@ impl SlicesByNode {
         let mut v: Vec<usize> = self.named.get(node).into_iter().flatten().chain(&self.other).copied().collect();
         v.sort_unstable();
         v
+    }
+
+    /// The node's pools among `slices` (those this index was made of), gathered once and kept while the gate and,
+    /// when the slices' node selection read them, the node's labels stay the same.
+    fn pools(
+        &self,
+        slices: &[Arc<ResourceSlice>],
+        node: &str,
+        labels: &Labels,
+        partitionable: bool,
+    ) -> Result<Arc<KeptPools>, AllocatorError> {
+        let holds = |k: &KeptPools| k.partitionable == partitionable && k.labels.as_ref().is_none_or(|l| l == labels);
+        if let Some(k) = self.kept.lock().expect("kept pools lock").get(node).filter(|k| holds(k)) {
+            return Ok(k.clone());
+        }
+        let pools = Arc::new(gather_pools(slices, self, node, labels, partitionable)?);
+        let mut kept = self.kept.lock().expect("kept pools lock");
+        if kept.len() >= MAX_NODES_KEPT && !kept.contains_key(node) {
+            kept.clear();
+        }
+        kept.insert(node.to_string(), pools.clone());
+        Ok(pools)
     }
 }
 
@@ -766,23 +879,25 @@ struct Search<'a, 'b> {
     labels: &'b Labels,
     claims: &'b [Arc<ResourceClaim>],
     pools: Vec<Pool<'a>>,
+    /// The pools as kept, for their devices' IDs.
+    kept: &'b [KeptPool],
     /// Per claim, per request: the request itself, or its sub-requests in order.
     requests: Vec<Vec<Vec<RequestData<'b>>>>,
     /// Per claim, per request: the sub-request picked.
     selected: Vec<Vec<usize>>,
     constraints: Vec<Vec<MatchAttribute<'b>>>,
     /// Devices being allocated, with the claims taking them.
-    allocating: HashMap<DeviceId, HashSet<usize>>,
+    allocating: FxHashMap<DeviceId, FxHashSet<usize>>,
     results: Vec<Vec<Picked<'a>>>,
     /// Whether a device satisfies a request's selectors, by (device, claim, request, sub-request).
-    matches: RefCell<HashMap<(DeviceRef, usize, usize, usize), bool>>,
+    matches: RefCell<FxHashMap<(DeviceRef, usize, usize, usize), bool>>,
     /// Per pool, what its counters hold less what allocated devices consume (milli-units), computed when first
     /// needed: (counter set, counter) → amount.
-    available: HashMap<usize, HashMap<(&'a str, &'a str), i64>>,
+    available: FxHashMap<usize, FxHashMap<(&'a str, &'a str), i64>>,
     /// What the devices being allocated consume, per (pool, counter set, counter).
-    consumed: HashMap<(usize, &'a str, &'a str), i64>,
+    consumed: FxHashMap<(usize, &'a str, &'a str), i64>,
     /// Devices that allow multiple allocations being allocated: how many shares, and the capacity they consume.
-    allocating_capacity: HashMap<DeviceId, (usize, ConsumedCapacity)>,
+    allocating_capacity: FxHashMap<DeviceId, (usize, ConsumedCapacity)>,
 }
 
 /// A search position (upstream `deviceIndices`).
@@ -815,22 +930,23 @@ impl<'a> Allocator<'a> {
         labels: &Labels,
         claims: &[Arc<ResourceClaim>],
     ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
-        let pools = gather_pools(self.slices, self.by_node, node, labels, self.features.dra_partitionable_devices)?;
+        let kept = self.by_node.pools(self.slices, node, labels, self.features.dra_partitionable_devices)?;
         let mut search = Search {
             alloc: self,
             node,
             labels,
             claims,
-            pools,
+            pools: kept.pools.iter().map(|p| p.pool(self.slices)).collect(),
+            kept: &kept.pools,
             requests: Vec::with_capacity(claims.len()),
             selected: Vec::with_capacity(claims.len()),
             constraints: Vec::with_capacity(claims.len()),
-            allocating: HashMap::new(),
+            allocating: FxHashMap::default(),
             results: vec![Vec::new(); claims.len()],
             matches: RefCell::default(),
-            available: HashMap::new(),
-            consumed: HashMap::new(),
-            allocating_capacity: HashMap::new(),
+            available: FxHashMap::default(),
+            consumed: FxHashMap::default(),
+            allocating_capacity: FxHashMap::default(),
         };
         for (ci, claim) in claims.iter().enumerate() {
             let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
@@ -1037,12 +1153,13 @@ impl<'a, 'b> Search<'a, 'b> {
         Ok(data)
     }
 
-    fn device(&self, (pi, sl, di): DeviceRef) -> (&'a ResourceSlice, &'a Device, DeviceId) {
-        let pool = &self.pools[pi];
-        let slice = pool.slices[sl];
-        let device = &slice.spec.devices.as_ref().expect("indexed device")[di];
-        let id = DeviceId { driver: pool.driver.into(), pool: pool.name.into(), device: device.name.clone() };
-        (slice, device, id)
+    fn device(&self, (pi, sl, di): DeviceRef) -> (&'a ResourceSlice, &'a Device) {
+        let slice = self.pools[pi].slices[sl];
+        (slice, &slice.spec.devices.as_ref().expect("indexed device")[di])
+    }
+
+    fn id(&self, (pi, sl, di): DeviceRef) -> &'b DeviceId {
+        &self.kept[pi].ids[sl][di]
     }
 
     /// Upstream `isSelectable`: the class's selectors, then the request's.
@@ -1057,7 +1174,7 @@ impl<'a, 'b> Search<'a, 'b> {
         if let Some(m) = self.matches.borrow().get(&(at, ci, ri, si)) {
             return Ok(*m);
         }
-        let (slice, device, _) = self.device(at);
+        let (slice, device) = self.device(at);
         let view = DeviceView {
             driver: &slice.spec.driver,
             attributes: device.attributes.as_ref(),
@@ -1100,6 +1217,7 @@ impl<'a, 'b> Search<'a, 'b> {
                 device.node_selector.as_ref(),
                 self.node,
                 self.labels,
+                &mut false,
             )
             .map_err(|e| AllocatorError(format!("device {}: {e}", device.name)))?;
         self.matches.borrow_mut().insert((at, ci, ri, si), reaches);
@@ -1118,7 +1236,7 @@ impl<'a, 'b> Search<'a, 'b> {
                     AllocatorError(format!("resource pool {}/{}: counter {what}: {e}", pool.driver, pool.name))
                 })
             };
-            let mut available = HashMap::new();
+            let mut available = FxHashMap::default();
             for (set, cs) in &pool.counter_sets {
                 for (name, c) in &cs.counters {
                     available.insert((*set, name.as_str()), milli(&c.value, name)?);
@@ -1180,13 +1298,13 @@ impl<'a, 'b> Search<'a, 'b> {
     /// Upstream `CmpRequestOverCapacity` for the request at `r` and a device: what it asks fits beside what
     /// allocated and being-allocated shares of the device consume.
     fn capacity_fits(&self, r: At, at: DeviceRef) -> Result<bool, AllocatorError> {
-        let (_, device, id) = self.device(at);
+        let ((_, device), id) = (self.device(at), self.id(at));
         let data = &self.requests[r.claim][r.request][r.sub];
         fits_capacity(
-            self.alloc.allocated.shared(&id).as_deref(),
+            self.alloc.allocated.shared(id).as_deref(),
             data.capacity,
             device,
-            self.allocating_capacity.get(&id).map(|e| &e.1),
+            self.allocating_capacity.get(id).map(|e| &e.1),
         )
         .map_err(|e| {
             AllocatorError(format!(
@@ -1264,8 +1382,8 @@ impl<'a, 'b> Search<'a, 'b> {
                 let n = self.pools[pi].slices[sl].spec.devices.as_ref().map_or(0, Vec::len);
                 for di in 0..n {
                     let at = (pi, sl, di);
-                    let (_, _, id) = self.device(at);
-                    if admin && self.allocating_for(&id, r.claim) || !admin && self.in_use(&id) {
+                    let id = self.id(at);
+                    if admin && self.allocating_for(id, r.claim) || !admin && self.in_use(id) {
                         continue;
                     }
                     let data = &self.requests[r.claim][r.request][r.sub];
@@ -1292,12 +1410,11 @@ impl<'a, 'b> Search<'a, 'b> {
     /// Upstream `allocateDevice`: takes the device for the request unless it is in use, consumes counters, or
     /// breaks a constraint (which, for an `All` request, is an error).
     fn allocate_device(&mut self, r: At, at: DeviceRef, must: bool) -> Result<bool, AllocatorError> {
-        let (slice, device, id) = self.device(at);
+        let ((slice, device), id) = (self.device(at), self.id(at));
         let data = &self.requests[r.claim][r.request][r.sub];
         // A device that allows multiple allocations is never in use: its capacity decides.
         let multiple = device.allow_multiple_allocations == Some(true);
-        if !multiple && data.admin_access && self.allocating_for(&id, r.claim) || !data.admin_access && self.in_use(&id)
-        {
+        if !multiple && data.admin_access && self.allocating_for(id, r.claim) || !data.admin_access && self.in_use(id) {
             return Ok(false);
         }
         let requested = data.capacity;
@@ -1309,7 +1426,7 @@ impl<'a, 'b> Search<'a, 'b> {
         let tolerations = data.tolerations;
         // Partitionable devices: the counters the device consumes must still be there (a further share of a
         // device already holds them).
-        let shared = multiple && (self.alloc.allocated.is_shared(&id) || self.allocating_capacity.contains_key(&id));
+        let shared = multiple && (self.alloc.allocated.is_shared(id) || self.allocating_capacity.contains_key(id));
         // Without their gates, upstream's allocator passes over devices that consume counters or that have binding
         // conditions.
         if !self.alloc.features.dra_partitionable_devices
@@ -1331,7 +1448,7 @@ impl<'a, 'b> Search<'a, 'b> {
                 me.give_back_counters(at.0, device);
             }
         };
-        if taint_prevents(self.alloc.taints(&id, device), tolerations) || !self.capacity_fits(r, at)? {
+        if taint_prevents(self.alloc.taints(id, device), tolerations) || !self.capacity_fits(r, at)? {
             give_back(self);
             return Ok(false);
         }
@@ -1377,7 +1494,7 @@ impl<'a, 'b> Search<'a, 'b> {
         let tolerations = tolerations.to_vec();
         self.results[r.claim].push(Picked {
             request: full_name,
-            id,
+            id: id.clone(),
             slice,
             device,
             admin_access: admin,
@@ -1390,20 +1507,20 @@ impl<'a, 'b> Search<'a, 'b> {
 
     /// Undoes the last `allocate_device` of the request at `r`.
     fn deallocate(&mut self, r: At, at: DeviceRef) {
-        let (_, device, id) = self.device(at);
+        let ((_, device), id) = (self.device(at), self.id(at));
         let picked = self.results[r.claim].last().expect("a device to deallocate");
         let (counters_taken, share) = (picked.counters_taken, picked.share.as_ref().map(|s| s.2.clone()));
         if counters_taken {
             self.give_back_counters(at.0, device);
         }
         if let Some(milli) = share {
-            if let Some(entry) = self.allocating_capacity.get_mut(&id) {
+            if let Some(entry) = self.allocating_capacity.get_mut(id) {
                 entry.0 -= 1;
                 for (name, v) in &milli {
                     *entry.1.entry(name.clone()).or_default() -= v;
                 }
                 if entry.0 == 0 {
-                    self.allocating_capacity.remove(&id);
+                    self.allocating_capacity.remove(id);
                 }
             }
         }
@@ -1415,7 +1532,7 @@ impl<'a, 'b> Search<'a, 'b> {
         for c in &mut self.constraints[r.claim] {
             c.remove(base, sub);
         }
-        if let Some(claims) = self.allocating.get_mut(&id) {
+        if let Some(claims) = self.allocating.get_mut(id) {
             claims.remove(&r.claim);
         }
         self.results[r.claim].pop();

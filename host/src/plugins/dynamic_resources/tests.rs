@@ -1210,3 +1210,38 @@ fn claim_events_move_the_pods_that_wait_for_that_claim() {
     assert_eq!(hint(&p, action::DELETE, obj(&allocated), None), Queue, "an allocated claim went");
     assert_eq!(hint(&p, action::ALL, None, None), Queue, "no object: may help");
 }
+
+#[test]
+fn kept_pools_follow_the_node_labels_a_selector_reads() {
+    // One index serves every call, as a cycle's nodes and the next cycles share it while the slices stay the same.
+    let mut spec = json!({"driver": DRIVER, "pool": {"name": "zonal", "generation": 1, "resourceSliceCount": 1},
+        "devices": gpus("zonal", 1, "a100"),
+        "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}});
+    let selected: Arc<ResourceSlice> =
+        Arc::new(serde_json::from_value(json!({"metadata": {"name": "zonal-1"}, "spec": spec.take()})).unwrap());
+    let slices = [selected, slice("n1", Some("n1"), 1, 1, gpus("n1", 1, "a100"))];
+    let classes = [class("gpu", &[&format!("device.driver == \"{DRIVER}\"")])].into_iter().collect();
+    let (held, cel, by_node) = (HeldDevices::default(), CelCache::default(), allocator::SlicesByNode::new(&slices));
+    let a = Allocator {
+        allocated: AllocatedDevices { api: &held, ours: &held },
+        classes: &classes,
+        slices: &slices,
+        by_node: &by_node,
+        taint_rules: &[],
+        cel: &cel,
+        features: Default::default(),
+    };
+    let two = [claim("c1", exactly("gpu", json!({}))), claim("c2", exactly("gpu", json!({})))];
+    let zone = |z: &str| Labels::from([("zone".to_string(), z.to_string())]);
+    let fits = |node: &str, labels: &Labels| a.allocate(node, labels, &two).unwrap().map(|r| r.len());
+    // n1 has its own device and, in zone a, the zonal one: two claims fit there only while n1 is in zone a.
+    assert_eq!(fits("n1", &zone("a")), Some(2));
+    assert_eq!(
+        fits("n1", &zone("b")),
+        None,
+        "n1's pools were gathered for zone a; in zone b the zonal slice is not n1's"
+    );
+    assert_eq!(fits("n1", &zone("a")), Some(2));
+    assert_eq!(fits("n2", &zone("a")), None, "n2 has only the zonal device");
+    assert_eq!(fits("n2", &zone("b")), None);
+}
