@@ -6,9 +6,11 @@
 //! Each pod's arrival in a part of the queue is told to an optional [`QueueObserver`] with upstream's event label
 //! (`scheduler_queue_incoming_pods_total{queue,event}`); the queue itself knows nothing of metrics.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
 
 use crate::framework::{
     action, ClusterEvent, EventObject, EventResource, Framework, PodInfo, QueuedPodInfo, QueueingHint,
@@ -105,19 +107,55 @@ pub struct SchedulingQueue {
     initial_backoff: Duration,
     max_backoff: Duration,
     scheduling_cycle: u64,
-    move_request_cycle: u64,
     events: HashMap<String, HashMap<String, Vec<ClusterEvent>>>,
     nominated: HashMap<String, Vec<Arc<PodInfo>>>,
     nominated_by_uid: HashMap<String, String>,
     /// UIDs of the pods in Unschedulable or Gated, so an event does not scan the whole queue.
     waiting: HashSet<String>,
-    /// Pods popped whose attempt has not ended, and those of them deleted meanwhile (their failed attempt must not
-    /// bring them back).
-    in_flight: HashSet<String>,
-    deleted_in_flight: HashSet<String>,
+    /// Pods popped whose attempt has not ended.
+    in_flight: HashMap<String, InFlight>,
+    /// The positions of the pods not yet past WaitOnPermit: events older than the first concern none of them.
+    tracked: BTreeSet<u64>,
+    /// The cluster events heard while some pod was between its pop and WaitOnPermit, oldest first (upstream's
+    /// `inFlightEvents`): a pod that fails there goes to backoffQ only when one heard since its pop may help it.
+    heard: VecDeque<HeardEvent>,
+    /// The next position; pops and heard events share the count, so a pod's events are those after its pop.
+    next_position: u64,
     observer: Option<Arc<dyn QueueObserver>>,
     /// Some plugin registered UnscheduledPod Add, so a new pod is an event (see `add`).
     unscheduled_pod_add_registered: bool,
+}
+
+/// A popped pod whose attempt has not ended.
+struct InFlight {
+    /// Its position in `heard` until it is past WaitOnPermit.
+    position: Option<u64>,
+    /// The object it was popped as, then as last updated meanwhile: a failed attempt requeues the newest, as
+    /// upstream's failure handler takes it from the informer.
+    object: Arc<PodInfo>,
+    /// Deleted meanwhile: its failed attempt must not bring it back.
+    deleted: bool,
+}
+
+/// A cluster event heard while some pod was between its pop and WaitOnPermit, kept while such a pod popped before
+/// it is.
+struct HeardEvent {
+    position: u64,
+    event: ClusterEvent,
+    old: Option<EventObject>,
+    new: Option<EventObject>,
+    registered_only: bool,
+}
+
+impl HeardEvent {
+    fn as_event(&self) -> Event<'_> {
+        Event {
+            event: self.event,
+            old: self.old.as_ref(),
+            new: self.new.as_ref(),
+            registered_only: self.registered_only,
+        }
+    }
 }
 
 /// A cluster event as the queue hands it to plugins: the objects before and after, and whether only the pods
@@ -155,13 +193,14 @@ impl SchedulingQueue {
             initial_backoff,
             max_backoff,
             scheduling_cycle: 0,
-            move_request_cycle: 0,
             events,
             nominated: HashMap::new(),
             nominated_by_uid: HashMap::new(),
             waiting: HashSet::new(),
-            in_flight: HashSet::new(),
-            deleted_in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
+            tracked: BTreeSet::new(),
+            heard: VecDeque::new(),
+            next_position: 0,
             observer: None,
             unscheduled_pod_add_registered,
         }
@@ -253,7 +292,7 @@ impl SchedulingQueue {
         };
         self.scheduling_cycle += 1;
         let e = self.take(&uid).expect("active pod has an entry");
-        self.in_flight.insert(uid);
+        self.track_events(uid, &e.info.pod_info);
         let mut info = e.info;
         info.attempts += 1;
         info.initial_attempt_timestamp.get_or_insert(info.timestamp);
@@ -287,7 +326,7 @@ impl SchedulingQueue {
                 QueueName::Backoff => self.remove_backoff(&uid, &e),
                 _ => {}
             }
-            self.in_flight.insert(uid);
+            self.track_events(uid, &e.info.pod_info);
             let mut info = e.info;
             info.attempts += 1;
             info.initial_attempt_timestamp.get_or_insert(info.timestamp);
@@ -304,26 +343,78 @@ impl SchedulingQueue {
         self.scheduling_cycle
     }
 
-    /// Puts back a pod whose attempt failed. If a cluster event arrived during its attempt it goes to backoffQ at
-    /// once (the event may have made it fit); otherwise it waits in unschedulable for a matching event.
-    /// An attempt that failed with an Error (`backoff_only`) always goes to backoffQ.
-    pub fn add_unschedulable(&mut self, mut info: QueuedPodInfo, pod_cycle: u64, backoff_only: bool, now: u64) {
+    /// Puts back a pod whose attempt failed. If a cluster event heard since its pop may help it (a
+    /// plugin that rejected it registered the event and its hint answers Queue) it goes to backoffQ at once;
+    /// otherwise it waits in unschedulable for such an event, as upstream's `determineSchedulingHintForInFlightPod`.
+    /// An attempt that failed with an Error (`backoff_only`), with no rejecting plugin, or past WaitOnPermit
+    /// ([`Self::past_permit`]) always goes to backoffQ.
+    pub fn add_unschedulable(&mut self, mut info: QueuedPodInfo, backoff_only: bool, now: u64) {
         let uid = info.pod_info.uid.clone();
-        self.in_flight.remove(&uid);
-        if self.deleted_in_flight.remove(&uid) || self.entries.contains_key(&uid) {
+        let to_backoff = backoff_only || self.heard_may_help(&info);
+        self.untrack_events(&uid);
+        if let Some(f) = self.in_flight.remove(&uid) {
+            if f.deleted {
+                return;
+            }
+            info.pod_info = f.object;
+        }
+        if self.entries.contains_key(&uid) {
             return;
         }
         info.timestamp = now;
         // Back after an attempt: whatever moves it out next, it was not this flush.
         info.flushed_from_unschedulable = false;
         let until = self.backoff_expiry(info.attempts, now);
-        if backoff_only || self.move_request_cycle >= pod_cycle {
+        if to_backoff {
             let queue = self.enqueue(info, until, now, false);
             self.incoming(queue, event::SCHEDULE_ATTEMPT_FAILURE);
         } else {
             self.put(uid, Entry { info, queue: QueueName::Unschedulable, backoff_until: until });
             self.incoming(QueueName::Unschedulable, event::SCHEDULE_ATTEMPT_FAILURE);
         }
+    }
+
+    /// Whether a failed pod goes to backoffQ rather than waiting: no plugin rejected it, it was past WaitOnPermit
+    /// (upstream's queue no longer knows it as in flight, and backs it off), or an event heard since its pop may
+    /// help it.
+    fn heard_may_help(&self, info: &QueuedPodInfo) -> bool {
+        if info.unschedulable_plugins.is_empty() {
+            return true;
+        }
+        let Some(position) = self.in_flight.get(&info.pod_info.uid).and_then(|f| f.position) else { return true };
+        let first = self.heard.partition_point(|h| h.position < position);
+        self.heard.range(first..).any(|h| self.event_may_help(info, &h.as_event()))
+    }
+
+    /// Starts keeping the events heard from now on for a popped pod.
+    fn track_events(&mut self, uid: String, pod: &Arc<PodInfo>) {
+        // Never popped twice at once (an update while in flight is heard, not queued), but a stale position would
+        // keep every later event.
+        self.untrack_events(&uid);
+        let position = self.next_position;
+        self.next_position += 1;
+        self.tracked.insert(position);
+        self.in_flight.insert(uid, InFlight { position: Some(position), object: pod.clone(), deleted: false });
+    }
+
+    /// Stops keeping events for a pod: those heard before every other tracked pod's pop are dropped.
+    fn untrack_events(&mut self, uid: &str) {
+        let Some(position) = self.in_flight.get_mut(uid).and_then(|f| f.position.take()) else { return };
+        self.tracked.remove(&position);
+        match self.tracked.first() {
+            None => self.heard.clear(),
+            Some(&first) => {
+                while self.heard.front().is_some_and(|h| h.position < first) {
+                    self.heard.pop_front();
+                }
+            }
+        }
+    }
+
+    /// A popped pod is past WaitOnPermit (upstream calls `Done` here): events heard from now on are not kept for
+    /// it, and if PreBind or Bind fails it goes to backoffQ.
+    pub fn past_permit(&mut self, uid: &str) {
+        self.untrack_events(uid);
     }
 
     /// Upstream's backoff: initial × 2^(attempts−1), capped.
@@ -479,7 +570,7 @@ impl SchedulingQueue {
     }
 
     fn move_for(&mut self, e: &Event<'_>, now: u64, except_uid: &str) {
-        self.move_request_cycle = self.scheduling_cycle;
+        self.hear(e);
         let mut candidates: Vec<&String> = self
             .waiting
             .iter()
@@ -504,6 +595,21 @@ impl SchedulingQueue {
         for uid in candidates {
             self.requeue(&uid, now, e.event.label());
         }
+    }
+
+    /// Keeps an event for the pods between their pop and WaitOnPermit, if any.
+    fn hear(&mut self, e: &Event<'_>) {
+        if self.tracked.is_empty() {
+            return;
+        }
+        self.heard.push_back(HeardEvent {
+            position: self.next_position,
+            event: e.event,
+            old: e.old.cloned(),
+            new: e.new.cloned(),
+            registered_only: e.registered_only,
+        });
+        self.next_position += 1;
     }
 
     fn event_may_help(&self, info: &QueuedPodInfo, e: &Event<'_>) -> bool {
@@ -573,34 +679,50 @@ impl SchedulingQueue {
         }
     }
 
-    /// Replaces a pending pod's object (labels or gates changed); a gated pod is re-checked.
+    /// Replaces a pending pod's object; a gated pod is re-checked, and an unschedulable one moves on when what
+    /// the scheduler reads of it changed (not only its status, such as the condition the scheduler itself wrote)
+    /// and a plugin that rejected it registered pod updates and its hint answers Queue (upstream's `Update`).
+    /// A pod being scheduled is not queued again: the change is heard as an event for its attempt, and a failure
+    /// requeues the new object.
     pub fn update(&mut self, pod: Arc<PodInfo>, now: u64) {
         let uid = pod.uid.clone();
-        match self.entries.get_mut(&uid) {
-            Some(e) => {
-                e.info.pod_info = pod;
-                if e.queue == QueueName::Gated {
-                    self.requeue(&uid, now, event::UNSCHEDULED_POD_UPDATE);
-                } else if e.queue == QueueName::Unschedulable {
-                    // The pod itself changed: it may fit now.
-                    self.requeue(&uid, now, event::UNSCHEDULED_POD_UPDATE);
-                }
+        if let Some(f) = self.in_flight.get_mut(&uid) {
+            let old = std::mem::replace(&mut f.object, pod.clone());
+            if scheduling_properties_changed(&old.pod, &pod.pod) {
+                let event = ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE);
+                let (old, new) = (EventObject::Pod(old), EventObject::Pod(pod));
+                self.hear(&Event { event, old: Some(&old), new: Some(&new), registered_only: false });
             }
-            None => self.add(pod, now),
+            return;
+        }
+        let Some(e) = self.entries.get_mut(&uid) else { return self.add(pod, now) };
+        let old = std::mem::replace(&mut e.info.pod_info, pod.clone());
+        let moves = match e.queue {
+            QueueName::Gated => true,
+            QueueName::Unschedulable if scheduling_properties_changed(&old.pod, &pod.pod) => {
+                let event = ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE);
+                let (old, new) = (EventObject::Pod(old), EventObject::Pod(pod));
+                let e = Event { event, old: Some(&old), new: Some(&new), registered_only: false };
+                self.event_may_help(&self.entries[&uid].info, &e)
+            }
+            _ => false,
+        };
+        if moves {
+            self.requeue(&uid, now, event::UNSCHEDULED_POD_UPDATE);
         }
     }
 
     /// Ends a popped pod's attempt without requeueing it (bound, or skipped).
     pub fn done(&mut self, uid: &str) {
+        self.untrack_events(uid);
         self.in_flight.remove(uid);
-        self.deleted_in_flight.remove(uid);
     }
 
     /// Removes a pod (deleted, or bound by someone else); one being scheduled right now is not requeued when its
     /// attempt fails.
     pub fn delete(&mut self, uid: &str) {
-        if self.in_flight.contains(uid) {
-            self.deleted_in_flight.insert(uid.to_string());
+        if let Some(f) = self.in_flight.get_mut(uid) {
+            f.deleted = true;
         }
         if let Some(e) = self.take(uid) {
             match e.queue {
@@ -716,6 +838,17 @@ impl SchedulingQueue {
     pub fn active_uids(&self) -> HashSet<String> {
         self.active.iter().cloned().collect()
     }
+}
+
+/// Whether an update of a pending pod changed more than its status and bookkeeping (upstream's `isPodUpdated`
+/// strips the status, resourceVersion, generation, managed fields and finalizers before comparing).
+fn scheduling_properties_changed(old: &Pod, new: &Pod) -> bool {
+    let (o, n) = (&old.metadata, &new.metadata);
+    old.spec != new.spec
+        || o.labels != n.labels
+        || o.annotations != n.annotations
+        || o.owner_references != n.owner_references
+        || o.deletion_timestamp != n.deletion_timestamp
 }
 
 // The heaps (activeQ, and each backoff window) are ordered by the profile's QueueSort, so they cannot use

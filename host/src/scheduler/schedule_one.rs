@@ -752,6 +752,7 @@ impl Scheduler {
         let any = !decided.is_empty();
         for (p, s) in decided {
             self.observer.permit_wait(s.code(), Duration::from_nanos(self.clock.now().saturating_sub(p.parked_at)));
+            self.permitted(&p.assumed, &s);
             self.bind_permitted(p.a, p.assumed, s, p.pre_bind_work);
         }
         any
@@ -801,6 +802,7 @@ impl Scheduler {
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
+        self.permitted(&assumed, &s);
         let slot = self.binding_slots.clone().acquire_owned().await.expect("binding slots are never closed");
         // A pod an extender binds takes the blocking way: bind_permitted asks the extenders first.
         let direct = !pre_bind_work && !self.extenders.binds(&assumed.pod);
@@ -871,7 +873,17 @@ impl Scheduler {
         if waits {
             self.observer.permit_wait(s.code(), t0.elapsed());
         }
+        self.permitted(&assumed, &s);
         self.bind_permitted(a, assumed, s, pre_bind_work);
+    }
+
+    /// After WaitOnPermit let the pod through: upstream's `Done`. Events heard from here on are not kept for it
+    /// (a rejection at Permit still weighs those heard while it waited), and a failure at PreBind or Bind sends it
+    /// to backoffQ.
+    fn permitted(&self, assumed: &Assumed, s: &Status) {
+        if s.is_success() {
+            self.queue.lock().expect("queue lock").past_permit(&assumed.pod.uid);
+        }
     }
 
     /// The binding cycle after WaitOnPermit answered `s`: PreBind (when PreBindPreFlight found work) → Bind →
@@ -970,14 +982,14 @@ impl Scheduler {
 
     /// Upstream `handleSchedulingFailure`: event, condition, and back into the queue.
     pub(super) fn fail(&self, a: Attempt, s: Status, plugins: Vec<String>) {
-        let Attempt { fwk, mut qpi, cycle, start, trace, .. } = a;
+        let Attempt { fwk, mut qpi, start, trace, .. } = a;
         let pod = qpi.pod_info.clone();
         let error = s.code() == Code::Error;
         let message = if s.message().is_empty() { s.code().as_str().to_string() } else { s.message() };
         // Upstream names rejecting plugins only for a rejection; an error is retried from errorBackoffQ.
         qpi.unschedulable_plugins = if error { Default::default() } else { plugins.into_iter().collect() };
         let now = self.clock.now();
-        self.queue.lock().expect("queue lock").add_unschedulable(qpi, cycle, error, now);
+        self.queue.lock().expect("queue lock").add_unschedulable(qpi, error, now);
         self.cluster.record(
             &pod,
             PodEvent {

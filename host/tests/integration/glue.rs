@@ -127,9 +127,8 @@ fn hint_moves_only_on_a_joining_member(component: &str) {
         SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1));
     q.add(member("g-1", "default", "g"), 0);
     let mut info = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
     info.unschedulable_plugins = ["Gang".to_string()].into();
-    q.add_unschedulable(info, cycle, false, 0);
+    q.add_unschedulable(info, false, 0);
     let unschedulable = |q: &SchedulingQueue| q.pending().get(&QueueName::Unschedulable).copied().unwrap_or(0);
     const SEC: u64 = 1_000_000_000;
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 5 * SEC);

@@ -58,9 +58,8 @@ fn unschedulable_pods_move_only_on_events_their_rejector_registered() {
     let mut q = queue();
     q.add(pod("p", 0), 0);
     let mut info = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
     info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
-    q.add_unschedulable(info, cycle, false, 0);
+    q.add_unschedulable(info, false, 0);
     assert_eq!(q.pending()[&QueueName::Unschedulable], 1);
     // A new pod bound elsewhere does not free resources: NodeResourcesFit did not register AssignedPod/Add.
     q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::ADD), 5 * SEC);
@@ -70,14 +69,144 @@ fn unschedulable_pods_move_only_on_events_their_rejector_registered() {
     assert_eq!(q.pending().get(&QueueName::Active), Some(&1), "backoff (1s) already over at 5s: straight to activeQ");
 }
 
+/// Pops `p` (added at time 0), with `before` told while no cycle of its had begun and `during` while its
+/// scheduling cycle runs, and puts it back as rejected by NodeResourcesFit; answers where it went.
+fn fail_hearing(
+    q: &mut SchedulingQueue,
+    p: Arc<PodInfo>,
+    before: &[ClusterEvent],
+    during: &[ClusterEvent],
+) -> QueueName {
+    let uid = p.uid.clone();
+    q.add(p, 0);
+    for e in before {
+        q.on_event(*e, 0);
+    }
+    let mut info = q.pop().unwrap();
+    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    for e in during {
+        q.on_event(*e, 0);
+    }
+    q.add_unschedulable(info, false, 0);
+    [QueueName::Active, QueueName::Backoff, QueueName::Unschedulable]
+        .into_iter()
+        .find(|name| q.pending_pods().iter().any(|(i, at)| i.pod_info.uid == uid && at == name))
+        .expect("the pod is queued")
+}
+
+/// Upstream's in-flight events: a failed pod backs off at once only for an event heard during its scheduling
+/// cycle that a plugin which rejected it registered (a backlog of bindings elsewhere must not keep a pod that fits
+/// nowhere cycling through backoffQ).
+#[test]
+fn a_failed_pod_backs_off_only_for_an_event_heard_during_its_cycle_that_may_help_it() {
+    let bound = ClusterEvent::new(EventResource::AssignedPod, action::ADD);
+    let deleted = ClusterEvent::new(EventResource::AssignedPod, action::DELETE);
+    assert_eq!(fail_hearing(&mut queue(), pod("p", 0), &[], &[bound, bound]), QueueName::Unschedulable);
+    assert_eq!(fail_hearing(&mut queue(), pod("p", 0), &[], &[bound, deleted]), QueueName::Backoff);
+    assert_eq!(fail_hearing(&mut queue(), pod("p", 0), &[deleted], &[bound]), QueueName::Unschedulable);
+
+    // An event heard during one pod's cycle counts for the cycles running then, not for those that begin after.
+    let mut q = queue();
+    q.add(pod("first", 10), 0);
+    q.add(pod("second", 0), 0);
+    let mut first = q.pop().unwrap();
+    q.on_event(deleted, 0);
+    let mut second = q.pop().unwrap();
+    for info in [&mut first, &mut second] {
+        info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    }
+    q.add_unschedulable(second, false, 0);
+    q.add_unschedulable(first, false, 0);
+    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1), "second began after the deletion");
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1), "first heard it");
+
+    // A rejection past WaitOnPermit (at PreBind or Bind) backs off, as upstream's.
+    let mut q = queue();
+    q.add(pod("p", 0), 0);
+    let mut info = q.pop().unwrap();
+    q.past_permit("p");
+    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    q.add_unschedulable(info, false, 0);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
+}
+
+/// `p` with `f` applied to its object.
+fn changed(p: &Arc<PodInfo>, f: impl FnOnce(&mut serde_json::Value)) -> Arc<PodInfo> {
+    let mut v = serde_json::to_value(&*p.pod).unwrap();
+    f(&mut v);
+    Arc::new(PodInfo::new(serde_json::from_value(v).unwrap()).unwrap())
+}
+
+/// Upstream moves an unschedulable pod on its own update only when a plugin that rejected it registered the
+/// change: the PodScheduled=False condition the scheduler itself writes after the failure moves nothing.
+#[test]
+fn an_unschedulable_pod_moves_on_its_own_update_only_when_a_rejecting_plugin_may_be_helped() {
+    let mut q = queue();
+    let p = pod("p", 0);
+    assert_eq!(fail_hearing(&mut q, p.clone(), &[], &[]), QueueName::Unschedulable);
+    let condition = changed(&p, |v| {
+        v["status"] =
+            serde_json::json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]})
+    });
+    q.update(condition.clone(), SEC);
+    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1), "its status only");
+    let relabelled = changed(&condition, |v| v["metadata"]["labels"] = serde_json::json!({"app": "x"}));
+    q.update(relabelled.clone(), SEC);
+    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1), "NodeResourcesFit registered no pod update");
+
+    // Rejected by TaintToleration, which registered pending pods' updates (a toleration added may help).
+    let mut q = queue();
+    q.add(p.clone(), 0);
+    let mut info = q.pop().unwrap();
+    info.unschedulable_plugins = ["TaintToleration".to_string()].into();
+    q.add_unschedulable(info, false, 0);
+    q.update(condition, SEC);
+    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1), "its status only");
+    let tolerating = changed(&p, |v| {
+        v["spec"]["tolerations"] = serde_json::json!([{"key": "k", "operator": "Exists", "effect": "NoSchedule"}])
+    });
+    q.update(tolerating, 2 * SEC);
+    assert_eq!(q.pending().get(&QueueName::Unschedulable).copied().unwrap_or(0), 0, "moved on");
+}
+
+/// Upstream records an update of a pod being scheduled as an event for its attempt rather than queueing the pod
+/// a second time, and a failed attempt requeues the newest object.
+#[test]
+fn a_pod_updated_during_its_attempt_is_not_queued_twice_and_comes_back_as_updated() {
+    let mut q = queue();
+    let p = pod("p", 0);
+    q.add(p.clone(), 0);
+    let mut info = q.pop().unwrap();
+    let relabelled = changed(&p, |v| v["metadata"]["labels"] = serde_json::json!({"app": "x"}));
+    q.update(relabelled, 0);
+    assert!(!q.contains("p"), "being scheduled, not queued");
+    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    q.add_unschedulable(info, false, 0);
+    let pending = q.pending_pods();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].1, QueueName::Unschedulable, "NodeResourcesFit registered no pod update");
+    assert_eq!(pending[0].0.pod_info.labels().get("app").map(String::as_str), Some("x"));
+
+    // A toleration added while TaintToleration's rejection was being decided may help: backoffQ.
+    let mut q = queue();
+    q.add(p.clone(), 0);
+    let mut info = q.pop().unwrap();
+    let tolerating = changed(&p, |v| {
+        v["spec"]["tolerations"] = serde_json::json!([{"key": "k", "operator": "Exists", "effect": "NoSchedule"}])
+    });
+    q.update(tolerating, 0);
+    info.unschedulable_plugins = ["TaintToleration".to_string()].into();
+    q.add_unschedulable(info, false, 0);
+    assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
+}
+
 /// A pod rejected by `plugin` at `now`, with an event during its attempt (so it goes to backoffQ).
 fn fail_with_event(q: &mut SchedulingQueue, name: &str, priority: i32, plugin: &str, now: u64) {
     q.add(pod(name, priority), now);
     let mut info = q.pop().unwrap();
     info.unschedulable_plugins.insert(plugin.to_string());
-    let cycle = q.scheduling_cycle();
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), now);
-    q.add_unschedulable(info, cycle, false, now);
+    q.add_unschedulable(info, false, now);
 }
 
 #[test]
@@ -85,9 +214,9 @@ fn a_pod_still_backing_off_goes_to_backoff_and_flushes_when_it_expires() {
     // SchedulerPopFromBackoffQ off: the expiry is exact, and nothing is popped before it.
     let mut q = queue().with_pop_from_backoff(false);
     q.add(pod("p", 0), 0);
-    let info = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
-    q.add_unschedulable(info, cycle, false, 0);
+    let mut info = q.pop().unwrap();
+    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    q.add_unschedulable(info, false, 0);
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), SEC / 2);
     assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
     assert_eq!(q.next_backoff_expiry(), Some(SEC + 1), "upstream: backing off until the expiry is in the past");
@@ -113,11 +242,10 @@ fn with_pop_from_backoff_an_empty_active_queue_takes_backoffs_first_and_backoff_
     assert_eq!(q.pending().get(&QueueName::Active), Some(&1), "flushed at 2 s");
     // activeQ empty: the next pod comes from backoffQ at once.
     let p = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 2 * SEC);
     let mut p = p;
     p.unschedulable_plugins.insert("NodeResourcesFit".into());
-    q.add_unschedulable(p, cycle, false, 2 * SEC);
+    q.add_unschedulable(p, false, 2 * SEC);
     assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
     assert_eq!(q.pop().unwrap().attempts, 3, "popped while backing off");
     assert_eq!(arrivals.0.lock().unwrap().last(), Some(&(QueueName::Active, "PopFromBackoffQ")));
@@ -136,8 +264,7 @@ fn with_pop_from_backoff_one_window_is_ordered_by_queue_sort_and_errors_are_not_
     // A pod whose attempt ended in an error (no rejecting plugin) waits in errorBackoffQ.
     q.add(pod("errored", 1000), 8 * SEC / 10);
     let e = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
-    q.add_unschedulable(e, cycle, true, 8 * SEC / 10);
+    q.add_unschedulable(e, true, 8 * SEC / 10);
     let names: Vec<String> = std::iter::from_fn(|| q.pop()).map(|i| i.pod_info.name.clone()).collect();
     assert_eq!(names, ["late-high", "early-low"]);
     assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1), "the errored pod is not popped early");
@@ -163,13 +290,11 @@ fn an_event_during_the_attempt_sends_the_pod_to_backoff_and_errors_always_back_o
     q.add(pod("a", 0), 0);
     q.add(pod("b", 0), 1);
     let a = q.pop().unwrap();
-    let cycle_a = q.scheduling_cycle();
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 0);
-    q.add_unschedulable(a, cycle_a, false, 0);
+    q.add_unschedulable(a, false, 0);
     assert_eq!(q.pending().get(&QueueName::Backoff), Some(&1));
     let b = q.pop().unwrap();
-    let cycle_b = q.scheduling_cycle();
-    q.add_unschedulable(b, cycle_b, true, 0);
+    q.add_unschedulable(b, true, 0);
     assert_eq!(q.pending().get(&QueueName::Backoff), Some(&2));
 }
 
@@ -190,15 +315,13 @@ fn a_pod_deleted_during_its_attempt_is_not_requeued_when_the_attempt_fails() {
     q.add(pod("doomed", 0), 0);
     q.add(pod("kept", 0), 1);
     let doomed = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
     // The informer reports the deletion while the pod is being scheduled.
     q.delete("doomed");
-    q.add_unschedulable(doomed, cycle, false, 0);
+    q.add_unschedulable(doomed, false, 0);
     assert!(!q.contains("doomed"), "a deleted pod must not come back");
     // Another pod's failed attempt is still requeued.
     let kept = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
-    q.add_unschedulable(kept, cycle, false, 0);
+    q.add_unschedulable(kept, false, 0);
     assert!(q.contains("kept"));
     // And a pod deleted after its attempt ended leaves no trace that would drop a later pod with its UID.
     q.done("kept");
@@ -221,15 +344,14 @@ fn each_arrival_in_a_queue_is_reported_with_upstreams_event_label() {
     let arrivals = Arc::new(Arrivals::default());
     let mut q = queue().with_observer(arrivals.clone());
     q.add(pod("p", 0), 0);
-    let info = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
-    q.add_unschedulable(info, cycle, false, 0);
+    let mut info = q.pop().unwrap();
+    info.unschedulable_plugins = ["NodeResourcesFit".to_string()].into();
+    q.add_unschedulable(info, false, 0);
     q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), SEC / 2);
     // The 1 s expiry's window is over at 2 s.
     q.flush_backoff_completed(2 * SEC);
     let info = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
-    q.add_unschedulable(info, cycle, true, 2 * SEC);
+    q.add_unschedulable(info, true, 2 * SEC);
     assert_eq!(
         *arrivals.0.lock().unwrap(),
         [
@@ -260,9 +382,8 @@ fn unschedulable_pods_are_counted_under_each_plugin_that_rejected_them() {
     q.add(pod("b", 0), 1);
     for _ in 0..2 {
         let mut info = q.pop().unwrap();
-        let cycle = q.scheduling_cycle();
         info.unschedulable_plugins = ["NodeResourcesFit".to_string(), "NodeAffinity".to_string()].into();
-        q.add_unschedulable(info, cycle, false, 0);
+        q.add_unschedulable(info, false, 0);
     }
     let profile = "default-scheduler".to_string();
     let counts = q.unschedulable_plugins();
@@ -402,9 +523,8 @@ fn a_pod_moves_only_on_a_registered_event_whose_hint_answers_queue() {
 fn reject(q: &mut SchedulingQueue, p: Arc<PodInfo>, by: &str) {
     q.add(p, 0);
     let mut info = q.pop().unwrap();
-    let cycle = q.scheduling_cycle();
     info.unschedulable_plugins = [by.to_string()].into();
-    q.add_unschedulable(info, cycle, false, 0);
+    q.add_unschedulable(info, false, 0);
 }
 
 #[test]
