@@ -229,10 +229,10 @@ impl Cache {
         Ok(())
     }
 
-    /// Updates a bound pod (labels or requests changed).
-    pub fn update_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
-        self.remove_pod(&pod.uid)?;
-        self.add_pod(pod)
+    /// Updates a bound pod (labels or requests changed); answers the object it replaced.
+    pub fn update_pod(&mut self, pod: Arc<PodInfo>) -> Result<Arc<PodInfo>, CacheError> {
+        let old = self.remove_pod(&pod.uid)?;
+        self.add_pod(pod).map(|()| old)
     }
 
     /// Removes a pod (deleted, or evicted by preemption).

@@ -5,6 +5,7 @@
 //! A pod's requests must be in (or out of) the cache before pods it may help are requeued, or a pod moved by the
 //! event could be scheduled against the old cache.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -13,7 +14,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use super::Scheduler;
 use crate::cluster::EventHandler;
 use crate::framework::{
-    action, object_changes, ClusterEvent, ClusterObjects, EventObject, EventResource, ObjectMap, PodInfo,
+    action, object_changes, ClusterEvent, ClusterObjects, EventObject, EventResource, ObjectMap, PodInfo, Resource,
 };
 
 impl EventHandler for Scheduler {
@@ -56,8 +57,15 @@ impl EventHandler for Scheduler {
                 tracing::warn!(node = %name, error = %e, "ignoring node");
                 return;
             }
-            let actions = if old.is_some() { action::UPDATE } else { action::ADD };
-            (ClusterEvent::new(EventResource::Node, actions), old, cache.node(&name).cloned())
+            let new = cache.node(&name).cloned();
+            let actions = match (&old, &new) {
+                (Some(old), Some(new)) => node_update_actions(&old.node, &new.node),
+                (Some(_), None) => Some(action::UPDATE),
+                (None, _) => Some(action::ADD),
+            };
+            // A heartbeat changes nothing the scheduler reads: upstream tells the queue nothing.
+            let Some(actions) = actions else { return };
+            (ClusterEvent::new(EventResource::Node, actions), old, new)
         };
         let (old, new) = (old.map(EventObject::Node), new.map(EventObject::Node));
         let now = self.clock.now();
@@ -104,6 +112,68 @@ impl EventHandler for Scheduler {
         }
         self.queue.lock().expect("queue lock").on_event(ClusterEvent::new(resource, action::ALL), now);
     }
+}
+
+/// What an update of a node changed, as the actions plugins register (upstream's `nodeSchedulingPropertiesChange`):
+/// its labels, its taints or `unschedulable`, its allocatable, and as `UPDATE_OTHER` its conditions' statuses, its
+/// annotations or its declared features; `None` when none of them changed (a heartbeat's timestamps, images).
+fn node_update_actions(old: &Node, new: &Node) -> Option<u8> {
+    let unschedulable = |n: &Node| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    let taints = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.clone());
+    let allocatable = |n: &Node| n.status.as_ref().and_then(|s| s.allocatable.clone());
+    // Upstream compares each condition's status by type, not its timestamps or message.
+    let conditions = |n: &Node| -> BTreeMap<String, String> {
+        let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.into_iter().flatten().map(|c| (c.type_.clone(), c.status.clone())).collect()
+    };
+    let features = |n: &Node| n.status.as_ref().and_then(|s| s.declared_features.clone());
+    let mut actions = 0;
+    if old.metadata.labels != new.metadata.labels {
+        actions |= action::UPDATE_LABEL;
+    }
+    if unschedulable(old) != unschedulable(new) || taints(old) != taints(new) {
+        actions |= action::UPDATE_TAINT;
+    }
+    if allocatable(old) != allocatable(new) {
+        actions |= action::UPDATE_RESOURCES;
+    }
+    if conditions(old) != conditions(new)
+        || old.metadata.annotations != new.metadata.annotations
+        || features(old) != features(new)
+    {
+        actions |= action::UPDATE_OTHER;
+    }
+    (actions != 0).then_some(actions)
+}
+
+/// What an update of a bound pod changed, as the actions plugins register (upstream's
+/// `PodSchedulingPropertiesChange`): its labels, a request lowered or removed (room freed), its tolerations; any
+/// other change (a status write) is `UPDATE_OTHER`, which no default plugin registers for bound pods, so it moves
+/// no pending pod.
+fn assigned_pod_update_actions(old: &PodInfo, new: &PodInfo) -> u8 {
+    let mut actions = 0;
+    if old.labels() != new.labels() {
+        actions |= action::UPDATE_LABEL;
+    }
+    if scaled_down(&old.requests, &new.requests) {
+        actions |= action::UPDATE_RESOURCES;
+    }
+    if old.tolerations() != new.tolerations() {
+        actions |= action::UPDATE_TAINT;
+    }
+    if actions == 0 {
+        action::UPDATE_OTHER
+    } else {
+        actions
+    }
+}
+
+/// Whether some request is lower in `new` than in `old`, or gone (upstream's `extractPodScaleDown`).
+fn scaled_down(old: &Resource, new: &Resource) -> bool {
+    new.milli_cpu < old.milli_cpu
+        || new.memory < old.memory
+        || new.ephemeral_storage < old.ephemeral_storage
+        || old.scalar.iter().any(|(name, v)| new.scalar.get(name).is_none_or(|n| n < v))
 }
 
 /// The most claim changes told one by one; a larger change (a relist) is one event without objects, which every
@@ -160,21 +230,31 @@ fn pod_group_changes(
 impl Scheduler {
     /// A bound pod: into the cache (confirming our own assumed copy once the binding is seen), out of the queue.
     fn assigned_pod_applied(&self, pod: Arc<PodInfo>) {
-        let event = {
+        let (event, old) = {
             let mut cache = self.cache.lock().expect("cache lock");
             let known_bound = cache.contains_pod(&pod.uid) && !cache.is_assumed(&pod.uid);
-            let r = if known_bound { cache.update_pod(pod.clone()) } else { cache.add_pod(pod.clone()) };
-            if let Err(e) = r {
+            let r = if known_bound {
+                cache.update_pod(pod.clone()).map(Some)
+            } else {
+                cache.add_pod(pod.clone()).map(|()| None)
+            };
+            let old = r.unwrap_or_else(|e| {
                 tracing::debug!(pod = %pod.key(), error = %e, "cache update");
-            }
-            ClusterEvent::new(EventResource::AssignedPod, if known_bound { action::UPDATE } else { action::ADD })
+                None
+            });
+            let actions = match &old {
+                Some(old) => assigned_pod_update_actions(old, &pod),
+                None if known_bound => action::UPDATE,
+                None => action::ADD,
+            };
+            (ClusterEvent::new(EventResource::AssignedPod, actions), old.map(EventObject::Pod))
         };
         let now = self.clock.now();
         self.profiles.pod_view().bound(&pod, now);
         let new = EventObject::Pod(pod.clone());
         let mut q = self.queue.lock().expect("queue lock");
         q.delete(&pod.uid);
-        q.on_event_with(event, None, Some(&new), now);
+        q.on_event_with(event, old.as_ref(), Some(&new), now);
     }
 
     /// A pending pod: queued (or updated in the queue) when one of our profiles schedules it.
@@ -287,14 +367,15 @@ mod tests {
         let (cluster, clock, s) = scheduler();
         let node = json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
         cluster.apply_node(serde_json::from_value(node).unwrap());
-        let running = |held: &str| {
+        let running_after = |held: &str, restarts: i32| {
             let p = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "web-uid"}, "spec": {"nodeName": "n1",
                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
                 "status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "i", "imageID": "",
-                    "ready": true, "restartCount": 0, "allocatedResources": {"cpu": held},
+                    "ready": true, "restartCount": restarts, "allocatedResources": {"cpu": held},
                     "resources": {"requests": {"cpu": held}}}]}});
             Arc::new(PodInfo::new(serde_json::from_value(p).unwrap()).unwrap())
         };
+        let running = |held: &str| running_after(held, 0);
         cluster.apply_pod(running("3"));
         let pending = json!({"metadata": {"name": "batch", "namespace": "ns", "uid": "batch-uid"}, "spec": {
             "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}});
@@ -308,8 +389,38 @@ mod tests {
             "3 of 4 CPUs held"
         );
 
+        // A status write that frees nothing (upstream's general Update, which NodeResourcesFit did not register)
+        // leaves the pod waiting.
+        cluster.apply_pod(running_after("3", 1));
+        let pending = s.queue.lock().unwrap().pending();
+        assert_eq!(pending.get(&QueueName::Unschedulable), Some(&1), "a restart count frees nothing: {pending:?}");
+
         cluster.apply_pod(running("1"));
         retried_and_bound(&cluster, &clock, &s, "the resize", "ns/batch");
+    }
+
+    /// Upstream tells the queue of a node's update only by what the scheduler reads of it: a heartbeat is no event.
+    #[test]
+    fn a_nodes_update_is_told_by_what_changed_and_a_heartbeat_not_at_all() {
+        use crate::framework::action;
+        use k8s_openapi::api::core::v1::Node;
+        let node = |f: &dyn Fn(&mut serde_json::Value)| -> Node {
+            let mut v = json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {},
+                "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "True",
+                    "lastHeartbeatTime": "2026-11-29T10:00:00Z"}]}});
+            f(&mut v);
+            serde_json::from_value(v).unwrap()
+        };
+        let base = node(&|_| {});
+        let actions = |f: &dyn Fn(&mut serde_json::Value)| super::node_update_actions(&base, &node(f));
+        let heartbeat = |v: &mut serde_json::Value| {
+            v["status"]["conditions"][0]["lastHeartbeatTime"] = json!("2026-11-29T10:05:00Z")
+        };
+        assert_eq!(actions(&heartbeat), None);
+        assert_eq!(actions(&|v| v["status"]["allocatable"]["cpu"] = json!("8")), Some(action::UPDATE_RESOURCES));
+        assert_eq!(actions(&|v| v["metadata"]["labels"]["zone"] = json!("b")), Some(action::UPDATE_LABEL));
+        assert_eq!(actions(&|v| v["spec"]["unschedulable"] = json!(true)), Some(action::UPDATE_TAINT));
+        assert_eq!(actions(&|v| v["status"]["conditions"][0]["status"] = json!("False")), Some(action::UPDATE_OTHER));
     }
 
     /// A claim's change reaches the queue as one event with the claim before and after; a relist-sized change as
