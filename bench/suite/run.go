@@ -499,9 +499,37 @@ func (r *runner) priorityClassOf(ctx context.Context, value int32) (string, erro
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("creating PriorityClass %s: %w", name, err)
 		}
+		if err := r.awaitPriorityAdmission(ctx, name); err != nil {
+			return "", err
+		}
 		r.createdPC[name] = true
 	}
 	return name, nil
+}
+
+// awaitPriorityAdmission waits until the API server's Priority admission plugin, which reads PriorityClasses from
+// an informer, knows class name: an object naming it right after its creation is refused ("no PriorityClass with
+// name ... was found") on a busy machine. A dry-run pod naming the class goes through admission and writes nothing.
+func (r *runner) awaitPriorityAdmission(ctx context.Context, name string) error {
+	probe := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "priority-probe-"},
+		Spec:       v1.PodSpec{PriorityClassName: name, Containers: []v1.Container{{Name: "c", Image: "pause"}}},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := r.client.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !apierrors.IsForbidden(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("PriorityClass %s: still unknown to admission after 30s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (r *runner) addNode(name string) {
