@@ -2,11 +2,12 @@
 //! `podtopologyspread/filtering.go`: PreFilter counts the matching pods per domain once, Filter compares a node's
 //! domain against the global minimum.
 
-use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 
+use rustc_hash::FxHashMap;
+
 use super::common::{count_matching, has_all_keys, included, missing, Constraint, DO_NOT_SCHEDULE};
-use super::{PodTopologySpread, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH};
+use super::{NodeCounts, PodTopologySpread, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH};
 use crate::framework::Snapshot;
 use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, PreFilterResult, Status};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
@@ -69,7 +70,7 @@ struct PreFilterState {
     /// Per constraint: the critical paths.
     paths: Vec<CriticalPaths<String>>,
     /// Per constraint: matching pods per domain (domains with no matching pod are absent).
-    counts: Vec<HashMap<String, i64>>,
+    counts: Vec<FxHashMap<String, i64>>,
     /// Per constraint: the number of eligible domains.
     domains: Vec<usize>,
 }
@@ -116,62 +117,77 @@ impl PreFilterPlugin for PodTopologySpread {
         }
         let node_affinity = RequiredNodeAffinity::from_pod(&pod.pod);
         let tolerations = pod.tolerations();
-        // Domains in the order first seen (deterministic critical paths), borrowed from the snapshot.
-        let mut domains: Vec<Vec<(&str, i64)>> = vec![Vec::new(); constraints.len()];
-        let mut index: Vec<HashMap<&str, usize>> = vec![HashMap::new(); constraints.len()];
-        // A node's counts depend only on its pods, the pod's namespace and the selectors: kept per node while
-        // those hold, so a workload's next pod matches only the pods of the node that changed.
-        let mut memo = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
-        memo.key(
-            |(ns, selectors)| *ns == pod.namespace && selectors.iter().eq(constraints.iter().map(|c| &c.selector)),
-            || (pod.namespace.clone(), constraints.iter().map(|c| c.selector.clone()).collect()),
-        );
-        let count = |node: &NodeInfo| -> Vec<i64> {
-            constraints.iter().map(|c| count_matching(&node.pods, &c.selector, &pod.namespace)).collect()
+        // A node's counts and domains depend only on its pods and labels, the pod's namespace and the constraints'
+        // selectors and keys: kept per node while those hold, so a workload's next pod matches only the pods of
+        // the node that changed, and sums its counts by domain number.
+        let mut guard = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
+        let super::Matched { nodes: memo, domains: names } = &mut *guard;
+        let same = |(ns, cs): &super::NamespaceSelectors| {
+            *ns == pod.namespace
+                && cs.iter().map(|(s, k)| (s, k)).eq(constraints.iter().map(|c| (&c.selector, &c.topology_key)))
         };
-        for node in snapshot.nodes() {
-            let labels = node.labels();
-            if !has_all_keys(labels, &constraints) {
-                continue;
-            }
-            let affinity_ok = node_affinity.matches(&node.name, node.labels());
-            memo.with(
-                node,
-                || count(node),
-                |counts| {
-                    for (i, c) in constraints.iter().enumerate() {
-                        if !included(c, affinity_ok, node, tolerations) {
-                            continue;
-                        }
-                        let v = labels[&c.topology_key].as_str();
-                        let d = &mut domains[i];
-                        let at = *index[i].entry(v).or_insert_with(|| {
-                            d.push((v, 0));
-                            d.len() - 1
-                        });
-                        d[at].1 += counts[i];
-                    }
-                },
-            );
+        if names.values.len() > super::Domains::MAX {
+            *names = Default::default();
+            memo.key(|_| false, || (String::new(), Vec::new()));
         }
-        drop(memo);
+        memo.key(same, || {
+            (pod.namespace.clone(), constraints.iter().map(|c| (c.selector.clone(), c.topology_key.clone())).collect())
+        });
+        // Per constraint: each domain's sum, in the order first seen (deterministic critical paths), and where each
+        // domain number sits in it.
+        let mut sums: Vec<Vec<(u32, i64)>> = vec![Vec::new(); constraints.len()];
+        let mut at: Vec<Vec<u32>> = vec![Vec::new(); constraints.len()];
+        for node in snapshot.nodes() {
+            let compute = || -> NodeCounts {
+                let labels = node.labels();
+                if !has_all_keys(labels, &constraints) {
+                    return Vec::new();
+                }
+                let count = |c: &Constraint| count_matching(&node.pods, &c.selector, &pod.namespace);
+                constraints.iter().map(|c| (names.id(&labels[&c.topology_key]), count(c))).collect()
+            };
+            memo.with(node, compute, |n| {
+                if n.is_empty() {
+                    return;
+                }
+                let affinity_ok = node_affinity.matches(&node.name, node.labels());
+                for (i, c) in constraints.iter().enumerate() {
+                    if !included(c, affinity_ok, node, tolerations) {
+                        continue;
+                    }
+                    let (id, count) = (n[i].0 as usize, n[i].1);
+                    let (sums, at) = (&mut sums[i], &mut at[i]);
+                    if at.len() <= id {
+                        at.resize(id + 1, u32::MAX);
+                    }
+                    if at[id] == u32::MAX {
+                        at[id] = sums.len() as u32;
+                        sums.push((id as u32, 0));
+                    }
+                    sums[at[id] as usize].1 += count;
+                }
+            });
+        }
         let mut s = PreFilterState {
             self_match: Arc::new(constraints.iter().map(|c| c.selector.matches(pod.labels())).collect()),
             constraints: Arc::new(constraints),
             node_affinity: Arc::new(node_affinity),
-            paths: Vec::with_capacity(domains.len()),
-            counts: Vec::with_capacity(domains.len()),
-            domains: domains.iter().map(Vec::len).collect(),
+            paths: Vec::with_capacity(sums.len()),
+            counts: Vec::with_capacity(sums.len()),
+            domains: sums.iter().map(Vec::len).collect(),
         };
-        for d in &domains {
+        for d in &sums {
             let mut paths = CriticalPaths::<&str>::new();
-            for &(v, n) in d {
-                paths.update(v, n);
+            for &(id, n) in d {
+                paths.update(&names.values[id as usize], n);
             }
             let [(v0, n0), (v1, n1)] = paths.paths;
             s.paths.push(CriticalPaths { paths: [(v0.to_string(), n0), (v1.to_string(), n1)] });
-            s.counts.push(d.iter().filter(|(_, n)| *n != 0).map(|(v, n)| (v.to_string(), *n)).collect());
+            s.counts.push(
+                d.iter().filter(|(_, n)| *n != 0).map(|&(id, n)| (names.values[id as usize].clone(), n)).collect(),
+            );
         }
+        drop(guard);
         state.write(PRE_FILTER_STATE_KEY, s);
         (None, Status::success())
     }
@@ -527,8 +543,11 @@ mod tests {
         let mut bar = constraint(1, "zone", DO_NOT_SCHEDULE, json!({}));
         bar["labelSelector"] = json!({"matchLabels": {"bar": ""}});
         let by_bar = incoming(json!({"bar": ""}), vec![bar], json!({}));
+        // The same selector over hostnames: the kept domains are the zones' and must not be read for it.
+        let by_foo_host =
+            incoming(json!({"foo": ""}), vec![constraint(1, LABEL_HOSTNAME, DO_NOT_SCHEDULE, json!({}))], json!({}));
         let kept = plugin(json!({}));
-        for p in [&by_foo, &by_bar, &by_foo] {
+        for p in [&by_foo, &by_bar, &by_foo_host, &by_foo] {
             for snap in &snaps {
                 for _ in 0..2 {
                     assert_eq!(filter_all(&kept, p, snap), filter_all(&plugin(json!({})), p, snap));
@@ -537,5 +556,9 @@ mod tests {
         }
         // The change is seen: two more foo pods in z2 turn the skew around.
         assert_ne!(filter_all(&kept, &by_foo, &snaps[0]), filter_all(&kept, &by_foo, &snaps[1]));
+        // Hostnames, then zones, on one snapshot: every node unchanged, so only the key tells the kept domains apart.
+        for p in [&by_foo_host, &by_foo, &by_foo_host] {
+            assert_eq!(filter_all(&kept, p, &snaps[1]), filter_all(&plugin(json!({})), p, &snaps[1]));
+        }
     }
 }

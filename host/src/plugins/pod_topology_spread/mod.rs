@@ -54,14 +54,50 @@ pub struct PodTopologySpreadArgs {
 pub struct PodTopologySpread {
     default_constraints: Vec<TopologySpreadConstraint>,
     system_defaulted: bool,
-    /// PreFilter's per-node counts of pods matching each hard constraint's selector, for the last namespace and
-    /// selectors seen (a workload's pods share them), kept while the node's generation holds.
-    matched: std::sync::Mutex<NodeMemo<NamespaceSelectors, Vec<i64>>>,
+    /// PreFilter's per-node counts of pods matching each hard constraint's selector and the node's domain for
+    /// each, for the last namespace and constraints seen (a workload's pods share them), kept while the node's
+    /// generation holds.
+    matched: std::sync::Mutex<Matched>,
 }
 
-/// The incoming pod's namespace and its hard constraints' selectors: what a node's counts depend on besides its
-/// pods.
-type NamespaceSelectors = (String, Vec<Selector>);
+/// The incoming pod's namespace and its hard constraints' selectors and topology keys: what a node's counts and
+/// domains depend on besides the node.
+type NamespaceSelectors = (String, Vec<(Selector, String)>);
+
+/// What PreFilter keeps across cycles: each node's [`NodeCounts`], and the domain values it has seen, numbered.
+#[derive(Debug, Default)]
+struct Matched {
+    nodes: NodeMemo<NamespaceSelectors, NodeCounts>,
+    domains: Domains,
+}
+
+/// One node's part in the hard constraints: per constraint, its domain's number and its matching pods; empty when
+/// the node lacks one of the topology keys, and so is in no domain. One allocation, read for every node in every
+/// cycle.
+type NodeCounts = Vec<(u32, i64)>;
+
+/// Domain values numbered in the order first seen, so that a cycle sums counts by number rather than by name.
+#[derive(Debug, Default)]
+struct Domains {
+    ids: rustc_hash::FxHashMap<String, u32>,
+    values: Vec<String>,
+}
+
+impl Domains {
+    /// The most values kept; past it the numbering starts over with the node counts (a cluster relabelled again
+    /// and again must not grow it without end).
+    const MAX: usize = 1 << 20;
+
+    fn id(&mut self, value: &str) -> u32 {
+        if let Some(&id) = self.ids.get(value) {
+            return id;
+        }
+        let id = self.values.len() as u32;
+        self.ids.insert(value.to_string(), id);
+        self.values.push(value.to_string());
+        id
+    }
+}
 
 /// The built-in default constraints (`defaultingType: System`).
 pub fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
