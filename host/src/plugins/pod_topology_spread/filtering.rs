@@ -248,7 +248,9 @@ impl FilterPlugin for PodTopologySpread {
 #[cfg(test)]
 mod tests {
     use super::super::common::SCHEDULE_ANYWAY;
-    use super::super::tests::{cluster, constraint, epod, filter_all, filter_nodes, foo, incoming, node_json, plugin};
+    use super::super::tests::{
+        cluster, constraint, epod, filter_all, filter_nodes, foo, incoming, node_json, plugin, two_generations,
+    };
     use super::super::LABEL_HOSTNAME;
     use super::*;
     use crate::framework::Code;
@@ -530,15 +532,7 @@ mod tests {
     /// changed (a new generation), and for another selector.
     #[test]
     fn kept_per_node_counts_match_a_fresh_plugin() {
-        use crate::framework::NodeInfo;
-        let stamped = |snap: Snapshot, gens: [u64; 4]| {
-            let nodes = snap.nodes().iter().zip(gens).map(|(n, g)| NodeInfo { generation: g, ..(**n).clone() });
-            Snapshot::from_nodes(nodes.collect())
-        };
-        let before = vec![("a", foo("p1")), ("x", foo("p2")), ("y", epod("p3", "default", json!({"bar": ""})))];
-        let mut after = before.clone();
-        after.extend([("y", foo("p4")), ("y", foo("p5"))]);
-        let snaps = [stamped(cluster(before, &[], &[]), [1, 2, 3, 4]), stamped(cluster(after, &[], &[]), [1, 2, 3, 5])];
+        let snaps = two_generations();
         let by_foo = incoming(json!({"foo": ""}), vec![constraint(1, "zone", DO_NOT_SCHEDULE, json!({}))], json!({}));
         let mut bar = constraint(1, "zone", DO_NOT_SCHEDULE, json!({}));
         bar["labelSelector"] = json!({"matchLabels": {"bar": ""}});

@@ -58,7 +58,14 @@ pub struct PodTopologySpread {
     /// each, for the last namespace and constraints seen (a workload's pods share them), kept while the node's
     /// generation holds.
     matched: std::sync::Mutex<Matched>,
+    /// PreScore's per-node counts of pods matching each soft constraint's selector, for the last namespace and
+    /// selectors seen, kept while the node's generation holds.
+    scored: std::sync::Mutex<NodeMemo<NamespaceSoftSelectors, Vec<i64>>>,
 }
+
+/// The incoming pod's namespace and its soft constraints' selectors: what a node's PreScore counts depend on
+/// besides its pods.
+type NamespaceSoftSelectors = (String, Vec<Selector>);
 
 /// The incoming pod's namespace and its hard constraints' selectors and topology keys: what a node's counts and
 /// domains depend on besides the node.
@@ -126,6 +133,7 @@ impl PodTopologySpread {
             default_constraints: if system { system_default_constraints() } else { args.default_constraints },
             system_defaulted: system,
             matched: Default::default(),
+            scored: Default::default(),
         })
     }
 }
@@ -265,7 +273,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::framework::{ClusterObjects, Snapshot};
+    use crate::framework::{ClusterObjects, NodeInfo, Snapshot};
     use crate::framework::{Code, CycleState, FilterPlugin, PodInfo, PreFilterPlugin};
     use crate::plugins::testutil::{ctx, node_with_pods, pod};
     use serde_json::{json, Value};
@@ -310,6 +318,19 @@ mod tests {
 
     /// Nodes a, b (zone z1), x, y (zone z2), each with its pods; `no_zone` names nodes without the zone label and
     /// `tainted` nodes with a NoSchedule taint.
+    /// The same four nodes twice, stamped with generations as the cache does: in the second, node y (a new
+    /// generation) got two more foo pods. For the tests of counts kept per node.
+    pub(super) fn two_generations() -> [Snapshot; 2] {
+        let stamped = |snap: Snapshot, gens: [u64; 4]| {
+            let nodes = snap.nodes().iter().zip(gens).map(|(n, g)| NodeInfo { generation: g, ..(**n).clone() });
+            Snapshot::from_nodes(nodes.collect())
+        };
+        let before = vec![("a", foo("p1")), ("x", foo("p2")), ("y", epod("p3", "default", json!({"bar": ""})))];
+        let mut after = before.clone();
+        after.extend([("y", foo("p4")), ("y", foo("p5"))]);
+        [stamped(cluster(before, &[], &[]), [1, 2, 3, 4]), stamped(cluster(after, &[], &[]), [1, 2, 3, 5])]
+    }
+
     pub(super) fn cluster(pods: Vec<(&str, PodInfo)>, no_zone: &[&str], tainted: &[&str]) -> Snapshot {
         let nodes = [("a", "z1"), ("b", "z1"), ("x", "z2"), ("y", "z2")]
             .into_iter()

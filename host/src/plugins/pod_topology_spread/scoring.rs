@@ -3,7 +3,7 @@
 //! once, Score weighs a node's counts, NormalizeScore turns fewer pods into a higher score.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use super::common::{count_matching, has_all_keys, included, missing, pod_constraints, Constraint, SCHEDULE_ANYWAY};
 use super::{PodTopologySpread, LABEL_HOSTNAME};
@@ -81,41 +81,56 @@ impl PreScorePlugin for PodTopologySpread {
         if has_host || domains.iter().any(|d| !d.is_empty()) {
             let node_affinity = RequiredNodeAffinity::from_pod(&pod.pod);
             let tolerations = pod.tolerations();
-            let mut cache: Vec<Option<i64>> = vec![None; constraints.len()];
+            // A node's counts depend only on its pods, the pod's namespace and the selectors: kept per node while
+            // those hold, so a workload's next pod matches only the pods of the node that changed.
+            let mut memo = self.scored.lock().unwrap_or_else(PoisonError::into_inner);
+            memo.key(
+                |(ns, selectors)| *ns == pod.namespace && selectors.iter().eq(constraints.iter().map(|c| &c.selector)),
+                || (pod.namespace.clone(), constraints.iter().map(|c| c.selector.clone()).collect()),
+            );
+            let count_all = |node: &NodeInfo| -> Vec<i64> {
+                let mut counts = vec![0; constraints.len()];
+                for i in 0..constraints.len() {
+                    let j = same_as[i];
+                    counts[i] = if j < i {
+                        counts[j]
+                    } else {
+                        count_matching(&node.pods, &constraints[i].selector, &pod.namespace)
+                    };
+                }
+                counts
+            };
             for node in snapshot.nodes() {
                 let labels = node.labels();
                 if require_all && !has_all_keys(labels, &constraints) {
                     continue;
                 }
                 let affinity_ok = node_affinity.matches(&node.name, node.labels());
-                cache.fill(None);
-                let mut count = |i: usize| -> i64 {
-                    let j = same_as[i];
-                    *cache[j]
-                        .get_or_insert_with(|| count_matching(&node.pods, &constraints[j].selector, &pod.namespace))
-                };
-                for (i, c) in constraints.iter().enumerate() {
-                    if c.topology_key == LABEL_HOSTNAME {
-                        // Per-node counts ignore the inclusion policies, as upstream's Score.
-                        if labels.contains_key(LABEL_HOSTNAME) && feasible.contains(node.name.as_str()) {
-                            let n = count(i);
-                            if n != 0 {
-                                host_counts[i].push((node.name.as_str(), n));
+                memo.with(
+                    node,
+                    || count_all(node),
+                    |counts| {
+                        for (i, c) in constraints.iter().enumerate() {
+                            if c.topology_key == LABEL_HOSTNAME {
+                                // Per-node counts ignore the inclusion policies, as upstream's Score.
+                                if counts[i] != 0
+                                    && labels.contains_key(LABEL_HOSTNAME)
+                                    && feasible.contains(node.name.as_str())
+                                {
+                                    host_counts[i].push((node.name.as_str(), counts[i]));
+                                }
+                                continue;
+                            }
+                            if !included(c, affinity_ok, node, tolerations) {
+                                continue;
+                            }
+                            let v = labels.get(&c.topology_key).map_or("", String::as_str);
+                            if let Some(cnt) = domains[i].get_mut(v) {
+                                *cnt += counts[i];
                             }
                         }
-                        continue;
-                    }
-                    if !included(c, affinity_ok, node, tolerations) {
-                        continue;
-                    }
-                    let v = labels.get(&c.topology_key).map_or("", String::as_str);
-                    if domains[i].contains_key(v) {
-                        let n = count(i);
-                        if let Some(cnt) = domains[i].get_mut(v) {
-                            *cnt += n;
-                        }
-                    }
-                }
+                    },
+                );
             }
         }
         let counts: Vec<HashMap<String, i64>> = domains
@@ -175,7 +190,9 @@ impl ScorePlugin for PodTopologySpread {
 #[cfg(test)]
 mod tests {
     use super::super::common::DO_NOT_SCHEDULE;
-    use super::super::tests::{cluster, constraint, foo, incoming, node_json, objects, plugin, rs_owned};
+    use super::super::tests::{
+        cluster, constraint, foo, incoming, node_json, objects, plugin, rs_owned, two_generations,
+    };
     use super::super::{LABEL_HOSTNAME, LABEL_ZONE};
     use super::*;
     use crate::plugins::testutil::{node, node_with_pods};
@@ -196,6 +213,32 @@ mod tests {
             .collect();
         assert!(pl.normalize_score(&state, p, &mut out).is_success());
         Some(out.into_iter().map(|s| s.score).collect())
+    }
+
+    /// PreScore's counts kept per node give the scores a fresh plugin gives, across pods of other selectors and
+    /// namespaces and a node that changed.
+    #[test]
+    fn kept_per_node_counts_score_as_a_fresh_plugin() {
+        let snaps = two_generations();
+        let soft = |key: &str, selector: Value| {
+            let mut c = constraint(1, key, SCHEDULE_ANYWAY, json!({}));
+            c["labelSelector"] = selector;
+            c
+        };
+        let foo_sel = json!({"matchLabels": {"foo": ""}});
+        let by_foo =
+            incoming(json!({"foo": ""}), vec![soft("zone", foo_sel.clone()), soft(LABEL_HOSTNAME, foo_sel)], json!({}));
+        let by_bar = incoming(json!({"bar": ""}), vec![soft("zone", json!({"matchLabels": {"bar": ""}}))], json!({}));
+        let kept = plugin(json!({}));
+        let all = ["a", "b", "x", "y"];
+        for p in [&by_foo, &by_bar, &by_foo] {
+            for snap in &snaps {
+                for _ in 0..2 {
+                    assert_eq!(scores(&kept, p, snap, &all), scores(&plugin(json!({})), p, snap, &all));
+                }
+            }
+        }
+        assert_ne!(scores(&kept, &by_foo, &snaps[0], &all), scores(&kept, &by_foo, &snaps[1], &all));
     }
 
     #[test]
