@@ -121,18 +121,8 @@ impl PreFilterPlugin for PodTopologySpread {
         // selectors and keys: kept per node while those hold, so a workload's next pod matches only the pods of
         // the node that changed, and sums its counts by domain number.
         let mut guard = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.key(&pod.namespace, &constraints);
         let super::Matched { nodes: memo, domains: names } = &mut *guard;
-        let same = |(ns, cs): &super::NamespaceSelectors| {
-            *ns == pod.namespace
-                && cs.iter().map(|(s, k)| (s, k)).eq(constraints.iter().map(|c| (&c.selector, &c.topology_key)))
-        };
-        if names.values.len() > super::Domains::MAX {
-            *names = Default::default();
-            memo.key(|_| false, || (String::new(), Vec::new()));
-        }
-        memo.key(same, || {
-            (pod.namespace.clone(), constraints.iter().map(|c| (c.selector.clone(), c.topology_key.clone())).collect())
-        });
         // Per constraint: each domain's sum, in the order first seen (deterministic critical paths), and where each
         // domain number sits in it.
         let mut sums: Vec<Vec<(u32, i64)>> = vec![Vec::new(); constraints.len()];

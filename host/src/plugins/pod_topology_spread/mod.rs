@@ -58,29 +58,43 @@ pub struct PodTopologySpread {
     /// each, for the last namespace and constraints seen (a workload's pods share them), kept while the node's
     /// generation holds.
     matched: std::sync::Mutex<Matched>,
-    /// PreScore's per-node counts of pods matching each soft constraint's selector, for the last namespace and
-    /// selectors seen, kept while the node's generation holds.
-    scored: std::sync::Mutex<NodeMemo<NamespaceSoftSelectors, Vec<i64>>>,
+    /// PreScore's, for the soft constraints, kept the same way.
+    scored: std::sync::Mutex<Matched>,
 }
 
-/// The incoming pod's namespace and its soft constraints' selectors: what a node's PreScore counts depend on
-/// besides its pods.
-type NamespaceSoftSelectors = (String, Vec<Selector>);
-
-/// The incoming pod's namespace and its hard constraints' selectors and topology keys: what a node's counts and
+/// The incoming pod's namespace and its constraints' selectors and topology keys: what a node's counts and
 /// domains depend on besides the node.
 type NamespaceSelectors = (String, Vec<(Selector, String)>);
 
-/// What PreFilter keeps across cycles: each node's [`NodeCounts`], and the domain values it has seen, numbered.
+/// What PreFilter (or PreScore) keeps across cycles: each node's [`NodeCounts`], and the domain values it has
+/// seen, numbered.
 #[derive(Debug, Default)]
 struct Matched {
     nodes: NodeMemo<NamespaceSelectors, NodeCounts>,
     domains: Domains,
 }
 
-/// One node's part in the hard constraints: per constraint, its domain's number and its matching pods; empty when
-/// the node lacks one of the topology keys, and so is in no domain. One allocation, read for every node in every
-/// cycle.
+impl Matched {
+    /// Starts a cycle for a pod in `namespace` with `constraints`: what was kept for other ones is dropped, and so
+    /// is everything once the numbering grew past [`Domains::MAX`].
+    fn key(&mut self, namespace: &str, constraints: &[common::Constraint]) {
+        if self.domains.values.len() > Domains::MAX {
+            self.domains = Domains::default();
+            self.nodes.key(|_| false, || (String::new(), Vec::new()));
+        }
+        let same = |(ns, cs): &NamespaceSelectors| {
+            ns == namespace
+                && cs.iter().map(|(s, k)| (s, k)).eq(constraints.iter().map(|c| (&c.selector, &c.topology_key)))
+        };
+        self.nodes.key(same, || {
+            (namespace.to_string(), constraints.iter().map(|c| (c.selector.clone(), c.topology_key.clone())).collect())
+        });
+    }
+}
+
+/// One node's part in the constraints: per constraint, its domain's number and its matching pods. PreFilter keeps
+/// it empty when the node lacks one of the topology keys (it is then in no domain); PreScore marks a missing key
+/// with [`Domains::MISSING`]. One allocation, read for every node in every cycle.
 type NodeCounts = Vec<(u32, i64)>;
 
 /// Domain values numbered in the order first seen, so that a cycle sums counts by number rather than by name.
@@ -94,6 +108,8 @@ impl Domains {
     /// The most values kept; past it the numbering starts over with the node counts (a cluster relabelled again
     /// and again must not grow it without end).
     const MAX: usize = 1 << 20;
+    /// The number standing for a topology key the node lacks.
+    const MISSING: u32 = u32::MAX;
 
     fn id(&mut self, value: &str) -> u32 {
         if let Some(&id) = self.ids.get(value) {

@@ -2,11 +2,10 @@
 //! `podtopologyspread/scoring.go`: PreScore counts the matching pods per domain (per node for the hostname key)
 //! once, Score weighs a node's counts, NormalizeScore turns fewer pods into a higher score.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError};
 
-use super::common::{count_matching, has_all_keys, included, missing, pod_constraints, Constraint, SCHEDULE_ANYWAY};
-use super::{PodTopologySpread, LABEL_HOSTNAME};
+use super::common::{count_matching, included, missing, pod_constraints, SCHEDULE_ANYWAY};
+use super::{Domains, NodeCounts, PodTopologySpread, LABEL_HOSTNAME};
 use crate::framework::Snapshot;
 use crate::framework::{CycleState, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status, MAX_NODE_SCORE};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
@@ -14,17 +13,23 @@ use crate::plugins::node_affinity::RequiredNodeAffinity;
 /// CycleState key of the PreScore data.
 const PRE_SCORE_STATE_KEY: &str = "PreScorePodTopologySpread";
 
-/// PreScore data: the soft constraints, the matching-pod counts and the weight of each constraint.
+/// [`PreScoreState::raw`] of a feasible node lacking a topology key (scored 0).
+const IGNORED: i64 = i64::MIN;
+/// [`PreScoreState::raw`] of a node PreScore was not given.
+const UNKNOWN: i64 = i64::MAX;
+
+/// PreScore data: every feasible node's score before normalizing, by node id. Upstream keeps the counts per domain
+/// and weighs them in Score; they depend on nothing Score adds, so each node's sum is taken once here.
 #[derive(Debug, Clone)]
 struct PreScoreState {
-    constraints: Vec<Constraint>,
-    /// Feasible nodes lacking a topology key (scored 0).
-    ignored: HashSet<String>,
-    /// Per constraint: matching pods per domain for non-hostname keys; matching pods per node name (non-zero
-    /// only) for the hostname key.
-    counts: Vec<HashMap<String, i64>>,
-    /// Per constraint: `ln(domains + 2)`.
-    weights: Vec<f64>,
+    /// By `NodeInfo::id`: the node's raw score, [`IGNORED`] or [`UNKNOWN`].
+    raw: Vec<i64>,
+}
+
+impl PreScoreState {
+    fn raw(&self, id: u32) -> i64 {
+        self.raw.get(id as usize).copied().unwrap_or(UNKNOWN)
+    }
 }
 
 impl PreScorePlugin for PodTopologySpread {
@@ -40,105 +45,126 @@ impl PreScorePlugin for PodTopologySpread {
             return Status::skip();
         }
         // Nodes must carry every key unless spreading by the system defaults (so zone-less nodes still spread by
-        // hostname).
+        // hostname, their missing zone counted as the domain "").
         let require_all = !pod_constraints(pod).is_empty() || !self.system_defaulted;
-        let mut ignored = HashSet::new();
-        let mut domains: Vec<HashMap<&str, i64>> = vec![HashMap::new(); constraints.len()];
-        for n in nodes {
-            let labels = n.labels();
-            if require_all && !has_all_keys(labels, &constraints) {
-                ignored.insert(n.name.clone());
-                continue;
-            }
-            for (i, c) in constraints.iter().enumerate() {
-                if c.topology_key != LABEL_HOSTNAME {
-                    domains[i].entry(labels.get(&c.topology_key).map_or("", String::as_str)).or_insert(0);
-                }
-            }
-        }
-        let weights = constraints
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let size =
-                    if c.topology_key == LABEL_HOSTNAME { nodes.len() - ignored.len() } else { domains[i].len() };
-                ((size + 2) as f64).ln()
-            })
-            .collect();
-        // One pass over every node: domain counts for zone-like keys (all eligible nodes), per-node counts for the
-        // hostname key (feasible nodes only). Constraints with the same selector (the default ones) share the
-        // count of a node.
-        let has_host = constraints.iter().any(|c| c.topology_key == LABEL_HOSTNAME);
-        let feasible: HashSet<&str> = if has_host {
-            nodes.iter().map(|n| n.name.as_str()).filter(|n| !ignored.contains(*n)).collect()
-        } else {
-            HashSet::new()
-        };
+        let is_host: Vec<bool> = constraints.iter().map(|c| c.topology_key == LABEL_HOSTNAME).collect();
+        // Constraints with the same selector (the default ones) share the count of a node.
         let same_as: Vec<usize> = (0..constraints.len())
             .map(|i| (0..i).find(|&j| constraints[j].selector == constraints[i].selector).unwrap_or(i))
             .collect();
-        let mut host_counts: Vec<Vec<(&str, i64)>> = vec![Vec::new(); constraints.len()];
-        if has_host || domains.iter().any(|d| !d.is_empty()) {
-            let node_affinity = RequiredNodeAffinity::from_pod(&pod.pod);
-            let tolerations = pod.tolerations();
-            // A node's counts depend only on its pods, the pod's namespace and the selectors: kept per node while
-            // those hold, so a workload's next pod matches only the pods of the node that changed.
-            let mut memo = self.scored.lock().unwrap_or_else(PoisonError::into_inner);
-            memo.key(
-                |(ns, selectors)| *ns == pod.namespace && selectors.iter().eq(constraints.iter().map(|c| &c.selector)),
-                || (pod.namespace.clone(), constraints.iter().map(|c| c.selector.clone()).collect()),
-            );
-            let count_all = |node: &NodeInfo| -> Vec<i64> {
-                let mut counts = vec![0; constraints.len()];
-                for i in 0..constraints.len() {
-                    let j = same_as[i];
-                    counts[i] = if j < i {
-                        counts[j]
-                    } else {
-                        count_matching(&node.pods, &constraints[i].selector, &pod.namespace)
+        let node_affinity = RequiredNodeAffinity::from_pod(&pod.pod);
+        let tolerations = pod.tolerations();
+        // A node's counts and domains depend only on its pods and labels, the pod's namespace and the selectors
+        // and keys: kept per node while those hold, so a workload's next pod matches only the pods of the node
+        // that changed, and sums its counts by domain number.
+        let mut guard = self.scored.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.key(&pod.namespace, &constraints);
+        let super::Matched { nodes: memo, domains: names } = &mut *guard;
+        let empty = if require_all { Domains::MISSING } else { names.id("") };
+        let width = constraints.len();
+        let ids = snapshot.nodes().iter().map(|n| n.id as usize + 1).max().unwrap_or(0);
+        // Every node's counts by id (feasible ones are read again below), and each domain's sum over the nodes
+        // the constraint includes.
+        let mut by_id: Vec<(u32, i64)> = vec![(Domains::MISSING, 0); ids * width];
+        let mut sums: Vec<Vec<i64>> = vec![Vec::new(); width];
+        for node in snapshot.nodes() {
+            let compute = || -> NodeCounts {
+                let labels = node.labels();
+                let mut counts: NodeCounts = Vec::with_capacity(width);
+                for (i, c) in constraints.iter().enumerate() {
+                    let id = match labels.get(&c.topology_key) {
+                        None => Domains::MISSING,
+                        Some(_) if is_host[i] => 0,
+                        Some(v) => names.id(v),
                     };
+                    let j = same_as[i];
+                    let n = if j < i { counts[j].1 } else { count_matching(&node.pods, &c.selector, &pod.namespace) };
+                    counts.push((id, n));
                 }
                 counts
             };
-            for node in snapshot.nodes() {
-                let labels = node.labels();
-                if require_all && !has_all_keys(labels, &constraints) {
-                    continue;
+            memo.with(node, compute, |counts| {
+                // An element-wise copy: a slice copy of a few elements is a memmove call per node.
+                for (to, from) in by_id[node.id as usize * width..].iter_mut().zip(counts) {
+                    *to = *from;
                 }
-                let affinity_ok = node_affinity.matches(&node.name, node.labels());
-                memo.with(
-                    node,
-                    || count_all(node),
-                    |counts| {
-                        for (i, c) in constraints.iter().enumerate() {
-                            if c.topology_key == LABEL_HOSTNAME {
-                                // Per-node counts ignore the inclusion policies, as upstream's Score.
-                                if counts[i] != 0
-                                    && labels.contains_key(LABEL_HOSTNAME)
-                                    && feasible.contains(node.name.as_str())
-                                {
-                                    host_counts[i].push((node.name.as_str(), counts[i]));
-                                }
-                                continue;
-                            }
-                            if !included(c, affinity_ok, node, tolerations) {
-                                continue;
-                            }
-                            let v = labels.get(&c.topology_key).map_or("", String::as_str);
-                            if let Some(cnt) = domains[i].get_mut(v) {
-                                *cnt += counts[i];
-                            }
-                        }
-                    },
-                );
+                if require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING) {
+                    return;
+                }
+                let mut affinity_ok = None;
+                for (i, c) in constraints.iter().enumerate() {
+                    // Per-node counts (the hostname key) ignore the inclusion policies, as upstream's Score.
+                    if is_host[i] {
+                        continue;
+                    }
+                    let affinity_ok =
+                        *affinity_ok.get_or_insert_with(|| node_affinity.matches(&node.name, node.labels()));
+                    if !included(c, affinity_ok, node, tolerations) {
+                        continue;
+                    }
+                    let id = match counts[i].0 {
+                        Domains::MISSING => empty,
+                        id => id,
+                    } as usize;
+                    if sums[i].len() <= id {
+                        sums[i].resize(id + 1, 0);
+                    }
+                    sums[i][id] += counts[i].1;
+                }
+            });
+        }
+        drop(guard);
+        // The domains of the feasible nodes (an infeasible node's domain is counted, never scored) weigh each
+        // constraint by `ln(domains + 2)`; for the hostname key every feasible node is a domain.
+        let mut ignored = 0;
+        let mut seen: Vec<Vec<bool>> = sums.iter().map(|s| vec![false; s.len()]).collect();
+        let mut sizes = vec![0usize; width];
+        for n in nodes {
+            let counts = &by_id[n.id as usize * width..][..width];
+            if require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING) {
+                ignored += 1;
+                continue;
+            }
+            for i in (0..width).filter(|&i| !is_host[i]) {
+                let id = match counts[i].0 {
+                    Domains::MISSING => empty,
+                    id => id,
+                } as usize;
+                if id >= seen[i].len() {
+                    seen[i].resize(id + 1, false);
+                }
+                if !seen[i][id] {
+                    seen[i][id] = true;
+                    sizes[i] += 1;
+                }
             }
         }
-        let counts: Vec<HashMap<String, i64>> = domains
-            .iter()
-            .zip(&host_counts)
-            .map(|(d, h)| d.iter().chain(h.iter().map(|(k, v)| (k, v))).map(|(k, v)| (k.to_string(), *v)).collect())
+        let weights: Vec<f64> = (0..width)
+            .map(|i| {
+                let size = if is_host[i] { nodes.len() - ignored } else { sizes[i] };
+                ((size + 2) as f64).ln()
+            })
             .collect();
-        state.write(PRE_SCORE_STATE_KEY, PreScoreState { constraints, ignored, counts, weights });
+        let mut raw = vec![UNKNOWN; ids.max(nodes.iter().map(|n| n.id as usize + 1).max().unwrap_or(0))];
+        for n in nodes {
+            let counts = &by_id[n.id as usize * width..][..width];
+            if require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING) {
+                raw[n.id as usize] = IGNORED;
+                continue;
+            }
+            let mut score = 0f64;
+            for (i, c) in constraints.iter().enumerate() {
+                let (id, own) = counts[i];
+                // A node lacking the key (spreading by the system defaults) adds nothing for it.
+                if id == Domains::MISSING {
+                    continue;
+                }
+                let cnt = if is_host[i] { own } else { sums[i].get(id as usize).copied().unwrap_or(0) };
+                score += cnt as f64 * weights[i] + f64::from(c.max_skew - 1);
+            }
+            raw[n.id as usize] = score.round() as i64;
+        }
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState { raw });
         Status::success()
     }
 }
@@ -148,30 +174,23 @@ impl ScorePlugin for PodTopologySpread {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
             return Err(missing(PRE_SCORE_STATE_KEY));
         };
-        if !s.ignored.is_empty() && s.ignored.contains(&node.name) {
-            return Ok(0);
+        match s.raw(node.id) {
+            IGNORED => Ok(0),
+            UNKNOWN => Err(Status::error(format!("node {:?} was not given to PreScore", node.name))),
+            raw => Ok(raw),
         }
-        let labels = node.labels();
-        let mut score = 0f64;
-        for (i, c) in s.constraints.iter().enumerate() {
-            let Some(v) = labels.get(&c.topology_key) else { continue };
-            let key = if c.topology_key == LABEL_HOSTNAME { node.name.as_str() } else { v.as_str() };
-            let cnt = s.counts[i].get(key).copied().unwrap_or(0);
-            score += cnt as f64 * s.weights[i] + f64::from(c.max_skew - 1);
-        }
-        Ok(score.round() as i64)
     }
 
     fn normalize_score(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else { return missing(PRE_SCORE_STATE_KEY) };
-        let is_ignored = |name: &str| !s.ignored.is_empty() && s.ignored.contains(name);
+        let is_ignored = |id: u32| s.raw(id) == IGNORED;
         let (mut min, mut max) = (i64::MAX, 0i64);
-        for sc in scores.iter().filter(|sc| !is_ignored(sc.name)) {
+        for sc in scores.iter().filter(|sc| !is_ignored(sc.id)) {
             min = min.min(sc.score);
             max = max.max(sc.score);
         }
         for sc in scores.iter_mut() {
-            sc.score = if is_ignored(sc.name) {
+            sc.score = if is_ignored(sc.id) {
                 0
             } else if max == 0 {
                 MAX_NODE_SCORE
@@ -226,12 +245,18 @@ mod tests {
             c
         };
         let foo_sel = json!({"matchLabels": {"foo": ""}});
-        let by_foo =
-            incoming(json!({"foo": ""}), vec![soft("zone", foo_sel.clone()), soft(LABEL_HOSTNAME, foo_sel)], json!({}));
+        let by_foo = incoming(
+            json!({"foo": ""}),
+            vec![soft("zone", foo_sel.clone()), soft(LABEL_HOSTNAME, foo_sel.clone())],
+            json!({}),
+        );
         let by_bar = incoming(json!({"bar": ""}), vec![soft("zone", json!({"matchLabels": {"bar": ""}}))], json!({}));
+        // The same selector by another key: each node's kept domains are of the key they were taken for.
+        let foo_by_host = incoming(json!({"foo": ""}), vec![soft(LABEL_HOSTNAME, foo_sel.clone())], json!({}));
+        let foo_by_zone = incoming(json!({"foo": ""}), vec![soft("zone", foo_sel)], json!({}));
         let kept = plugin(json!({}));
         let all = ["a", "b", "x", "y"];
-        for p in [&by_foo, &by_bar, &by_foo] {
+        for p in [&by_foo, &by_bar, &foo_by_host, &foo_by_zone, &by_foo] {
             for snap in &snaps {
                 for _ in 0..2 {
                     assert_eq!(scores(&kept, p, snap, &all), scores(&plugin(json!({})), p, snap, &all));
