@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use super::cycle_state::CycleState;
 use super::snapshot::Snapshot;
 use super::status::Status;
-use super::types::{NodeInfo, PodInfo, QueuedPodInfo};
+use super::types::{NodeInfo, PodInfo, QueuedPodInfo, Resource};
 
 /// The highest score a Score plugin may give after NormalizeScore (upstream `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -88,6 +88,36 @@ pub mod action {
     pub const UPDATE: u8 = UPDATE_LABEL | UPDATE_TAINT | UPDATE_RESOURCES | UPDATE_OTHER;
     /// Everything.
     pub const ALL: u8 = ADD | DELETE | UPDATE;
+}
+
+/// What an update of a pod changed, as the actions plugins register (upstream's `PodSchedulingPropertiesChange`,
+/// for a bound pod and for the pending pod itself alike): its labels, a request lowered or removed (room freed), its
+/// tolerations; any other change is `UPDATE_OTHER`, which only plugins registering every update take (for bound
+/// pods no default plugin does, so a status write moves no pending pod).
+pub fn pod_update_actions(old: &PodInfo, new: &PodInfo) -> u8 {
+    let mut actions = 0;
+    if old.labels() != new.labels() {
+        actions |= action::UPDATE_LABEL;
+    }
+    if scaled_down(&old.requests, &new.requests) {
+        actions |= action::UPDATE_RESOURCES;
+    }
+    if old.tolerations() != new.tolerations() {
+        actions |= action::UPDATE_TAINT;
+    }
+    if actions == 0 {
+        action::UPDATE_OTHER
+    } else {
+        actions
+    }
+}
+
+/// Whether some request is lower in `new` than in `old`, or gone (upstream's `extractPodScaleDown`).
+fn scaled_down(old: &Resource, new: &Resource) -> bool {
+    new.milli_cpu < old.milli_cpu
+        || new.memory < old.memory
+        || new.ephemeral_storage < old.ephemeral_storage
+        || old.scalar.iter().any(|(name, v)| new.scalar.get(name).is_none_or(|n| n < v))
 }
 
 /// A change in the cluster that may make a rejected pod schedulable.

@@ -624,6 +624,8 @@ impl Plugin for InterPodAffinity {
         vec![
             ClusterEvent::new(EventResource::AssignedPod, action::ADD | action::UPDATE_LABEL | action::DELETE),
             ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_LABEL),
+            // The pod's own labels, which its own terms may match (upstream TargetPod UpdatePodLabel).
+            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE_LABEL),
         ]
     }
     crate::serves!(pre_filter, filter, pre_score, score, sign);

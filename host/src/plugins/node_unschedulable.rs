@@ -34,7 +34,7 @@ impl Plugin for NodeUnschedulable {
             // Uncordoning is a taint-class update of the node.
             ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_TAINT),
             // A pending pod gaining the toleration (upstream UpdatePodToleration).
-            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
+            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE_TAINT),
         ]
     }
     crate::serves!(filter, sign);

@@ -98,7 +98,7 @@ impl Plugin for TaintToleration {
         vec![
             ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_TAINT),
             // A pending pod gaining a toleration (upstream UpdatePodToleration).
-            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE),
+            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE_TAINT),
         ]
     }
     crate::serves!(filter, pre_score, score, sign);

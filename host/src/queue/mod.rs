@@ -13,7 +13,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::framework::{
-    action, ClusterEvent, EventObject, EventResource, Framework, PodInfo, QueuedPodInfo, QueueingHint,
+    action, pod_update_actions, ClusterEvent, EventObject, EventResource, Framework, PodInfo, QueuedPodInfo,
+    QueueingHint,
 };
 
 /// Where a pod is waiting.
@@ -689,7 +690,7 @@ impl SchedulingQueue {
         if let Some(f) = self.in_flight.get_mut(&uid) {
             let old = std::mem::replace(&mut f.object, pod.clone());
             if scheduling_properties_changed(&old.pod, &pod.pod) {
-                let event = ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE);
+                let event = ClusterEvent::new(EventResource::UnscheduledPod, pod_update_actions(&old, &pod));
                 let (old, new) = (EventObject::Pod(old), EventObject::Pod(pod));
                 self.hear(&Event { event, old: Some(&old), new: Some(&new), registered_only: false });
             }
@@ -700,7 +701,7 @@ impl SchedulingQueue {
         let moves = match e.queue {
             QueueName::Gated => true,
             QueueName::Unschedulable if scheduling_properties_changed(&old.pod, &pod.pod) => {
-                let event = ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE);
+                let event = ClusterEvent::new(EventResource::UnscheduledPod, pod_update_actions(&old, &pod));
                 let (old, new) = (EventObject::Pod(old), EventObject::Pod(pod));
                 let e = Event { event, old: Some(&old), new: Some(&new), registered_only: false };
                 self.event_may_help(&self.entries[&uid].info, &e)
@@ -840,8 +841,9 @@ impl SchedulingQueue {
     }
 }
 
-/// Whether an update of a pending pod changed more than its status and bookkeeping (upstream's `isPodUpdated`
-/// strips the status, resourceVersion, generation, managed fields and finalizers before comparing).
+/// Whether an update of a pending pod changed more than its status and bookkeeping: a write of its status (such as
+/// the condition the scheduler itself wrote) is no event for the pod, but for the claims made from its templates,
+/// which DynamicResources waits for.
 fn scheduling_properties_changed(old: &Pod, new: &Pod) -> bool {
     let (o, n) = (&old.metadata, &new.metadata);
     old.spec != new.spec
@@ -849,6 +851,13 @@ fn scheduling_properties_changed(old: &Pod, new: &Pod) -> bool {
         || o.annotations != n.annotations
         || o.owner_references != n.owner_references
         || o.deletion_timestamp != n.deletion_timestamp
+        // The claims made from the pod's templates (upstream's UpdatePodGeneratedResourceClaim).
+        || claim_statuses(old) != claim_statuses(new)
+}
+
+/// The pod's `status.resourceClaimStatuses`.
+fn claim_statuses(pod: &Pod) -> Option<&Vec<k8s_openapi::api::core::v1::PodResourceClaimStatus>> {
+    pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref())
 }
 
 // The heaps (activeQ, and each backoff window) are ordered by the profile's QueueSort, so they cannot use

@@ -14,7 +14,8 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use super::Scheduler;
 use crate::cluster::EventHandler;
 use crate::framework::{
-    action, object_changes, ClusterEvent, ClusterObjects, EventObject, EventResource, ObjectMap, PodInfo, Resource,
+    action, object_changes, pod_update_actions, ClusterEvent, ClusterObjects, EventObject, EventResource, ObjectMap,
+    PodInfo,
 };
 
 impl EventHandler for Scheduler {
@@ -146,36 +147,6 @@ fn node_update_actions(old: &Node, new: &Node) -> Option<u8> {
     (actions != 0).then_some(actions)
 }
 
-/// What an update of a bound pod changed, as the actions plugins register (upstream's
-/// `PodSchedulingPropertiesChange`): its labels, a request lowered or removed (room freed), its tolerations; any
-/// other change (a status write) is `UPDATE_OTHER`, which no default plugin registers for bound pods, so it moves
-/// no pending pod.
-fn assigned_pod_update_actions(old: &PodInfo, new: &PodInfo) -> u8 {
-    let mut actions = 0;
-    if old.labels() != new.labels() {
-        actions |= action::UPDATE_LABEL;
-    }
-    if scaled_down(&old.requests, &new.requests) {
-        actions |= action::UPDATE_RESOURCES;
-    }
-    if old.tolerations() != new.tolerations() {
-        actions |= action::UPDATE_TAINT;
-    }
-    if actions == 0 {
-        action::UPDATE_OTHER
-    } else {
-        actions
-    }
-}
-
-/// Whether some request is lower in `new` than in `old`, or gone (upstream's `extractPodScaleDown`).
-fn scaled_down(old: &Resource, new: &Resource) -> bool {
-    new.milli_cpu < old.milli_cpu
-        || new.memory < old.memory
-        || new.ephemeral_storage < old.ephemeral_storage
-        || old.scalar.iter().any(|(name, v)| new.scalar.get(name).is_none_or(|n| n < v))
-}
-
 /// The most claim changes told one by one; a larger change (a relist) is one event without objects, which every
 /// hint answers as "may help".
 const MAX_CLAIM_EVENTS: usize = 64;
@@ -243,7 +214,7 @@ impl Scheduler {
                 None
             });
             let actions = match &old {
-                Some(old) => assigned_pod_update_actions(old, &pod),
+                Some(old) => pod_update_actions(old, &pod),
                 None if known_bound => action::UPDATE,
                 None => action::ADD,
             };

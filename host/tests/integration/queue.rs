@@ -152,7 +152,7 @@ fn an_unschedulable_pod_moves_on_its_own_update_only_when_a_rejecting_plugin_may
     assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1), "its status only");
     let relabelled = changed(&condition, |v| v["metadata"]["labels"] = serde_json::json!({"app": "x"}));
     q.update(relabelled.clone(), SEC);
-    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1), "NodeResourcesFit registered no pod update");
+    assert_eq!(q.pending().get(&QueueName::Unschedulable), Some(&1), "NodeResourcesFit registered no label update");
 
     // Rejected by TaintToleration, which registered pending pods' updates (a toleration added may help).
     let mut q = queue();
@@ -167,6 +167,38 @@ fn an_unschedulable_pod_moves_on_its_own_update_only_when_a_rejecting_plugin_may
     });
     q.update(tolerating, 2 * SEC);
     assert_eq!(q.pending().get(&QueueName::Unschedulable).copied().unwrap_or(0), 0, "moved on");
+}
+
+/// A pending pod's own update is told by what changed (upstream's TargetPod events): it moves only when a plugin
+/// that rejected it registered that change — InterPodAffinity its labels, NodeResourcesFit a lowered request,
+/// TaintToleration its tolerations, and not the other way round.
+#[test]
+fn a_pending_pods_own_update_moves_it_only_for_the_changes_its_rejectors_registered() {
+    let requests = |cpu: &str| serde_json::json!([{"name": "c", "resources": {"requests": {"cpu": cpu}}}]);
+    let p = changed(&pod("p", 0), |v| v["spec"]["containers"] = requests("2"));
+    let relabelled = changed(&p, |v| v["metadata"]["labels"] = serde_json::json!({"app": "x"}));
+    let smaller = changed(&p, |v| v["spec"]["containers"] = requests("1"));
+    let tolerating = changed(&p, |v| {
+        v["spec"]["tolerations"] = serde_json::json!([{"key": "k", "operator": "Exists", "effect": "NoSchedule"}])
+    });
+    let cases: [(&str, &str, &Arc<PodInfo>, bool); 6] = [
+        ("InterPodAffinity", "labels", &relabelled, true),
+        ("InterPodAffinity", "tolerations", &tolerating, false),
+        ("NodeResourcesFit", "a lower request", &smaller, true),
+        ("NodeResourcesFit", "labels", &relabelled, false),
+        ("TaintToleration", "tolerations", &tolerating, true),
+        ("TaintToleration", "labels", &relabelled, false),
+    ];
+    for (plugin, what, update, moves) in cases {
+        let mut q = queue();
+        q.add(p.clone(), 0);
+        let mut info = q.pop().unwrap();
+        info.unschedulable_plugins = [plugin.to_string()].into();
+        q.add_unschedulable(info, false, 0);
+        q.update((*update).clone(), SEC);
+        let waiting = q.pending().get(&QueueName::Unschedulable).copied().unwrap_or(0);
+        assert_eq!(waiting == 0, moves, "rejected by {plugin}, its {what} changed");
+    }
 }
 
 /// Upstream records an update of a pod being scheduled as an event for its attempt rather than queueing the pod
@@ -184,7 +216,7 @@ fn a_pod_updated_during_its_attempt_is_not_queued_twice_and_comes_back_as_update
     q.add_unschedulable(info, false, 0);
     let pending = q.pending_pods();
     assert_eq!(pending.len(), 1);
-    assert_eq!(pending[0].1, QueueName::Unschedulable, "NodeResourcesFit registered no pod update");
+    assert_eq!(pending[0].1, QueueName::Unschedulable, "NodeResourcesFit registered no label update");
     assert_eq!(pending[0].0.pod_info.labels().get("app").map(String::as_str), Some("x"));
 
     // A toleration added while TaintToleration's rejection was being decided may help: backoffQ.

@@ -366,6 +366,8 @@ impl Plugin for NodeResourcesFit {
             // A deleted or scaled-down assigned pod frees resources.
             ClusterEvent::new(EventResource::AssignedPod, action::DELETE | action::UPDATE_RESOURCES),
             ClusterEvent::new(EventResource::Node, action::ADD | action::UPDATE_RESOURCES),
+            // The pod's own requests resized down (upstream TargetPod UpdatePodScaleDown, InPlacePodVerticalScaling).
+            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE_RESOURCES),
             // A pod may wait for a class that provides an extended resource it asks for.
             ClusterEvent::new(EventResource::DeviceClass, action::ADD | action::UPDATE),
         ]
@@ -962,7 +964,10 @@ mod tests {
         assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::ADD))));
         assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::UPDATE_RESOURCES))));
         assert!(!ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::Node, action::UPDATE_LABEL))));
-        assert!(!ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::UnscheduledPod, action::ALL))));
+        assert!(ev
+            .iter()
+            .any(|e| e.covers(&ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE_RESOURCES))));
+        assert!(!ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE_LABEL))));
         assert!(ev.iter().any(|e| e.covers(&ClusterEvent::new(EventResource::DeviceClass, action::ADD))));
     }
 }

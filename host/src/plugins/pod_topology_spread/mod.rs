@@ -256,6 +256,9 @@ impl Plugin for PodTopologySpread {
                 EventResource::Node,
                 action::ADD | action::DELETE | action::UPDATE_LABEL | action::UPDATE_TAINT,
             ),
+            // The pod's own labels (its selectors may match itself) and tolerations (nodeTaintsPolicy: Honor), as
+            // upstream's TargetPod UpdatePodLabel | UpdatePodToleration.
+            ClusterEvent::new(EventResource::UnscheduledPod, action::UPDATE_LABEL | action::UPDATE_TAINT),
         ]
     }
     crate::serves!(pre_filter, filter, pre_score, score, sign);
