@@ -898,7 +898,12 @@ struct Search<'a, 'b> {
     consumed: FxHashMap<(usize, &'a str, &'a str), i64>,
     /// Devices that allow multiple allocations being allocated: how many shares, and the capacity they consume.
     allocating_capacity: FxHashMap<DeviceId, (usize, ConsumedCapacity)>,
+    /// Calls of `allocate_one` so far.
+    steps: usize,
 }
+
+/// Where a request's search for devices starts: at the pools' first device.
+const FIRST_DEVICE: DeviceRef = (0, 0, 0);
 
 /// A search position (upstream `deviceIndices`).
 #[derive(Clone, Copy, Default)]
@@ -930,6 +935,28 @@ impl<'a> Allocator<'a> {
         labels: &Labels,
         claims: &[Arc<ResourceClaim>],
     ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
+        self.allocate_counted(node, labels, claims).0
+    }
+
+    /// [`Allocator::allocate`], with the number of search steps it took (upstream's `numAllocateOneInvocations`).
+    pub fn allocate_counted(
+        &self,
+        node: &str,
+        labels: &Labels,
+        claims: &[Arc<ResourceClaim>],
+    ) -> (Result<Option<Vec<AllocationResult>>, AllocatorError>, usize) {
+        let mut steps = 0;
+        let result = self.search(node, labels, claims, &mut steps);
+        (result, steps)
+    }
+
+    fn search(
+        &self,
+        node: &str,
+        labels: &Labels,
+        claims: &[Arc<ResourceClaim>],
+        steps: &mut usize,
+    ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
         let kept = self.by_node.pools(self.slices, node, labels, self.features.dra_partitionable_devices)?;
         let mut search = Search {
             alloc: self,
@@ -947,6 +974,7 @@ impl<'a> Allocator<'a> {
             available: FxHashMap::default(),
             consumed: FxHashMap::default(),
             allocating_capacity: FxHashMap::default(),
+            steps: 0,
         };
         for (ci, claim) in claims.iter().enumerate() {
             let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
@@ -1044,7 +1072,9 @@ impl<'a> Allocator<'a> {
             }
             search.constraints.push(constraints);
         }
-        match search.allocate_one(At::default(), false) {
+        let found = search.allocate_one(At::default(), false, FIRST_DEVICE);
+        *steps = search.steps;
+        match found {
             Ok(true) => {}
             // Upstream skips invalid pools while searching, and names them only when nothing else fitted.
             Ok(false) | Err(Stop::MaxSize) if search.pools.iter().any(|p| p.invalid.is_some()) => {
@@ -1323,13 +1353,17 @@ impl<'a, 'b> Search<'a, 'b> {
         self.allocating.get(id).is_some_and(|c| c.contains(&ci))
     }
 
-    /// Upstream `allocateOne`: true when every claim from `r` on got its devices.
-    fn allocate_one(&mut self, r: At, allocate_sub: bool) -> Result<bool, Stop> {
+    /// Upstream `allocateOne`: true when every claim from `r` on got its devices. A request's devices are tried
+    /// from `start` on, after the one its previous device took, so a search of n devices out of m meets each set
+    /// once rather than in each of its orders (upstream's `startLocation`; the first set found is the same, as a
+    /// set that fits in some order fits in the pools' order).
+    fn allocate_one(&mut self, r: At, allocate_sub: bool, start: DeviceRef) -> Result<bool, Stop> {
+        self.steps += 1;
         if r.claim >= self.claims.len() {
             return Ok(true);
         }
         if r.request >= self.requests[r.claim].len() {
-            return match self.allocate_one(At { claim: r.claim + 1, ..At::default() }, false) {
+            return match self.allocate_one(At { claim: r.claim + 1, ..At::default() }, false, FIRST_DEVICE) {
                 Err(Stop::MaxSize) => Ok(false),
                 other => other,
             };
@@ -1339,7 +1373,7 @@ impl<'a, 'b> Search<'a, 'b> {
         if !allocate_sub && has_subs {
             let mut all_exceeded = true;
             for sub in 0..subs {
-                match self.allocate_one(At { sub, ..r }, true) {
+                match self.allocate_one(At { sub, ..r }, true, FIRST_DEVICE) {
                     Err(Stop::MaxSize) => continue,
                     Err(e) => return Err(e),
                     Ok(success) => {
@@ -1359,7 +1393,11 @@ impl<'a, 'b> Search<'a, 'b> {
             return Ok(false);
         }
         if r.device >= num_devices {
-            return self.allocate_one(At { claim: r.claim, request: r.request + 1, ..At::default() }, false);
+            return self.allocate_one(
+                At { claim: r.claim, request: r.request + 1, ..At::default() },
+                false,
+                FIRST_DEVICE,
+            );
         }
         if self.results[r.claim].len() + num_devices - r.device > ALLOCATION_RESULTS_MAX_SIZE {
             return Err(Stop::MaxSize);
@@ -1370,17 +1408,21 @@ impl<'a, 'b> Search<'a, 'b> {
             if !self.allocate_device(r, at, true)? {
                 return Ok(false);
             }
-            let done = self.allocate_one(next, allocate_sub);
+            // One set of devices only (all of them): nothing to skip.
+            let done = self.allocate_one(next, allocate_sub, FIRST_DEVICE);
             if !matches!(done, Ok(true)) {
                 self.deallocate(r, at);
             }
             return done;
         }
-        for pi in 0..self.pools.len() {
+        let (first_pool, first_slice, first_device) = start;
+        for pi in first_pool..self.pools.len() {
             // Invalid and incomplete pools hold no devices (their slices were left out).
-            for sl in 0..self.pools[pi].slices.len() {
+            let slices_from = if pi == first_pool { first_slice } else { 0 };
+            for sl in slices_from..self.pools[pi].slices.len() {
                 let n = self.pools[pi].slices[sl].spec.devices.as_ref().map_or(0, Vec::len);
-                for di in 0..n {
+                let devices_from = if (pi, sl) == (first_pool, first_slice) { first_device } else { 0 };
+                for di in devices_from..n {
                     let at = (pi, sl, di);
                     let id = self.id(at);
                     if admin && self.allocating_for(id, r.claim) || !admin && self.in_use(id) {
@@ -1393,7 +1435,7 @@ impl<'a, 'b> Search<'a, 'b> {
                     if !self.allocate_device(r, at, false)? {
                         continue;
                     }
-                    match self.allocate_one(next, allocate_sub) {
+                    match self.allocate_one(next, allocate_sub, (pi, sl, di + 1)) {
                         Ok(true) => return Ok(true),
                         Ok(false) => self.deallocate(r, at),
                         Err(e) => {
