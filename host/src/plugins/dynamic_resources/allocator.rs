@@ -135,6 +135,11 @@ pub struct AllocatedDevices<'a> {
 }
 
 impl AllocatedDevices<'_> {
+    /// Whether some claim may hold a whole device (false: none does).
+    pub fn holds_any(&self) -> bool {
+        !self.api.whole.is_empty() || !self.ours.whole.is_empty()
+    }
+
     /// Whether some claim holds the whole device.
     pub fn contains(&self, id: &DeviceId) -> bool {
         let held = |h: &HeldDevices| h.whole.get(id).copied().unwrap_or(0);
@@ -892,8 +897,11 @@ struct Search<'a, 'b> {
     /// Whether a device satisfies a request's selectors, by (device, claim, request, sub-request).
     matches: RefCell<FxHashMap<(DeviceRef, usize, usize, usize), bool>>,
     /// Per pool, what its counters hold less what allocated devices consume (milli-units), computed when first
-    /// needed: (counter set, counter) → amount.
-    available: FxHashMap<usize, FxHashMap<(&'a str, &'a str), i64>>,
+    /// needed: (counter set, counter) → amount; and whether some counter is overdrawn already (then no device that
+    /// consumes counters fits there).
+    available: FxHashMap<usize, (Counters<'a>, bool)>,
+    /// What each device tried consumes, parsed once per search: ((counter set, counter), milli-units).
+    amounts: FxHashMap<DeviceRef, Vec<(CounterName<'a>, i64)>>,
     /// What the devices being allocated consume, per (pool, counter set, counter).
     consumed: FxHashMap<(usize, &'a str, &'a str), i64>,
     /// Devices that allow multiple allocations being allocated: how many shares, and the capacity they consume.
@@ -901,6 +909,12 @@ struct Search<'a, 'b> {
     /// Calls of `allocate_one` so far.
     steps: usize,
 }
+
+/// A counter: (counter set, counter).
+type CounterName<'a> = (&'a str, &'a str);
+
+/// A pool's counters and what they hold (milli-units).
+type Counters<'a> = FxHashMap<CounterName<'a>, i64>;
 
 /// Where a request's search for devices starts: at the pools' first device.
 const FIRST_DEVICE: DeviceRef = (0, 0, 0);
@@ -972,6 +986,7 @@ impl<'a> Allocator<'a> {
             results: vec![Vec::new(); claims.len()],
             matches: RefCell::default(),
             available: FxHashMap::default(),
+            amounts: FxHashMap::default(),
             consumed: FxHashMap::default(),
             allocating_capacity: FxHashMap::default(),
             steps: 0,
@@ -1257,8 +1272,9 @@ impl<'a, 'b> Search<'a, 'b> {
     /// Upstream `checkAvailableCounters`: takes the counters the device consumes from its pool, unless that would
     /// overdraw any counter of the pool (false, nothing taken). A pool's counters start as its counter sets hold
     /// them less what its allocated devices (on any node) consume.
-    fn take_counters(&mut self, pi: usize, device: &'a Device) -> Result<bool, AllocatorError> {
+    fn take_counters(&mut self, at: DeviceRef, device: &'a Device) -> Result<bool, AllocatorError> {
         let Some(consumes) = device.consumes_counters.as_deref().filter(|c| !c.is_empty()) else { return Ok(true) };
+        let pi = at.0;
         if !self.available.contains_key(&pi) {
             let pool = &self.pools[pi];
             let milli = |q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, what: &str| {
@@ -1272,55 +1288,62 @@ impl<'a, 'b> Search<'a, 'b> {
                     available.insert((*set, name.as_str()), milli(&c.value, name)?);
                 }
             }
-            for slice in pool.slices.iter().chain(&pool.elsewhere) {
-                for d in slice.spec.devices.iter().flatten() {
-                    let id = DeviceId { driver: pool.driver.into(), pool: pool.name.into(), device: d.name.clone() };
-                    if !self.alloc.allocated.contains(&id) {
-                        continue;
-                    }
-                    for c in d.consumes_counters.iter().flatten() {
-                        for (name, v) in &c.counters {
-                            if let Some(a) = available.get_mut(&(c.counter_set.as_str(), name.as_str())) {
-                                *a -= milli(&v.value, name)?;
+            // Only devices some claim holds consume counters already (none, mostly: no ID to build then).
+            if self.alloc.allocated.holds_any() {
+                for slice in pool.slices.iter().chain(&pool.elsewhere) {
+                    for d in slice.spec.devices.iter().flatten() {
+                        let id =
+                            DeviceId { driver: pool.driver.into(), pool: pool.name.into(), device: d.name.clone() };
+                        if !self.alloc.allocated.contains(&id) {
+                            continue;
+                        }
+                        for c in d.consumes_counters.iter().flatten() {
+                            for (name, v) in &c.counters {
+                                if let Some(a) = available.get_mut(&(c.counter_set.as_str(), name.as_str())) {
+                                    *a -= milli(&v.value, name)?;
+                                }
                             }
                         }
                     }
                 }
             }
-            self.available.insert(pi, available);
+            let overdrawn = available.values().any(|a| *a < 0);
+            self.available.insert(pi, (available, overdrawn));
         }
-        let mut amounts = Vec::new();
-        for c in consumes {
-            for (name, v) in &c.counters {
-                let amount = crate::framework::quantity::parse_milli(&v.value.0)
-                    .map_err(|e| AllocatorError(format!("device {}: counter {name}: {e}", device.name)))?;
-                amounts.push(((pi, c.counter_set.as_str(), name.as_str()), amount));
+        if let Entry::Vacant(e) = self.amounts.entry(at) {
+            let mut amounts = Vec::new();
+            for c in consumes {
+                for (name, v) in &c.counters {
+                    let amount = crate::framework::quantity::parse_milli(&v.value.0)
+                        .map_err(|e| AllocatorError(format!("device {}: counter {name}: {e}", device.name)))?;
+                    amounts.push(((c.counter_set.as_str(), name.as_str()), amount));
+                }
             }
+            e.insert(amounts);
         }
-        for (key, amount) in &amounts {
-            *self.consumed.entry(*key).or_default() += amount;
+        let (available, overdrawn) = &self.available[&pi];
+        let amounts = &self.amounts[&at];
+        // Every counter fitted before this device (or the pool is overdrawn): only the ones it consumes can stop
+        // fitting now.
+        let mut fits = !overdrawn;
+        for &((set, name), amount) in amounts {
+            let used = self.consumed.entry((pi, set, name)).or_default();
+            *used += amount;
+            fits &= available.get(&(set, name)).is_none_or(|a| *a >= *used);
         }
-        let fits = self.available[&pi]
-            .iter()
-            .all(|((set, name), a)| *a >= self.consumed.get(&(pi, *set, *name)).copied().unwrap_or(0));
         if !fits {
-            for (key, amount) in &amounts {
-                *self.consumed.entry(*key).or_default() -= amount;
+            for &((set, name), amount) in amounts {
+                *self.consumed.entry((pi, set, name)).or_default() -= amount;
             }
         }
         Ok(fits)
     }
 
     /// Undoes `take_counters` for a device that was taken.
-    fn give_back_counters(&mut self, pi: usize, device: &'a Device) {
-        for c in device.consumes_counters.iter().flatten() {
-            for (name, v) in &c.counters {
-                if let (Some(used), Ok(amount)) = (
-                    self.consumed.get_mut(&(pi, c.counter_set.as_str(), name.as_str())),
-                    crate::framework::quantity::parse_milli(&v.value.0),
-                ) {
-                    *used -= amount;
-                }
+    fn give_back_counters(&mut self, at: DeviceRef) {
+        for &((set, name), amount) in self.amounts.get(&at).into_iter().flatten() {
+            if let Some(used) = self.consumed.get_mut(&(at.0, set, name)) {
+                *used -= amount;
             }
         }
     }
@@ -1464,7 +1487,7 @@ impl<'a, 'b> Search<'a, 'b> {
             Some(p) => (p, Some(data.name)),
             None => (data.name, None),
         };
-        let (full_name, request_name, admin) = (data.full_name(), data.name.to_string(), data.admin_access);
+        let (request_name, admin) = (data.name, data.admin_access);
         let tolerations = data.tolerations;
         // Partitionable devices: the counters the device consumes must still be there (a further share of a
         // device already holds them).
@@ -1482,12 +1505,12 @@ impl<'a, 'b> Search<'a, 'b> {
             return Ok(false);
         }
         let counters_taken = !shared && device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty());
-        if counters_taken && !self.take_counters(at.0, device)? {
+        if counters_taken && !self.take_counters(at, device)? {
             return Ok(false);
         }
         let give_back = |me: &mut Self| {
             if counters_taken {
-                me.give_back_counters(at.0, device);
+                me.give_back_counters(at);
             }
         };
         if taint_prevents(self.alloc.taints(id, device), tolerations) || !self.capacity_fits(r, at)? {
@@ -1534,6 +1557,8 @@ impl<'a, 'b> Search<'a, 'b> {
             self.allocating.entry(id.clone()).or_default().insert(r.claim);
         }
         let tolerations = tolerations.to_vec();
+        // Named only for a device taken: the search tries many more than it takes.
+        let full_name = self.requests[r.claim][r.request][r.sub].full_name();
         self.results[r.claim].push(Picked {
             request: full_name,
             id: id.clone(),
@@ -1549,11 +1574,11 @@ impl<'a, 'b> Search<'a, 'b> {
 
     /// Undoes the last `allocate_device` of the request at `r`.
     fn deallocate(&mut self, r: At, at: DeviceRef) {
-        let ((_, device), id) = (self.device(at), self.id(at));
+        let id = self.id(at);
         let picked = self.results[r.claim].last().expect("a device to deallocate");
         let (counters_taken, share) = (picked.counters_taken, picked.share.as_ref().map(|s| s.2.clone()));
         if counters_taken {
-            self.give_back_counters(at.0, device);
+            self.give_back_counters(at);
         }
         if let Some(milli) = share {
             if let Some(entry) = self.allocating_capacity.get_mut(id) {
