@@ -62,7 +62,8 @@ impl PreScorePlugin for PodTopologySpread {
         let super::Matched { nodes: memo, domains: names } = &mut *guard;
         let empty = if require_all { Domains::MISSING } else { names.id("") };
         let width = constraints.len();
-        let ids = snapshot.nodes().iter().map(|n| n.id as usize + 1).max().unwrap_or(0);
+        // Feasible nodes are the snapshot's; counting them in keeps a stray one from indexing past the end.
+        let ids = snapshot.nodes().iter().chain(nodes).map(|n| n.id as usize + 1).max().unwrap_or(0);
         // Every node's counts by id (feasible ones are read again below), and each domain's sum over the nodes
         // the constraint includes.
         let mut by_id: Vec<(u32, i64)> = vec![(Domains::MISSING, 0); ids * width];
@@ -145,7 +146,7 @@ impl PreScorePlugin for PodTopologySpread {
                 ((size + 2) as f64).ln()
             })
             .collect();
-        let mut raw = vec![UNKNOWN; ids.max(nodes.iter().map(|n| n.id as usize + 1).max().unwrap_or(0))];
+        let mut raw = vec![UNKNOWN; ids];
         for n in nodes {
             let counts = &by_id[n.id as usize * width..][..width];
             if require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING) {
