@@ -61,6 +61,10 @@ impl PreScorePlugin for PodTopologySpread {
         guard.key(&pod.namespace, &constraints);
         let super::Matched { nodes: memo, domains: names } = &mut *guard;
         let empty = if require_all { Domains::MISSING } else { names.id("") };
+        // A node lacking a key is left out unless spreading by the system defaults; then its missing value is the
+        // domain "".
+        let lacks_key = |counts: &[(u32, i64)]| require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING);
+        let domain = |id: u32| (if id == Domains::MISSING { empty } else { id }) as usize;
         let width = constraints.len();
         // Feasible nodes are the snapshot's; counting them in keeps a stray one from indexing past the end.
         let ids = snapshot.nodes().iter().chain(nodes).map(|n| n.id as usize + 1).max().unwrap_or(0);
@@ -89,7 +93,7 @@ impl PreScorePlugin for PodTopologySpread {
                 for (to, from) in by_id[node.id as usize * width..].iter_mut().zip(counts) {
                     *to = *from;
                 }
-                if require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING) {
+                if lacks_key(counts) {
                     return;
                 }
                 let mut affinity_ok = None;
@@ -103,10 +107,7 @@ impl PreScorePlugin for PodTopologySpread {
                     if !included(c, affinity_ok, node, tolerations) {
                         continue;
                     }
-                    let id = match counts[i].0 {
-                        Domains::MISSING => empty,
-                        id => id,
-                    } as usize;
+                    let id = domain(counts[i].0);
                     if sums[i].len() <= id {
                         sums[i].resize(id + 1, 0);
                     }
@@ -122,15 +123,12 @@ impl PreScorePlugin for PodTopologySpread {
         let mut sizes = vec![0usize; width];
         for n in nodes {
             let counts = &by_id[n.id as usize * width..][..width];
-            if require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING) {
+            if lacks_key(counts) {
                 ignored += 1;
                 continue;
             }
             for i in (0..width).filter(|&i| !is_host[i]) {
-                let id = match counts[i].0 {
-                    Domains::MISSING => empty,
-                    id => id,
-                } as usize;
+                let id = domain(counts[i].0);
                 if id >= seen[i].len() {
                     seen[i].resize(id + 1, false);
                 }
@@ -149,7 +147,7 @@ impl PreScorePlugin for PodTopologySpread {
         let mut raw = vec![UNKNOWN; ids];
         for n in nodes {
             let counts = &by_id[n.id as usize * width..][..width];
-            if require_all && counts.iter().any(|&(id, _)| id == Domains::MISSING) {
+            if lacks_key(counts) {
                 raw[n.id as usize] = IGNORED;
                 continue;
             }
