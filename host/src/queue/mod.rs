@@ -13,7 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::framework::{
-    action, pod_update_actions, ClusterEvent, EventObject, EventResource, Framework, PodInfo, QueuedPodInfo,
+    action, pod_update_actions, ClusterEvent, EventObject, EventResource, Framework, Plugin, PodInfo, QueuedPodInfo,
     QueueingHint,
 };
 
@@ -92,6 +92,21 @@ const ORDERING_WINDOW: u64 = 1_000_000_000;
 /// A part of backoffQ: expiry → a heap of UIDs ordered by QueueSort.
 type BackoffHeaps = BTreeMap<u64, Vec<String>>;
 
+/// A group of gated pods: their profile and the PreEnqueue plugin that holds them back (none named: refused
+/// without a plugin's name).
+type GateKey = (String, Option<String>);
+
+/// What a plugin that rejected or gated a pod registered of an event.
+enum Registration<'a> {
+    /// Not this event: the pod stays.
+    Not,
+    /// A plugin the profile does not know of: counts as registered for everything, except for the events only
+    /// registered plugins hear.
+    Unknown,
+    /// The event, with the plugin to ask for a queueing hint (none: not instantiated, so no hint).
+    Registered(Option<&'a Arc<dyn Plugin>>),
+}
+
 /// The queue.
 pub struct SchedulingQueue {
     profiles: Arc<dyn Profiles>,
@@ -111,8 +126,12 @@ pub struct SchedulingQueue {
     events: HashMap<String, HashMap<String, Vec<ClusterEvent>>>,
     nominated: HashMap<String, Vec<Arc<PodInfo>>>,
     nominated_by_uid: HashMap<String, String>,
-    /// UIDs of the pods in Unschedulable or Gated, so an event does not scan the whole queue.
-    waiting: HashSet<String>,
+    /// UIDs of the pods in Unschedulable, so an event does not scan the whole queue.
+    unschedulable: HashSet<String>,
+    /// UIDs of the pods in Gated by profile and gating plugin: an event the gating plugin did not register passes
+    /// its pods by without looking at them (thousands of gated pods would otherwise be looked at on every pod
+    /// bound).
+    gated: HashMap<GateKey, HashSet<String>>,
     /// Pods popped whose attempt has not ended.
     in_flight: HashMap<String, InFlight>,
     /// The positions of the pods not yet past WaitOnPermit: events older than the first concern none of them.
@@ -125,6 +144,8 @@ pub struct SchedulingQueue {
     observer: Option<Arc<dyn QueueObserver>>,
     /// Some plugin registered UnscheduledPod Add, so a new pod is an event (see `add`).
     unscheduled_pod_add_registered: bool,
+    /// Waiting pods weighed for an event so far (see [`SchedulingQueue::pods_weighed`]).
+    weighed: u64,
 }
 
 /// A popped pod whose attempt has not ended.
@@ -197,13 +218,15 @@ impl SchedulingQueue {
             events,
             nominated: HashMap::new(),
             nominated_by_uid: HashMap::new(),
-            waiting: HashSet::new(),
+            unschedulable: HashSet::new(),
+            gated: HashMap::new(),
             in_flight: HashMap::new(),
             tracked: BTreeSet::new(),
             heard: VecDeque::new(),
             next_position: 0,
             observer: None,
             unscheduled_pod_add_registered,
+            weighed: 0,
         }
     }
 
@@ -530,12 +553,9 @@ impl SchedulingQueue {
     /// Moves unschedulable pods older than `max_age` back (upstream's periodic flush, 5 minutes).
     pub fn flush_unschedulable_leftover(&mut self, now: u64, max_age: Duration) {
         let mut old: Vec<String> = self
-            .waiting
+            .unschedulable
             .iter()
-            .filter(|u| {
-                let e = &self.entries[*u];
-                e.queue == QueueName::Unschedulable && now.saturating_sub(e.info.timestamp) >= max_age.as_nanos() as u64
-            })
+            .filter(|u| now.saturating_sub(self.entries[*u].info.timestamp) >= max_age.as_nanos() as u64)
             .cloned()
             .collect();
         old.sort();
@@ -573,29 +593,43 @@ impl SchedulingQueue {
     fn move_for(&mut self, e: &Event<'_>, now: u64, except_uid: &str) {
         self.hear(e);
         let mut candidates: Vec<&String> = self
-            .waiting
+            .unschedulable
             .iter()
-            .filter(|u| u.as_str() != except_uid)
-            .filter(|u| {
-                let entry = &self.entries[*u];
-                match entry.queue {
-                    // As upstream: a gated pod moves on only for an event its gating plugin registered, and when
-                    // the plugin's hint says the event may help (every pod gated for a missing ResourceClaim would
-                    // otherwise run PreEnqueue again on every cluster event).
-                    QueueName::Gated => match entry.info.gated_by.as_deref() {
-                        Some(p) => self.registered(&entry.info, p, e),
-                        None => !e.registered_only,
-                    },
-                    _ => self.event_may_help(&entry.info, e),
-                }
-            })
+            .filter(|u| u.as_str() != except_uid && self.event_may_help(&self.entries[*u].info, e))
             .collect();
+        // As upstream: a gated pod moves on only for an event its gating plugin registered, and when the plugin's
+        // hint says the event may help (every pod gated for a missing ResourceClaim would otherwise run PreEnqueue
+        // again on every cluster event). Registration is a matter of the group, the hint of each pod.
+        let mut weighed = self.unschedulable.len();
+        for ((profile, plugin), uids) in &self.gated {
+            let hint = match plugin.as_deref().map(|p| self.registration(profile, p, e)) {
+                Some(Registration::Not) => continue,
+                None | Some(Registration::Unknown) if e.registered_only => continue,
+                None | Some(Registration::Unknown) => None,
+                Some(Registration::Registered(plugin)) => plugin,
+            };
+            weighed += uids.len();
+            candidates.extend(uids.iter().filter(|u| {
+                u.as_str() != except_uid
+                    && hint.is_none_or(|pl| {
+                        let pod = &self.entries[*u].info.pod_info;
+                        pl.queueing_hint(pod, &e.event, e.old, e.new) == QueueingHint::Queue
+                    })
+            }));
+        }
         // Requeue in arrival order so activeQ ties stay deterministic.
         candidates.sort_by_key(|u| (self.entries[*u].info.timestamp, (*u).clone()));
         let candidates: Vec<String> = candidates.into_iter().cloned().collect();
+        self.weighed += weighed as u64;
         for uid in candidates {
             self.requeue(&uid, now, e.event.label());
         }
+    }
+
+    /// How many waiting pods cluster events have been weighed for, in all (one per pod and event): what an event
+    /// costs the queue, for tests. Gated pods whose gate did not register an event are not weighed for it.
+    pub fn pods_weighed(&self) -> u64 {
+        self.weighed
     }
 
     /// Keeps an event for the pods between their pop and WaitOnPermit, if any.
@@ -624,16 +658,25 @@ impl SchedulingQueue {
     /// A plugin the profile does not know of counts as registered for everything, except for the events only
     /// registered plugins hear.
     fn registered(&self, info: &QueuedPodInfo, p: &str, e: &Event<'_>) -> bool {
-        let profile = info.pod_info.scheduler_name();
+        match self.registration(info.pod_info.scheduler_name(), p, e) {
+            Registration::Not => false,
+            Registration::Unknown => !e.registered_only,
+            Registration::Registered(plugin) => {
+                plugin.is_none_or(|pl| pl.queueing_hint(&info.pod_info, &e.event, e.old, e.new) == QueueingHint::Queue)
+            }
+        }
+    }
+
+    /// What plugin `p` of `profile` registered of event `e`, whichever pod it holds.
+    fn registration(&self, profile: &str, p: &str, e: &Event<'_>) -> Registration<'_> {
         let Some(evs) = self.events.get(profile).and_then(|per_plugin| per_plugin.get(p)) else {
-            return !e.registered_only;
+            return Registration::Unknown;
         };
         // Registering every event (the default) is no request for the events only registered plugins hear.
         if !evs.iter().any(|r| r.covers(&e.event)) || (e.registered_only && *evs == ClusterEvent::all()) {
-            return false;
+            return Registration::Not;
         }
-        let plugin = self.profiles.framework(profile).and_then(|f| f.plugin(p));
-        plugin.is_none_or(|pl| pl.queueing_hint(&info.pod_info, &e.event, e.old, e.new) == QueueingHint::Queue)
+        Registration::Registered(self.profiles.framework(profile).and_then(|f| f.plugin(p)))
     }
 
     /// Moves a waiting pod on because of `event`: a gated one through PreEnqueue again, an unschedulable one to
@@ -696,18 +739,19 @@ impl SchedulingQueue {
             }
             return;
         }
-        let Some(e) = self.entries.get_mut(&uid) else { return self.add(pod, now) };
+        // Taken out and put back, so the pod's place among the waiting ones follows its new object.
+        let Some(mut e) = self.take(&uid) else { return self.add(pod, now) };
         let old = std::mem::replace(&mut e.info.pod_info, pod.clone());
         let moves = match e.queue {
             QueueName::Gated => true,
             QueueName::Unschedulable if scheduling_properties_changed(&old.pod, &pod.pod) => {
                 let event = ClusterEvent::new(EventResource::UnscheduledPod, pod_update_actions(&old, &pod));
                 let (old, new) = (EventObject::Pod(old), EventObject::Pod(pod));
-                let e = Event { event, old: Some(&old), new: Some(&new), registered_only: false };
-                self.event_may_help(&self.entries[&uid].info, &e)
+                self.event_may_help(&e.info, &Event { event, old: Some(&old), new: Some(&new), registered_only: false })
             }
             _ => false,
         };
+        self.put(uid.clone(), e);
         if moves {
             self.requeue(&uid, now, event::UNSCHEDULED_POD_UPDATE);
         }
@@ -801,17 +845,44 @@ impl SchedulingQueue {
     }
 
     fn put(&mut self, uid: String, e: Entry) {
-        if matches!(e.queue, QueueName::Unschedulable | QueueName::Gated) {
-            self.waiting.insert(uid.clone());
-        } else {
-            self.waiting.remove(&uid);
+        if let Some(old) = self.entries.remove(&uid) {
+            self.unwait(&uid, &old);
+        }
+        match e.queue {
+            QueueName::Unschedulable => {
+                self.unschedulable.insert(uid.clone());
+            }
+            QueueName::Gated => {
+                self.gated.entry(gate_key(&e.info)).or_default().insert(uid.clone());
+            }
+            QueueName::Active | QueueName::Backoff => {}
         }
         self.entries.insert(uid, e);
     }
 
     fn take(&mut self, uid: &str) -> Option<Entry> {
-        self.waiting.remove(uid);
-        self.entries.remove(uid)
+        let e = self.entries.remove(uid)?;
+        self.unwait(uid, &e);
+        Some(e)
+    }
+
+    /// Forgets that entry `e` of `uid` waits for an event.
+    fn unwait(&mut self, uid: &str, e: &Entry) {
+        match e.queue {
+            QueueName::Unschedulable => {
+                self.unschedulable.remove(uid);
+            }
+            QueueName::Gated => {
+                let key = gate_key(&e.info);
+                if let Some(uids) = self.gated.get_mut(&key) {
+                    uids.remove(uid);
+                    if uids.is_empty() {
+                        self.gated.remove(&key);
+                    }
+                }
+            }
+            QueueName::Active | QueueName::Backoff => {}
+        }
     }
 
     fn heap_push(&mut self, uid: String) {
@@ -839,6 +910,11 @@ impl SchedulingQueue {
     pub fn active_uids(&self) -> HashSet<String> {
         self.active.iter().cloned().collect()
     }
+}
+
+/// The group a gated pod waits in.
+fn gate_key(info: &QueuedPodInfo) -> GateKey {
+    (info.pod_info.scheduler_name().to_string(), info.gated_by.clone())
 }
 
 /// Whether an update of a pending pod changed more than its status and bookkeeping: a write of its status (such as

@@ -679,3 +679,45 @@ fn a_gated_pod_is_checked_again_only_on_events_its_gate_registered() {
     assert_eq!(gated(&q), 0, "the open gate let the pod on");
     assert_eq!(q.pop().map(|p| p.pod_info.name.clone()).as_deref(), Some("p"));
 }
+
+/// Thousands of gated pods cost an event their gate did not register nothing: every pod bound is such an event
+/// (SchedulingGatedPodsWithPodAffinityImpactForThroughput keeps 10,000 gated pods while it schedules 20,000).
+#[test]
+fn gated_pods_are_not_weighed_for_events_their_gate_did_not_register() {
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut reg = kube_wasm_scheduler::plugins::in_tree_registry();
+    let (c, n) = (closed.clone(), calls.clone());
+    reg.register(
+        "Gate",
+        Arc::new(move |_, _| Ok(Arc::new(Gate { closed: c.clone(), calls: n.clone() }) as Arc<dyn Plugin>)),
+    )
+    .unwrap();
+    let cfg = config(&reg, &profile("    preEnqueue:\n      enabled: [{name: Gate}]\n"));
+    let ctx = PluginContext::new(Arc::new(MemoryCluster::default()));
+    let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
+    let mut q =
+        SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1));
+    for i in 0..1000 {
+        q.add(pod(&format!("g{i}"), 0), i);
+    }
+    // One unschedulable pod beside them is weighed for every event.
+    closed.store(false, Ordering::Relaxed);
+    q.add(pod("u", 0), 1000);
+    let mut info = q.pop().unwrap();
+    assert_eq!(info.pod_info.name, "u");
+    // Rejected by a plugin that registered only new nodes, as the gate.
+    info.unschedulable_plugins.insert("Gate".into());
+    q.add_unschedulable(info, false, SEC);
+    for t in 2..12 {
+        q.on_event(ClusterEvent::new(EventResource::AssignedPod, action::ADD), t * SEC);
+    }
+    assert_eq!(q.pods_weighed(), 10, "gated pods weighed for events their gate did not register");
+    assert_eq!(calls.load(Ordering::Relaxed), 1001);
+    // The event the gate registered weighs each of them once and runs the gate for each, now open.
+    closed.store(false, Ordering::Relaxed);
+    q.on_event(ClusterEvent::new(EventResource::Node, action::ADD), 20 * SEC);
+    assert_eq!(q.pods_weighed(), 10 + 1001);
+    assert_eq!(calls.load(Ordering::Relaxed), 1001 + 1001);
+    assert_eq!((q.pending().get(&QueueName::Gated), q.pending().get(&QueueName::Active)), (None, Some(&1001)));
+}
