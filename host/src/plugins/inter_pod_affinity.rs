@@ -83,9 +83,11 @@ type MatchedOnNode = (i64, Vec<i64>);
 type NamespaceKey = (String, Option<Labels>);
 
 /// What PreScore's per-node sums depend on besides the node's pods and the incoming pod's labels (checked per node,
-/// [`KeptSums`]): the incoming pod's namespace and preferred terms, and its namespace's labels (existing pods'
-/// namespace selectors read them).
-type ScoreKey = (String, Vec<WeightedAffinityTerm>, Vec<WeightedAffinityTerm>, Option<Labels>);
+/// [`KeptSums`]): the incoming pod's namespace and preferred terms, its namespace's labels (existing pods'
+/// namespace selectors read them) and, when one of its terms has a namespace selector, the cluster objects
+/// (namespace labels) the sums were made with, as [`RequiredTerms`].
+type ScoreKey =
+    (String, Vec<WeightedAffinityTerm>, Vec<WeightedAffinityTerm>, Option<Labels>, Option<Arc<ClusterObjects>>);
 
 /// A node's kept score sums, with the incoming pod's values (None: absent) for the label keys its existing pods'
 /// terms read: the sums hold for the next pod while its values for those keys are the same. So the key need not
@@ -129,9 +131,27 @@ fn existing_anti_affinity_on(node: &NodeInfo, pod: &PodInfo, ns_labels: Option<&
 }
 
 /// True when whether a pod matches the term does not depend on namespace labels (no namespace selector, or one
-/// selecting every namespace): then what a node's pods match depends on the pods alone, and may be kept per node.
+/// selecting every namespace): then what a node's pods match depends on the pods alone.
 fn namespace_labels_unread(t: &AffinityTerm) -> bool {
     matches!(t.namespace_selector, Selector::Nothing) || t.namespace_selector.is_everything()
+}
+
+/// The cluster objects a memo's values are made with when `terms` read namespace labels (None when they do not).
+fn objects_read<'t>(
+    mut terms: impl Iterator<Item = &'t AffinityTerm>,
+    snapshot: &Snapshot,
+) -> Option<Arc<ClusterObjects>> {
+    (!terms.all(namespace_labels_unread)).then(|| snapshot.objects.clone())
+}
+
+/// Whether kept values made with the objects `kept` hold with `now` (see [`objects_read`]): the same set, held by
+/// the key so that a later set cannot reuse its address.
+fn same_objects(kept: &Option<Arc<ClusterObjects>>, now: &Option<Arc<ClusterObjects>>) -> bool {
+    match (kept, now) {
+        (Some(k), Some(o)) => Arc::ptr_eq(k, o),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 impl InterPodAffinityArgs {
@@ -304,15 +324,10 @@ impl PreFilterPlugin for InterPodAffinity {
                     bump(&mut s.anti_affinity, labels, &t.topology_key, n);
                 }
             };
-            let objects = (!aff.iter().chain(anti).all(namespace_labels_unread)).then(|| snapshot.objects.clone());
+            let objects = objects_read(aff.iter().chain(anti), snapshot);
             let mut memo = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
-            let same_objects = |kept: &Option<Arc<ClusterObjects>>| match (kept, &objects) {
-                (Some(k), Some(o)) => Arc::ptr_eq(k, o),
-                (None, None) => true,
-                _ => false,
-            };
             memo.key(
-                |(a, b, o)| a == aff && b == anti && same_objects(o),
+                |(a, b, o)| a == aff && b == anti && same_objects(o, &objects),
                 || (aff.clone(), anti.clone(), objects.clone()),
             );
             for node in snapshot.nodes() {
@@ -530,16 +545,17 @@ impl PreScorePlugin for InterPodAffinity {
         }
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
         let mut scores = TopologyCounts::default();
-        // The sums are kept per node while the pod's shape and the node stay the same, as PreFilter's counts.
+        // The sums are kept per node while the pod's shape, the node and (for namespace selectors) the namespaces
+        // stay the same, as PreFilter's counts.
         let (aff, anti) = (&pod.preferred_affinity_terms, &pod.preferred_anti_affinity_terms);
-        let keep = aff.iter().chain(anti).all(|t| namespace_labels_unread(&t.term));
+        let objects = objects_read(aff.iter().chain(anti).map(|t| &t.term), snapshot);
         let mut memo = self.contributions.lock().unwrap_or_else(PoisonError::into_inner);
-        if keep {
-            memo.key(
-                |(ns, a, b, nsl)| *ns == pod.namespace && a == aff && b == anti && nsl.as_ref() == ns_labels,
-                || (pod.namespace.clone(), aff.clone(), anti.clone(), ns_labels.cloned()),
-            );
-        }
+        memo.key(
+            |(ns, a, b, nsl, o)| {
+                *ns == pod.namespace && a == aff && b == anti && nsl.as_ref() == ns_labels && same_objects(o, &objects)
+            },
+            || (pod.namespace.clone(), aff.clone(), anti.clone(), ns_labels.cloned(), objects.clone()),
+        );
         // With preferred terms of its own, every existing pod may match the incoming pod's; without, only existing
         // pods with affinity terms can contribute.
         let candidates: Box<dyn Iterator<Item = (&NodeInfo, &[Arc<PodInfo>])>> = if has_constraints {
@@ -552,26 +568,19 @@ impl PreScorePlugin for InterPodAffinity {
             if labels.is_empty() || pods.is_empty() {
                 continue;
             }
-            if keep {
-                memo.with_valid(
-                    node,
-                    |kept| kept.holds_for(pod),
-                    || KeptSums {
-                        sums: self.node_sums(pod, ns_labels, pods, snapshot).into_owned(),
-                        reads: self.label_keys_read(pods, pod),
-                    },
-                    |kept| {
-                        for (k, d) in &kept.sums {
-                            bump(&mut scores, labels, k, *d);
-                        }
-                    },
-                );
-            } else {
-                // Not kept: added from the borrowed sums, with no owned copy per node.
-                for (k, d) in self.node_sums(pod, ns_labels, pods, snapshot).0 {
-                    bump(&mut scores, labels, k, d);
-                }
-            }
+            memo.with_valid(
+                node,
+                |kept| kept.holds_for(pod),
+                || KeptSums {
+                    sums: self.node_sums(pod, ns_labels, pods, snapshot).into_owned(),
+                    reads: self.label_keys_read(pods, pod),
+                },
+                |kept| {
+                    for (k, d) in &kept.sums {
+                        bump(&mut scores, labels, k, *d);
+                    }
+                },
+            );
         }
         if scores.is_empty() {
             return Status::skip();
@@ -1191,6 +1200,23 @@ mod tests {
             filter_all(&kept, &incoming, &other),
             "e1 counts only in devops"
         );
+    }
+
+    /// PreScore's sums for preferred terms with a namespace selector are kept per node while the namespaces' labels
+    /// stay the same, and made again when they change, the nodes unchanged.
+    #[test]
+    fn kept_score_sums_for_namespace_selectors_follow_namespace_labels() {
+        let db = |name: &str, ns: &str| apod(name, ns, json!({"app": "db"}), json!({}));
+        let pods = vec![("a", db("e1", "tools")), ("x", db("e2", "default"))];
+        let devops = numbered(cluster(pods.clone(), json!({"tools": {"team": "devops"}, "default": {}})));
+        let other = numbered(cluster(pods, json!({"tools": {"team": "other"}, "default": {}})));
+        let selector = merge(term("db", HOST), json!({"namespaceSelector": {"matchLabels": {"team": "devops"}}}));
+        let incoming = apod("p", "default", json!({}), preferred("podAffinity", vec![(3, selector)]));
+        let kept = plugin(json!({}));
+        for snap in [&devops, &other, &other, &devops] {
+            assert_eq!(scores(&kept, &incoming, snap), scores(&plugin(json!({})), &incoming, snap));
+        }
+        assert_ne!(scores(&kept, &incoming, &devops), scores(&kept, &incoming, &other), "e1 counts only in devops");
     }
 
     /// PreFilter's counts of existing pods' required anti-affinity kept per node give what a fresh plugin computes,
