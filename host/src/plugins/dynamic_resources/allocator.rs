@@ -594,8 +594,10 @@ fn lookup_attribute<'d>(device: &'d Device, driver: &str, name: &str) -> Option<
 /// What the allocator picked for one device.
 #[derive(Clone)]
 struct Picked<'a> {
-    request: String,
-    id: DeviceId,
+    /// The request and sub-request it was picked for (named in the result only).
+    request: (usize, usize),
+    /// Where the device is (its ID is built in the result only: the search takes and gives back many).
+    at: DeviceRef,
     slice: &'a ResourceSlice,
     device: &'a Device,
     admin_access: bool,
@@ -892,7 +894,7 @@ struct Search<'a, 'b> {
     selected: Vec<Vec<usize>>,
     constraints: Vec<Vec<MatchAttribute<'b>>>,
     /// Devices being allocated, with the claims taking them.
-    allocating: FxHashMap<DeviceId, FxHashSet<usize>>,
+    allocating: FxHashMap<DeviceRef, FxHashSet<usize>>,
     results: Vec<Vec<Picked<'a>>>,
     /// Whether a device satisfies a request's selectors, by (device, claim, request, sub-request).
     matches: RefCell<FxHashMap<(DeviceRef, usize, usize, usize), bool>>,
@@ -905,7 +907,7 @@ struct Search<'a, 'b> {
     /// What the devices being allocated consume, per (pool, counter set, counter).
     consumed: FxHashMap<(usize, &'a str, &'a str), i64>,
     /// Devices that allow multiple allocations being allocated: how many shares, and the capacity they consume.
-    allocating_capacity: FxHashMap<DeviceId, (usize, ConsumedCapacity)>,
+    allocating_capacity: FxHashMap<DeviceRef, (usize, ConsumedCapacity)>,
     /// Calls of `allocate_one` so far.
     steps: usize,
 }
@@ -1353,11 +1355,16 @@ impl<'a, 'b> Search<'a, 'b> {
     fn capacity_fits(&self, r: At, at: DeviceRef) -> Result<bool, AllocatorError> {
         let ((_, device), id) = (self.device(at), self.id(at));
         let data = &self.requests[r.claim][r.request][r.sub];
+        // A device without capacities fits a request that asks for none and no other (as `fits_capacity` says),
+        // with no shares to look up.
+        if device.capacity.as_ref().is_none_or(BTreeMap::is_empty) {
+            return Ok(data.capacity.is_none_or(BTreeMap::is_empty));
+        }
         fits_capacity(
             self.alloc.allocated.shared(id).as_deref(),
             data.capacity,
             device,
-            self.allocating_capacity.get(id).map(|e| &e.1),
+            self.allocating_capacity.get(&at).map(|e| &e.1),
         )
         .map_err(|e| {
             AllocatorError(format!(
@@ -1368,12 +1375,12 @@ impl<'a, 'b> Search<'a, 'b> {
         })
     }
 
-    fn in_use(&self, id: &DeviceId) -> bool {
-        self.alloc.allocated.contains(id) || self.allocating.get(id).is_some_and(|c| !c.is_empty())
+    fn in_use(&self, at: DeviceRef) -> bool {
+        self.allocating.get(&at).is_some_and(|c| !c.is_empty()) || self.alloc.allocated.contains(self.id(at))
     }
 
-    fn allocating_for(&self, id: &DeviceId, ci: usize) -> bool {
-        self.allocating.get(id).is_some_and(|c| c.contains(&ci))
+    fn allocating_for(&self, at: DeviceRef, ci: usize) -> bool {
+        self.allocating.get(&at).is_some_and(|c| c.contains(&ci))
     }
 
     /// Upstream `allocateOne`: true when every claim from `r` on got its devices. A request's devices are tried
@@ -1447,8 +1454,7 @@ impl<'a, 'b> Search<'a, 'b> {
                 let devices_from = if (pi, sl) == (first_pool, first_slice) { first_device } else { 0 };
                 for di in devices_from..n {
                     let at = (pi, sl, di);
-                    let id = self.id(at);
-                    if admin && self.allocating_for(id, r.claim) || !admin && self.in_use(id) {
+                    if admin && self.allocating_for(at, r.claim) || !admin && self.in_use(at) {
                         continue;
                     }
                     let data = &self.requests[r.claim][r.request][r.sub];
@@ -1479,7 +1485,7 @@ impl<'a, 'b> Search<'a, 'b> {
         let data = &self.requests[r.claim][r.request][r.sub];
         // A device that allows multiple allocations is never in use: its capacity decides.
         let multiple = device.allow_multiple_allocations == Some(true);
-        if !multiple && data.admin_access && self.allocating_for(id, r.claim) || !data.admin_access && self.in_use(id) {
+        if !multiple && data.admin_access && self.allocating_for(at, r.claim) || !data.admin_access && self.in_use(at) {
             return Ok(false);
         }
         let requested = data.capacity;
@@ -1491,7 +1497,7 @@ impl<'a, 'b> Search<'a, 'b> {
         let tolerations = data.tolerations;
         // Partitionable devices: the counters the device consumes must still be there (a further share of a
         // device already holds them).
-        let shared = multiple && (self.alloc.allocated.is_shared(id) || self.allocating_capacity.contains_key(id));
+        let shared = multiple && (self.allocating_capacity.contains_key(&at) || self.alloc.allocated.is_shared(id));
         // Without their gates, upstream's allocator passes over devices that consume counters or that have binding
         // conditions.
         if !self.alloc.features.dra_partitionable_devices
@@ -1546,7 +1552,7 @@ impl<'a, 'b> Search<'a, 'b> {
             }
         }
         let share = share.map(|(written, milli)| {
-            let entry = self.allocating_capacity.entry(id.clone()).or_default();
+            let entry = self.allocating_capacity.entry(at).or_default();
             entry.0 += 1;
             for (name, v) in &milli {
                 *entry.1.entry(name.clone()).or_default() += v;
@@ -1554,14 +1560,12 @@ impl<'a, 'b> Search<'a, 'b> {
             (new_share_id(), written, milli)
         });
         if !multiple {
-            self.allocating.entry(id.clone()).or_default().insert(r.claim);
+            self.allocating.entry(at).or_default().insert(r.claim);
         }
         let tolerations = tolerations.to_vec();
-        // Named only for a device taken: the search tries many more than it takes.
-        let full_name = self.requests[r.claim][r.request][r.sub].full_name();
         self.results[r.claim].push(Picked {
-            request: full_name,
-            id: id.clone(),
+            request: (r.request, r.sub),
+            at,
             slice,
             device,
             admin_access: admin,
@@ -1574,20 +1578,19 @@ impl<'a, 'b> Search<'a, 'b> {
 
     /// Undoes the last `allocate_device` of the request at `r`.
     fn deallocate(&mut self, r: At, at: DeviceRef) {
-        let id = self.id(at);
         let picked = self.results[r.claim].last().expect("a device to deallocate");
         let (counters_taken, share) = (picked.counters_taken, picked.share.as_ref().map(|s| s.2.clone()));
         if counters_taken {
             self.give_back_counters(at);
         }
         if let Some(milli) = share {
-            if let Some(entry) = self.allocating_capacity.get_mut(id) {
+            if let Some(entry) = self.allocating_capacity.get_mut(&at) {
                 entry.0 -= 1;
                 for (name, v) in &milli {
                     *entry.1.entry(name.clone()).or_default() -= v;
                 }
                 if entry.0 == 0 {
-                    self.allocating_capacity.remove(id);
+                    self.allocating_capacity.remove(&at);
                 }
             }
         }
@@ -1599,7 +1602,7 @@ impl<'a, 'b> Search<'a, 'b> {
         for c in &mut self.constraints[r.claim] {
             c.remove(base, sub);
         }
-        if let Some(claims) = self.allocating.get_mut(id) {
+        if let Some(claims) = self.allocating.get_mut(&at) {
             claims.remove(&r.claim);
         }
         self.results[r.claim].pop();
@@ -1611,11 +1614,12 @@ impl<'a, 'b> Search<'a, 'b> {
         let picked = &self.results[ci];
         let results = picked
             .iter()
-            .map(|p| DeviceRequestAllocationResult {
-                request: p.request.clone(),
-                driver: p.id.driver.clone(),
-                pool: p.id.pool.clone(),
-                device: p.id.device.clone(),
+            .map(|p| (p, self.id(p.at)))
+            .map(|(p, id)| DeviceRequestAllocationResult {
+                request: self.requests[ci][p.request.0][p.request.1].full_name(),
+                driver: id.driver.clone(),
+                pool: id.pool.clone(),
+                device: id.device.clone(),
                 admin_access: p.admin_access.then_some(true),
                 tolerations: (!p.tolerations.is_empty()).then(|| p.tolerations.clone()),
                 binding_conditions: p.device.binding_conditions.clone(),
