@@ -585,7 +585,10 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
     F: FnMut(Event<K>) + Send + 'static,
 {
-    drive(watcher::watcher(api, list_watch_config()).default_backoff().reflect(writer), f);
+    // As kube-scheduler's informers (and ours for pods and nodes): nothing reads the managed fields, and every
+    // stored object would keep them (a claim the scheduler wrote carries an entry per writer).
+    let stream = watcher::watcher(api, list_watch_config()).default_backoff();
+    drive(stream.modify(|o| o.meta_mut().managed_fields = None).reflect(writer), f);
 }
 
 /// How every informer lists and watches, as client-go's reflector does for kube-scheduler: the list asks for
