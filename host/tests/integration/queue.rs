@@ -648,8 +648,8 @@ impl PreEnqueuePlugin for Gate {
     }
 }
 
-#[test]
-fn a_gated_pod_is_checked_again_only_on_events_its_gate_registered() {
+/// A queue whose profile runs [`Gate`] at PreEnqueue, closed, with the gate's switch and call count.
+fn gated_queue() -> (SchedulingQueue, Arc<std::sync::atomic::AtomicBool>, Arc<AtomicUsize>) {
     let closed = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let calls = Arc::new(AtomicUsize::new(0));
     let mut reg = kube_wasm_scheduler::plugins::in_tree_registry();
@@ -662,8 +662,13 @@ fn a_gated_pod_is_checked_again_only_on_events_its_gate_registered() {
     let cfg = config(&reg, &profile("    preEnqueue:\n      enabled: [{name: Gate}]\n"));
     let ctx = PluginContext::new(Arc::new(MemoryCluster::default()));
     let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
-    let mut q =
-        SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1));
+    let q = SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1));
+    (q, closed, calls)
+}
+
+#[test]
+fn a_gated_pod_is_checked_again_only_on_events_its_gate_registered() {
+    let (mut q, closed, calls) = gated_queue();
     let gated = |q: &SchedulingQueue| q.pending().get(&QueueName::Gated).copied().unwrap_or(0);
     q.add(pod("p", 0), 0);
     assert_eq!((gated(&q), calls.load(Ordering::Relaxed)), (1, 1));
@@ -684,20 +689,7 @@ fn a_gated_pod_is_checked_again_only_on_events_its_gate_registered() {
 /// (SchedulingGatedPodsWithPodAffinityImpactForThroughput keeps 10,000 gated pods while it schedules 20,000).
 #[test]
 fn gated_pods_are_not_weighed_for_events_their_gate_did_not_register() {
-    let closed = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let mut reg = kube_wasm_scheduler::plugins::in_tree_registry();
-    let (c, n) = (closed.clone(), calls.clone());
-    reg.register(
-        "Gate",
-        Arc::new(move |_, _| Ok(Arc::new(Gate { closed: c.clone(), calls: n.clone() }) as Arc<dyn Plugin>)),
-    )
-    .unwrap();
-    let cfg = config(&reg, &profile("    preEnqueue:\n      enabled: [{name: Gate}]\n"));
-    let ctx = PluginContext::new(Arc::new(MemoryCluster::default()));
-    let profiles = Arc::new(build_profiles(&cfg, &reg, &ctx).unwrap());
-    let mut q =
-        SchedulingQueue::new(profiles.clone(), &profiles.names(), Duration::from_secs(1), Duration::from_secs(1));
+    let (mut q, closed, calls) = gated_queue();
     for i in 0..1000 {
         q.add(pod(&format!("g{i}"), 0), i);
     }
